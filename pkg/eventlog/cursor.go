@@ -1,0 +1,241 @@
+package eventlog
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
+)
+
+// Position is a saved place in the event stream: the inode of the file being
+// read and the byte offset just past the last complete line consumed.
+type Position struct {
+	Inode  uint64 `json:"inode"`
+	Offset int64  `json:"offset"`
+}
+
+// Cursor reads logs/events.log incrementally. It returns only complete
+// lines, skips a corrupt line alone, and when events.log has been renamed
+// (daily split) it finishes the old file, found by inode, before moving to
+// the new one.
+type Cursor struct {
+	path      string // logs/events.log
+	statePath string // where Position is saved ("" = not persisted)
+
+	pos     Position
+	f       *os.File // open file at pos.Inode
+	buf     []byte
+	Corrupt int // corrupt lines skipped since Open
+}
+
+// OpenCursor loads the saved position from statePath (missing = start of the
+// current events.log).
+func OpenCursor(eventsLog, statePath string) (*Cursor, error) {
+	c := &Cursor{path: eventsLog, statePath: statePath}
+	if statePath != "" {
+		b, err := os.ReadFile(statePath)
+		switch {
+		case err == nil:
+			if jerr := json.Unmarshal(b, &c.pos); jerr != nil {
+				// A corrupt cursor restarts from the beginning of the current
+				// file: at-least-once, never silently skipping ahead.
+				c.pos = Position{}
+			}
+		case errors.Is(err, os.ErrNotExist):
+		default:
+			return nil, fmt.Errorf("read cursor %s: %w", statePath, err)
+		}
+	}
+	return c, nil
+}
+
+// Position returns the current in-memory position.
+func (c *Cursor) Position() Position { return c.pos }
+
+// Save persists the position (write-then-rename).
+func (c *Cursor) Save() error {
+	if c.statePath == "" {
+		return nil
+	}
+	return atomicfile.WriteJSON(c.statePath, c.pos)
+}
+
+// Close closes the open file.
+func (c *Cursor) Close() error {
+	if c.f != nil {
+		err := c.f.Close()
+		c.f = nil
+		return err
+	}
+	return nil
+}
+
+func inodeOf(fi os.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Ino
+	}
+	return 0
+}
+
+// open positions c.f on the file named by c.pos (by inode), or on the current
+// events.log when that file is gone.
+func (c *Cursor) open() error {
+	if c.f != nil {
+		return nil
+	}
+	if c.pos.Inode != 0 {
+		if f := c.findByInode(c.pos.Inode); f != nil {
+			c.f = f
+			return nil
+		}
+	}
+	f, err := os.Open(c.path)
+	if err != nil {
+		return err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return err
+	}
+	ino := inodeOf(fi)
+	if ino != c.pos.Inode {
+		// The saved file is gone (deleted by retention): start the current one.
+		c.pos = Position{Inode: ino}
+	}
+	c.f = f
+	return nil
+}
+
+// findByInode looks for the file with inode ino among events*.log in the log
+// directory (the current file or a daily split).
+func (c *Cursor) findByInode(ino uint64) *os.File {
+	dir := filepath.Dir(c.path)
+	names := []string{filepath.Base(c.path)}
+	if ents, err := os.ReadDir(dir); err == nil {
+		for _, e := range ents {
+			n := e.Name()
+			if strings.HasPrefix(n, "events") && n != names[0] {
+				names = append(names, n)
+			}
+		}
+	}
+	for _, n := range names {
+		f, err := os.Open(filepath.Join(dir, n))
+		if err != nil {
+			continue
+		}
+		fi, err := f.Stat()
+		if err == nil && inodeOf(fi) == ino {
+			return f
+		}
+		f.Close()
+	}
+	return nil
+}
+
+// Poll reads every complete line after the position, calling fn for each
+// valid event. A line that is not a JSON object with a type is skipped and
+// counted in Corrupt. fn returning an error stops the poll; the position then
+// stays before that line. Poll returns the number of events delivered. The
+// caller saves the position (Save) after handling them: at-least-once.
+func (c *Cursor) Poll(fn func(Event) error) (int, error) {
+	if err := c.open(); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return 0, nil
+		}
+		return 0, err
+	}
+	total := 0
+	for {
+		n, err := c.drain(fn)
+		total += n
+		if err != nil {
+			return total, err
+		}
+		// At EOF of the open file: has events.log been replaced?
+		cur, serr := os.Stat(c.path)
+		if serr != nil || inodeOf(cur) == c.pos.Inode {
+			return total, nil
+		}
+		// Rotated. Drain the old file once more (a writer may have finished a
+		// line after our read), then switch to the new file.
+		n, err = c.drain(fn)
+		total += n
+		if err != nil {
+			return total, err
+		}
+		c.f.Close()
+		c.f = nil
+		c.buf = c.buf[:0]
+		nf, oerr := os.Open(c.path)
+		if oerr != nil {
+			return total, nil
+		}
+		fi, ferr := nf.Stat()
+		if ferr != nil {
+			nf.Close()
+			return total, nil
+		}
+		c.f = nf
+		c.pos = Position{Inode: inodeOf(fi)}
+	}
+}
+
+const readChunk = 1 << 20
+
+// drain reads the open file from pos.Offset to EOF.
+func (c *Cursor) drain(fn func(Event) error) (int, error) {
+	if c.pos.Inode == 0 {
+		if fi, err := c.f.Stat(); err == nil {
+			c.pos.Inode = inodeOf(fi)
+		}
+	}
+	n := 0
+	chunk := make([]byte, readChunk)
+	c.buf = c.buf[:0]
+	off := c.pos.Offset
+	for {
+		m, err := c.f.ReadAt(chunk, off)
+		if m > 0 {
+			off += int64(m)
+			c.buf = append(c.buf, chunk[:m]...)
+			// Process complete lines in buf.
+			for {
+				i := bytes.IndexByte(c.buf, '\n')
+				if i < 0 {
+					break
+				}
+				line := c.buf[:i]
+				consumed := int64(i + 1)
+				if len(bytes.TrimSpace(line)) > 0 {
+					var ev Event
+					if jerr := json.Unmarshal(line, &ev); jerr != nil || ev.Type == "" {
+						c.Corrupt++
+					} else {
+						if ferr := fn(ev); ferr != nil {
+							return n, ferr
+						}
+						n++
+					}
+				}
+				c.pos.Offset += consumed
+				c.buf = c.buf[i+1:]
+			}
+		}
+		if err == io.EOF || m == 0 {
+			// A partial last line stays unconsumed until its newline arrives.
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+}

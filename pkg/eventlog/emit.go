@@ -1,0 +1,148 @@
+// Package eventlog owns logs/events.log, the JSONL stream of internal events
+// (seed 001, SPEC §3.3). Producers call Emitter.Emit; the chamberlain reads the
+// stream with a Cursor that resumes at a saved byte offset and inode.
+//
+// Every record is written with one write(2) on an O_APPEND descriptor, opened
+// and closed per record while holding a shared flock on logs/.rotate.lock, so
+// many processes can append concurrently and the daily split (which takes the
+// lock exclusively) never loses a line (SPEC §9.11).
+package eventlog
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/clock"
+	"github.com/kingdom-dev/kingdom/pkg/lockfile"
+)
+
+// Event is one internal event line.
+type Event struct {
+	TS    string          `json:"ts"`
+	Type  string          `json:"type"`
+	Actor string          `json:"actor"`
+	Data  json.RawMessage `json:"data"`
+}
+
+// Time parses the event's timestamp (zero time when unparsable).
+func (e Event) Time() time.Time {
+	t, err := time.Parse(time.RFC3339Nano, e.TS)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
+// Emitter appends internal events for one actor.
+type Emitter struct {
+	path  string
+	lock  string
+	actor string
+	clock clock.Clock
+
+	mu sync.Mutex
+	lf *lockfile.File
+}
+
+// NewEmitter returns an emitter writing to eventsLog (logs/events.log) with
+// the rotation lock rotateLock (logs/.rotate.lock).
+func NewEmitter(eventsLog, rotateLock, actor string, c clock.Clock) *Emitter {
+	if c == nil {
+		c = clock.Real{}
+	}
+	return &Emitter{path: eventsLog, lock: rotateLock, actor: actor, clock: c}
+}
+
+// Actor returns the emitter's actor name.
+func (e *Emitter) Actor() string { return e.actor }
+
+// Emit appends {ts, type, actor, data} as one line. data may be nil, a map or
+// any JSON-marshalable value. A nil *Emitter discards.
+func (e *Emitter) Emit(typ string, data any) error {
+	if e == nil {
+		return nil
+	}
+	return e.EmitAs(typ, e.actor, data)
+}
+
+// EmitAs is Emit with an explicit actor (e.g. the king emitting task.* on a
+// general's behalf, SPEC §9.7).
+func (e *Emitter) EmitAs(typ, actor string, data any) error {
+	if e == nil {
+		return nil
+	}
+	var raw json.RawMessage
+	switch d := data.(type) {
+	case nil:
+		raw = json.RawMessage("{}")
+	case json.RawMessage:
+		raw = d
+	default:
+		b, err := json.Marshal(d)
+		if err != nil {
+			return fmt.Errorf("encode %s data: %w", typ, err)
+		}
+		raw = b
+	}
+	line, err := json.Marshal(Event{
+		TS:    e.clock.Now().UTC().Format(time.RFC3339),
+		Type:  typ,
+		Actor: actor,
+		Data:  raw,
+	})
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", typ, err)
+	}
+	line = append(line, '\n')
+	return e.write(line)
+}
+
+func (e *Emitter) write(line []byte) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.lf == nil {
+		if err := os.MkdirAll(filepath.Dir(e.lock), 0o700); err != nil {
+			return err
+		}
+		lf, err := lockfile.Open(e.lock)
+		if err != nil {
+			return err
+		}
+		e.lf = lf
+	}
+	if err := e.lf.RLock(); err != nil {
+		return err
+	}
+	defer e.lf.Unlock()
+	f, err := os.OpenFile(e.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", e.path, err)
+	}
+	// One write(2) of the whole line: O_APPEND makes it atomic with respect to
+	// other appenders for our line sizes.
+	_, werr := f.Write(line)
+	cerr := f.Close()
+	if werr != nil {
+		return fmt.Errorf("append %s: %w", e.path, werr)
+	}
+	return cerr
+}
+
+// Close releases the emitter's lock descriptor.
+func (e *Emitter) Close() error {
+	if e == nil {
+		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.lf != nil {
+		err := e.lf.Close()
+		e.lf = nil
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,104 @@
+package queue
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/ids"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+)
+
+// ErrDuplicate is returned by Admit for an event id seen before.
+var ErrDuplicate = errors.New("duplicate event")
+
+// Admitter is the one door for external events into queue/events/pending
+// (SPEC §9.19): sentinel watchers, the inbox, the envoy and `envoy reply` all
+// use it. An id found in any events state or in the seen index is refused.
+type Admitter struct {
+	Events  *Queue
+	SeenDir string
+}
+
+// NewAdmitter returns the admitter for the layout.
+func NewAdmitter(l layout.Layout, events *Queue) *Admitter {
+	return &Admitter{Events: events, SeenDir: l.SeenDir()}
+}
+
+// Seen reports whether id has a seen marker.
+func (a *Admitter) Seen(id string) bool {
+	if !ids.Valid(id) {
+		return false
+	}
+	_, err := os.Lstat(filepath.Join(a.SeenDir, id))
+	return err == nil
+}
+
+// Known reports whether id is queued in any events state or seen.
+func (a *Admitter) Known(id string) bool {
+	if _, ok := a.Events.Find(id); ok {
+		return true
+	}
+	return a.Seen(id)
+}
+
+// Admit queues ev (any JSON-marshalable event whose id is id) into
+// events/pending unless id is known, then writes the seen marker. It returns
+// an error wrapping ErrDuplicate for a known id.
+func (a *Admitter) Admit(id string, ev any) error {
+	if err := ids.Check(id); err != nil {
+		return fmt.Errorf("admit event: %w", err)
+	}
+	if a.Seen(id) {
+		return fmt.Errorf("admit %s: %w", id, ErrDuplicate)
+	}
+	if err := a.Events.PutOnce(layout.Pending, id, ev); err != nil {
+		if errors.Is(err, ErrExists) {
+			a.MarkSeen(id)
+			return fmt.Errorf("admit %s: %w", id, ErrDuplicate)
+		}
+		return err
+	}
+	return a.MarkSeen(id)
+}
+
+// MarkSeen writes the empty seen marker for id.
+func (a *Admitter) MarkSeen(id string) error {
+	if err := ids.Check(id); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(a.SeenDir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(a.SeenDir, id), os.O_WRONLY|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("mark seen %s: %w", id, err)
+	}
+	return f.Close()
+}
+
+// PruneSeen removes seen markers older than age (seed 002: 30 days).
+func (a *Admitter) PruneSeen(age time.Duration, now time.Time) (int, error) {
+	ents, err := os.ReadDir(a.SeenDir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return 0, nil
+		}
+		return 0, err
+	}
+	n := 0
+	for _, e := range ents {
+		fi, err := e.Info()
+		if err != nil {
+			continue
+		}
+		if now.Sub(fi.ModTime()) > age {
+			if os.Remove(filepath.Join(a.SeenDir, e.Name())) == nil {
+				n++
+			}
+		}
+	}
+	return n, nil
+}

@@ -1,0 +1,328 @@
+package queue_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/eventlog"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/queue"
+)
+
+// The test binary doubles as a helper process: KINGDOM_QUEUE_HELPER selects
+// the role it plays.
+func TestMain(m *testing.M) {
+	switch os.Getenv("KINGDOM_QUEUE_HELPER") {
+	case "claim":
+		helperClaim()
+		return
+	case "writer":
+		helperWriter()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+func newTree(t testing.TB) (layout.Layout, *queue.Queue) {
+	t.Helper()
+	l := layout.New(t.TempDir())
+	if err := l.Ensure(); err != nil {
+		t.Fatal(err)
+	}
+	em := eventlog.NewEmitter(l.EventsLog(), l.RotateLock(), "test", nil)
+	return l, queue.New(l, layout.QTasks, em)
+}
+
+type item struct {
+	ID        string `json:"id"`
+	Priority  string `json:"priority"`
+	CreatedAt string `json:"created_at"`
+}
+
+func helperClaim() {
+	base := os.Getenv("KINGDOM_BASE_DIR")
+	q := queue.New(layout.New(base), layout.QTasks, nil)
+	var won []string
+	for {
+		idl, err := q.IDs(layout.Pending)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		if len(idl) == 0 {
+			break
+		}
+		for _, id := range idl {
+			err := q.Claim(layout.Pending, layout.InProgress, id)
+			switch {
+			case err == nil:
+				won = append(won, id)
+			case errors.Is(err, queue.ErrTaken):
+			default:
+				fmt.Fprintln(os.Stderr, "unexpected:", err)
+				os.Exit(1)
+			}
+		}
+	}
+	fmt.Println(strings.Join(won, "\n"))
+}
+
+func TestQueue_ClaimIsExclusiveAcrossProcesses(t *testing.T) {
+	l, q := newTree(t)
+	const n = 2000
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("task-20261121-%04d", i)
+		if err := q.PutOnce(layout.Pending, id, item{ID: id, Priority: "normal"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const procs = 8
+	cmds := make([]*exec.Cmd, procs)
+	outs := make([]*strings.Builder, procs)
+	for i := range cmds {
+		c := exec.Command(os.Args[0], "-test.run=^$")
+		c.Env = append(os.Environ(), "KINGDOM_QUEUE_HELPER=claim", "KINGDOM_BASE_DIR="+l.Base)
+		outs[i] = &strings.Builder{}
+		c.Stdout = outs[i]
+		c.Stderr = os.Stderr
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds[i] = c
+	}
+	seen := map[string]int{}
+	winners := 0
+	for i, c := range cmds {
+		if err := c.Wait(); err != nil {
+			t.Fatalf("claimer %d: %v", i, err)
+		}
+		got := 0
+		for _, id := range strings.Fields(outs[i].String()) {
+			seen[id]++
+			got++
+		}
+		if got > 0 {
+			winners++
+		}
+	}
+	if len(seen) != n {
+		t.Fatalf("claimed %d distinct ids, want %d", len(seen), n)
+	}
+	for id, c := range seen {
+		if c != 1 {
+			t.Errorf("%s claimed %d times", id, c)
+		}
+	}
+	if got := q.Count(layout.InProgress); got != n {
+		t.Errorf("in_progress has %d files, want %d", got, n)
+	}
+	if got := q.Count(layout.Pending); got != 0 {
+		t.Errorf("pending has %d files left", got)
+	}
+	t.Logf("%d of %d processes won at least one claim", winners, procs)
+}
+
+func TestQueue_ClaimLoserGetsErrTaken(t *testing.T) {
+	_, q := newTree(t)
+	q.PutOnce(layout.Pending, "task-1", item{ID: "task-1"})
+	if err := q.Claim(layout.Pending, layout.InProgress, "task-1"); err != nil {
+		t.Fatal(err)
+	}
+	err := q.Claim(layout.Pending, layout.InProgress, "task-1")
+	if !errors.Is(err, queue.ErrTaken) {
+		t.Fatalf("second claim: got %v, want ErrTaken", err)
+	}
+}
+
+func TestQueue_PutOnceRefusesIDInAnyState(t *testing.T) {
+	_, q := newTree(t)
+	if err := q.PutOnce(layout.Completed, "task-9", item{ID: "task-9"}); err != nil {
+		t.Fatal(err)
+	}
+	err := q.PutOnce(layout.Pending, "task-9", item{ID: "task-9"})
+	if !errors.Is(err, queue.ErrExists) {
+		t.Fatalf("got %v, want ErrExists", err)
+	}
+	if q.Exists(layout.Pending, "task-9") {
+		t.Fatal("pending copy was written")
+	}
+}
+
+func TestQueue_ListOrdersByPriorityThenAge(t *testing.T) {
+	_, q := newTree(t)
+	base := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	put := func(id, prio string, age int) {
+		q.PutOnce(layout.Pending, id, item{ID: id, Priority: prio, CreatedAt: base.Add(time.Duration(age) * time.Minute).Format(time.RFC3339)})
+	}
+	put("low-old", "low", 0)
+	put("normal-new", "normal", 5)
+	put("high-new", "high", 9)
+	put("normal-old", "normal", 1)
+	put("high-old", "high", 2)
+	put("b-same", "normal", 3)
+	put("a-same", "normal", 3)
+	es, err := q.List(layout.Pending)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range es {
+		got = append(got, e.ID)
+	}
+	want := []string{"high-old", "high-new", "normal-old", "a-same", "b-same", "normal-new", "low-old"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("order\n got %v\nwant %v", got, want)
+	}
+}
+
+func TestQueue_PoisonFilesAreRejectedAndQueueFlows(t *testing.T) {
+	l, q := newTree(t)
+	dir := q.Dir(layout.Pending)
+	os.WriteFile(filepath.Join(dir, "broken.json"), []byte("{not json"), 0o600)
+	os.WriteFile(filepath.Join(dir, "bad id!.json"), []byte(`{"id":"x"}`), 0o600)
+	os.WriteFile(filepath.Join(dir, "html.json"), []byte("<html><body>502</body></html>"), 0o600)
+	os.WriteFile(filepath.Join(dir, ".tmp-x-1-ab"), []byte("partial"), 0o600)
+	big := make([]byte, queue.DefaultMaxSize+10)
+	for i := range big {
+		big[i] = ' '
+	}
+	copy(big, `{"id":"big"}`)
+	os.WriteFile(filepath.Join(dir, "big.json"), big, 0o600)
+	q.PutOnce(layout.Pending, "good", item{ID: "good", Priority: "normal"})
+
+	es, err := q.List(layout.Pending)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(es) != 1 || es[0].ID != "good" {
+		t.Fatalf("listed %v, want only good", es)
+	}
+	rej := q.Dir(layout.Rejected)
+	for name, want := range map[string]string{
+		"broken.json": "not valid JSON", "bad id!.json": "unsafe id", "html.json": "not valid JSON", "big.json": "too large",
+	} {
+		if _, err := os.Stat(filepath.Join(rej, name)); err != nil {
+			t.Errorf("%s not in rejected/: %v", name, err)
+			continue
+		}
+		reason, err := os.ReadFile(filepath.Join(rej, name+".reason"))
+		if err != nil || !strings.Contains(string(reason), want) {
+			t.Errorf("%s reason = %q, %v; want it to mention %q", name, reason, err, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".tmp-x-1-ab")); err != nil {
+		t.Error("dot-temp should be ignored, not moved")
+	}
+	// system.file_rejected emitted for each.
+	b, _ := os.ReadFile(l.EventsLog())
+	if got := strings.Count(string(b), "system.file_rejected"); got != 4 {
+		t.Errorf("system.file_rejected lines = %d, want 4", got)
+	}
+	// The queue keeps flowing.
+	if err := q.Claim(layout.Pending, layout.InProgress, "good"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestQueue_UnsafeIDNeverBecomesAPath(t *testing.T) {
+	_, q := newTree(t)
+	for _, id := range []string{"../escape", "a/b", "", ".hidden", "a..b", strings.Repeat("x", 201), "sp ace"} {
+		if err := q.PutOnce(layout.Pending, id, item{}); err == nil {
+			t.Errorf("PutOnce(%q) accepted", id)
+		}
+		if err := q.Claim(layout.Pending, layout.InProgress, id); err == nil {
+			t.Errorf("Claim(%q) accepted", id)
+		}
+	}
+}
+
+func TestAdmitter_DedupesAgainstEveryStateAndSeen(t *testing.T) {
+	l, _ := newTree(t)
+	ev := queue.New(l, layout.QEvents, nil)
+	a := queue.NewAdmitter(l, ev)
+	if err := a.Admit("evt-1", item{ID: "evt-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Admit("evt-1", item{ID: "evt-1"}); !errors.Is(err, queue.ErrDuplicate) {
+		t.Fatalf("second admit: %v", err)
+	}
+	ev.Move(layout.Pending, layout.Dispatched, "evt-1")
+	os.Remove(filepath.Join(l.SeenDir(), "evt-1"))
+	if err := a.Admit("evt-1", item{ID: "evt-1"}); !errors.Is(err, queue.ErrDuplicate) {
+		t.Fatalf("admit with dispatched twin: %v", err)
+	}
+	ev.Remove(layout.Dispatched, "evt-1")
+	if err := a.Admit("evt-1", item{ID: "evt-1"}); !errors.Is(err, queue.ErrDuplicate) {
+		t.Fatalf("admit with seen marker only: %v", err)
+	}
+}
+
+// helperWriter writes queue files in a loop until killed.
+func helperWriter() {
+	base := os.Getenv("KINGDOM_BASE_DIR")
+	q := queue.New(layout.New(base), layout.QEvents, nil)
+	payload := strings.Repeat("x", 64<<10) // 64 KiB: writes take a while
+	for i := 0; ; i++ {
+		id := fmt.Sprintf("evt-%d-%d", os.Getpid(), i)
+		q.Put(layout.Pending, id, map[string]any{"id": id, "payload": payload, "priority": "normal"})
+	}
+}
+
+func TestQueue_SIGKILLedWriterLeavesNoPartialFile(t *testing.T) {
+	l, _ := newTree(t)
+	q := queue.New(l, layout.QEvents, nil)
+	kills := 100
+	if testing.Short() {
+		kills = 20
+	}
+	for i := 0; i < kills; i++ {
+		c := exec.Command(os.Args[0], "-test.run=^$")
+		c.Env = append(os.Environ(), "KINGDOM_QUEUE_HELPER=writer", "KINGDOM_BASE_DIR="+l.Base)
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Random moment: vary the time before the kill (real time is the
+		// point of this test: the kill must land mid-write).
+		time.Sleep(time.Duration(5+(i*7)%40) * time.Millisecond)
+		c.Process.Signal(syscall.SIGKILL)
+		c.Wait()
+	}
+	ents, _ := os.ReadDir(q.Dir(layout.Pending))
+	var temps, whole int
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".") {
+			temps++
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(q.Dir(layout.Pending), e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v map[string]any
+		if len(b) == 0 || json.Unmarshal(b, &v) != nil {
+			t.Fatalf("partial or empty file visible: %s (%d bytes)", e.Name(), len(b))
+		}
+		whole++
+	}
+	es, err := q.List(layout.Pending)
+	if err != nil || len(es) != whole {
+		t.Fatalf("List = %d entries, %v; want %d", len(es), err, whole)
+	}
+	if q.Count(layout.Rejected) != 0 {
+		t.Fatal("a file was rejected: a partial write became visible")
+	}
+	// Dead writers' temps are swept by age.
+	swept := q.SweepTemps(0, time.Now().Add(time.Second))
+	if swept != temps {
+		t.Errorf("swept %d temps, want %d", swept, temps)
+	}
+	t.Logf("%d kills: %d whole files, %d leftover temps swept", kills, whole, temps)
+}

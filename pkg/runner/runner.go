@@ -1,0 +1,274 @@
+// Package runner drives every long-running role (SPEC §4.2): it takes the
+// role's single-leader lock, calls Tick on an interval or as soon as a file
+// lands in a watched directory (fsnotify), touches the heartbeat after each
+// successful tick, survives failing or panicking ticks, and on shutdown lets
+// the current tick finish. Roles implement only Tick.
+//
+//	err := runner.Run(ctx, runner.Options{Role: "king", Layout: l, Log: log,
+//		Watches: []runner.Watch{{Dir: l.QueueState("events", "pending")}}}, kingRole)
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
+	"github.com/kingdom-dev/kingdom/pkg/eventlog"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/lockfile"
+)
+
+// Role is one tick of a role's level-triggered work.
+type Role interface {
+	Tick(ctx context.Context) error
+}
+
+// Starter is implemented by roles with background work (a socket, soldier
+// watchers). Start is called once after the leader lock is taken; its ctx
+// ends at shutdown. It must not block.
+type Starter interface {
+	Start(ctx context.Context) error
+}
+
+// Waker is implemented by roles that want an early tick (e.g. a soldier
+// finished, a Slack envelope arrived).
+type Waker interface {
+	Wake() <-chan struct{}
+}
+
+// Watch is a directory whose new files wake the runner. Match filters base
+// names (nil = any name not starting with a dot).
+type Watch struct {
+	Dir   string
+	Match func(name string) bool
+}
+
+// Options configures Run.
+type Options struct {
+	Role     string // name of the lock/heartbeat dir under state/
+	Layout   layout.Layout
+	Interval time.Duration // idle tick period (default 10 s)
+	Watches  []Watch
+	Debounce time.Duration // coalesce bursts of wake-ups (default 5 ms)
+	Once     bool          // run one tick and return
+	Standby  bool          // wait for the leader lock instead of exiting
+	// MaxFailures consecutive failing ticks make Run return (default 10).
+	MaxFailures int
+	Log         *slog.Logger
+	Events      *eventlog.Emitter
+	// OnLeader, if set, runs right after the lock is taken (tests).
+	OnLeader func()
+}
+
+// ErrTooManyFailures is returned after MaxFailures failing ticks in a row.
+var ErrTooManyFailures = errors.New("too many failing ticks in a row")
+
+// Run runs role until ctx ends (or once). It returns nil on a clean shutdown,
+// a *lockfile.HeldError when another instance leads, or ErrTooManyFailures.
+func Run(ctx context.Context, o Options, role Role) error {
+	if o.Interval <= 0 {
+		o.Interval = 10 * time.Second
+	}
+	if o.Debounce <= 0 {
+		o.Debounce = 5 * time.Millisecond
+	}
+	if o.MaxFailures <= 0 {
+		o.MaxFailures = 10
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	stateDir := o.Layout.RoleStateDir(o.Role)
+	if err := layout.EnsureDir(stateDir); err != nil {
+		return err
+	}
+	lockPath := o.Layout.LeaderLock(o.Role)
+	var leader *lockfile.Leader
+	var err error
+	if o.Standby && !o.Once {
+		leader, err = lockfile.TryLeader(lockPath)
+		var held *lockfile.HeldError
+		if errors.As(err, &held) {
+			o.Log.Info("standby: waiting for the leader to exit", "holder_pid", held.PID)
+			leader, err = lockfile.WaitLeader(ctx, lockPath, 100*time.Millisecond)
+			if err != nil && ctx.Err() != nil {
+				return nil
+			}
+		}
+	} else {
+		leader, err = lockfile.TryLeader(lockPath)
+	}
+	if err != nil {
+		return err
+	}
+	defer leader.Release()
+	o.Events.Emit("system.leader_acquired", map[string]any{"role": o.Role, "pid": os.Getpid()})
+	if o.OnLeader != nil {
+		o.OnLeader()
+	}
+	sweepOwnTemps(o)
+
+	if o.Once {
+		return runTick(ctx, o, role)
+	}
+	if s, ok := role.(Starter); ok {
+		if err := s.Start(ctx); err != nil {
+			return fmt.Errorf("start %s: %w", o.Role, err)
+		}
+	}
+	o.Log.Info("running", "pid", os.Getpid(), "interval", o.Interval)
+
+	wake := make(chan struct{}, 1)
+	notify := func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+	if w, err := watch(ctx, o, notify); err != nil {
+		o.Log.Warn("inotify unavailable, polling only", "err", err)
+	} else if w != nil {
+		defer w.Close()
+	}
+	var roleWake <-chan struct{}
+	if w, ok := role.(Waker); ok {
+		roleWake = w.Wake()
+	}
+
+	fails := 0
+	timer := time.NewTimer(0) // first tick at once
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			o.Log.Info("shutting down", CatAttr("SYSTEM"))
+			return nil
+		case <-timer.C:
+		case <-wake:
+			if !sleepCtx(ctx, o.Debounce) {
+				return nil
+			}
+		case <-roleWake:
+		}
+		// The tick runs on a context that survives the shutdown signal, so a
+		// SIGTERM lets the current tick finish (SPEC §4.2).
+		if err := runTick(context.WithoutCancel(ctx), o, role); err != nil {
+			fails++
+			o.Log.Error("tick failed", "err", err, "consecutive", fails)
+			if fails >= o.MaxFailures {
+				return fmt.Errorf("%s: %w (%d): last: %v", o.Role, ErrTooManyFailures, fails, err)
+			}
+		} else {
+			fails = 0
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(o.Interval)
+	}
+}
+
+// CatAttr is the slog attribute setting a log line's category.
+func CatAttr(cat string) slog.Attr { return slog.String("cat", cat) }
+
+func runTick(ctx context.Context, o Options, role Role) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("tick panicked: %v\n%s", r, debug.Stack())
+		}
+	}()
+	if err = role.Tick(ctx); err != nil {
+		return err
+	}
+	// Heartbeat only after a successful tick (SPEC §9.32).
+	return atomicfile.Touch(o.Layout.Heartbeat(o.Role))
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func watch(ctx context.Context, o Options, notify func()) (*fsnotify.Watcher, error) {
+	if len(o.Watches) == 0 {
+		return nil, nil
+	}
+	w, err := fsnotify.NewBufferedWatcher(256)
+	if err != nil {
+		return nil, err
+	}
+	for _, wd := range o.Watches {
+		if err := layout.EnsureDir(wd.Dir); err != nil {
+			w.Close()
+			return nil, err
+		}
+		if err := w.Add(wd.Dir); err != nil {
+			w.Close()
+			return nil, err
+		}
+	}
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev, ok := <-w.Events:
+				if !ok {
+					return
+				}
+				if !ev.Has(fsnotify.Create) && !ev.Has(fsnotify.Write) && !ev.Has(fsnotify.Rename) {
+					continue
+				}
+				dir, name := filepath.Dir(ev.Name), filepath.Base(ev.Name)
+				for _, wd := range o.Watches {
+					if filepath.Clean(wd.Dir) != dir {
+						continue
+					}
+					if wd.Match != nil {
+						if wd.Match(name) {
+							notify()
+						}
+					} else if !strings.HasPrefix(name, ".") {
+						notify()
+					}
+				}
+			case _, ok := <-w.Errors:
+				if !ok {
+					return
+				}
+				// Overflow or error: a tick rescans everything anyway.
+				notify()
+			}
+		}
+	}()
+	return w, nil
+}
+
+func sweepOwnTemps(o Options) {
+	n := 0
+	for _, d := range o.Layout.Dirs() {
+		m, _ := atomicfile.SweepDeadPidTemps(d, o.Role)
+		n += m
+	}
+	if n > 0 {
+		o.Log.Info("removed leftover temp files of dead processes", "count", n, CatAttr("CLEANUP"))
+	}
+}

@@ -1,0 +1,194 @@
+// Package tmux is the only code that runs tmux. Every call goes through a
+// Client that honors KINGDOM_TMUX_SOCKET (→ tmux -L <socket>), targets
+// sessions by exact name (-t =name, SPEC §9.13) and passes commands as argv
+// words, never as a shell string built from data.
+package tmux
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// EnvSocket names the private tmux socket used by the whole installation.
+const EnvSocket = "KINGDOM_TMUX_SOCKET"
+
+// Session is one tmux session.
+type Session struct {
+	Name    string
+	Created time.Time
+	PID     int // pid of the first pane's process
+}
+
+// Client runs tmux.
+type Client struct {
+	Bin    string // tmux binary (default "tmux")
+	Socket string // -L socket name ("" = default server)
+	// Timeout bounds each tmux call (default 10 s).
+	Timeout time.Duration
+}
+
+// New returns a client for the socket named by KINGDOM_TMUX_SOCKET.
+func New() *Client { return &Client{Bin: "tmux", Socket: os.Getenv(EnvSocket)} }
+
+// ErrNoSession is returned when a targeted session does not exist.
+var ErrNoSession = errors.New("no such session")
+
+func (c *Client) args(a ...string) []string {
+	if c.Socket != "" {
+		return append([]string{"-L", c.Socket}, a...)
+	}
+	return a
+}
+
+func (c *Client) run(ctx context.Context, a ...string) ([]byte, error) {
+	bin := c.Bin
+	if bin == "" {
+		bin = "tmux"
+	}
+	to := c.Timeout
+	if to == 0 {
+		to = 10 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, to)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, c.args(a...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = &errb
+	err := cmd.Run()
+	if err != nil {
+		msg := strings.TrimSpace(errb.String())
+		if isNoServer(msg) || strings.Contains(msg, "can't find session") || strings.Contains(msg, "session not found") {
+			return out.Bytes(), fmt.Errorf("tmux %s: %w (%s)", a[0], ErrNoSession, msg)
+		}
+		return out.Bytes(), fmt.Errorf("tmux %s: %w: %s", a[0], err, msg)
+	}
+	return out.Bytes(), nil
+}
+
+func isNoServer(msg string) bool {
+	return strings.Contains(msg, "no server running") || strings.Contains(msg, "error connecting to") ||
+		strings.Contains(msg, "No such file or directory")
+}
+
+func exact(name string) string { return "=" + name }
+
+// Has reports whether session name exists.
+func (c *Client) Has(ctx context.Context, name string) (bool, error) {
+	_, err := c.run(ctx, "has-session", "-t", exact(name))
+	if err == nil {
+		return true, nil
+	}
+	if errors.Is(err, ErrNoSession) {
+		return false, nil
+	}
+	// has-session exits 1 with "can't find session"; anything else is real.
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return false, nil
+	}
+	return false, err
+}
+
+// NewOptions configures a new session.
+type NewOptions struct {
+	Dir string            // working directory
+	Env map[string]string // variables set in the session (tmux -e)
+}
+
+// NewSession creates a detached session running argv (executed directly by
+// tmux, no shell: tmux execs a multi-word command as given).
+func (c *Client) NewSession(ctx context.Context, name string, opt NewOptions, argv ...string) error {
+	if name == "" || strings.ContainsAny(name, ":.=") {
+		return fmt.Errorf("tmux new-session: bad session name %q", name)
+	}
+	if len(argv) == 0 {
+		return errors.New("tmux new-session: empty command")
+	}
+	a := []string{"new-session", "-d", "-s", name, "-x", "200", "-y", "50"}
+	if opt.Dir != "" {
+		a = append(a, "-c", opt.Dir)
+	}
+	keys := make([]string, 0, len(opt.Env))
+	for k := range opt.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		a = append(a, "-e", k+"="+opt.Env[k])
+	}
+	if len(argv) < 2 {
+		// tmux hands a single word to the shell; only two or more words are
+		// exec'd directly. Callers always pass flags, so refuse rather than
+		// risk a shell.
+		return fmt.Errorf("tmux new-session %s: command needs at least two argv words", name)
+	}
+	a = append(a, "--")
+	a = append(a, argv...)
+	_, err := c.run(ctx, a...)
+	return err
+}
+
+// Kill kills session name; a missing session is not an error.
+func (c *Client) Kill(ctx context.Context, name string) error {
+	_, err := c.run(ctx, "kill-session", "-t", exact(name))
+	if err != nil && errors.Is(err, ErrNoSession) {
+		return nil
+	}
+	return err
+}
+
+// List returns every session (empty when no server runs). One tmux process.
+func (c *Client) List(ctx context.Context) ([]Session, error) {
+	out, err := c.run(ctx, "list-sessions", "-F", "#{session_name}\t#{session_created}\t#{pane_pid}")
+	if err != nil {
+		if errors.Is(err, ErrNoSession) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	var ss []Session
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if line == "" {
+			continue
+		}
+		f := strings.Split(line, "\t")
+		s := Session{Name: f[0]}
+		if len(f) > 1 {
+			if sec, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+				s.Created = time.Unix(sec, 0)
+			}
+		}
+		if len(f) > 2 {
+			s.PID, _ = strconv.Atoi(f[2])
+		}
+		ss = append(ss, s)
+	}
+	return ss, nil
+}
+
+// PanePID returns the pid of the session's first pane process.
+func (c *Client) PanePID(ctx context.Context, name string) (int, error) {
+	out, err := c.run(ctx, "display-message", "-p", "-t", exact(name)+":", "#{pane_pid}")
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(string(out)))
+}
+
+// KillServer stops the tmux server of the socket (tests and demo-stop).
+func (c *Client) KillServer(ctx context.Context) error {
+	_, err := c.run(ctx, "kill-server")
+	if err != nil && errors.Is(err, ErrNoSession) {
+		return nil
+	}
+	return err
+}

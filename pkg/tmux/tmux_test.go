@@ -1,0 +1,96 @@
+package tmux_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/tmux"
+)
+
+func privateClient(t *testing.T) *tmux.Client {
+	t.Helper()
+	c := &tmux.Client{Bin: "tmux", Socket: fmt.Sprintf("kingdom-test-%d-%d", os.Getpid(), time.Now().UnixNano())}
+	t.Cleanup(func() { c.KillServer(context.Background()) })
+	return c
+}
+
+func TestTmux_LifecycleOnPrivateSocket(t *testing.T) {
+	ctx := context.Background()
+	c := privateClient(t)
+	if ss, err := c.List(ctx); err != nil || len(ss) != 0 {
+		t.Fatalf("List with no server = %v, %v; want empty, nil", ss, err)
+	}
+	if ok, err := c.Has(ctx, "king"); ok || err != nil {
+		t.Fatalf("Has(king) before start = %v, %v", ok, err)
+	}
+	dir := t.TempDir()
+	if err := c.NewSession(ctx, "king", tmux.NewOptions{Dir: dir, Env: map[string]string{"KINGDOM_X": "1"}}, "sleep", "30"); err != nil {
+		t.Fatal(err)
+	}
+	// A session whose name is a prefix of another must not match it (-t =).
+	if err := c.NewSession(ctx, "king-2", tmux.NewOptions{}, "sleep", "30"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := c.Has(ctx, "kin"); ok {
+		t.Fatal("Has(kin) matched by prefix")
+	}
+	ss, err := c.List(ctx)
+	if err != nil || len(ss) != 2 {
+		t.Fatalf("List = %v, %v", ss, err)
+	}
+	for _, s := range ss {
+		if s.PID <= 0 || s.Created.IsZero() {
+			t.Errorf("session %+v lacks pid or creation time", s)
+		}
+	}
+	if err := c.Kill(ctx, "king"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := c.Has(ctx, "king"); ok {
+		t.Fatal("king still there after Kill")
+	}
+	if ok, _ := c.Has(ctx, "king-2"); !ok {
+		t.Fatal("Kill(king) killed king-2 too")
+	}
+	if err := c.Kill(ctx, "nosuch"); err != nil {
+		t.Fatalf("Kill of a missing session: %v", err)
+	}
+}
+
+func TestTmux_ArgvIsNeverAShellString(t *testing.T) {
+	ctx := context.Background()
+	c := privateClient(t)
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "pwned")
+	out := filepath.Join(dir, "out")
+	// If the words went through a shell, $(touch …) would run.
+	arg := "$(touch " + marker + ")`touch " + marker + "`;touch " + marker
+	if err := c.NewSession(ctx, "argv", tmux.NewOptions{}, "/bin/sh", "-c", `printf '%s' "$1" > "$2"`, "sh", arg, out); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(out); err == nil && len(b) > 0 {
+			if string(b) != arg {
+				t.Fatalf("argument arrived as %q, want %q", b, arg)
+			}
+			if _, err := os.Stat(marker); err == nil {
+				t.Fatal("argument was executed by a shell")
+			}
+			return
+		}
+		time.Sleep(20 * time.Millisecond) // waiting for the session's process
+	}
+	t.Fatal("session never wrote its output")
+}
+
+func TestTmux_SingleWordCommandRefused(t *testing.T) {
+	c := privateClient(t)
+	if err := c.NewSession(context.Background(), "one", tmux.NewOptions{}, "sleep 30"); err == nil {
+		t.Fatal("single-word command accepted")
+	}
+}
