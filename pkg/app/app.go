@@ -1,0 +1,183 @@
+// Package app is the common bootstrap of every kingdom binary: the shared
+// flags, resolving the base dir, creating the tree, loading kingdom.env,
+// building the logger, the internal event emitter and the tmux client, and
+// mapping errors to exit codes in one place (SPEC §9.32: a refused leader
+// lock exits 4, a config error 2).
+//
+// A cmd/<role>/main.go only wires:
+//
+//	cmd := &cli.Command{Name: "king", Flags: app.RoleFlags(), Action: func(ctx context.Context, c *cli.Command) error {
+//		env, err := app.Setup(layout.RoleKing, c)
+//		...
+//		return runner.Run(ctx, env.RunnerOptions(c, ...), role)
+//	}}
+//	app.Main(cmd)
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
+	"github.com/kingdom-dev/kingdom/pkg/clock"
+	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/eventlog"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/lockfile"
+	"github.com/kingdom-dev/kingdom/pkg/logging"
+	"github.com/kingdom-dev/kingdom/pkg/runner"
+	"github.com/kingdom-dev/kingdom/pkg/tmux"
+)
+
+// Exit codes shared by every binary.
+const (
+	ExitOK         = 0
+	ExitError      = 1
+	ExitConfig     = 2
+	ExitLeaderHeld = 4
+)
+
+// Env is what a role needs from its surroundings.
+type Env struct {
+	Role   string
+	Layout layout.Layout
+	Log    *slog.Logger
+	Events *eventlog.Emitter
+	Tmux   *tmux.Client
+	Clock  clock.Clock
+}
+
+// BaseDirFlag is the --base-dir flag every binary has.
+func BaseDirFlag() cli.Flag {
+	return &cli.StringFlag{Name: "base-dir", Usage: "runtime tree (default $KINGDOM_BASE_DIR, else /opt/kingdom)"}
+}
+
+// RoleFlags are the flags of a long-running role.
+func RoleFlags() []cli.Flag {
+	return []cli.Flag{
+		BaseDirFlag(),
+		&cli.BoolFlag{Name: "once", Usage: "run one tick and exit"},
+		&cli.BoolFlag{Name: "standby", Usage: "wait for the leader lock and take over when the holder exits"},
+	}
+}
+
+// ConfigError marks an error as a configuration problem (exit 2).
+type ConfigError struct{ Err error }
+
+func (e *ConfigError) Error() string { return e.Err.Error() }
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// Setup resolves the base dir from the command's --base-dir, creates the
+// tree, loads config/kingdom.env and builds the role's logger and emitter.
+// Log lines go to stdout and logs/system.log.
+func Setup(role string, c *cli.Command) (*Env, error) {
+	return SetupWith(role, c.String("base-dir"), os.Stdout)
+}
+
+// SetupWith is Setup with an explicit base flag and stdout.
+func SetupWith(role, baseFlag string, stdout io.Writer) (*Env, error) {
+	l := layout.New(layout.ResolveBase(baseFlag))
+	if err := l.Ensure(); err != nil {
+		return nil, err
+	}
+	// Roles run in tmux sessions that carry the server's environment, not
+	// start's, so each loads kingdom.env itself (SPEC §9.13).
+	if _, err := config.ApplyEnvFile(l.EnvFile()); err != nil {
+		return nil, &ConfigError{Err: err}
+	}
+	atomicfile.SetRole(role)
+	log := logging.New(logging.Options{
+		Role: role, Stdout: stdout, SystemLog: l.SystemLog(), RotateLock: l.RotateLock(), Level: logLevel(),
+	})
+	return &Env{
+		Role:   role,
+		Layout: l,
+		Log:    log,
+		Events: eventlog.NewEmitter(l.EventsLog(), l.RotateLock(), role, nil),
+		Tmux:   tmux.New(),
+		Clock:  clock.Real{},
+	}, nil
+}
+
+func logLevel() slog.Level {
+	switch os.Getenv("KINGDOM_LOG_LEVEL") {
+	case "debug":
+		return slog.LevelDebug
+	case "warn":
+		return slog.LevelWarn
+	case "error":
+		return slog.LevelError
+	}
+	return slog.LevelInfo
+}
+
+// RunnerOptions returns runner options for the role with --once/--standby
+// taken from the command.
+func (e *Env) RunnerOptions(c *cli.Command) runner.Options {
+	return runner.Options{
+		Role: e.Role, Layout: e.Layout, Log: e.Log, Events: e.Events,
+		Once: c.Bool("once"), Standby: c.Bool("standby"),
+	}
+}
+
+// ExitCode maps an error to the process exit code.
+func ExitCode(err error) int {
+	if err == nil {
+		return ExitOK
+	}
+	var held *lockfile.HeldError
+	if errors.As(err, &held) {
+		return ExitLeaderHeld
+	}
+	var ce *ConfigError
+	var cfe *config.Error
+	if errors.As(err, &ce) || errors.As(err, &cfe) {
+		return ExitConfig
+	}
+	var ec exitCoder
+	if errors.As(err, &ec) {
+		return ec.ExitCode()
+	}
+	return ExitError
+}
+
+type exitCoder interface{ ExitCode() int }
+
+// CodeError carries an explicit exit code (e.g. chamberlain --once health).
+type CodeError struct {
+	Code int
+	Err  error
+}
+
+func (e *CodeError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("exit %d", e.Code)
+	}
+	return e.Err.Error()
+}
+func (e *CodeError) Unwrap() error { return e.Err }
+func (e *CodeError) ExitCode() int { return e.Code }
+
+// Main runs cmd with a context cancelled by SIGTERM/SIGINT, prints a failing
+// error to stderr and exits with ExitCode. It is the only os.Exit.
+func Main(cmd *cli.Command) {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	err := cmd.Run(ctx, os.Args)
+	stop()
+	code := ExitCode(err)
+	if err != nil {
+		var ce *CodeError
+		if !errors.As(err, &ce) || ce.Err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %s\n", cmd.Name, logging.Redact(err.Error()))
+		}
+	}
+	os.Exit(code)
+}

@@ -1,0 +1,198 @@
+package runner_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/lockfile"
+	"github.com/kingdom-dev/kingdom/pkg/runner"
+)
+
+type tickFunc func(ctx context.Context) error
+
+func (f tickFunc) Tick(ctx context.Context) error { return f(ctx) }
+
+// A helper process that runs a role until killed, printing "leader" once it
+// holds the lock.
+func TestMain(m *testing.M) {
+	if base := os.Getenv("KINGDOM_RUNNER_HELPER"); base != "" {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+		defer stop()
+		err := runner.Run(ctx, runner.Options{
+			Role: "king", Layout: layout.New(base), Interval: 50 * time.Millisecond,
+			Standby:  os.Getenv("KINGDOM_RUNNER_STANDBY") == "1",
+			OnLeader: func() { fmt.Println("leader"); os.Stdout.Sync() },
+		}, tickFunc(func(context.Context) error { return nil }))
+		var held *lockfile.HeldError
+		if errors.As(err, &held) {
+			fmt.Println("refused:", held.Error())
+			os.Exit(4)
+		}
+		if err != nil {
+			os.Exit(1)
+		}
+		return
+	}
+	os.Exit(m.Run())
+}
+
+func startHelper(t *testing.T, base string, standby bool) (*exec.Cmd, *bufio.Reader) {
+	t.Helper()
+	c := exec.Command(os.Args[0], "-test.run=^$")
+	c.Env = append(os.Environ(), "KINGDOM_RUNNER_HELPER="+base)
+	if standby {
+		c.Env = append(c.Env, "KINGDOM_RUNNER_STANDBY=1")
+	}
+	out, _ := c.StdoutPipe()
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	return c, bufio.NewReader(out)
+}
+
+func readLine(t *testing.T, r *bufio.Reader) string {
+	t.Helper()
+	ch := make(chan string, 1)
+	go func() { s, _ := r.ReadString('\n'); ch <- strings.TrimSpace(s) }()
+	select {
+	case s := <-ch:
+		return s
+	case <-time.After(10 * time.Second):
+		t.Fatal("helper said nothing")
+	}
+	return ""
+}
+
+func TestRunner_SecondInstanceRefusedWithHolderPID(t *testing.T) {
+	base := t.TempDir()
+	first, out1 := startHelper(t, base, false)
+	if got := readLine(t, out1); got != "leader" {
+		t.Fatalf("first instance said %q", got)
+	}
+	second, out2 := startHelper(t, base, false)
+	msg := readLine(t, out2)
+	second.Wait()
+	if code := second.ProcessState.ExitCode(); code != 4 {
+		t.Fatalf("second instance exit %d, want 4", code)
+	}
+	if !strings.Contains(msg, fmt.Sprintf("pid %d", first.Process.Pid)) {
+		t.Fatalf("refusal %q does not name holder pid %d", msg, first.Process.Pid)
+	}
+}
+
+func TestRunner_StandbyTakesOverAfterSIGKILL(t *testing.T) {
+	base := t.TempDir()
+	first, out1 := startHelper(t, base, false)
+	readLine(t, out1)
+	standby, out2 := startHelper(t, base, true)
+	got := make(chan time.Time, 1)
+	go func() { readLine(t, out2); got <- time.Now() }()
+	time.Sleep(300 * time.Millisecond) // let the standby start waiting
+	select {
+	case <-got:
+		t.Fatal("standby became leader while the holder lives")
+	default:
+	}
+	killed := time.Now()
+	first.Process.Signal(syscall.SIGKILL)
+	first.Wait()
+	select {
+	case at := <-got:
+		d := at.Sub(killed)
+		t.Logf("standby took over %v after SIGKILL", d)
+		if d > time.Second {
+			t.Errorf("takeover took %v, want within 1s", d)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("standby never took over")
+	}
+	if held, pid := lockfile.Held(layout.New(base).LeaderLock("king")); !held || pid != standby.Process.Pid {
+		t.Fatalf("lock held=%v pid=%d, want standby pid %d", held, pid, standby.Process.Pid)
+	}
+}
+
+func TestRunner_SIGTERMFinishesTickAndExitsZero(t *testing.T) {
+	base := t.TempDir()
+	c, out := startHelper(t, base, false)
+	readLine(t, out)
+	hb := layout.New(base).Heartbeat("king")
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := os.Stat(hb); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no heartbeat")
+		}
+		time.Sleep(20 * time.Millisecond) // polling for the helper's first tick
+	}
+	c.Process.Signal(syscall.SIGTERM)
+	c.Wait()
+	if code := c.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("exit %d after SIGTERM, want 0", code)
+	}
+}
+
+func TestRunner_InotifyWakesTickAndFailuresAreCounted(t *testing.T) {
+	l := layout.New(t.TempDir())
+	dir := filepath.Join(l.Base, "watched")
+	var ticks atomic.Int32
+	woke := make(chan struct{}, 10)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- runner.Run(ctx, runner.Options{
+			Role: "r", Layout: l, Interval: time.Hour,
+			Watches: []runner.Watch{{Dir: dir, Match: func(n string) bool { return strings.HasSuffix(n, ".json") }}},
+		}, tickFunc(func(context.Context) error {
+			ticks.Add(1)
+			woke <- struct{}{}
+			return nil
+		}))
+	}()
+	<-woke // initial tick
+	os.WriteFile(filepath.Join(dir, "ignored.txt"), []byte("x"), 0o600)
+	os.WriteFile(filepath.Join(dir, "x.json"), []byte("{}"), 0o600)
+	select {
+	case <-woke:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a new file did not wake the runner")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	// A role failing every tick makes Run give up after MaxFailures; a
+	// panic counts as a failure, and no heartbeat is written.
+	l2 := layout.New(t.TempDir())
+	n := 0
+	err := runner.Run(context.Background(), runner.Options{Role: "bad", Layout: l2, Interval: time.Millisecond, MaxFailures: 3},
+		tickFunc(func(context.Context) error {
+			n++
+			if n == 2 {
+				panic("boom")
+			}
+			return errors.New("nope")
+		}))
+	if !errors.Is(err, runner.ErrTooManyFailures) || n != 3 {
+		t.Fatalf("err=%v after %d ticks", err, n)
+	}
+	if _, err := os.Stat(l2.Heartbeat("bad")); err == nil {
+		t.Fatal("heartbeat written by failing ticks")
+	}
+}
