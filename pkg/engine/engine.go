@@ -1,0 +1,189 @@
+// Package engine knows how to invoke each soldier engine (claude, codex, or
+// any command) and how to read its output (SPEC §4.6, §9.16, §9.17). It
+// builds argv lists — never shell strings — and parses the engines' JSON
+// lines for the resume token, usage and final text. Running the process is
+// the caller's job (pkg/soldier).
+//
+//	inv, err := engine.Build(engine.Spec{Engine: "claude", System: sys, Workdir: dir, PromptFile: p, ...})
+//	if errors.Is(err, engine.ErrMissing) { /* EngineMissing */ }
+//	parser := engine.NewParser(inv.Engine)
+//	for each stdout line: parser.Line(line)
+//	parser.SessionID(), parser.FinalText()
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"os/exec"
+	"sort"
+	"strings"
+
+	"github.com/kingdom-dev/kingdom/pkg/config"
+)
+
+// ErrMissing is matched when the engine's executable cannot be found.
+var ErrMissing = errors.New("engine executable not found")
+
+// Spec describes one engine run.
+type Spec struct {
+	Engine     string // claude | codex | command
+	System     *config.System
+	Model      string // overrides the configured model (petitions)
+	Resume     string // resume token (session id)
+	PromptFile string
+	Workdir    string
+	TaskID     string
+	ResultPath string
+}
+
+// Invocation is a ready-to-run engine process.
+type Invocation struct {
+	Engine string
+	Path   string   // resolved executable
+	Args   []string // argv, Args[0] is the configured command
+	Dir    string   // working directory
+	// StdinPrompt: the prompt file is fed on stdin (claude, codex).
+	StdinPrompt bool
+}
+
+// Build returns the invocation of s. A missing executable is reported as
+// an error matching ErrMissing.
+func Build(s Spec) (*Invocation, error) {
+	if s.System == nil {
+		s.System = config.DefaultSystem()
+	}
+	rt := s.System.Runtime
+	var argv []string
+	inv := &Invocation{Engine: s.Engine, Dir: s.Workdir}
+	switch s.Engine {
+	case config.EngineClaude:
+		argv = ClaudeArgs(rt.Claude.Command, pick(s.Model, rt.Claude.Model), s.Resume, rt.Claude.Args)
+		inv.StdinPrompt = true
+	case config.EngineCodex:
+		argv = CodexArgs(rt.Codex.Command, pick(s.Model, rt.Codex.Model), s.Resume)
+		inv.StdinPrompt = true
+	case config.EngineCommand:
+		if len(rt.Command.Argv) == 0 {
+			return nil, errors.New("engine command: runtime.command.argv is empty")
+		}
+		argv = CommandArgs(rt.Command.Argv, map[string]string{
+			"{prompt_file}": s.PromptFile,
+			"{workdir}":     s.Workdir,
+			"{task_id}":     s.TaskID,
+			"{result_path}": s.ResultPath,
+		})
+	default:
+		return nil, fmt.Errorf("unknown engine %q", s.Engine)
+	}
+	if argv[0] == "" {
+		return nil, fmt.Errorf("engine %s: empty command", s.Engine)
+	}
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return nil, fmt.Errorf("engine %s: %q: %w", s.Engine, argv[0], ErrMissing)
+	}
+	inv.Path = path
+	inv.Args = argv
+	return inv, nil
+}
+
+func pick(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// ClaudeArgs is `<command> -p --output-format stream-json --verbose
+// [--model M] [--resume T] <args…>` (SPEC §9.16).
+func ClaudeArgs(command, model, resume string, extra []string) []string {
+	a := []string{command, "-p", "--output-format", "stream-json", "--verbose"}
+	if model != "" {
+		a = append(a, "--model", model)
+	}
+	if resume != "" {
+		a = append(a, "--resume", resume)
+	}
+	return append(a, extra...)
+}
+
+// CodexArgs is `<command> exec --json [--model M] [resume TOKEN] -`; the
+// trailing "-" makes codex read the prompt from stdin.
+func CodexArgs(command, model, resume string) []string {
+	a := []string{command, "exec", "--json", "--skip-git-repo-check"}
+	if model != "" {
+		a = append(a, "--model", model)
+	}
+	if resume != "" {
+		a = append(a, "resume", resume)
+	}
+	return append(a, "-")
+}
+
+// CommandArgs substitutes the placeholders inside each argv element. The
+// substitution is a single pass per element: a value that itself contains
+// a placeholder is not expanded again, and no shell ever sees the result.
+func CommandArgs(argv []string, values map[string]string) []string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		out[i] = substitute(a, values)
+	}
+	return out
+}
+
+func substitute(s string, values map[string]string) string {
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(s, '{')
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		b.WriteString(s[:i])
+		s = s[i:]
+		j := strings.IndexByte(s, '}')
+		if j < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		if v, ok := values[s[:j+1]]; ok {
+			b.WriteString(v)
+			s = s[j+1:]
+			continue
+		}
+		b.WriteByte('{')
+		s = s[1:]
+	}
+}
+
+// Env builds an engine's environment from environ (os.Environ form): only
+// the names in passthrough and every KINGDOM_* variable survive, then
+// extra (KINGDOM_* values of this run) is applied (SPEC §9.17).
+func Env(environ []string, passthrough []string, extra map[string]string) []string {
+	allow := make(map[string]bool, len(passthrough))
+	for _, n := range passthrough {
+		allow[n] = true
+	}
+	var out []string
+	for _, kv := range environ {
+		name, _, ok := strings.Cut(kv, "=")
+		if !ok {
+			continue
+		}
+		if _, override := extra[name]; override {
+			continue
+		}
+		if allow[name] || strings.HasPrefix(name, "KINGDOM_") {
+			out = append(out, kv)
+		}
+	}
+	keys := make([]string, 0, len(extra))
+	for k := range extra {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		out = append(out, k+"="+extra[k])
+	}
+	return out
+}
