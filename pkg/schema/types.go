@@ -1,0 +1,336 @@
+package schema
+
+import "encoding/json"
+
+// Priorities of events and tasks.
+const (
+	PriorityHigh   = "high"
+	PriorityNormal = "normal"
+	PriorityLow    = "low"
+)
+
+// PriorityRank orders priorities for queues: high 0, normal 1, low 2, and
+// anything else 3 (after every known priority).
+func PriorityRank(p string) int {
+	switch p {
+	case PriorityHigh:
+		return 0
+	case PriorityNormal:
+		return 1
+	case PriorityLow:
+		return 2
+	}
+	return 3
+}
+
+// Event sources.
+const (
+	SourceGitHub   = "github"
+	SourceJira     = "jira"
+	SourceSlack    = "slack"
+	SourceInbox    = "inbox"
+	SourceSchedule = "schedule"
+)
+
+// Event statuses; each mirrors a queue/events/ directory.
+const (
+	EventPending     = "pending"
+	EventDispatched  = "dispatched"
+	EventPetitioning = "petitioning"
+	EventCompleted   = "completed"
+	EventRejected    = "rejected"
+)
+
+// Task statuses. A completed task may also carry its result's status
+// (failed, needs_human, skipped), as in seed 003.
+const (
+	TaskPending    = "pending"
+	TaskInProgress = "in_progress"
+	TaskCompleted  = "completed"
+	TaskRejected   = "rejected"
+)
+
+// TaskTypeResume is the type of a task that resumes a needs_human task.
+const TaskTypeResume = "resume"
+
+// Message statuses; each mirrors a queue/messages/ directory.
+const (
+	MessagePending  = "pending"
+	MessageSent     = "sent"
+	MessageFailed   = "failed"
+	MessageRejected = "rejected"
+)
+
+// Message types.
+const (
+	MessageThreadStart       = "thread_start"
+	MessageThreadUpdate      = "thread_update"
+	MessageThreadReply       = "thread_reply"
+	MessageHumanInputRequest = "human_input_request"
+	MessageNotification      = "notification"
+	MessageReport            = "report"
+)
+
+// Message urgencies.
+const (
+	UrgencyNormal = "normal"
+	UrgencyHigh   = "high"
+	UrgencyUrgent = "urgent"
+)
+
+// Completion markers of a message's Final field (SPEC §9.10).
+const (
+	FinalDone    = "done"
+	FinalFailed  = "failed"
+	FinalSkipped = "skipped"
+)
+
+// Result statuses.
+const (
+	ResultSuccess    = "success"
+	ResultFailed     = "failed"
+	ResultKilled     = "killed"
+	ResultNeedsHuman = "needs_human"
+	ResultSkipped    = "skipped"
+)
+
+// Failure reasons of failed and killed results (SPEC §9.6).
+const (
+	ReasonAgentFailed    = "AgentFailed"
+	ReasonEngineError    = "EngineError"
+	ReasonEngineMissing  = "EngineMissing"
+	ReasonSoldierDied    = "SoldierDied"
+	ReasonTimeout        = "Timeout"
+	ReasonInvalidResult  = "InvalidResult"
+	ReasonPromptTooLarge = "PromptTooLarge"
+)
+
+// DefaultTerminal reports whether a failure with this reason fails the task
+// at once rather than being retried (SPEC §9.6). An agent's own failure is
+// terminal because its side effects (a posted review) must not repeat; only
+// EngineError and SoldierDied are retryable. Unknown reasons are terminal:
+// retrying what we do not understand risks repeating side effects.
+func DefaultTerminal(reason string) bool {
+	switch reason {
+	case ReasonEngineError, ReasonSoldierDied:
+		return false
+	}
+	return true
+}
+
+// Event is queue/events/<state>/<id>.json.
+type Event struct {
+	ID       string         `json:"id"`
+	Type     string         `json:"type"`
+	Source   string         `json:"source"`
+	Repo     *string        `json:"repo"`
+	Payload  map[string]any `json:"payload"`
+	Priority string         `json:"priority"`
+	// CreatedAt is RFC 3339 UTC (FormatTime).
+	CreatedAt string `json:"created_at"`
+	Status    string `json:"status"`
+	// TaskID is set when the king dispatches the event (SPEC §9.2).
+	TaskID string `json:"task_id,omitempty"`
+}
+
+// MarshalJSON writes a nil Payload as {}.
+func (e Event) MarshalJSON() ([]byte, error) {
+	type plain Event
+	p := plain(e)
+	if p.Payload == nil {
+		p.Payload = map[string]any{}
+	}
+	return json.Marshal(p)
+}
+
+// Thread is a Slack thread: the channel and the parent message's ts.
+type Thread struct {
+	Channel  string `json:"channel"`
+	ThreadTS string `json:"thread_ts"`
+}
+
+// Task is queue/tasks/<state>/<id>.json.
+type Task struct {
+	ID            string         `json:"id"`
+	EventID       string         `json:"event_id"`
+	TargetGeneral string         `json:"target_general"`
+	Type          string         `json:"type"`
+	Repo          *string        `json:"repo"`
+	Payload       map[string]any `json:"payload"`
+	Priority      string         `json:"priority"`
+	CreatedAt     string         `json:"created_at"`
+	Status        string         `json:"status"`
+	// RetryCount is the attempt number, 0 for the first (SPEC §9.1).
+	RetryCount int `json:"retry_count"`
+	// NotBefore (RFC 3339) holds a retried task back until then.
+	NotBefore string `json:"not_before,omitempty"`
+	// SessionID, OriginalTaskID, Workdir and Thread are set on resume tasks
+	// (SPEC §4.4, §9.8).
+	SessionID      string  `json:"session_id,omitempty"`
+	OriginalTaskID string  `json:"original_task_id,omitempty"`
+	Workdir        string  `json:"workdir,omitempty"`
+	Thread         *Thread `json:"thread,omitempty"`
+}
+
+// MarshalJSON writes a nil Payload as {}.
+func (t Task) MarshalJSON() ([]byte, error) {
+	type plain Task
+	p := plain(t)
+	if p.Payload == nil {
+		p.Payload = map[string]any{}
+	}
+	return json.Marshal(p)
+}
+
+// SourceRef points at the Slack message that caused the work.
+type SourceRef struct {
+	Channel string `json:"channel"`
+	TS      string `json:"ts"`
+}
+
+// ReplyContext is what a human's thread reply needs to resume a task.
+type ReplyContext struct {
+	General   string  `json:"general"`
+	SessionID string  `json:"session_id"`
+	Repo      *string `json:"repo"`
+	TaskID    string  `json:"task_id"`
+	Channel   string  `json:"channel,omitempty"`
+	ThreadTS  string  `json:"thread_ts,omitempty"`
+}
+
+// TrackConversation asks the envoy to treat replies in the thread as a
+// conversation for TTLSeconds.
+type TrackConversation struct {
+	ReplyContext ReplyContext `json:"reply_context"`
+	TTLSeconds   int          `json:"ttl_seconds"`
+}
+
+// Message is queue/messages/<state>/<id>.json (SPEC §3.3, §9.10).
+type Message struct {
+	ID   string `json:"id"`
+	Type string `json:"type"`
+	// TaskID is nil for system messages; proclamation-<task-id> for
+	// proclamations.
+	TaskID *string `json:"task_id"`
+	// Channel empty means the envoy's default channel.
+	Channel   string         `json:"channel,omitempty"`
+	Urgency   string         `json:"urgency"`
+	Content   string         `json:"content"`
+	Context   map[string]any `json:"context"`
+	SourceRef *SourceRef     `json:"source_ref"`
+	CreatedAt string         `json:"created_at"`
+	Status    string         `json:"status"`
+	// ThreadTS posts into this thread.
+	ThreadTS          *string            `json:"thread_ts,omitempty"`
+	ReplyContext      *ReplyContext      `json:"reply_context,omitempty"`
+	TrackConversation *TrackConversation `json:"track_conversation,omitempty"`
+	// Final is one of FinalDone, FinalFailed, FinalSkipped, or nil.
+	Final *string `json:"final,omitempty"`
+}
+
+// MarshalJSON writes a nil Context as {}.
+func (m Message) MarshalJSON() ([]byte, error) {
+	type plain Message
+	p := plain(m)
+	if p.Context == nil {
+		p.Context = map[string]any{}
+	}
+	return json.Marshal(p)
+}
+
+// Proclamation is an extra announcement a result asks for, posted as a new
+// message in Channel (seed 003).
+type Proclamation struct {
+	Channel string `json:"channel"`
+	Message string `json:"message"`
+}
+
+// RawResult is state/results/<task>-raw.json: one soldier attempt's outcome.
+type RawResult struct {
+	TaskID  string `json:"task_id"`
+	Status  string `json:"status"`
+	Summary string `json:"summary"`
+	// Error is required when Status is failed or killed.
+	Error       string `json:"error,omitempty"`
+	ErrorReason string `json:"error_reason,omitempty"`
+	// Terminal, when set, overrides DefaultTerminal(ErrorReason).
+	Terminal *bool `json:"terminal,omitempty"`
+	// Question is required when Status is needs_human.
+	Question string `json:"question,omitempty"`
+	// Reason is required when Status is skipped.
+	Reason        string         `json:"reason,omitempty"`
+	MemoryUpdates []string       `json:"memory_updates,omitempty"`
+	NotifyChannel string         `json:"notify_channel,omitempty"`
+	Proclamation  *Proclamation  `json:"proclamation,omitempty"`
+	Metrics       map[string]any `json:"metrics,omitempty"`
+	// RetryCount is the attempt, when the writer knows it. Result has its
+	// own, required RetryCount that hides this one.
+	RetryCount int    `json:"retry_count,omitempty"`
+	SessionID  string `json:"session_id,omitempty"`
+}
+
+// IsTerminal reports whether a failure must not be retried: the result's
+// explicit Terminal if set, else DefaultTerminal(ErrorReason).
+func (r *RawResult) IsTerminal() bool {
+	if r.Terminal != nil {
+		return *r.Terminal
+	}
+	return DefaultTerminal(r.ErrorReason)
+}
+
+// Result is state/results/<task>.json: the raw result completed by the
+// general. Its RetryCount (always written) hides RawResult.RetryCount.
+type Result struct {
+	RawResult
+	General         string  `json:"general"`
+	DurationSeconds float64 `json:"duration_seconds"`
+	CompletedAt     string  `json:"completed_at"`
+	RetryCount      int     `json:"retry_count"`
+	CheckpointPath  string  `json:"checkpoint_path,omitempty"`
+	SoldierID       string  `json:"soldier_id,omitempty"`
+}
+
+// InboxEvent is inbox/*.json as other tools drop it (SPEC §9.20).
+type InboxEvent struct {
+	ID       string         `json:"id,omitempty"`
+	Type     string         `json:"type"`
+	Repo     *string        `json:"repo,omitempty"`
+	Payload  map[string]any `json:"payload,omitempty"`
+	Priority string         `json:"priority,omitempty"`
+}
+
+// Checkpoint is state/results/<task>-checkpoint.json, left by a needs_human
+// task for its resume (SPEC §9.8).
+type Checkpoint struct {
+	TaskID    string  `json:"task_id"`
+	SessionID string  `json:"session_id"`
+	Workdir   string  `json:"workdir"`
+	Thread    *Thread `json:"thread"`
+	Question  string  `json:"question"`
+	General   string  `json:"general"`
+	Repo      *string `json:"repo"`
+}
+
+// PetitionResult is the classifier's answer: exactly one of General and
+// DirectResponse is set.
+type PetitionResult struct {
+	General        string `json:"general,omitempty"`
+	DirectResponse string `json:"direct_response,omitempty"`
+}
+
+// StringPtr returns a pointer to s, or nil when s is empty: the usual way to
+// fill a nullable string field such as Repo.
+func StringPtr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// Deref returns *p, or "" when p is nil.
+func Deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}

@@ -1,0 +1,312 @@
+package schema
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	"golang.org/x/text/language"
+	textmessage "golang.org/x/text/message"
+
+	"github.com/kingdom-dev/kingdom/schemas"
+)
+
+// Kind names a document kind; its schema is schemas/<kind>.json.
+type Kind string
+
+// The document kinds with a schema.
+const (
+	KindEvent          Kind = "event"
+	KindTask           Kind = "task"
+	KindMessage        Kind = "message"
+	KindRawResult      Kind = "raw-result"
+	KindResult         Kind = "result"
+	KindInboxEvent     Kind = "inbox-event"
+	KindSessions       Kind = "sessions"
+	KindResources      Kind = "resources"
+	KindInternalEvent  Kind = "internal-event"
+	KindPetitionResult Kind = "petition-result"
+	KindCheckpoint     Kind = "checkpoint"
+)
+
+// Kinds lists every document kind.
+func Kinds() []Kind {
+	return []Kind{KindEvent, KindTask, KindMessage, KindRawResult, KindResult,
+		KindInboxEvent, KindSessions, KindResources, KindInternalEvent,
+		KindPetitionResult, KindCheckpoint}
+}
+
+// URL is the $id of the kind's schema.
+func (k Kind) URL() string { return schemas.BaseURL + string(k) + ".json" }
+
+// ErrInvalid is matched (errors.Is) by every error meaning "this document is
+// not acceptable": not JSON, schema violations, or values Go cannot hold.
+// A reader rejects such a file instead of retrying it.
+var ErrInvalid = errors.New("invalid document")
+
+// ErrNotJSON is matched by errors for input that is not valid JSON at all.
+var ErrNotJSON = errors.New("not valid JSON")
+
+// maxViolations caps how many violations an error message lists.
+const maxViolations = 8
+
+// Violation is one schema rule a document breaks.
+type Violation struct {
+	// Pointer is the JSON pointer of the offending value ("" is the root).
+	Pointer string
+	// Message says what is wrong, e.g. `missing property 'id'`.
+	Message string
+}
+
+func (v Violation) String() string { return fmt.Sprintf("at '%s': %s", v.Pointer, v.Message) }
+
+// Error is a document that fails its kind's schema. Error() is one line:
+// `event: at '/priority': value must be one of "high", "normal", "low"`.
+type Error struct {
+	Kind       Kind
+	Violations []Violation
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(string(e.Kind))
+	b.WriteString(": ")
+	for i, v := range e.Violations {
+		if i == maxViolations {
+			fmt.Fprintf(&b, "; and %d more", len(e.Violations)-maxViolations)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(v.String())
+	}
+	return b.String()
+}
+
+// Is makes every *Error match ErrInvalid.
+func (e *Error) Is(target error) bool { return target == ErrInvalid }
+
+// syntaxError is input that is not JSON; it matches ErrNotJSON and ErrInvalid.
+type syntaxError struct {
+	kind Kind
+	err  error
+}
+
+func (e *syntaxError) Error() string {
+	return fmt.Sprintf("%s: not valid JSON: %v", e.kind, e.err)
+}
+func (e *syntaxError) Is(target error) bool { return target == ErrInvalid || target == ErrNotJSON }
+func (e *syntaxError) Unwrap() error        { return e.err }
+
+var (
+	compileOnce sync.Once
+	compiled    map[Kind]*jsonschema.Schema
+	compileErr  error
+)
+
+// compileAll compiles every schema in schemas.FS once. Formats are asserted
+// (created_at must really be a date-time), which draft 2020-12 leaves off by
+// default.
+func compileAll() (map[Kind]*jsonschema.Schema, error) {
+	compileOnce.Do(func() {
+		c := jsonschema.NewCompiler()
+		c.AssertFormat()
+		// Only our embedded documents resolve; nothing is fetched or read
+		// from disk.
+		c.UseLoader(noLoader{})
+		files, err := fs.Glob(schemas.FS, "*.json")
+		if err != nil {
+			compileErr = fmt.Errorf("list schemas: %w", err)
+			return
+		}
+		for _, name := range files {
+			data, err := schemas.FS.ReadFile(name)
+			if err != nil {
+				compileErr = fmt.Errorf("read schema %s: %w", name, err)
+				return
+			}
+			doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+			if err != nil {
+				compileErr = fmt.Errorf("parse schema %s: %w", name, err)
+				return
+			}
+			if err := c.AddResource(schemas.BaseURL+name, doc); err != nil {
+				compileErr = fmt.Errorf("add schema %s: %w", name, err)
+				return
+			}
+		}
+		m := make(map[Kind]*jsonschema.Schema)
+		for _, k := range Kinds() {
+			s, err := c.Compile(k.URL())
+			if err != nil {
+				compileErr = fmt.Errorf("compile schema %s: %w", k, err)
+				return
+			}
+			m[k] = s
+		}
+		compiled = m
+	})
+	return compiled, compileErr
+}
+
+type noLoader struct{}
+
+func (noLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("schema %s is not embedded", url)
+}
+
+// Validate checks that data is JSON and satisfies kind's schema. Errors
+// match ErrInvalid (and ErrNotJSON for non-JSON); an unknown kind or a
+// broken embedded schema is a programming error and matches neither.
+func Validate(kind Kind, data []byte) error {
+	_, err := validate(kind, data)
+	return err
+}
+
+func validate(kind Kind, data []byte) (any, error) {
+	all, err := compileAll()
+	if err != nil {
+		return nil, err
+	}
+	sch, ok := all[kind]
+	if !ok {
+		return nil, fmt.Errorf("validate: unknown kind %q", kind)
+	}
+	if !json.Valid(data) {
+		// json.Unmarshal describes the syntax error (offset and character).
+		var v any
+		jerr := json.Unmarshal(data, &v)
+		if jerr == nil {
+			jerr = errors.New("invalid syntax")
+		}
+		return nil, &syntaxError{kind: kind, err: jerr}
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+	if err != nil {
+		return nil, &syntaxError{kind: kind, err: err}
+	}
+	if err := sch.Validate(doc); err != nil {
+		var ve *jsonschema.ValidationError
+		if errors.As(err, &ve) {
+			return nil, &Error{Kind: kind, Violations: violations(ve)}
+		}
+		return nil, &Error{Kind: kind, Violations: []Violation{{Message: err.Error()}}}
+	}
+	return doc, nil
+}
+
+// violations flattens the library's error tree into its leaves: the
+// concrete broken rules. For a failed oneOf/anyOf the leaves of every branch
+// are listed, which reads as "none of these held".
+func violations(ve *jsonschema.ValidationError) []Violation {
+	var out []Violation
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) == 0 {
+			out = append(out, Violation{
+				Pointer: pointer(e.InstanceLocation),
+				Message: message(e),
+			})
+			return
+		}
+		switch e.ErrorKind.(type) {
+		case *kind.OneOf, *kind.AnyOf:
+			// Alternatives: one violation listing each branch's problems,
+			// not a list that reads as if all were required.
+			var alts []string
+			for _, c := range e.Causes {
+				for _, v := range violations(c) {
+					if v.Pointer == pointer(e.InstanceLocation) {
+						alts = append(alts, v.Message)
+					} else {
+						alts = append(alts, v.String())
+					}
+				}
+			}
+			out = append(out, Violation{
+				Pointer: pointer(e.InstanceLocation),
+				Message: "none of the alternatives holds: " + strings.Join(alts, " or "),
+			})
+			return
+		}
+		for _, c := range e.Causes {
+			walk(c)
+		}
+	}
+	walk(ve)
+	// The library's order follows map iteration; sort for stable messages.
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Pointer != out[j].Pointer {
+			return out[i].Pointer < out[j].Pointer
+		}
+		return out[i].Message < out[j].Message
+	})
+	return dedupe(out)
+}
+
+func dedupe(vs []Violation) []Violation {
+	seen := make(map[Violation]bool, len(vs))
+	out := vs[:0]
+	for _, v := range vs {
+		if !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// printer renders the library's messages in English.
+var printer = textmessage.NewPrinter(language.English)
+
+// patternNames replaces our long regular expressions with what they mean.
+var patternNames = map[string]string{
+	`^[A-Za-z0-9](?:\.?[A-Za-z0-9_:@-])*\.?$`:                                  "a safe id (letters, digits, . _ : @ -; starting with a letter or digit; no '..')",
+	`^task-[0-9]{8}-[0-9]{3,}$`:                                                "a task id (task-YYYYMMDD-NNN)",
+	`^gen-[a-z][a-z0-9-]*$`:                                                    "a general name (gen-<lowercase>)",
+	`^[a-z][a-z0-9_]*(?:\.[a-z0-9_]+)+$`:                                       "an event type (category.name, lowercase)",
+	`^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]*[A-Za-z0-9_-][A-Za-z0-9_.-]*$`: "owner/name",
+}
+
+func message(e *jsonschema.ValidationError) string {
+	if p, ok := e.ErrorKind.(*kind.Pattern); ok {
+		if name, ok := patternNames[p.Want]; ok {
+			return fmt.Sprintf("%s is not %s", quote(p.Got), name)
+		}
+	}
+	switch k := e.ErrorKind.(type) {
+	case *kind.Enum:
+		return strings.ReplaceAll(k.LocalizedString(printer), "<nil>", "null")
+	case *kind.OneOf:
+		if len(k.Subschemas) == 2 {
+			return fmt.Sprintf("more than one alternative holds (subschemas %d and %d); exactly one must", k.Subschemas[0], k.Subschemas[1])
+		}
+	}
+	return e.ErrorKind.LocalizedString(printer)
+}
+
+func quote(s string) string {
+	const max = 80
+	if len(s) > max {
+		s = s[:max] + "…"
+	}
+	return "'" + strings.ReplaceAll(s, "'", `\'`) + "'"
+}
+
+func pointer(tokens []string) string {
+	var b strings.Builder
+	for _, t := range tokens {
+		b.WriteByte('/')
+		t = strings.ReplaceAll(t, "~", "~0")
+		b.WriteString(strings.ReplaceAll(t, "/", "~1"))
+	}
+	return b.String()
+}
