@@ -1,0 +1,45 @@
+# Kingdom — build, test, benchmark, demo.
+GO        ?= go
+BIN       := $(CURDIR)/bin
+BINARIES  := start sentinel king general envoy chamberlain soldier-spawn
+DEMO_DIR  := $(CURDIR)/.demo
+
+.PHONY: all build test check vet fmt-check bench demo demo-stop clean
+
+all: build
+
+build:
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/ $(addprefix ./cmd/,$(BINARIES)) ./scripts/demo-soldier
+
+# The contract CI runs: formatting, vet, every test under the race detector
+# (real tmux on private sockets, real git, local fake GitHub/Jira/Slack).
+test: fmt-check vet build
+	$(GO) test -race -count=1 -timeout 40m ./...
+
+check: test
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+
+# Go benchmarks of every package, then the pipeline latency run; figures land
+# in docs/benchmarks.md.
+bench: build
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 -timeout 60m ./... | tee $(CURDIR)/.bench-go.txt
+	KINGDOM_BENCH=1 $(GO) test -run 'TestPipelineBench' -count=1 -timeout 30m -v ./e2e/ | tee $(CURDIR)/.bench-pipeline.txt
+	scripts/bench-report.sh $(CURDIR)/.bench-go.txt $(CURDIR)/.bench-pipeline.txt > docs/benchmarks.md
+
+# Run the whole kingdom on this machine with no accounts: inbox watcher, the
+# command engine with the bundled demo soldier, envoy in console mode.
+demo: build
+	scripts/demo.sh $(DEMO_DIR)
+
+demo-stop:
+	scripts/demo.sh --stop $(DEMO_DIR)
+
+clean:
+	rm -rf $(BIN) $(DEMO_DIR)

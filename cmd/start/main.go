@@ -1,0 +1,111 @@
+// Command start is the kingdom's launcher and watchdog (what the systemd
+// unit runs), with the subcommands stop, status and doctor.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v3"
+
+	configfiles "github.com/kingdom-dev/kingdom/config"
+	"github.com/kingdom-dev/kingdom/pkg/app"
+	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/lockfile"
+	"github.com/kingdom-dev/kingdom/pkg/start"
+	"github.com/kingdom-dev/kingdom/pkg/tmux"
+)
+
+func main() {
+	app.Main(&cli.Command{
+		Name:  "start",
+		Usage: "launch every kingdom role in tmux and keep them running",
+		Flags: []cli.Flag{app.BaseDirFlag()},
+		Commands: []*cli.Command{
+			{Name: "stop", Usage: "stop a running installation", Flags: []cli.Flag{app.BaseDirFlag()}, Action: stopCmd},
+			{Name: "status", Usage: "roles, heartbeats, queues, soldiers and health on one screen", Flags: []cli.Flag{app.BaseDirFlag()}, Action: statusCmd},
+			{Name: "doctor", Usage: "check prerequisites, with a fix for each failure", Flags: []cli.Flag{app.BaseDirFlag()}, Action: doctorCmd},
+		},
+		Action: run,
+	})
+}
+
+func run(ctx context.Context, c *cli.Command) error {
+	env, err := app.Setup(layout.RoleStart, c)
+	if err != nil {
+		return err
+	}
+	created, err := config.Install(configfiles.FS, env.Layout.ConfigDir())
+	if err != nil {
+		return fmt.Errorf("install default config: %w", err)
+	}
+	for _, f := range created {
+		env.Log.Info("installed default config file", "path", f)
+	}
+	leader, err := lockfile.TryLeader(env.Layout.LeaderLock(layout.RoleStart))
+	if err != nil {
+		return err
+	}
+	defer leader.Release()
+	binDir, err := start.FindBinDir(env.Layout)
+	if err != nil {
+		return err
+	}
+	w, err := start.New(start.Options{Layout: env.Layout, BinDir: binDir, Tmux: env.Tmux, Log: env.Log, Events: env.Events})
+	if err != nil {
+		return &app.ConfigError{Err: err}
+	}
+	return w.Run(ctx)
+}
+
+func stopCmd(ctx context.Context, c *cli.Command) error {
+	l := layout.New(layout.ResolveBase(c.String("base-dir")))
+	held, pid := lockfile.Held(l.LeaderLock(layout.RoleStart))
+	if held && pid > 0 {
+		if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+			return fmt.Errorf("signal start (pid %d): %w", pid, err)
+		}
+		fmt.Printf("sent SIGTERM to start (pid %d), waiting for the roles to stop…\n", pid)
+		deadline := time.Now().Add(2 * time.Minute)
+		for time.Now().Before(deadline) {
+			if h, _ := lockfile.Held(l.LeaderLock(layout.RoleStart)); !h {
+				fmt.Println("stopped")
+				return nil
+			}
+			time.Sleep(100 * time.Millisecond) // polling a real process
+		}
+		return errors.New("start did not exit within 2 minutes")
+	}
+	// No start running: stop any role sessions left behind.
+	fmt.Println("start is not running; stopping any role sessions left on the socket")
+	start.StopRoles(ctx, tmux.New(), 10*time.Second, app.Discard())
+	return nil
+}
+
+func statusCmd(ctx context.Context, c *cli.Command) error {
+	l := layout.New(layout.ResolveBase(c.String("base-dir")))
+	if _, err := os.Stat(l.Base); err != nil {
+		return fmt.Errorf("no installation at %s (use --base-dir or KINGDOM_BASE_DIR)", l.Base)
+	}
+	st, err := start.ReadStatus(ctx, l, tmux.New(), time.Now())
+	if err != nil {
+		return err
+	}
+	st.Print(os.Stdout)
+	return nil
+}
+
+func doctorCmd(_ context.Context, c *cli.Command) error {
+	l := layout.New(layout.ResolveBase(c.String("base-dir")))
+	config.ApplyEnvFile(l.EnvFile())
+	binDir, _ := start.FindBinDir(l)
+	if n := start.PrintChecks(os.Stdout, start.Doctor(l, binDir)); n > 0 {
+		return &app.CodeError{Code: 1, Err: fmt.Errorf("%d check(s) failed", n)}
+	}
+	return nil
+}

@@ -1,0 +1,431 @@
+// Package start is the launcher and watchdog (SPEC §4.1): it creates the
+// runtime tree, validates every config file, launches one tmux session per
+// role (sentinel, king, envoy, chamberlain and one per installed general),
+// relaunches missing sessions every watchdog round, gives up on a role that
+// keeps dying (crash-loop guard, with an urgent alert), and stops every role
+// gracefully on SIGTERM. `start` is the only launcher in the kingdom (§9.14).
+//
+//	w, err := start.New(start.Options{Layout: l, BinDir: dir, Tmux: tc, Log: log, Events: em})
+//	err = w.Run(ctx) // until ctx ends; then stops every role
+package start
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/clock"
+	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/eventlog"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/queue"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/tmux"
+)
+
+// CoreRoles are the always-on roles besides the generals.
+var CoreRoles = []string{layout.RoleSentinel, layout.RoleKing, layout.RoleEnvoy, layout.RoleChamberlain}
+
+// deathCountsWithin: only deaths this soon after launch count toward the
+// crash-loop guard (SPEC §9.14); a role that ran for an hour and then died
+// is not crash-looping.
+const deathCountsWithin = 60 * time.Second
+
+// livenessPoll is how often the pane processes are probed (kill(pid, 0), no
+// child process) to time deaths precisely.
+const livenessPoll = time.Second
+
+// Options configures a Watchdog.
+type Options struct {
+	Layout layout.Layout
+	BinDir string       // where the role binaries are
+	Tmux   *tmux.Client // sessions live on its socket
+	Log    *slog.Logger
+	Events *eventlog.Emitter
+	Clock  clock.Clock
+}
+
+// roleState is what the watchdog remembers of one role.
+type roleState struct {
+	launchedAt time.Time
+	pid        int
+	alive      bool
+	deaths     []time.Time // deaths that count, within the window
+	givenUp    bool
+	givenUpFP  string // fingerprint (binary + config mtimes) when it gave up
+}
+
+// Watchdog launches and supervises the role sessions.
+type Watchdog struct {
+	o     Options
+	sys   *config.System
+	roles map[string]*roleState
+	msgs  *queue.Queue
+}
+
+// New builds a watchdog. It loads and validates every config file first
+// (fail fast: the error names file, line and key).
+func New(o Options) (*Watchdog, error) {
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	all, err := config.LoadAll(o.Layout.ConfigDir())
+	if err != nil {
+		return nil, err
+	}
+	return &Watchdog{
+		o:     o,
+		sys:   all.System,
+		roles: map[string]*roleState{},
+		msgs:  queue.New(o.Layout, layout.QMessages, o.Events),
+	}, nil
+}
+
+// Spec is one role session: its name and argv.
+type Spec struct {
+	Name string
+	Argv []string
+}
+
+// Specs returns the sessions that should run now: the core roles and one per
+// manifest in config/generals (rescanned every round, §9.27).
+func (w *Watchdog) Specs() ([]Spec, error) {
+	base := w.o.Layout.Base
+	var specs []Spec
+	for _, r := range CoreRoles {
+		specs = append(specs, Spec{Name: r, Argv: []string{filepath.Join(w.o.BinDir, r), "--base-dir", base}})
+	}
+	ms, err := config.LoadManifests(w.o.Layout.GeneralsConfigDir())
+	if err != nil {
+		return specs, err
+	}
+	for _, m := range ms {
+		specs = append(specs, Spec{Name: m.Name, Argv: []string{filepath.Join(w.o.BinDir, "general"), "--name", m.Name, "--base-dir", base}})
+	}
+	return specs, nil
+}
+
+// IsRoleSession reports whether a tmux session name belongs to a role start
+// manages (core roles and gen-*), as opposed to soldiers.
+func IsRoleSession(name string) bool {
+	for _, r := range CoreRoles {
+		if name == r {
+			return true
+		}
+	}
+	return strings.HasPrefix(name, "gen-")
+}
+
+func (w *Watchdog) sessionEnv() map[string]string {
+	env := map[string]string{
+		layout.EnvBase:    w.o.Layout.Base,
+		"KINGDOM_BIN_DIR": w.o.BinDir,
+	}
+	if w.o.Tmux.Socket != "" {
+		env[tmux.EnvSocket] = w.o.Tmux.Socket
+	}
+	// The tmux server may predate this start; pass the variables roles
+	// need explicitly rather than relying on its environment (§9.13).
+	for _, k := range []string{"PATH", "HOME", "LANG", "TZ", "KINGDOM_LOG_LEVEL", "SLACK_DEFAULT_CHANNEL"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env[k] = v
+		}
+	}
+	return env
+}
+
+// Round runs one watchdog round: rescan manifests, launch missing sessions
+// (unless given up), stop sessions of uninstalled generals.
+func (w *Watchdog) Round(ctx context.Context) error {
+	specs, err := w.Specs()
+	if err != nil {
+		w.o.Log.Error("load general manifests", "err", err)
+	}
+	live, err := w.o.Tmux.List(ctx)
+	if err != nil {
+		return fmt.Errorf("list sessions: %w", err)
+	}
+	byName := map[string]tmux.Session{}
+	for _, s := range live {
+		byName[s.Name] = s
+	}
+	want := map[string]bool{}
+	now := w.o.Clock.Now()
+	for _, sp := range specs {
+		want[sp.Name] = true
+		st := w.state(sp.Name)
+		if s, ok := byName[sp.Name]; ok {
+			if !st.alive {
+				// Adopt a session that runs already (start restarted).
+				st.alive, st.pid = true, s.PID
+				if st.launchedAt.IsZero() {
+					st.launchedAt = s.Created
+				}
+			}
+			continue
+		}
+		if st.alive {
+			w.recordDeath(sp.Name, st, now)
+		}
+		if st.givenUp {
+			if fp := w.fingerprint(sp); fp != st.givenUpFP {
+				w.o.Log.Info("binary or config changed: trying the role again", "role", sp.Name)
+				st.givenUp, st.deaths = false, nil
+			} else {
+				continue
+			}
+		}
+		w.launch(ctx, sp, st, now)
+	}
+	// Generals that were uninstalled: stop their sessions.
+	for name, s := range byName {
+		if strings.HasPrefix(name, "gen-") && !want[name] {
+			w.o.Log.Info("general uninstalled: stopping its session", "role", name)
+			w.stopSession(ctx, s, w.sys.StopGrace())
+			delete(w.roles, name)
+		}
+	}
+	return nil
+}
+
+func (w *Watchdog) state(name string) *roleState {
+	st := w.roles[name]
+	if st == nil {
+		st = &roleState{}
+		w.roles[name] = st
+	}
+	return st
+}
+
+func (w *Watchdog) launch(ctx context.Context, sp Spec, st *roleState, now time.Time) {
+	if _, err := os.Stat(sp.Argv[0]); err != nil {
+		w.o.Log.Error("role binary missing", "role", sp.Name, "path", sp.Argv[0])
+		return
+	}
+	if err := w.o.Tmux.NewSession(ctx, sp.Name, tmux.NewOptions{Dir: w.o.Layout.Base, Env: w.sessionEnv()}, sp.Argv...); err != nil {
+		w.o.Log.Error("launch role session", "role", sp.Name, "err", err)
+		return
+	}
+	pid, _ := w.o.Tmux.PanePID(ctx, sp.Name)
+	st.launchedAt, st.pid, st.alive = now, pid, true
+	w.o.Log.Info("launched role session", "role", sp.Name, "pid", pid)
+	w.o.Events.Emit("recovery.session_started", map[string]any{"role": sp.Name, "pid": pid})
+}
+
+// recordDeath notes that a role's session ended, and trips the crash-loop
+// guard when it died too often too soon after launch.
+func (w *Watchdog) recordDeath(name string, st *roleState, now time.Time) {
+	st.alive = false
+	lived := now.Sub(st.launchedAt)
+	w.o.Log.Warn("role session ended", "role", name, "lived", lived.Round(time.Second))
+	w.o.Events.Emit("system.role_died", map[string]any{"role": name, "lived_seconds": int(lived.Seconds())})
+	if lived > deathCountsWithin {
+		return
+	}
+	window := w.sys.CrashLoopWindow()
+	keep := st.deaths[:0]
+	for _, d := range st.deaths {
+		if now.Sub(d) <= window {
+			keep = append(keep, d)
+		}
+	}
+	st.deaths = append(keep, now)
+	if len(st.deaths) >= w.sys.Watchdog.CrashLoop.MaxRestarts && !st.givenUp {
+		st.givenUp = true
+		st.givenUpFP = w.fingerprint(Spec{Name: name, Argv: []string{w.binFor(name)}})
+		w.o.Log.Error("role keeps dying: not restarting it", "role", name, "deaths", len(st.deaths), "window", window, "cat", "ALERT")
+		w.o.Events.Emit("system.crash_loop", map[string]any{"role": name, "deaths": len(st.deaths), "window_minutes": w.sys.Watchdog.CrashLoop.WindowMinutes})
+		w.alert(name, len(st.deaths), now)
+	}
+}
+
+func (w *Watchdog) binFor(name string) string {
+	if strings.HasPrefix(name, "gen-") {
+		return filepath.Join(w.o.BinDir, "general")
+	}
+	return filepath.Join(w.o.BinDir, name)
+}
+
+// fingerprint changes when the operator fixes the cause: a new binary or an
+// edited config. It is how a given-up role gets another chance without
+// restarting start.
+func (w *Watchdog) fingerprint(sp Spec) string {
+	var parts []string
+	paths := []string{sp.Argv[0], w.o.Layout.ConfigDir(), w.o.Layout.GeneralsConfigDir()}
+	if strings.HasPrefix(sp.Name, "gen-") {
+		paths = append(paths, w.o.Layout.GeneralManifest(sp.Name))
+	} else {
+		paths = append(paths, w.o.Layout.ConfigFile(sp.Name+".yaml"))
+	}
+	paths = append(paths, w.o.Layout.ConfigFile("system.yaml"))
+	for _, p := range paths {
+		if fi, err := os.Stat(p); err == nil {
+			parts = append(parts, fmt.Sprintf("%d", fi.ModTime().UnixNano()))
+		} else {
+			parts = append(parts, "-")
+		}
+	}
+	return strings.Join(parts, "/")
+}
+
+func (w *Watchdog) alert(role string, deaths int, now time.Time) {
+	id := fmt.Sprintf("msg-start-crashloop-%s-%d", role, now.Unix())
+	content := fmt.Sprintf(":rotating_light: %s died %d times within %d minutes and will not be restarted. "+
+		"Check logs/system.log and `tmux attach`-free diagnosis with `start doctor`; fix the binary or config (start retries when either changes) or restart the kingdom.",
+		role, deaths, w.sys.Watchdog.CrashLoop.WindowMinutes)
+	msg := schema.Message{
+		ID: id, Type: schema.MessageNotification, Urgency: schema.UrgencyUrgent, Content: content,
+		Context:   map[string]any{"kind": "crash_loop", "role": role, "deaths": deaths},
+		CreatedAt: schema.FormatTime(now), Status: "pending",
+	}
+	if err := w.msgs.PutOnce(layout.Pending, id, msg); err != nil && !errors.Is(err, queue.ErrExists) {
+		w.o.Log.Error("queue crash-loop alert", "role", role, "err", err)
+	}
+}
+
+// poll probes the known pane pids without spawning anything and records
+// deaths as they happen.
+func (w *Watchdog) poll() {
+	now := w.o.Clock.Now()
+	for name, st := range w.roles {
+		if st.alive && st.pid > 0 && !pidAlive(st.pid) {
+			w.recordDeath(name, st, now)
+		}
+	}
+}
+
+func pidAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// GivenUp lists the roles the crash-loop guard stopped restarting.
+func (w *Watchdog) GivenUp() []string {
+	var out []string
+	for n, st := range w.roles {
+		if st.givenUp {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Run launches every role and supervises them until ctx ends, then stops
+// them all (SIGTERM, then kill after the grace period).
+func (w *Watchdog) Run(ctx context.Context) error {
+	w.o.Events.Emit("system.startup", map[string]any{"pid": os.Getpid(), "base_dir": w.o.Layout.Base})
+	w.o.Log.Info("kingdom starting", "base_dir", w.o.Layout.Base, "bin_dir", w.o.BinDir, "socket", w.o.Tmux.Socket, "cat", "SYSTEM")
+	if err := w.Round(ctx); err != nil {
+		w.o.Log.Error("watchdog round", "err", err)
+	}
+	round := time.NewTicker(w.sys.WatchdogInterval())
+	defer round.Stop()
+	poll := time.NewTicker(livenessPoll)
+	defer poll.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			w.o.Log.Info("kingdom stopping", "cat", "SYSTEM")
+			w.o.Events.Emit("system.shutdown", map[string]any{"pid": os.Getpid()})
+			w.StopAll(context.WithoutCancel(ctx))
+			return nil
+		case <-poll.C:
+			w.poll()
+		case <-round.C:
+			if err := w.Round(ctx); err != nil {
+				w.o.Log.Error("watchdog round", "err", err)
+			}
+		}
+	}
+}
+
+// StopAll stops every role session: SIGTERM to each pane process at once,
+// then kill-session for those still alive after the grace period.
+func (w *Watchdog) StopAll(ctx context.Context) {
+	StopRoles(ctx, w.o.Tmux, w.sys.StopGrace(), w.o.Log)
+	for _, st := range w.roles {
+		st.alive = false
+	}
+}
+
+// StopRoles stops every role session on the tmux socket (not soldiers).
+func StopRoles(ctx context.Context, tc *tmux.Client, grace time.Duration, log *slog.Logger) {
+	live, err := tc.List(ctx)
+	if err != nil {
+		log.Error("list sessions", "err", err)
+		return
+	}
+	var roles []tmux.Session
+	for _, s := range live {
+		if IsRoleSession(s.Name) {
+			roles = append(roles, s)
+		}
+	}
+	for _, s := range roles {
+		if s.PID > 0 {
+			syscall.Kill(s.PID, syscall.SIGTERM)
+		}
+	}
+	deadline := time.Now().Add(grace)
+	for _, s := range roles {
+		for s.PID > 0 && pidAlive(s.PID) && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond) // waiting for a real process to exit
+		}
+		if err := tc.Kill(ctx, s.Name); err != nil {
+			log.Error("kill session", "role", s.Name, "err", err)
+		}
+		log.Info("stopped role session", "role", s.Name)
+	}
+}
+
+func (w *Watchdog) stopSession(ctx context.Context, s tmux.Session, grace time.Duration) {
+	if s.PID > 0 {
+		syscall.Kill(s.PID, syscall.SIGTERM)
+		deadline := time.Now().Add(grace)
+		for pidAlive(s.PID) && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond) // waiting for a real process to exit
+		}
+	}
+	w.o.Tmux.Kill(ctx, s.Name)
+}
+
+// FindBinDir returns the directory holding the role binaries: the one of
+// start's own executable if the binaries are there, else $BASE_DIR/bin.
+func FindBinDir(l layout.Layout) (string, error) {
+	var tried []string
+	if exe, err := os.Executable(); err == nil {
+		if real, err := filepath.EvalSymlinks(exe); err == nil {
+			exe = real
+		}
+		d := filepath.Dir(exe)
+		if hasRoleBinaries(d) {
+			return d, nil
+		}
+		tried = append(tried, d)
+	}
+	if hasRoleBinaries(l.Bin()) {
+		return l.Bin(), nil
+	}
+	tried = append(tried, l.Bin())
+	return "", fmt.Errorf("role binaries (sentinel, king, envoy, chamberlain, general, soldier-spawn) not found in %s; run `make build` or copy them to %s", strings.Join(tried, " or "), l.Bin())
+}
+
+func hasRoleBinaries(dir string) bool {
+	for _, b := range append(append([]string{}, CoreRoles...), "general", "soldier-spawn") {
+		if fi, err := os.Stat(filepath.Join(dir, b)); err != nil || fi.IsDir() {
+			return false
+		}
+	}
+	return true
+}

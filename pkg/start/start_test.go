@@ -1,0 +1,200 @@
+package start
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/clock"
+	"github.com/kingdom-dev/kingdom/pkg/eventlog"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/queue"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/tmux"
+)
+
+// fakeBins writes role "binaries" as tiny scripts: every role sleeps, except
+// those named in dying, which exit at once.
+func fakeBins(t *testing.T, dying ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, b := range []string{"sentinel", "king", "envoy", "chamberlain", "general", "soldier-spawn"} {
+		body := "#!/bin/sh\nexec sleep 3600\n"
+		for _, d := range dying {
+			if d == b {
+				body = "#!/bin/sh\nexit 1\n"
+			}
+		}
+		if err := os.WriteFile(filepath.Join(dir, b), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func newWatchdog(t *testing.T, binDir string, c *clock.Fake, manifests ...string) (*Watchdog, layout.Layout, *tmux.Client) {
+	t.Helper()
+	l := layout.New(t.TempDir())
+	if err := l.Ensure(); err != nil {
+		t.Fatal(err)
+	}
+	sys := "watchdog:\n  interval_seconds: 1\n  stop_grace_seconds: 1\n  crash_loop:\n    max_restarts: 3\n    window_minutes: 10\n"
+	os.WriteFile(l.ConfigFile("system.yaml"), []byte(sys), 0o600)
+	for _, m := range manifests {
+		os.WriteFile(l.GeneralManifest(m), []byte("name: "+m+"\ndescription: test general\nsubscribes: [\"test.*\"]\n"), 0o600)
+	}
+	tc := &tmux.Client{Socket: fmt.Sprintf("kingdom-start-test-%d-%d", os.Getpid(), time.Now().UnixNano())}
+	t.Cleanup(func() { tc.KillServer(context.Background()) })
+	em := eventlog.NewEmitter(l.EventsLog(), l.RotateLock(), "start", c)
+	w, err := New(Options{Layout: l, BinDir: binDir, Tmux: tc, Events: em, Clock: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w, l, tc
+}
+
+func sessionNames(t *testing.T, tc *tmux.Client) map[string]tmux.Session {
+	t.Helper()
+	ss, err := tc.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]tmux.Session{}
+	for _, s := range ss {
+		m[s.Name] = s
+	}
+	return m
+}
+
+func TestWatchdog_LaunchesEveryRoleAndRelaunchesAKilledOne(t *testing.T) {
+	ctx := context.Background()
+	c := clock.NewFake(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
+	w, l, tc := newWatchdog(t, fakeBins(t), c, "gen-pr", "gen-herald")
+	if err := w.Round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := sessionNames(t, tc)
+	for _, want := range []string{"sentinel", "king", "envoy", "chamberlain", "gen-pr", "gen-herald"} {
+		if _, ok := got[want]; !ok {
+			t.Fatalf("session %s not launched; have %v", want, got)
+		}
+	}
+	oldPID := got["king"].PID
+	tc.Kill(ctx, "king")
+	c.Advance(5 * time.Minute) // it lived long: this death does not count
+	w.Round(ctx)
+	got = sessionNames(t, tc)
+	k, ok := got["king"]
+	if !ok || k.PID == oldPID {
+		t.Fatalf("king not relaunched (ok=%v pid %d, old %d)", ok, k.PID, oldPID)
+	}
+	if len(w.roles["king"].deaths) != 0 {
+		t.Fatalf("a death after 5 minutes counted toward the crash-loop guard")
+	}
+	// Uninstalling a general stops its session at the next round.
+	os.Remove(l.GeneralManifest("gen-herald"))
+	w.Round(ctx)
+	if _, ok := sessionNames(t, tc)["gen-herald"]; ok {
+		t.Fatal("uninstalled general still running")
+	}
+	b, _ := os.ReadFile(l.EventsLog())
+	if !strings.Contains(string(b), `"system.role_died"`) {
+		t.Error("no system.role_died event")
+	}
+}
+
+func TestWatchdog_CrashLoopGivesUpAndQueuesOneUrgentAlert(t *testing.T) {
+	ctx := context.Background()
+	c := clock.NewFake(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
+	bins := fakeBins(t, "envoy")
+	w, l, tc := newWatchdog(t, bins, c)
+	for round := 0; round < 6; round++ {
+		w.Round(ctx)
+		// Wait for the dying envoy's session to end (a real process exits).
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			if _, ok := sessionNames(t, tc)["envoy"]; !ok || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		c.Advance(2 * time.Second)
+		w.poll()
+	}
+	if got := w.GivenUp(); len(got) != 1 || got[0] != "envoy" {
+		t.Fatalf("given up on %v, want [envoy]", got)
+	}
+	// No more launches once given up.
+	before := countLaunches(t, l, "envoy")
+	w.Round(ctx)
+	w.Round(ctx)
+	if after := countLaunches(t, l, "envoy"); after != before {
+		t.Fatalf("envoy launched %d more times after giving up", after-before)
+	}
+	if before != 3 {
+		t.Errorf("envoy launched %d times, want 3 (max_restarts)", before)
+	}
+	msgs := queue.New(l, layout.QMessages, nil)
+	es, _ := msgs.List(layout.Pending)
+	if len(es) != 1 {
+		t.Fatalf("%d alert messages, want 1", len(es))
+	}
+	m, err := schema.DecodeMessage(es[0].Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Urgency != schema.UrgencyUrgent || !strings.Contains(m.Content, "envoy") {
+		t.Fatalf("alert = %+v", m)
+	}
+	// Other roles are unaffected.
+	if _, ok := sessionNames(t, tc)["king"]; !ok {
+		t.Fatal("king not running")
+	}
+	// Fixing the binary clears the guard.
+	os.WriteFile(filepath.Join(bins, "envoy"), []byte("#!/bin/sh\nexec sleep 3600\n"), 0o755)
+	future := time.Now().Add(time.Minute)
+	os.Chtimes(filepath.Join(bins, "envoy"), future, future)
+	w.Round(ctx)
+	if _, ok := sessionNames(t, tc)["envoy"]; !ok {
+		t.Fatal("envoy not relaunched after its binary changed")
+	}
+}
+
+func countLaunches(t *testing.T, l layout.Layout, role string) int {
+	b, _ := os.ReadFile(l.EventsLog())
+	n := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, "recovery.session_started") && strings.Contains(line, `"role":"`+role+`"`) {
+			n++
+		}
+	}
+	return n
+}
+
+func TestStopRoles_SIGTERMThenKill(t *testing.T) {
+	ctx := context.Background()
+	c := clock.NewFake(time.Now())
+	w, _, tc := newWatchdog(t, fakeBins(t), c)
+	w.Round(ctx)
+	pids := []int{}
+	for _, s := range sessionNames(t, tc) {
+		pids = append(pids, s.PID)
+	}
+	// A soldier session must survive a role stop.
+	tc.NewSession(ctx, "soldier-1-ab", tmux.NewOptions{}, "sleep", "3600")
+	w.StopAll(ctx)
+	left := sessionNames(t, tc)
+	if len(left) != 1 {
+		t.Fatalf("sessions left: %v, want only the soldier", left)
+	}
+	for _, p := range pids {
+		if syscall.Kill(p, 0) == nil {
+			t.Errorf("pid %d still alive", p)
+		}
+	}
+}

@@ -1,0 +1,104 @@
+// Command demo-soldier is the stand-in AI agent of `make demo`, the e2e tests
+// and the benchmarks: run by the `command` engine as
+//
+//	demo-soldier {prompt_file} {workdir} {task_id} {result_path}
+//
+// it reads its task from the queue, pretends to work for DEMO_SOLDIER_DELAY
+// (default 0), and writes a result that follows the soldier result contract:
+// a PR review request is reviewed, a DM is answered, a task whose payload asks
+// for a human ("needs_human": true, or text mentioning "deploy") asks its
+// question, and the resumed task finishes with the human's answer.
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+type task struct {
+	ID      string         `json:"id"`
+	Type    string         `json:"type"`
+	Repo    *string        `json:"repo"`
+	Payload map[string]any `json:"payload"`
+}
+
+func main() {
+	if len(os.Args) < 5 {
+		fmt.Fprintln(os.Stderr, "usage: demo-soldier PROMPT_FILE WORKDIR TASK_ID RESULT_PATH")
+		os.Exit(2)
+	}
+	promptFile, taskID, resultPath := os.Args[1], os.Args[3], os.Args[4]
+	if _, err := os.Stat(promptFile); err != nil {
+		fmt.Fprintln(os.Stderr, "prompt file:", err)
+		os.Exit(2)
+	}
+	if d, err := time.ParseDuration(os.Getenv("DEMO_SOLDIER_DELAY")); err == nil {
+		time.Sleep(d)
+	}
+	t := readTask(taskID)
+	res := decide(t)
+	res["task_id"] = taskID
+	b, _ := json.MarshalIndent(res, "", "  ")
+	tmp := resultPath + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if err := os.Rename(tmp, resultPath); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Printf("{\"type\":\"result\",\"session_id\":\"demo-%s\"}\n", taskID)
+}
+
+func readTask(id string) task {
+	var t task
+	base := os.Getenv("KINGDOM_BASE_DIR")
+	for _, st := range []string{"in_progress", "pending", "completed"} {
+		b, err := os.ReadFile(filepath.Join(base, "queue", "tasks", st, id+".json"))
+		if err == nil && json.Unmarshal(b, &t) == nil {
+			return t
+		}
+	}
+	t.ID = id
+	return t
+}
+
+func str(m map[string]any, k string) string {
+	if s, ok := m[k].(string); ok {
+		return s
+	}
+	return ""
+}
+
+func decide(t task) map[string]any {
+	p := t.Payload
+	if p == nil {
+		p = map[string]any{}
+	}
+	text := str(p, "text")
+	switch {
+	case t.Type == "resume":
+		answer := str(p, "text")
+		if answer == "" {
+			answer = str(p, "reply_text")
+		}
+		return map[string]any{"status": "success", "summary": fmt.Sprintf("Resumed with the human's answer %q and finished the job.", answer)}
+	case p["needs_human"] == true || strings.Contains(strings.ToLower(text), "deploy"):
+		return map[string]any{"status": "needs_human", "summary": "Ready to deploy, but the target is ambiguous.",
+			"question": "Which environment should I deploy to: staging or production?"}
+	case strings.HasPrefix(t.Type, "github.pr."):
+		title := str(p, "subject_title")
+		return map[string]any{"status": "success", "summary": fmt.Sprintf("Reviewed %q: 2 suggestions posted, no blocking issues.", title),
+			"memory_updates": []string{"Demo repo PRs are small; review tone: friendly."}}
+	case strings.HasPrefix(t.Type, "slack."):
+		return map[string]any{"status": "success", "summary": fmt.Sprintf("Hello! You said %q. The kingdom is up; ask me anything.", text)}
+	case p["skip"] == true:
+		return map[string]any{"status": "skipped", "summary": "Nothing to do.", "reason": "payload asked to skip"}
+	}
+	return map[string]any{"status": "success", "summary": fmt.Sprintf("Handled %s.", t.Type)}
+}
