@@ -1,0 +1,126 @@
+// Command soldier-spawn runs one task attempt in its own tmux session
+// (SPEC §4.6) and the king's petition classifier (§9.21).
+//
+//	soldier-spawn --task ID --general G --prompt FILE --workdir DIR [--resume T] [--engine E] [--soldier-id S]
+//	soldier-spawn run …        (the command inside the soldier session)
+//	soldier-spawn petition --event ID --prompt FILE --out FILE [--timeout-seconds N]
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/kingdom-dev/kingdom/pkg/app"
+	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/soldier"
+	"github.com/kingdom-dev/kingdom/pkg/tmux"
+)
+
+func taskFlags() []cli.Flag {
+	return []cli.Flag{
+		app.BaseDirFlag(),
+		&cli.StringFlag{Name: "task", Usage: "task id"},
+		&cli.StringFlag{Name: "general", Usage: "the general running the task"},
+		&cli.StringFlag{Name: "prompt", Usage: "prompt file"},
+		&cli.StringFlag{Name: "workdir", Usage: "working directory of the engine"},
+		&cli.StringFlag{Name: "resume", Usage: "engine resume token (session id)"},
+		&cli.StringFlag{Name: "engine", Usage: "claude | codex | command (default: system.yaml runtime.engine)"},
+		&cli.StringFlag{Name: "soldier-id", Usage: "soldier id / tmux session name (default: a fresh soldier-<unix>-<rand>)"},
+	}
+}
+
+func params(c *cli.Command) soldier.Params {
+	return soldier.Params{
+		BaseDir: layout.ResolveBase(c.String("base-dir")), TaskID: c.String("task"), General: c.String("general"),
+		PromptFile: c.String("prompt"), Workdir: c.String("workdir"), SoldierID: c.String("soldier-id"),
+		Resume: c.String("resume"), Engine: c.String("engine"),
+	}
+}
+
+func loadSystem(base string) (*config.System, error) {
+	l := layout.New(base)
+	if _, err := config.ApplyEnvFile(l.EnvFile()); err != nil {
+		return nil, &app.ConfigError{Err: err}
+	}
+	sys, err := config.LoadSystem(l.ConfigFile("system.yaml"))
+	if err != nil {
+		return nil, &app.ConfigError{Err: err}
+	}
+	return sys, nil
+}
+
+func main() {
+	cmd := &cli.Command{
+		Name:  "soldier-spawn",
+		Usage: "run one task attempt in its own tmux session",
+		Flags: taskFlags(),
+		Action: func(ctx context.Context, c *cli.Command) error {
+			p := params(c)
+			id, err := soldier.Spawn(ctx, tmux.New(), soldier.FindBinary(layout.New(p.BaseDir)), p, nil)
+			if err != nil {
+				return err
+			}
+			fmt.Println(id)
+			return nil
+		},
+		Commands: []*cli.Command{
+			{
+				Name:  "run",
+				Usage: "run the engine for the task (the soldier session's command)",
+				Flags: taskFlags(),
+				Action: func(ctx context.Context, c *cli.Command) error {
+					p := params(c)
+					sys, err := loadSystem(p.BaseDir)
+					if err != nil {
+						// Still leave a result so the task does not wait for a timeout.
+						sys = nil
+						defer fmt.Fprintln(os.Stderr, err)
+					}
+					out, rerr := soldier.Run(ctx, soldier.RunOptions{Params: p, System: sys, Environ: os.Environ()})
+					if rerr != nil {
+						return rerr
+					}
+					fmt.Printf("%s: %v\n", p.TaskID, out.Raw["status"])
+					return err
+				},
+			},
+			{
+				Name:  "petition",
+				Usage: "classify an event for the king; writes {general} or {direct_response} (or {error}) to --out",
+				Flags: []cli.Flag{
+					app.BaseDirFlag(),
+					&cli.StringFlag{Name: "event", Usage: "event id", Required: true},
+					&cli.StringFlag{Name: "prompt", Usage: "prompt file", Required: true},
+					&cli.StringFlag{Name: "out", Usage: "result file", Required: true},
+					&cli.IntFlag{Name: "timeout-seconds", Usage: "hard limit (default king.yaml petition.timeout_seconds)"},
+				},
+				Action: func(ctx context.Context, c *cli.Command) error {
+					base := layout.ResolveBase(c.String("base-dir"))
+					l := layout.New(base)
+					sys, err := loadSystem(base)
+					if err != nil {
+						return err
+					}
+					king, err := config.LoadKing(l.ConfigFile("king.yaml"))
+					if err != nil {
+						return &app.ConfigError{Err: err}
+					}
+					to := king.PetitionTimeout()
+					if n := c.Int("timeout-seconds"); n > 0 {
+						to = time.Duration(n) * time.Second
+					}
+					return soldier.Petition(ctx, soldier.PetitionOptions{
+						BaseDir: base, EventID: c.String("event"), PromptFile: c.String("prompt"), Out: c.String("out"),
+						Timeout: to, Model: king.Petition.Model, System: sys, Environ: os.Environ(),
+					})
+				},
+			},
+		},
+	}
+	app.Main(cmd)
+}

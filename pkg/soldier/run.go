@@ -1,0 +1,290 @@
+package soldier
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
+	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/engine"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/queue"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
+)
+
+var nowFunc = time.Now
+
+// Environment variables a soldier's engine sees (beside the passthrough).
+const (
+	EnvTaskID        = "KINGDOM_TASK_ID"
+	EnvResultPath    = "KINGDOM_RESULT_PATH"
+	EnvHeartbeatPath = "KINGDOM_HEARTBEAT_PATH"
+	EnvSoldierID     = "KINGDOM_SOLDIER_ID"
+	EnvGeneral       = "KINGDOM_GENERAL"
+	EnvWorkdir       = "KINGDOM_WORKDIR"
+)
+
+// maxResultBytes bounds a staging result file (SPEC §8: 1 MiB).
+const maxResultBytes = 1 << 20
+
+// RunOptions configure Run.
+type RunOptions struct {
+	Params
+	System  *config.System
+	Environ []string // the process environment (os.Environ())
+}
+
+// Outcome reports what Run published.
+type Outcome struct {
+	Raw       map[string]any
+	ExitCode  int
+	SessionID string
+}
+
+// Run executes the engine for one task attempt and publishes
+// state/results/<task>-raw.json. It publishes a synthetic failed result
+// (EngineMissing, EngineError, InvalidResult) whenever the engine does not
+// leave a valid one, so a finished soldier always leaves a raw result. The
+// publication is no-replace: a result the general already wrote (Timeout)
+// wins.
+func Run(ctx context.Context, o RunOptions) (*Outcome, error) {
+	if err := o.Check(); err != nil {
+		return nil, fmt.Errorf("soldier run: %w", err)
+	}
+	l := layout.New(o.BaseDir)
+	if o.System == nil {
+		o.System = config.DefaultSystem()
+	}
+	if o.Engine == "" {
+		o.Engine = o.System.Runtime.Engine
+	}
+	task := o.TaskID
+	if err := atomicfile.WriteFile(l.ResultSoldierID(task), []byte(o.SoldierID+"\n"), 0o600); err != nil {
+		return nil, fmt.Errorf("record soldier id: %w", err)
+	}
+	hb := l.ResultHeartbeat(task)
+	_ = atomicfile.Touch(hb)
+
+	out := &Outcome{ExitCode: -1}
+	staging := l.ResultStaging(task)
+	inv, err := engine.Build(engine.Spec{
+		Engine: o.Engine, System: o.System, Resume: o.Resume,
+		PromptFile: o.PromptFile, Workdir: o.Workdir, TaskID: task, ResultPath: staging,
+	})
+	if err != nil {
+		reason := schema.ReasonEngineError
+		if errors.Is(err, engine.ErrMissing) {
+			reason = schema.ReasonEngineMissing
+		}
+		out.Raw = failed(task, reason, err.Error())
+		return out, publish(l, task, out.Raw)
+	}
+
+	parser := engine.NewParser(inv.Engine)
+	code, runErr := execute(ctx, l, o, inv, parser, hb)
+	out.ExitCode = code
+	out.SessionID = parser.SessionID()
+	if out.SessionID != "" {
+		_ = atomicfile.WriteFile(l.ResultSessionID(task), []byte(out.SessionID+"\n"), 0o600)
+	}
+
+	raw, stageErr := readStaging(staging, task)
+	switch {
+	case raw != nil:
+		if _, ok := raw["session_id"]; !ok && out.SessionID != "" {
+			raw["session_id"] = out.SessionID
+		}
+		if u := parser.Usage(); u != nil {
+			m, _ := raw["metrics"].(map[string]any)
+			if m == nil {
+				m = map[string]any{}
+			}
+			if _, ok := m["usage"]; !ok {
+				m["usage"] = u
+			}
+			raw["metrics"] = m
+		}
+		out.Raw = raw
+	case stageErr != nil && !errors.Is(stageErr, fs.ErrNotExist):
+		out.Raw = failed(task, schema.ReasonInvalidResult, "agent result "+staging+": "+stageErr.Error())
+	default:
+		msg := fmt.Sprintf("engine %s exited with code %d without writing a result", inv.Engine, code)
+		if runErr != nil {
+			msg = fmt.Sprintf("engine %s: %v (no result written)", inv.Engine, runErr)
+		}
+		if parser.IsError() && parser.FinalText() != "" {
+			msg += ": " + truncate(parser.FinalText(), 500)
+		}
+		out.Raw = failed(task, schema.ReasonEngineError, msg)
+		out.Raw["exit_code"] = code
+	}
+	if out.SessionID != "" {
+		if _, ok := out.Raw["session_id"]; !ok {
+			out.Raw["session_id"] = out.SessionID
+		}
+	}
+	return out, publish(l, task, out.Raw)
+}
+
+func failed(task, reason, msg string) map[string]any {
+	return map[string]any{
+		"task_id": task, "status": schema.ResultFailed, "summary": msg,
+		"error": msg, "error_reason": reason,
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// readStaging reads and validates the agent's result file. A file that is
+// not a valid raw result for this task is an error.
+func readStaging(path, task string) (map[string]any, error) {
+	b, err := queue.ReadLimited(path, maxResultBytes)
+	if err != nil {
+		return nil, err
+	}
+	r, err := schema.DecodeRawResult(b)
+	if err != nil {
+		return nil, err
+	}
+	if r.TaskID != task {
+		return nil, fmt.Errorf("task_id %q does not match %s", r.TaskID, task)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	if r.Status == schema.ResultFailed || r.Status == schema.ResultKilled {
+		if _, ok := m["error_reason"]; !ok {
+			if r.Status == schema.ResultKilled {
+				m["error_reason"] = schema.ReasonSoldierDied
+			} else {
+				m["error_reason"] = schema.ReasonAgentFailed
+			}
+		}
+	}
+	return m, nil
+}
+
+// publish writes the raw result with no-replace (§9.5).
+func publish(l layout.Layout, task string, raw map[string]any) error {
+	b, err := json.MarshalIndent(raw, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode raw result %s: %w", task, err)
+	}
+	if err := atomicfile.CreateNoReplace(l.ResultRaw(task), append(b, '\n'), 0o600); err != nil {
+		if errors.Is(err, atomicfile.ErrExists) {
+			return nil // the general already decided (Timeout, SoldierDied)
+		}
+		return fmt.Errorf("publish raw result %s: %w", task, err)
+	}
+	return nil
+}
+
+// execute runs the engine: stdin = prompt (claude/codex), stdout to
+// logs/sessions/<soldier>.json, stderr to .err; every output line touches
+// the heartbeat and stdout lines feed the parser. It returns the exit code.
+func execute(ctx context.Context, l layout.Layout, o RunOptions, inv *engine.Invocation, p engine.Parser, hb string) (int, error) {
+	return executeTo(ctx, l, o, inv, p, hb, true)
+}
+
+func executeTo(ctx context.Context, l layout.Layout, o RunOptions, inv *engine.Invocation, p engine.Parser, hb string, logs bool) (int, error) {
+	var stdoutLog, stderrLog io.Writer = io.Discard, io.Discard
+	if logs {
+		if err := layout.EnsureDir(l.SessionLogsDir()); err != nil {
+			return -1, err
+		}
+		f, err := os.OpenFile(l.SessionLog(o.SoldierID), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return -1, err
+		}
+		defer f.Close()
+		stdoutLog = f
+		g, err := os.OpenFile(l.SessionErr(o.SoldierID), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return -1, err
+		}
+		defer g.Close()
+		stderrLog = g
+	}
+
+	cmd := exec.CommandContext(ctx, inv.Path, inv.Args[1:]...)
+	cmd.Args[0] = inv.Args[0]
+	cmd.Dir = inv.Dir
+	cmd.Env = engine.Env(o.Environ, o.System.Runtime.EnvPassthrough, map[string]string{
+		layout.EnvBase:   o.BaseDir,
+		EnvTaskID:        o.TaskID,
+		EnvResultPath:    l.ResultStaging(o.TaskID),
+		EnvHeartbeatPath: hb,
+		EnvSoldierID:     o.SoldierID,
+		EnvGeneral:       o.General,
+		EnvWorkdir:       o.Workdir,
+	})
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	if inv.StdinPrompt {
+		f, err := os.Open(o.PromptFile)
+		if err != nil {
+			return -1, fmt.Errorf("open prompt: %w", err)
+		}
+		defer f.Close()
+		cmd.Stdin = f
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return -1, err
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return -1, err
+	}
+	if err := cmd.Start(); err != nil {
+		return -1, err
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); pump(stdout, stdoutLog, hb, p) }()
+	go func() { defer wg.Done(); pump(stderr, stderrLog, hb, nil) }()
+	wg.Wait()
+	err = cmd.Wait()
+	code := cmd.ProcessState.ExitCode()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		err = nil // a non-zero exit is reported by its code
+	}
+	return code, err
+}
+
+// pump copies lines to the log, touching the heartbeat per line.
+func pump(r io.Reader, log io.Writer, hb string, p engine.Parser) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		line, err := br.ReadBytes('\n')
+		if len(line) > 0 {
+			_, _ = log.Write(line)
+			_ = atomicfile.Touch(hb)
+			if p != nil {
+				p.Line([]byte(strings.TrimRight(string(line), "\r\n")))
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}

@@ -1,0 +1,112 @@
+// Package soldier is soldier-spawn: one task attempt in its own tmux
+// session (SPEC §4.6). Spawn creates the session `soldier-<id>` whose
+// command is `soldier-spawn run …` (argv, never a shell string); Run is that
+// command: it runs the engine with the task's prompt, captures its output
+// under logs/sessions/, touches the task heartbeat on every output line,
+// records the soldier and session ids, and publishes the raw result
+// (§9.5). Petition runs the king's classifier (§9.21).
+package soldier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/kingdom-dev/kingdom/pkg/ids"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/tmux"
+)
+
+// EnvBinDir names the directory holding the kingdom binaries (set by start).
+const EnvBinDir = "KINGDOM_BIN_DIR"
+
+// BinaryName is the soldier-spawn executable's name.
+const BinaryName = "soldier-spawn"
+
+// FindBinary locates the soldier-spawn executable: $KINGDOM_BIN_DIR, else
+// next to the running executable, else $BASE_DIR/bin.
+func FindBinary(l layout.Layout) string {
+	var dirs []string
+	if d := os.Getenv(EnvBinDir); d != "" {
+		dirs = append(dirs, d)
+	}
+	if exe, err := os.Executable(); err == nil {
+		dirs = append(dirs, filepath.Dir(exe))
+	}
+	dirs = append(dirs, l.Bin())
+	for _, d := range dirs {
+		p := filepath.Join(d, BinaryName)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+			return p
+		}
+	}
+	return filepath.Join(l.Bin(), BinaryName)
+}
+
+// Params identify one task attempt; they are the flags of both
+// `soldier-spawn` and `soldier-spawn run`.
+type Params struct {
+	BaseDir    string
+	TaskID     string
+	General    string
+	PromptFile string
+	Workdir    string
+	SoldierID  string
+	Resume     string // engine resume token
+	Engine     string // "" = system.yaml runtime.engine
+}
+
+// Check validates the ids that become paths or session names.
+func (p Params) Check() error {
+	if err := ids.Check(p.TaskID); err != nil {
+		return fmt.Errorf("task: %w", err)
+	}
+	if p.General != "" && !ids.ValidGeneral(p.General) {
+		return fmt.Errorf("general %q: %w", p.General, ids.ErrInvalid)
+	}
+	if err := ids.Check(p.SoldierID); err != nil {
+		return fmt.Errorf("soldier id: %w", err)
+	}
+	if p.PromptFile == "" || p.Workdir == "" {
+		return errors.New("prompt and workdir are required")
+	}
+	return nil
+}
+
+// RunArgs is the argv of the soldier session: `<bin> run --base-dir B …`.
+func RunArgs(bin string, p Params) []string {
+	a := []string{bin, "run", "--base-dir", p.BaseDir, "--task", p.TaskID, "--general", p.General,
+		"--prompt", p.PromptFile, "--workdir", p.Workdir, "--soldier-id", p.SoldierID}
+	if p.Resume != "" {
+		a = append(a, "--resume", p.Resume)
+	}
+	if p.Engine != "" {
+		a = append(a, "--engine", p.Engine)
+	}
+	return a
+}
+
+// Spawn creates the soldier's tmux session running `bin run …` and returns
+// the soldier id (p.SoldierID, or a fresh one). env is set in the session
+// (tmux -e); KINGDOM_BASE_DIR is always added.
+func Spawn(ctx context.Context, tc *tmux.Client, bin string, p Params, env map[string]string) (string, error) {
+	if p.SoldierID == "" {
+		p.SoldierID = ids.Soldier(nowFunc())
+	}
+	if err := p.Check(); err != nil {
+		return "", fmt.Errorf("spawn soldier for %s: %w", p.TaskID, err)
+	}
+	e := map[string]string{layout.EnvBase: p.BaseDir}
+	for k, v := range env {
+		e[k] = v
+	}
+	if s := tc.Socket; s != "" {
+		e[tmux.EnvSocket] = s
+	}
+	if err := tc.NewSession(ctx, p.SoldierID, tmux.NewOptions{Dir: p.Workdir, Env: e}, RunArgs(bin, p)...); err != nil {
+		return "", fmt.Errorf("spawn soldier %s for %s: %w", p.SoldierID, p.TaskID, err)
+	}
+	return p.SoldierID, nil
+}
