@@ -1,0 +1,226 @@
+// Package envoy is Kingdom's voice in Slack (SPEC §4.7) and the only code
+// that imports slack-go. It reads queue/messages/pending/ and posts each
+// message with the Web API (thread bookkeeping in state/envoy/), and turns
+// Slack DMs, mentions and thread replies received over Socket Mode into
+// events through the queue's admitter. Without a bot token it runs in
+// console mode: outbound messages are printed and appended to
+// logs/envoy-console.log, and `envoy reply` plays a human's thread reply.
+//
+// Drive it with the shared runner:
+//
+//	e, err := envoy.New(envoy.Options{Layout: l, Config: cfg, Log: log, Events: em,
+//		BotToken: os.Getenv(cfg.Slack.BotTokenEnv), AppToken: os.Getenv(cfg.Slack.AppTokenEnv)})
+//	opts.Watches = e.Watches()
+//	runner.Run(ctx, opts, e) // Start opens Socket Mode; Tick sends the outbound queue
+package envoy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/slack-go/slack"
+
+	"github.com/kingdom-dev/kingdom/pkg/clock"
+	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/eventlog"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/queue"
+	"github.com/kingdom-dev/kingdom/pkg/runner"
+)
+
+// Options builds an Envoy.
+type Options struct {
+	Layout layout.Layout
+	Config *config.Envoy
+	Log    *slog.Logger
+	Events *eventlog.Emitter
+	Clock  clock.Clock
+	// BotToken (xoxb) enables the Web API; without it the envoy runs in
+	// console mode. AppToken (xapp) enables Socket Mode (inbound).
+	BotToken, AppToken string
+	// Stdout receives console-mode output (default os.Stdout).
+	Stdout io.Writer
+	// Sleep waits between send attempts and socket reconnects (default: a
+	// timer honoring ctx). Tests inject one that records and returns.
+	Sleep func(ctx context.Context, d time.Duration) error
+	// PingInterval is how long Socket Mode waits for a server ping before
+	// reconnecting (default 30 s, slack-go's).
+	PingInterval time.Duration
+	// HTTPTimeout bounds every Web API call (default 30 s; slack-go has none).
+	HTTPTimeout time.Duration
+}
+
+// Envoy is the envoy role.
+type Envoy struct {
+	l        layout.Layout
+	cfg      *config.Envoy
+	log      *slog.Logger
+	em       *eventlog.Emitter
+	clock    clock.Clock
+	sleep    func(ctx context.Context, d time.Duration) error
+	messages *queue.Queue
+	admit    *queue.Admitter
+	st       *store
+	poster   poster
+	console  bool
+
+	api          *slack.Client // nil in console mode
+	appToken     string
+	pingInterval time.Duration
+
+	mu      sync.Mutex
+	selfID  string               // our bot's user id (auth.test)
+	selfBot string               // our bot id
+	seenEvt map[string]time.Time // Slack event_ids handled (redelivery dedupe)
+}
+
+// New builds the envoy. It does no I/O.
+func New(o Options) (*Envoy, error) {
+	if o.Config == nil {
+		o.Config = config.DefaultEnvoy()
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Stdout == nil {
+		o.Stdout = os.Stdout
+	}
+	if o.Sleep == nil {
+		o.Sleep = sleepCtx
+	}
+	if o.PingInterval <= 0 {
+		o.PingInterval = 30 * time.Second
+	}
+	if o.HTTPTimeout <= 0 {
+		o.HTTPTimeout = 30 * time.Second
+	}
+	e := &Envoy{
+		l: o.Layout, cfg: o.Config, log: o.Log, em: o.Events, clock: o.Clock, sleep: o.Sleep,
+		messages:     queue.New(o.Layout, layout.QMessages, o.Events),
+		st:           newStore(o.Layout, o.Log),
+		appToken:     o.AppToken,
+		pingInterval: o.PingInterval,
+		seenEvt:      map[string]time.Time{},
+	}
+	e.admit = queue.NewAdmitter(o.Layout, queue.New(o.Layout, layout.QEvents, o.Events))
+	if o.BotToken == "" {
+		e.console = true
+		e.poster = &consolePoster{out: o.Stdout, path: o.Layout.EnvoyConsoleLog(),
+			lock: o.Layout.RotateLock(), clock: o.Clock}
+		if o.AppToken != "" {
+			return nil, errors.New("slack app token set without a bot token: set both for Slack, or neither for console mode")
+		}
+		return e, nil
+	}
+	// The trailing slash matters: slack-go appends method names to it.
+	apiURL := o.Config.Slack.APIURL
+	if !strings.HasSuffix(apiURL, "/") {
+		apiURL += "/"
+	}
+	opts := []slack.Option{
+		slack.OptionAPIURL(apiURL),
+		// slack-go's default client has no timeout.
+		slack.OptionHTTPClient(&http.Client{Timeout: o.HTTPTimeout}),
+	}
+	if o.AppToken != "" {
+		opts = append(opts, slack.OptionAppLevelToken(o.AppToken))
+	}
+	e.api = slack.New(o.BotToken, opts...)
+	e.poster = &webPoster{api: e.api}
+	return e, nil
+}
+
+// Console reports whether the envoy runs without Slack.
+func (e *Envoy) Console() bool { return e.console }
+
+// Watches are the directories whose new files should wake the envoy: the
+// outbound queue and the console inbox of `envoy reply`.
+func (e *Envoy) Watches() []runner.Watch {
+	js := func(name string) bool { return strings.HasSuffix(name, ".json") && !strings.HasPrefix(name, ".") }
+	return []runner.Watch{
+		{Dir: e.l.QueueState(layout.QMessages, layout.Pending), Match: js},
+		{Dir: e.l.EnvoyConsoleInbox(), Match: js},
+	}
+}
+
+// Tick handles `envoy reply` envelopes, forgets expired state, and sends
+// every pending message, oldest first.
+func (e *Envoy) Tick(ctx context.Context) error {
+	var errs []error
+	if err := e.ProcessConsoleInbox(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := e.prune(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := e.sendPending(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Start opens Socket Mode in the background when an app token is set. It
+// does not block; the socket reconnects on its own until ctx ends.
+func (e *Envoy) Start(ctx context.Context) error {
+	if e.console {
+		e.log.Info("console mode: no Slack bot token; outbound goes to logs/envoy-console.log")
+		return nil
+	}
+	if e.appToken == "" {
+		e.log.Warn("no Slack app token: Socket Mode off, outbound only")
+		return nil
+	}
+	go e.runSocket(ctx)
+	return nil
+}
+
+// awaitedTTL is how long an unanswered question stays awaited (SPEC §9.31).
+const awaitedTTL = 7 * 24 * time.Hour
+
+// prune drops expired conversations, awaited entries older than a week and
+// delivery records whose message has left pending/.
+func (e *Envoy) prune() error {
+	now := e.clock.Now()
+	return e.st.update(func(s *State) error {
+		for k, c := range s.Conversations {
+			if t, err := parseTime(c.ExpiresAt); err != nil || !now.Before(t) {
+				delete(s.Conversations, k)
+			}
+		}
+		for k, a := range s.Awaiting {
+			if t, err := parseTime(a.CreatedAt); err == nil && now.Sub(t) > awaitedTTL {
+				delete(s.Awaiting, k)
+			}
+		}
+		for id := range s.Deliveries {
+			if !e.messages.Exists(layout.Pending, id) {
+				delete(s.Deliveries, id)
+			}
+		}
+		return nil
+	})
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

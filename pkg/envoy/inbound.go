@@ -1,0 +1,221 @@
+package envoy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/ids"
+	"github.com/kingdom-dev/kingdom/pkg/queue"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
+)
+
+// Event types the envoy produces.
+const (
+	EventChannelMessage = "slack.channel.message"
+	EventAppMention     = "slack.app_mention"
+	EventThreadReply    = "slack.thread.reply"
+)
+
+// RefusalText is the short answer to someone not on the allowlist.
+const RefusalText = "Sorry, I only take requests from people on my allowlist. Ask the operator to add you to `slack.allowed_users`."
+
+// Inbound is a Slack message as the envoy sees it, independent of how it
+// arrived (Socket Mode or `envoy reply`).
+type Inbound struct {
+	EventID     string // Slack event_id ("" for console replies)
+	Kind        string // "message" or "app_mention"
+	Channel     string
+	ChannelType string // "im", "channel", "group", "mpim"
+	User        string
+	BotID       string
+	SubType     string
+	Text        string
+	TS          string
+	ThreadTS    string
+	// Console marks a reply played with `envoy reply` by the operator at the
+	// machine: the allowlist does not apply.
+	Console bool
+}
+
+// followUp is what to do after the envelope is acknowledged: slow Web API
+// calls that must not delay the ack.
+type followUp struct {
+	react  *reaction
+	refuse *post
+}
+
+// seenEventTTL bounds the in-memory event_id dedupe (Slack redelivers within
+// minutes).
+const seenEventTTL = time.Hour
+
+// rememberEvent records a Slack event_id and reports whether it was new.
+func (e *Envoy) rememberEvent(id string) bool {
+	if id == "" {
+		return true
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := e.clock.Now()
+	if _, ok := e.seenEvt[id]; ok {
+		return false
+	}
+	if len(e.seenEvt) > 1000 {
+		for k, t := range e.seenEvt {
+			if now.Sub(t) > seenEventTTL {
+				delete(e.seenEvt, k)
+			}
+		}
+	}
+	e.seenEvt[id] = now
+	return true
+}
+
+func (e *Envoy) forgetEvent(id string) {
+	if id == "" {
+		return
+	}
+	e.mu.Lock()
+	delete(e.seenEvt, id)
+	e.mu.Unlock()
+}
+
+func (e *Envoy) self() (user, bot string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.selfID, e.selfBot
+}
+
+// handleInbound turns one Slack message into at most one event (SPEC §4.7).
+// It returns the follow-up Web API calls to make after the ack. An error
+// means the event could not be stored: the envelope should not be
+// acknowledged, so Slack delivers it again.
+func (e *Envoy) handleInbound(in Inbound) (followUp, error) {
+	selfUser, selfBot := e.self()
+	switch {
+	case in.BotID != "" || in.User == "":
+		return followUp{}, nil // bots, including ourselves
+	case selfUser != "" && in.User == selfUser, selfBot != "" && in.BotID == selfBot:
+		return followUp{}, nil
+	}
+	switch in.SubType {
+	case "", "thread_broadcast", "file_share":
+	default:
+		return followUp{}, nil // edits, deletions, joins…
+	}
+	if in.TS == "" || in.Channel == "" {
+		return followUp{}, nil
+	}
+
+	now := e.clock.Now()
+	isReply := in.ThreadTS != "" && in.ThreadTS != in.TS
+	var (
+		typ, id  string
+		priority = schema.PriorityNormal
+		rc       *schema.ReplyContext
+		awaited  string // task id whose awaited entry the reply answers
+	)
+	if isReply {
+		var conv Conversation
+		var aw Awaited
+		var isAw, isConv bool
+		if err := e.st.view(func(s *State) {
+			aw, isAw = s.awaitedByThread(in.Channel, in.ThreadTS)
+			conv, isConv = s.liveConversation(in.Channel, in.ThreadTS, now)
+		}); err != nil {
+			return followUp{}, err
+		}
+		switch {
+		case isAw:
+			typ, rc, awaited = EventThreadReply, aw.ReplyContext, aw.TaskID
+			if rc == nil {
+				rc = &schema.ReplyContext{TaskID: aw.TaskID}
+			}
+		case isConv:
+			typ, rc = EventThreadReply, conv.ReplyContext
+		}
+		if typ == EventThreadReply {
+			id = "evt-slack-reply-" + ids.SlackTS(in.ThreadTS) + "-" + ids.SlackTS(in.TS)
+			priority = schema.PriorityHigh
+		}
+	}
+	if typ == "" {
+		switch {
+		case in.Kind == "app_mention":
+			typ, id = EventAppMention, "evt-slack-mention-"+ids.SlackTS(in.TS)
+		case in.Kind == "message" && in.ChannelType == "im" && !isReply:
+			typ, id = EventChannelMessage, "evt-slack-msg-"+ids.SlackTS(in.TS)
+		default:
+			return followUp{}, nil // chatter in threads and channels we do not follow
+		}
+	}
+	if !e.rememberEvent(in.EventID) {
+		return followUp{}, nil // Slack redelivered an envelope we handled
+	}
+	if !in.Console && !e.cfg.Allowed(in.User) {
+		e.log.Info("refused a message from a user not on the allowlist", "user", in.User, "channel", in.Channel)
+		e.em.Emit("event.refused", map[string]any{"user_id": in.User, "channel": in.Channel, "type": typ})
+		thread := in.ThreadTS
+		if thread == "" {
+			thread = in.TS
+		}
+		return followUp{refuse: &post{Channel: in.Channel, ThreadTS: thread, Text: RefusalText,
+			MsgID: "refusal-" + ids.SlackTS(in.TS), Type: "refusal"}}, nil
+	}
+
+	payload := map[string]any{
+		"text": in.Text, "user_id": in.User, "channel": in.Channel, "ts": in.TS, "thread_ts": nil,
+	}
+	if in.ThreadTS != "" {
+		payload["thread_ts"] = in.ThreadTS
+	}
+	var repo *string
+	if rc != nil {
+		payload["reply_context"] = rc
+		repo = rc.Repo
+	}
+	ev := schema.Event{ID: id, Type: typ, Source: schema.SourceSlack, Repo: repo, Payload: payload,
+		Priority: priority, CreatedAt: schema.FormatTime(now), Status: schema.EventPending}
+	if err := e.admit.Admit(id, ev); err != nil {
+		if errors.Is(err, queue.ErrDuplicate) {
+			return followUp{}, nil
+		}
+		if errors.Is(err, ids.ErrInvalid) {
+			e.log.Warn("slack message with an unusable ts ignored", "err", err)
+			return followUp{}, nil
+		}
+		e.forgetEvent(in.EventID)
+		return followUp{}, fmt.Errorf("admit %s: %w", id, err)
+	}
+	e.em.Emit("event.detected", map[string]any{"event_id": id, "type": typ, "source": schema.SourceSlack, "priority": priority})
+	e.log.Info("event queued", "event_id", id, "type", typ)
+	if awaited != "" {
+		// The first accepted reply answers the question (SPEC §9.8).
+		if err := e.st.update(func(s *State) error {
+			delete(s.Awaiting, awaited)
+			return nil
+		}); err != nil {
+			e.log.Error("awaited entry not cleared", "task_id", awaited, "err", err)
+		}
+	}
+	var f followUp
+	if typ != EventThreadReply && !in.Console {
+		f.react = &reaction{in.Channel, in.TS, ReactionReceived}
+	}
+	return f, nil
+}
+
+// doFollowUp makes the Web API calls of a handled message (best effort).
+func (e *Envoy) doFollowUp(ctx context.Context, f followUp) {
+	if f.react != nil {
+		if err := e.poster.React(ctx, f.react.channel, f.react.ts, f.react.name); err != nil {
+			e.log.Warn("reaction not added", "reaction", f.react.name, "err", redact(err))
+		}
+	}
+	if f.refuse != nil {
+		if _, _, err := e.poster.Post(ctx, *f.refuse); err != nil {
+			e.log.Warn("refusal not posted", "channel", f.refuse.Channel, "err", redact(err))
+		}
+	}
+}

@@ -1,0 +1,377 @@
+package envoy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/slack-go/slack"
+
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/logging"
+	"github.com/kingdom-dev/kingdom/pkg/queue"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
+)
+
+// Reaction names (Slack emoji names, without colons).
+const (
+	ReactionReceived = "eyes"
+	ReactionDone     = "white_check_mark"
+	ReactionFailed   = "x"
+	ReactionSkipped  = "black_right_pointing_double_triangle_with_vertical_bar"
+)
+
+// ProclamationPrefix starts the task id of a proclamation (seed 003): it is
+// never a mapped task, so the message is posted as a new channel message.
+const ProclamationPrefix = "proclamation-"
+
+var finalEmoji = map[string]string{
+	schema.FinalDone:    "✅",
+	schema.FinalFailed:  "❌",
+	schema.FinalSkipped: "⏭️",
+}
+
+var finalReaction = map[string]string{
+	schema.FinalDone:    ReactionDone,
+	schema.FinalFailed:  ReactionFailed,
+	schema.FinalSkipped: ReactionSkipped,
+}
+
+func parseTime(s string) (time.Time, error) { return schema.ParseTime(s) }
+
+// ErrNoChannel is a message with no channel and no default channel.
+var ErrNoChannel = errors.New("no channel: message has none and no default channel is configured (SLACK_DEFAULT_CHANNEL or envoy.yaml slack.default_channel)")
+
+// sendPending sends every message in pending/, oldest first. The envoy is
+// the single consumer of the messages queue (its leader lock makes it so), so
+// the message stays in pending/ while it is sent and moves to sent/ or
+// failed/ when done.
+func (e *Envoy) sendPending(ctx context.Context) error {
+	entries, err := e.messages.List(layout.Pending)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, ent := range entries {
+		if ctx.Err() != nil {
+			break
+		}
+		if err := e.deliver(ctx, ent); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// target is where a message goes and what it does to the state.
+type target struct {
+	channel  string
+	threadTS string // "" = top level
+	noPost   bool   // thread_start onto an existing thread with nothing to say
+}
+
+// taskKey is the message's task id as a thread-mapping key ("" when the
+// message belongs to no mapped task: none, or a proclamation).
+func taskKey(m *schema.Message) string {
+	t := schema.Deref(m.TaskID)
+	if strings.HasPrefix(t, ProclamationPrefix) {
+		return ""
+	}
+	return t
+}
+
+// resolve decides where m is posted, from the current state (pure).
+func (e *Envoy) resolve(m *schema.Message, s *State) (target, error) {
+	def := e.cfg.DefaultChannel()
+	explicit := m.Channel
+	threadTS := schema.Deref(m.ThreadTS)
+	key := taskKey(m)
+	mp, mapped := s.Mappings[key]
+	if key == "" {
+		mapped = false
+	}
+	orDefault := func(chs ...string) string {
+		for _, c := range chs {
+			if c != "" {
+				return c
+			}
+		}
+		return def
+	}
+	var t target
+	switch m.Type {
+	case schema.MessageThreadStart:
+		switch {
+		case threadTS != "": // resume: map onto the existing thread (SPEC §9.8)
+			src := ""
+			if m.SourceRef != nil {
+				src = m.SourceRef.Channel
+			}
+			ch := orDefault(explicit, src)
+			if mapped && explicit == "" {
+				ch = mp.Channel
+			}
+			t = target{channel: ch, threadTS: threadTS, noPost: strings.TrimSpace(m.Content) == ""}
+		case m.SourceRef != nil: // the DM that asked becomes the parent
+			t = target{channel: m.SourceRef.Channel, threadTS: m.SourceRef.TS}
+		default:
+			t = target{channel: orDefault(explicit)}
+		}
+	case schema.MessageNotification:
+		switch {
+		case mapped && (explicit == "" || explicit == mp.Channel):
+			t = target{channel: mp.Channel, threadTS: mp.ThreadTS}
+		case threadTS != "":
+			t = target{channel: orDefault(explicit), threadTS: threadTS}
+		default: // notify_channel override, or no thread: a channel message
+			t = target{channel: orDefault(explicit)}
+		}
+	case schema.MessageReport:
+		t = target{channel: orDefault(explicit), threadTS: threadTS}
+	default: // thread_update, thread_reply, human_input_request
+		switch {
+		case threadTS != "":
+			ch := orDefault(explicit)
+			if mapped && explicit == "" {
+				ch = mp.Channel
+			}
+			t = target{channel: ch, threadTS: threadTS}
+		case mapped:
+			t = target{channel: mp.Channel, threadTS: mp.ThreadTS}
+		case m.SourceRef != nil:
+			t = target{channel: m.SourceRef.Channel, threadTS: m.SourceRef.TS}
+		default:
+			t = target{channel: orDefault(explicit)}
+		}
+	}
+	if t.channel == "" {
+		return t, ErrNoChannel
+	}
+	return t, nil
+}
+
+// text is what is posted for m: the content, with the completion emoji in
+// front of a final notification.
+func text(m *schema.Message) string {
+	c := m.Content
+	if m.Final != nil {
+		if em := finalEmoji[*m.Final]; em != "" && !strings.HasPrefix(c, em) {
+			c = em + " " + c
+		}
+	}
+	return c
+}
+
+// deliver sends one message. Order (crash safety): post → record the
+// delivery (msg id → channel, ts) → apply the bookkeeping (mappings,
+// awaited, conversations) → rewrite the file's status → move it to sent/ →
+// emit message.sent. A crash before the delivery record repeats the post at
+// worst (one duplicate line in Slack, never a lost message); after it, a
+// restart finds the record and finishes the bookkeeping without posting
+// again. Returning an error means "try again next tick" (disk trouble);
+// Slack failures end in failed/ instead.
+func (e *Envoy) deliver(ctx context.Context, ent queue.Entry) error {
+	m, err := schema.DecodeMessage(ent.Data)
+	if err == nil && m.ID != ent.ID {
+		err = fmt.Errorf("id %q does not match the file name %s.json", m.ID, ent.ID)
+	}
+	if err != nil {
+		e.log.Warn("invalid message rejected", "msg_id", ent.ID, "err", err)
+		return e.messages.Reject(layout.Pending, ent.ID, err.Error())
+	}
+
+	var (
+		t          target
+		d          Delivery
+		done       bool
+		resolveErr error
+	)
+	if err := e.st.view(func(s *State) {
+		d, done = s.Deliveries[m.ID]
+		t, resolveErr = e.resolve(m, s)
+	}); err != nil {
+		return err
+	}
+	if !done {
+		if resolveErr != nil {
+			return e.fail(m, ent, resolveErr)
+		}
+		if t.noPost {
+			d = Delivery{Channel: t.channel, ThreadTS: t.threadTS}
+		} else {
+			ch, ts, perr := e.postWithRetry(ctx, post{Channel: t.channel, ThreadTS: t.threadTS, Text: text(m),
+				MsgID: m.ID, Type: m.Type, TaskID: schema.Deref(m.TaskID)})
+			if perr != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return e.fail(m, ent, perr)
+			}
+			if ch == "" {
+				ch = t.channel
+			}
+			d = Delivery{Channel: ch, TS: ts, ThreadTS: t.threadTS}
+		}
+		d.At = schema.FormatTime(e.clock.Now())
+	}
+
+	var react []reaction
+	if err := e.st.update(func(s *State) error {
+		s.Deliveries[m.ID] = d
+		react = e.bookkeep(m, d, s)
+		return nil
+	}); err != nil {
+		return fmt.Errorf("record delivery of %s: %w", m.ID, err)
+	}
+	for _, r := range react {
+		if err := e.poster.React(ctx, r.channel, r.ts, r.name); err != nil {
+			e.log.Warn("reaction not added", "msg_id", m.ID, "reaction", r.name, "err", redact(err))
+		}
+	}
+	if err := e.finish(ent, layout.Sent, map[string]any{"slack": map[string]any{"channel": d.Channel, "ts": d.TS}}); err != nil {
+		return err
+	}
+	e.em.Emit("message.sent", map[string]any{"msg_id": m.ID, "task_id": m.TaskID, "channel": d.Channel})
+	e.log.Info("message sent", "msg_id", m.ID, "type", m.Type, "channel", d.Channel)
+	return nil
+}
+
+type reaction struct{ channel, ts, name string }
+
+// bookkeep applies what a delivered message means for the state and returns
+// the reactions to add. It is idempotent: a repeat after a crash rewrites
+// the same entries.
+func (e *Envoy) bookkeep(m *schema.Message, d Delivery, s *State) []reaction {
+	key := taskKey(m)
+	thread := d.ThreadTS
+	if thread == "" {
+		thread = d.TS // a top-level post starts its own thread
+	}
+	now := schema.FormatTime(e.clock.Now())
+	var out []reaction
+	switch m.Type {
+	case schema.MessageThreadStart:
+		if key != "" {
+			s.Mappings[key] = ThreadMapping{Channel: d.Channel, ThreadTS: thread, SourceRef: m.SourceRef, CreatedAt: now}
+		}
+	case schema.MessageHumanInputRequest:
+		if key != "" {
+			rc := m.ReplyContext
+			if rc != nil {
+				c := *rc
+				if c.Channel == "" {
+					c.Channel = d.Channel
+				}
+				if c.ThreadTS == "" {
+					c.ThreadTS = thread
+				}
+				rc = &c
+			}
+			s.Awaiting[key] = Awaited{TaskID: key, Channel: d.Channel, ThreadTS: thread, ReplyContext: rc, MsgID: m.ID, CreatedAt: now}
+			if _, ok := s.Mappings[key]; !ok {
+				s.Mappings[key] = ThreadMapping{Channel: d.Channel, ThreadTS: thread, SourceRef: m.SourceRef, CreatedAt: now}
+			}
+		}
+	case schema.MessageNotification:
+		if m.Final != nil && key != "" {
+			src := m.SourceRef
+			if mp, ok := s.Mappings[key]; ok && mp.SourceRef != nil {
+				src = mp.SourceRef
+			}
+			if src != nil && finalReaction[*m.Final] != "" {
+				out = append(out, reaction{src.Channel, src.TS, finalReaction[*m.Final]})
+			}
+			delete(s.Mappings, key)
+			delete(s.Awaiting, key)
+		}
+	}
+	if tc := m.TrackConversation; tc != nil {
+		ttl := time.Duration(tc.TTLSeconds) * time.Second
+		if ttl <= 0 {
+			ttl = e.cfg.ConversationTTL()
+		}
+		rc := tc.ReplyContext
+		if rc.Channel == "" {
+			rc.Channel = d.Channel
+		}
+		if rc.ThreadTS == "" {
+			rc.ThreadTS = thread
+		}
+		s.Conversations[convKey(d.Channel, thread)] = Conversation{Channel: d.Channel, ThreadTS: thread,
+			ReplyContext: &rc, ExpiresAt: schema.FormatTime(e.clock.Now().Add(ttl))}
+	}
+	return out
+}
+
+// postWithRetry makes up to retry.max_attempts attempts in total (SPEC
+// §9.28), waiting 1 s, 2 s, 4 s… between them, or what a rate limit's
+// Retry-After asks.
+func (e *Envoy) postWithRetry(ctx context.Context, p post) (string, string, error) {
+	max := e.cfg.Retry.MaxAttempts
+	if max < 1 {
+		max = 1
+	}
+	var last error
+	for attempt := 1; attempt <= max; attempt++ {
+		ch, ts, err := e.poster.Post(ctx, p)
+		if err == nil {
+			return ch, ts, nil
+		}
+		last = err
+		if attempt == max || ctx.Err() != nil {
+			break
+		}
+		wait := time.Second << (attempt - 1)
+		var rl *slack.RateLimitedError
+		if errors.As(err, &rl) && rl.RetryAfter > 0 {
+			wait = min(rl.RetryAfter, 5*time.Minute)
+		}
+		e.log.Warn("slack send failed, retrying", "msg_id", p.MsgID, "attempt", attempt, "wait", wait, "err", redact(err))
+		if err := e.sleep(ctx, wait); err != nil {
+			return "", "", err
+		}
+	}
+	return "", "", fmt.Errorf("post %s to %s: %d attempts: %w", p.MsgID, p.Channel, max, last)
+}
+
+// fail moves a message that could not be sent to failed/ with the error.
+func (e *Envoy) fail(m *schema.Message, ent queue.Entry, cause error) error {
+	msg := redact(cause)
+	if err := e.finish(ent, layout.Failed, map[string]any{"error": msg}); err != nil {
+		return err
+	}
+	e.em.Emit("message.failed", map[string]any{"msg_id": m.ID, "task_id": m.TaskID, "error": msg})
+	e.log.Error("message failed", "msg_id", m.ID, "type", m.Type, "err", msg)
+	return nil
+}
+
+// finish rewrites the message's status (and extra fields) in place, then
+// moves it to state. The directory is the truth; the status field only
+// helps someone reading the file with cat.
+func (e *Envoy) finish(ent queue.Entry, state string, extra map[string]any) error {
+	var doc map[string]any
+	if err := json.Unmarshal(ent.Data, &doc); err == nil {
+		doc["status"] = state
+		for k, v := range extra {
+			doc[k] = v
+		}
+		if err := e.messages.Put(layout.Pending, ent.ID, doc); err != nil {
+			return fmt.Errorf("finish message %s: %w", ent.ID, err)
+		}
+	}
+	if err := e.messages.Move(layout.Pending, state, ent.ID); err != nil {
+		return fmt.Errorf("finish message %s: %w", ent.ID, err)
+	}
+	return nil
+}
+
+// redact renders an error for logs and files without secrets.
+func redact(err error) string {
+	if err == nil {
+		return ""
+	}
+	return logging.Redact(err.Error())
+}

@@ -1,0 +1,153 @@
+package envoy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/slack-go/slack"
+
+	"github.com/kingdom-dev/kingdom/pkg/clock"
+	"github.com/kingdom-dev/kingdom/pkg/lockfile"
+)
+
+// post is one outbound Slack message.
+type post struct {
+	Channel  string
+	ThreadTS string // "" = top level
+	Text     string
+	// For the console only: what is being said, about what.
+	MsgID, Type, TaskID string
+}
+
+// poster is where outbound messages go: the Slack Web API or the console.
+type poster interface {
+	// Post sends p and returns the channel id and ts Slack gave it.
+	Post(ctx context.Context, p post) (channel, ts string, err error)
+	// React adds the reaction name (without colons) to a message.
+	React(ctx context.Context, channel, ts, name string) error
+}
+
+// webPoster talks to the Slack Web API.
+type webPoster struct {
+	api *slack.Client
+}
+
+func (w *webPoster) Post(ctx context.Context, p post) (string, string, error) {
+	opts := []slack.MsgOption{slack.MsgOptionText(p.Text, false)}
+	if p.ThreadTS != "" {
+		opts = append(opts, slack.MsgOptionTS(p.ThreadTS))
+	}
+	return w.api.PostMessageContext(ctx, p.Channel, opts...)
+}
+
+func (w *webPoster) React(ctx context.Context, channel, ts, name string) error {
+	err := w.api.AddReactionContext(ctx, name, slack.ItemRef{Channel: channel, Timestamp: ts})
+	var se slack.SlackErrorResponse
+	if errors.As(err, &se) && se.Err == "already_reacted" {
+		return nil
+	}
+	return err
+}
+
+// consolePoster prints outbound messages and appends them to
+// logs/envoy-console.log (console mode, no Slack tokens). It hands out
+// synthetic, strictly increasing ts values so threads work as on Slack.
+type consolePoster struct {
+	out   io.Writer
+	path  string
+	lock  string
+	clock clock.Clock
+
+	mu     sync.Mutex
+	lastUS int64
+}
+
+// nextTS returns a Slack-shaped ts ("<unix>.<micro>") later than any given
+// before by this process.
+func (c *consolePoster) nextTS() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	us := c.clock.Now().UnixMicro()
+	if us <= c.lastUS {
+		us = c.lastUS + 1
+	}
+	c.lastUS = us
+	return fmt.Sprintf("%d.%06d", us/1e6, us%1e6)
+}
+
+func (c *consolePoster) Post(_ context.Context, p post) (string, string, error) {
+	ts := c.nextTS()
+	where := "#" + p.Channel
+	if p.ThreadTS != "" {
+		where += " thread " + p.ThreadTS
+	}
+	head := fmt.Sprintf("%s %s", where, p.Type)
+	if p.TaskID != "" {
+		head += " " + p.TaskID
+	}
+	head += " (" + p.MsgID + ", ts " + ts + ")"
+	if err := c.write(head, p.Text); err != nil {
+		return "", "", err
+	}
+	return p.Channel, ts, nil
+}
+
+func (c *consolePoster) React(_ context.Context, channel, ts, name string) error {
+	return c.write(fmt.Sprintf("#%s reaction :%s: on %s", channel, name, ts), "")
+}
+
+// write prints one record: "[YYYY-MM-DD HH:MM:SS] head" and the text indented.
+func (c *consolePoster) write(head, text string) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "[%s] %s\n", c.clock.Now().Local().Format(time.DateTime), head)
+	for line := range strings.SplitSeq(text, "\n") {
+		if text == "" {
+			break
+		}
+		b.WriteString("    ")
+		b.WriteString(line)
+		b.WriteByte('\n')
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.out != nil {
+		io.WriteString(c.out, b.String())
+	}
+	return appendLog(c.path, c.lock, b.String())
+}
+
+// appendLog appends s with one write, under the shared rotation lock so the
+// chamberlain's rotation never loses a record (SPEC §9.11).
+func appendLog(path, rotateLock, s string) error {
+	write := func() error {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return fmt.Errorf("append %s: %w", path, err)
+		}
+		_, werr := f.WriteString(s)
+		cerr := f.Close()
+		if werr != nil {
+			return fmt.Errorf("append %s: %w", path, werr)
+		}
+		return cerr
+	}
+	if rotateLock == "" {
+		return write()
+	}
+	lf, err := lockfile.Open(rotateLock)
+	if err != nil {
+		return write()
+	}
+	defer lf.Close()
+	if err := lf.RLock(); err != nil {
+		return write()
+	}
+	defer lf.Unlock()
+	return write()
+}

@@ -1,0 +1,144 @@
+package envoy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
+	"github.com/kingdom-dev/kingdom/pkg/ids"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/queue"
+)
+
+// ConsoleReply is an envelope in state/envoy/console-inbox/ written by
+// `envoy reply`: the operator's answer in a task's thread (SPEC §9.27).
+type ConsoleReply struct {
+	TaskID    string `json:"task_id"`
+	Text      string `json:"text"`
+	User      string `json:"user_id"`
+	TS        string `json:"ts"` // Slack-shaped ts of the reply
+	CreatedAt string `json:"created_at"`
+}
+
+// ConsoleUser is the user id of replies played with `envoy reply`.
+const ConsoleUser = "console"
+
+// QueueReply drops a reply envelope for taskID into the console inbox
+// (write-then-rename) and returns its path. The running envoy (or the next
+// `envoy --once`) handles it exactly like a human's reply in that task's
+// thread.
+func QueueReply(l layout.Layout, taskID, text string, now time.Time) (string, error) {
+	if err := ids.Check(taskID); err != nil {
+		return "", fmt.Errorf("queue reply: task id: %w", err)
+	}
+	if strings.TrimSpace(text) == "" {
+		return "", errors.New("queue reply: empty text")
+	}
+	if err := layout.EnsureDir(l.EnvoyConsoleInbox()); err != nil {
+		return "", err
+	}
+	us := now.UnixMicro()
+	r := ConsoleReply{TaskID: taskID, Text: text, User: ConsoleUser,
+		TS: fmt.Sprintf("%d.%06d", us/1e6, us%1e6), CreatedAt: now.UTC().Format(time.RFC3339)}
+	name := fmt.Sprintf("reply-%d-%s.json", now.UnixNano(), ids.Rand(3))
+	path := filepath.Join(l.EnvoyConsoleInbox(), name)
+	if err := atomicfile.WriteJSON(path, r); err != nil {
+		return "", fmt.Errorf("queue reply: %w", err)
+	}
+	return path, nil
+}
+
+// ProcessConsoleInbox handles every `envoy reply` envelope: the reply is
+// placed in the thread awaiting an answer for its task (or the task's live
+// conversation) and admitted as the same slack.thread.reply event a Slack
+// reply would produce. An envelope naming no awaited task goes to
+// console-inbox/rejected/ with the reason.
+func (e *Envoy) ProcessConsoleInbox(ctx context.Context) error {
+	dir := e.l.EnvoyConsoleInbox()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("read console inbox: %w", err)
+	}
+	names := make([]string, 0, len(ents))
+	for _, de := range ents {
+		if de.Type().IsRegular() && strings.HasSuffix(de.Name(), ".json") && !atomicfile.IsTemp(de.Name()) {
+			names = append(names, de.Name())
+		}
+	}
+	sort.Strings(names) // reply-<unixnano>-…: oldest first
+	rejDir := filepath.Join(dir, "rejected")
+	var errs []error
+	for _, name := range names {
+		path := filepath.Join(dir, name)
+		reject := func(reason string) {
+			e.log.Warn("console reply rejected", "file", name, "reason", reason)
+			if err := queue.RejectPath(path, rejDir, reason, e.em); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		b, err := queue.ReadLimited(path, queue.DefaultMaxSize)
+		if err != nil {
+			if !errors.Is(err, os.ErrNotExist) {
+				reject(err.Error())
+			}
+			continue
+		}
+		var r ConsoleReply
+		if err := json.Unmarshal(b, &r); err != nil {
+			reject("not valid JSON: " + err.Error())
+			continue
+		}
+		if ids.Check(r.TaskID) != nil || r.TS == "" || strings.TrimSpace(r.Text) == "" {
+			reject("needs a valid task_id, a ts and a text")
+			continue
+		}
+		var channel, thread string
+		if err := e.st.view(func(s *State) {
+			if a, ok := s.Awaiting[r.TaskID]; ok {
+				channel, thread = a.Channel, a.ThreadTS
+				return
+			}
+			now := e.clock.Now()
+			for _, c := range s.Conversations {
+				if c.ReplyContext != nil && c.ReplyContext.TaskID == r.TaskID {
+					if _, live := s.liveConversation(c.Channel, c.ThreadTS, now); live {
+						channel, thread = c.Channel, c.ThreadTS
+						return
+					}
+				}
+			}
+		}); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if thread == "" {
+			reject(fmt.Sprintf("task %s is not waiting for a reply", r.TaskID))
+			continue
+		}
+		user := r.User
+		if user == "" {
+			user = ConsoleUser
+		}
+		f, err := e.handleInbound(Inbound{Kind: "message", Channel: channel, User: user, Text: r.Text,
+			TS: r.TS, ThreadTS: thread, Console: true})
+		if err != nil {
+			errs = append(errs, err)
+			continue // keep the envelope: the next tick tries again
+		}
+		e.doFollowUp(ctx, f)
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,201 @@
+package envoy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/queue"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
+)
+
+// ThreadMapping is one entry of state/envoy/thread-mappings.json, keyed by
+// task id: the Slack thread that task reports into.
+type ThreadMapping struct {
+	Channel   string            `json:"channel"`
+	ThreadTS  string            `json:"thread_ts"`
+	SourceRef *schema.SourceRef `json:"source_ref,omitempty"`
+	CreatedAt string            `json:"created_at"`
+}
+
+// Awaited is one entry of state/envoy/awaiting-responses.json, keyed by
+// task id: a question posted in a thread whose first accepted reply resumes
+// the task.
+type Awaited struct {
+	TaskID       string               `json:"task_id"`
+	Channel      string               `json:"channel"`
+	ThreadTS     string               `json:"thread_ts"`
+	ReplyContext *schema.ReplyContext `json:"reply_context"`
+	MsgID        string               `json:"msg_id"`
+	CreatedAt    string               `json:"created_at"`
+}
+
+// Conversation is one entry of state/envoy/conversation-threads.json, keyed
+// by "<channel>/<thread_ts>": a thread whose replies are routed back to a
+// general until ExpiresAt.
+type Conversation struct {
+	Channel      string               `json:"channel"`
+	ThreadTS     string               `json:"thread_ts"`
+	ReplyContext *schema.ReplyContext `json:"reply_context"`
+	ExpiresAt    string               `json:"expires_at"`
+}
+
+// Delivery is one entry of state/envoy/deliveries.json, keyed by message
+// id: a message Slack accepted whose file is not yet in sent/. It lets a
+// restarted envoy finish the bookkeeping without posting twice.
+type Delivery struct {
+	Channel  string `json:"channel"`
+	TS       string `json:"ts"`
+	ThreadTS string `json:"thread_ts,omitempty"`
+	At       string `json:"at"`
+}
+
+// State is everything the envoy remembers between restarts.
+type State struct {
+	Mappings      map[string]ThreadMapping `json:"-"`
+	Awaiting      map[string]Awaited       `json:"-"`
+	Conversations map[string]Conversation  `json:"-"`
+	Deliveries    map[string]Delivery      `json:"-"`
+}
+
+func convKey(channel, threadTS string) string { return channel + "/" + threadTS }
+
+// awaitedByThread returns the awaited entry for a thread.
+func (s *State) awaitedByThread(channel, threadTS string) (Awaited, bool) {
+	for _, a := range s.Awaiting {
+		if a.Channel == channel && a.ThreadTS == threadTS {
+			return a, true
+		}
+	}
+	return Awaited{}, false
+}
+
+// liveConversation returns the conversation of a thread unless it expired.
+func (s *State) liveConversation(channel, threadTS string, now time.Time) (Conversation, bool) {
+	c, ok := s.Conversations[convKey(channel, threadTS)]
+	if !ok {
+		return c, false
+	}
+	if t, err := schema.ParseTime(c.ExpiresAt); err != nil || !now.Before(t) {
+		return c, false
+	}
+	return c, true
+}
+
+// store loads and saves State. Every change is a read-modify-write of the
+// files under one mutex, so the socket goroutine and the tick never lose
+// each other's updates, and the files on disk are always the truth.
+type store struct {
+	mu    sync.Mutex
+	l     layout.Layout
+	log   *slog.Logger
+	files []stateFile
+}
+
+type stateFile struct {
+	path string
+	get  func(*State) any
+}
+
+func newStore(l layout.Layout, log *slog.Logger) *store {
+	return &store{l: l, log: log, files: []stateFile{
+		{l.EnvoyThreadMappings(), func(s *State) any { return &s.Mappings }},
+		{l.EnvoyAwaiting(), func(s *State) any { return &s.Awaiting }},
+		{l.EnvoyConversations(), func(s *State) any { return &s.Conversations }},
+		{deliveriesPath(l), func(s *State) any { return &s.Deliveries }},
+	}}
+}
+
+func deliveriesPath(l layout.Layout) string {
+	return filepath.Join(l.RoleStateDir(layout.RoleEnvoy), "deliveries.json")
+}
+
+func (st *store) load() (*State, [][]byte, error) {
+	s := &State{}
+	raw := make([][]byte, len(st.files))
+	for i, f := range st.files {
+		b, err := queue.ReadLimited(f.path, 16<<20)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("load %s: %w", f.path, err)
+		}
+		if err := json.Unmarshal(b, f.get(s)); err != nil {
+			// A corrupt state file must not stop the envoy forever: keep it
+			// aside for the operator and start that part afresh.
+			aside := fmt.Sprintf("%s.corrupt-%d", f.path, time.Now().Unix())
+			if rerr := os.Rename(f.path, aside); rerr != nil {
+				return nil, nil, fmt.Errorf("load %s: %w", f.path, err)
+			}
+			st.log.Error("corrupt envoy state file moved aside", "path", f.path, "moved_to", aside, "err", err)
+			continue
+		}
+		raw[i] = b
+	}
+	if s.Mappings == nil {
+		s.Mappings = map[string]ThreadMapping{}
+	}
+	if s.Awaiting == nil {
+		s.Awaiting = map[string]Awaited{}
+	}
+	if s.Conversations == nil {
+		s.Conversations = map[string]Conversation{}
+	}
+	if s.Deliveries == nil {
+		s.Deliveries = map[string]Delivery{}
+	}
+	return s, raw, nil
+}
+
+// view runs fn on the current state.
+func (st *store) view(fn func(*State)) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	s, _, err := st.load()
+	if err != nil {
+		return err
+	}
+	fn(s)
+	return nil
+}
+
+// update runs fn on the current state and writes back (atomically, 0600)
+// every file whose content changed.
+func (st *store) update(fn func(*State) error) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	s, raw, err := st.load()
+	if err != nil {
+		return err
+	}
+	if err := fn(s); err != nil {
+		return err
+	}
+	for i, f := range st.files {
+		b, err := json.MarshalIndent(f.get(s), "", "  ")
+		if err != nil {
+			return fmt.Errorf("encode %s: %w", f.path, err)
+		}
+		b = append(b, '\n')
+		if raw[i] == nil && bytes.Equal(b, []byte("{}\n")) {
+			continue
+		}
+		if bytes.Equal(b, raw[i]) {
+			continue
+		}
+		if err := atomicfile.WriteFile(f.path, b, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
