@@ -130,7 +130,7 @@ var badFixtures = map[string]string{
 	"resources--bad-health.json":                    `at '/health': value must be one of 'green', 'yellow', 'orange', 'red'`,
 	"resources--bad-token-status.json":              `at '/tokens/status': value must be one of 'ok', 'warning', 'critical', 'unknown'`,
 	"resources--cost-as-string.json":                `at '/tokens/daily_cost_usd': got string, want number`,
-	"resources--cpu-over-100.json":                  `at '/system/cpu_percent': maximum: got 130, want 100`,
+	"resources--negative-cpu.json":                  `at '/system/cpu_percent': minimum: got -1, want 0`,
 	"resources--missing-timestamp.json":             `at '': missing property 'timestamp'`,
 	"resources--two-load-averages.json":             `at '/system/load_average': minItems: got 2, want 3`,
 	"result--failed-without-error-reason.json":      `result: at '': missing property 'error_reason'`,
