@@ -1,0 +1,48 @@
+// Command king routes events to generals (SPEC §4.4): admission control,
+// dispatch, results, retries, resumes, schedules and petitions.
+//
+//	king [--base-dir DIR] [--once] [--standby]
+package main
+
+import (
+	"context"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/kingdom-dev/kingdom/pkg/app"
+	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/king"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/runner"
+)
+
+func main() {
+	cmd := &cli.Command{
+		Name:  "king",
+		Usage: "route events to generals, create tasks, process results",
+		Flags: app.RoleFlags(),
+		Action: func(ctx context.Context, c *cli.Command) error {
+			env, err := app.Setup(layout.RoleKing, c)
+			if err != nil {
+				return err
+			}
+			cfg, err := config.LoadKing(env.Layout.ConfigFile(config.KingFile))
+			if err != nil {
+				return &app.ConfigError{Err: err}
+			}
+			k, err := king.New(king.Options{
+				Layout: env.Layout, Config: cfg, Log: env.Log, Events: env.Events, Clock: env.Clock,
+			})
+			if err != nil {
+				return err
+			}
+			opts := env.RunnerOptions(c)
+			opts.Interval = min(cfg.EventsInterval(), cfg.ResultsInterval())
+			opts.Watches = king.Watches(env.Layout)
+			return runner.Run(ctx, opts, k)
+		},
+	}
+	app.Main(cmd)
+}
+
+var _ runner.Role = (*king.King)(nil)

@@ -1,0 +1,224 @@
+// Package king is the router of Kingdom (SPEC §4.4). It owns the events queue
+// (its single consumer), creates tasks for generals, turns final results into
+// Slack messages, retries, resumes, schedules and petitions.
+//
+// Drive it with the shared runner:
+//
+//	k, err := king.New(king.Options{Layout: l, Config: cfg, Log: log, Events: em})
+//	runner.Run(ctx, runner.Options{Role: "king", Watches: king.Watches(l), ...}, k)
+//
+// Every Tick is level-triggered: it re-reads pending events, petition
+// results, in-progress tasks with final results and due schedules, and moves
+// each toward its next state. Every file a step writes has a deterministic
+// name and the rename that marks the input done comes last, so a king killed
+// at any instant and restarted leaves no duplicate and loses nothing.
+package king
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/clock"
+	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/eventlog"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/queue"
+	"github.com/kingdom-dev/kingdom/pkg/runner"
+)
+
+// Options configures a King.
+type Options struct {
+	Layout layout.Layout
+	Config *config.King // nil: defaults
+	Log    *slog.Logger
+	Events *eventlog.Emitter
+	Clock  clock.Clock // nil: wall clock
+	// Location is the zone of task-id dates and cron schedules (SPEC §9.22:
+	// host local time). nil: time.Local.
+	Location *time.Location
+	// PetitionCommand is the argv prefix that runs the petition classifier;
+	// the king appends `petition --base-dir B --event ID --prompt F --out O
+	// --timeout-seconds N`. nil: <bindir>/soldier-spawn (BinDir).
+	PetitionCommand []string
+	// Jitter spreads a retry delay; nil adds up to 10% at random. Tests pass
+	// an identity function.
+	Jitter func(time.Duration) time.Duration
+	// CrashAt names a point where the process SIGKILLs itself (tests of crash
+	// idempotency); empty: env KINGDOM_KING_CRASH_AT.
+	CrashAt string
+}
+
+// King is the router role. Create it with New; it is not safe for
+// concurrent Ticks (the runner calls Tick from one goroutine).
+type King struct {
+	l       layout.Layout
+	cfg     *config.King
+	log     *slog.Logger
+	em      *eventlog.Emitter
+	clk     clock.Clock
+	loc     *time.Location
+	jitter  func(time.Duration) time.Duration
+	crashAt string
+
+	events *queue.Queue
+	tasks  *queue.Queue
+	msgs   *queue.Queue
+
+	routes  *Router
+	mfSig   string
+	mfErr   string
+	seq     taskSeq
+	started bool // startup recovery done
+
+	petitionCmd []string
+	petMu       sync.Mutex
+	petExited   map[string]bool // classifier exited (any outcome)
+	wake        chan struct{}
+}
+
+// New builds a King. It loads the manifests once; later ticks reload them
+// when a file in config/generals changes.
+func New(o Options) (*King, error) {
+	if o.Config == nil {
+		o.Config = config.DefaultKing()
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Location == nil {
+		o.Location = time.Local
+	}
+	if o.Jitter == nil {
+		o.Jitter = func(d time.Duration) time.Duration {
+			if d <= 0 {
+				return d
+			}
+			return d + time.Duration(rand.Int64N(int64(d)/10+1))
+		}
+	}
+	if o.CrashAt == "" {
+		o.CrashAt = os.Getenv(EnvCrashAt)
+	}
+	k := &King{
+		l: o.Layout, cfg: o.Config, log: o.Log, em: o.Events, clk: o.Clock, loc: o.Location,
+		jitter: o.Jitter, crashAt: o.CrashAt,
+		events:      queue.New(o.Layout, layout.QEvents, o.Events),
+		tasks:       queue.New(o.Layout, layout.QTasks, o.Events),
+		msgs:        queue.New(o.Layout, layout.QMessages, o.Events),
+		petitionCmd: o.PetitionCommand,
+		petExited:   map[string]bool{},
+		wake:        make(chan struct{}, 1),
+	}
+	k.seq = taskSeq{path: o.Layout.KingTaskSeq()}
+	if len(k.petitionCmd) == 0 {
+		k.petitionCmd = []string{filepath.Join(BinDir(o.Layout), "soldier-spawn")}
+	}
+	for _, d := range []string{o.Layout.RoleStateDir(layout.RoleKing), o.Layout.PetitionResultsDir(), o.Layout.PetitionPromptsDir()} {
+		if err := layout.EnsureDir(d); err != nil {
+			return nil, err
+		}
+	}
+	k.routes = NewRouter(nil)
+	k.reloadManifests()
+	return k, nil
+}
+
+// BinDir is where sibling binaries live: $KINGDOM_BIN_DIR, else the
+// directory of this executable, else $BASE_DIR/bin.
+func BinDir(l layout.Layout) string {
+	if d := os.Getenv("KINGDOM_BIN_DIR"); d != "" {
+		return d
+	}
+	if exe, err := os.Executable(); err == nil {
+		return filepath.Dir(exe)
+	}
+	return l.Bin()
+}
+
+// Watches are the directories whose new files wake the king early (SPEC
+// §9.25): pending events, final results (<task>.json only, never heartbeats
+// or raw/staging/checkpoint files) and petition results.
+func Watches(l layout.Layout) []runner.Watch {
+	return []runner.Watch{
+		{Dir: l.QueueState(layout.QEvents, layout.Pending), Match: isJSON},
+		{Dir: l.ResultsDir(), Match: IsFinalResultName},
+		{Dir: l.PetitionResultsDir(), Match: isJSON},
+	}
+}
+
+func isJSON(name string) bool {
+	return !strings.HasPrefix(name, ".") && strings.HasSuffix(name, ".json")
+}
+
+// IsFinalResultName reports whether a state/results file name is a final
+// result `task-….json` (not -raw, -result or -checkpoint).
+func IsFinalResultName(name string) bool {
+	id, ok := strings.CutSuffix(name, ".json")
+	if !ok || !strings.HasPrefix(id, "task-") {
+		return false
+	}
+	for _, s := range []string{"-raw", "-result", "-checkpoint"} {
+		if strings.HasSuffix(id, s) {
+			return false
+		}
+	}
+	return true
+}
+
+// Wake is signalled when a petition classifier exits, so its answer (or
+// its absence) is handled at once.
+func (k *King) Wake() <-chan struct{} { return k.wake }
+
+func (k *King) signal() {
+	select {
+	case k.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Tick runs one round (SPEC §4.4): startup recovery once, then (1) pending
+// events, (2) petitions, (3) task results, (4) schedules. Each step runs even
+// when an earlier one failed; the errors are joined.
+func (k *King) Tick(ctx context.Context) error {
+	k.reloadManifests()
+	var errs []error
+	if !k.started {
+		if err := k.recover(); err != nil {
+			errs = append(errs, fmt.Errorf("recover dispatched events: %w", err))
+		} else {
+			k.started = true
+		}
+	}
+	adm := k.admission()
+	steps := []struct {
+		name string
+		fn   func(*admission) error
+	}{
+		{"pending events", k.processPending},
+		{"petitions", k.processPetitions},
+		{"results", func(*admission) error { return k.processResults() }},
+		{"schedules", k.processSchedules},
+	}
+	for _, s := range steps {
+		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.Canceled) {
+			break
+		}
+		if err := s.fn(adm); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", s.name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (k *King) now() time.Time { return k.clk.Now() }

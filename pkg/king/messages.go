@@ -1,0 +1,100 @@
+package king
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/queue"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
+)
+
+// Message ids the king writes (docs/ARCHITECTURE.md): deterministic, so a
+// repeated step after a crash finds its message already queued (or sent)
+// and writes nothing (SPEC §9.3).
+func msgStartID(task string) string        { return "msg-" + task + "-start" }
+func msgFinalID(task, kind string) string  { return "msg-" + task + "-" + kind }
+func msgQuestionID(task string) string     { return "msg-" + task + "-question" }
+func msgProclamationID(task string) string { return "msg-" + task + "-proclamation" }
+func msgReplyID(event string) string       { return "msg-" + event + "-reply" }
+
+// putMessage queues m unless its id is already in any messages state.
+// It reports whether it wrote the message.
+func (k *King) putMessage(m *schema.Message) (bool, error) {
+	if m.CreatedAt == "" {
+		m.CreatedAt = schema.FormatTime(k.now())
+	}
+	if m.Urgency == "" {
+		m.Urgency = schema.UrgencyNormal
+	}
+	m.Status = schema.MessagePending
+	err := k.msgs.PutOnce(layout.Pending, m.ID, m)
+	if errors.Is(err, queue.ErrExists) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("queue message %s: %w", m.ID, err)
+	}
+	return true, nil
+}
+
+// sourceRef returns {channel, ts} of a Slack-originated event, else nil.
+func sourceRef(ev *schema.Event) *schema.SourceRef {
+	if ev.Source != schema.SourceSlack {
+		return nil
+	}
+	ch, _ := ev.Payload["channel"].(string)
+	ts, _ := ev.Payload["ts"].(string)
+	if ch == "" || ts == "" {
+		return nil
+	}
+	return &schema.SourceRef{Channel: ch, TS: ts}
+}
+
+func strPtr(s string) *string { return &s }
+
+func truncate(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n]) + "…"
+}
+
+// threadStart is the message that opens a task's Slack thread. For Slack
+// events the source DM becomes the parent (source_ref); a resume task reuses
+// the original thread (thread_ts, SPEC §9.8).
+func threadStart(ev *schema.Event, t *schema.Task) *schema.Message {
+	repo := schema.Deref(t.Repo)
+	content := fmt.Sprintf("🎯 %s took %s (%s)", t.TargetGeneral, t.ID, t.Type)
+	if repo != "" {
+		content += " in " + repo
+	}
+	if title, _ := ev.Payload["subject_title"].(string); title != "" {
+		content += ": " + truncate(title, 200)
+	} else if sum, _ := ev.Payload["summary"].(string); sum != "" {
+		content += ": " + truncate(sum, 200)
+	}
+	m := &schema.Message{
+		ID:        msgStartID(t.ID),
+		Type:      schema.MessageThreadStart,
+		TaskID:    strPtr(t.ID),
+		Urgency:   schema.UrgencyNormal,
+		Content:   content,
+		SourceRef: sourceRef(ev),
+		Context: map[string]any{
+			"event_id": ev.ID, "event_type": ev.Type, "source": ev.Source,
+			"general": t.TargetGeneral, "task_type": t.Type, "repo": t.Repo, "priority": t.Priority,
+		},
+	}
+	if url, _ := ev.Payload["subject_url"].(string); url != "" {
+		m.Context["url"] = url
+	} else if url, _ := ev.Payload["url"].(string); url != "" {
+		m.Context["url"] = url
+	}
+	if t.Thread != nil {
+		m.ThreadTS = strPtr(t.Thread.ThreadTS)
+		m.Channel = t.Thread.Channel
+	}
+	return m
+}

@@ -1,0 +1,291 @@
+package king
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/queue"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
+)
+
+// processResults handles every final result whose task is still in
+// tasks/in_progress/ with the same retry_count (SPEC §4.4, §9.1). The task's
+// presence in in_progress/ is what marks a result unprocessed, so the step
+// is repeated safely after a crash.
+func (k *King) processResults() error {
+	idl, err := k.tasks.IDs(layout.InProgress)
+	if err != nil {
+		return err
+	}
+	sort.Strings(idl)
+	var errs []error
+	for _, id := range idl {
+		if !taskIDRE.MatchString(id) {
+			continue
+		}
+		b, err := queue.ReadLimited(k.l.ResultFinal(id), queue.DefaultMaxSize)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		var t schema.Task
+		if err := k.tasks.ReadJSON(layout.InProgress, id, &t); err != nil {
+			continue // moved meanwhile, or unreadable (the general rejects it)
+		}
+		res := k.decodeResult(&t, b, err)
+		if res == nil {
+			continue
+		}
+		if res.RetryCount != t.RetryCount {
+			if res.RetryCount == t.RetryCount-1 && t.NotBefore != "" {
+				// A retry died between rewriting the task and re-queueing it:
+				// finish that retry rather than leave it stranded.
+				if err := k.requeue(&t); err != nil {
+					errs = append(errs, err)
+				}
+				continue
+			}
+			k.log.Debug("result of another attempt ignored", "task", id, "result_retry_count", res.RetryCount, "task_retry_count", t.RetryCount)
+			continue
+		}
+		if err := k.finish(&t, res); err != nil {
+			errs = append(errs, fmt.Errorf("task %s: %w", id, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// decodeResult validates a final result. One that fails its schema (the
+// general's fault) becomes a terminal InvalidResult failure of the current
+// attempt, unless it plainly belongs to another attempt.
+func (k *King) decodeResult(t *schema.Task, b []byte, readErr error) *schema.Result {
+	var err error = readErr
+	if err == nil {
+		var res *schema.Result
+		if res, err = schema.DecodeResult(b); err == nil {
+			return res
+		}
+	}
+	var peek struct {
+		RetryCount *int `json:"retry_count"`
+	}
+	if json.Unmarshal(b, &peek) == nil && peek.RetryCount != nil && *peek.RetryCount != t.RetryCount {
+		return nil
+	}
+	k.log.Error("final result unusable", "task", t.ID, "err", err)
+	return &schema.Result{
+		RawResult: schema.RawResult{
+			TaskID: t.ID, Status: schema.ResultFailed, ErrorReason: schema.ReasonInvalidResult,
+			Error: "final result unusable: " + err.Error(),
+		},
+		General:    t.TargetGeneral,
+		RetryCount: t.RetryCount,
+	}
+}
+
+// finish acts on one attempt's final result: notification, question or
+// retry, then the completing renames last.
+func (k *King) finish(t *schema.Task, res *schema.Result) error {
+	general := t.TargetGeneral
+	switch res.Status {
+	case schema.ResultSuccess:
+		if err := k.finalMessages(t, res, schema.FinalDone); err != nil {
+			return err
+		}
+		return k.complete(t, schema.TaskCompleted, "task.completed", map[string]any{
+			"task_id": t.ID, "status": res.Status, "duration_seconds": res.DurationSeconds, "general": general,
+		})
+	case schema.ResultSkipped:
+		if err := k.finalMessages(t, res, schema.FinalSkipped); err != nil {
+			return err
+		}
+		return k.complete(t, schema.ResultSkipped, "task.completed", map[string]any{
+			"task_id": t.ID, "status": res.Status, "reason": res.Reason, "duration_seconds": res.DurationSeconds, "general": general,
+		})
+	case schema.ResultNeedsHuman:
+		if _, err := k.putMessage(k.questionMessage(t, res)); err != nil {
+			return err
+		}
+		return k.complete(t, schema.ResultNeedsHuman, "task.needs_human", map[string]any{
+			"task_id": t.ID, "question": res.Question, "general": general,
+		})
+	}
+	// failed, killed (and anything unknown): the error policy (seed 004).
+	if !res.IsTerminal() && t.RetryCount < k.cfg.Retry.MaxAttempts {
+		return k.retry(t, res)
+	}
+	if err := k.finalMessages(t, res, schema.FinalFailed); err != nil {
+		return err
+	}
+	return k.complete(t, schema.ResultFailed, "task.failed", map[string]any{
+		"task_id": t.ID, "status": res.Status, "error": res.Error, "error_reason": res.ErrorReason,
+		"retry_count": t.RetryCount, "terminal": res.IsTerminal(), "general": general,
+	})
+}
+
+// finalMessages queues the completion notification (msg-<task>-done|failed|
+// skipped, into notify_channel when given) and the proclamation, if any.
+func (k *King) finalMessages(t *schema.Task, res *schema.Result, final string) error {
+	var content string
+	ctx := map[string]any{"general": t.TargetGeneral, "status": res.Status, "summary": res.Summary,
+		"duration_seconds": res.DurationSeconds, "task_type": t.Type, "repo": t.Repo}
+	switch final {
+	case schema.FinalDone:
+		content = fmt.Sprintf("✅ %s finished %s: %s", t.TargetGeneral, t.ID, truncate(res.Summary, 3000))
+	case schema.FinalSkipped:
+		content = fmt.Sprintf("⏭️ %s skipped %s: %s", t.TargetGeneral, t.ID, truncate(firstNonEmpty(res.Reason, res.Summary), 3000))
+		ctx["reason"] = res.Reason
+	default:
+		attempts := t.RetryCount + 1
+		content = fmt.Sprintf("❌ %s failed %s after %d attempt%s (%s): %s", t.TargetGeneral, t.ID, attempts,
+			plural(attempts), firstNonEmpty(res.ErrorReason, res.Status), truncate(firstNonEmpty(res.Error, res.Summary), 3000))
+		ctx["error_reason"] = res.ErrorReason
+		ctx["error"] = truncate(res.Error, 3000)
+		ctx["retry_count"] = t.RetryCount
+	}
+	m := &schema.Message{
+		ID: msgFinalID(t.ID, final), Type: schema.MessageNotification, TaskID: strPtr(t.ID),
+		Channel: res.NotifyChannel, Urgency: schema.UrgencyNormal, Content: content, Context: ctx,
+		Final: strPtr(final),
+	}
+	if _, err := k.putMessage(m); err != nil {
+		return err
+	}
+	// Proclamations only on the final success/failed/skipped (SPEC §9.28),
+	// under task_id proclamation-<task> so the envoy posts a new message.
+	if p := res.Proclamation; p != nil && p.Channel != "" && p.Message != "" {
+		pm := &schema.Message{
+			ID: msgProclamationID(t.ID), Type: schema.MessageNotification, TaskID: strPtr("proclamation-" + t.ID),
+			Channel: p.Channel, Urgency: schema.UrgencyNormal, Content: p.Message,
+			Context: map[string]any{"general": t.TargetGeneral, "task": t.ID, "proclamation": true},
+		}
+		if _, err := k.putMessage(pm); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// questionMessage asks the human in the task's thread; reply_context is what
+// the envoy hands back with the answer so the king can resume (SPEC §9.8).
+func (k *King) questionMessage(t *schema.Task, res *schema.Result) *schema.Message {
+	rc := &schema.ReplyContext{General: t.TargetGeneral, SessionID: res.SessionID, Repo: t.Repo, TaskID: t.ID}
+	var thread *schema.Thread
+	if b, err := queue.ReadLimited(k.l.ResultCheckpoint(t.ID), queue.DefaultMaxSize); err == nil {
+		if cp, err := schema.DecodeCheckpoint(b); err == nil {
+			if rc.SessionID == "" {
+				rc.SessionID = cp.SessionID
+			}
+			thread = cp.Thread
+		}
+	}
+	if rc.SessionID == "" {
+		if b, err := os.ReadFile(k.l.ResultSessionID(t.ID)); err == nil {
+			rc.SessionID = strings.TrimSpace(string(b))
+		}
+	}
+	if thread == nil {
+		thread = t.Thread
+	}
+	m := &schema.Message{
+		ID: msgQuestionID(t.ID), Type: schema.MessageHumanInputRequest, TaskID: strPtr(t.ID),
+		Urgency: schema.UrgencyHigh, Content: "❓ " + t.TargetGeneral + " needs your input on " + t.ID + ": " + truncate(res.Question, 3000),
+		Context:      map[string]any{"general": t.TargetGeneral, "question": res.Question, "summary": res.Summary},
+		ReplyContext: rc,
+	}
+	if thread != nil && thread.Channel != "" && thread.ThreadTS != "" {
+		rc.Channel, rc.ThreadTS = thread.Channel, thread.ThreadTS
+		m.ThreadTS = strPtr(thread.ThreadTS)
+		m.Channel = thread.Channel
+	}
+	return m
+}
+
+// complete moves the event, then the task, to completed/ and emits the
+// task's outcome once, as the general (SPEC §9.7). The task's rename is the
+// completing step: until it happens a repeat redoes everything above it,
+// which only finds its messages already queued.
+func (k *King) complete(t *schema.Task, status, evType string, data map[string]any) error {
+	k.crash(CrashAfterCompletionMessage)
+	if err := k.events.Move(layout.Dispatched, layout.Completed, t.EventID); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	t.Status = status
+	if err := k.tasks.Put(layout.InProgress, t.ID, t); err != nil {
+		return err
+	}
+	if err := k.tasks.Move(layout.InProgress, layout.Completed, t.ID); err != nil {
+		return err
+	}
+	k.em.EmitAs(evType, t.TargetGeneral, data)
+	k.log.Info("task finished", "task", t.ID, "general", t.TargetGeneral, "status", status)
+	return nil
+}
+
+// backoff is backoff_seconds · 2^retry_count, jittered, capped at
+// max_backoff_seconds.
+func (k *King) backoff(retryCount int) time.Duration {
+	base := time.Duration(k.cfg.Retry.BackoffSeconds) * time.Second
+	maxB := time.Duration(k.cfg.Retry.MaxBackoffSeconds) * time.Second
+	d := base
+	for i := 0; i < retryCount && d < maxB; i++ {
+		d *= 2
+	}
+	d = k.jitter(d)
+	if d > maxB {
+		d = maxB
+	}
+	return d
+}
+
+// retry re-queues a retryable failure (SPEC §9.1): rewrite the task inside
+// in_progress/ with retry_count+1 and not_before, delete the old final
+// result, rename to pending/ last.
+func (k *King) retry(t *schema.Task, res *schema.Result) error {
+	nb := k.now().Add(k.backoff(t.RetryCount))
+	t.RetryCount++
+	t.NotBefore = schema.FormatTime(nb)
+	t.Status = schema.TaskPending
+	if err := k.tasks.Put(layout.InProgress, t.ID, t); err != nil {
+		return err
+	}
+	if err := k.requeue(t); err != nil {
+		return err
+	}
+	k.em.Emit("task.retry_scheduled", map[string]any{
+		"task_id": t.ID, "retry_count": t.RetryCount, "not_before": t.NotBefore,
+		"error_reason": res.ErrorReason, "general": t.TargetGeneral,
+	})
+	k.log.Info("task retry scheduled", "task", t.ID, "retry_count", t.RetryCount, "not_before", t.NotBefore, "reason", res.ErrorReason)
+	return nil
+}
+
+// requeue finishes a retry whose task was already rewritten.
+func (k *King) requeue(t *schema.Task) error {
+	if err := os.Remove(k.l.ResultFinal(t.ID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove old result of %s: %w", t.ID, err)
+	}
+	return k.tasks.Move(layout.InProgress, layout.Pending, t.ID)
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}

@@ -1,0 +1,107 @@
+package king
+
+import (
+	"encoding/json"
+	"regexp"
+
+	"github.com/kingdom-dev/kingdom/pkg/ids"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/queue"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
+)
+
+// Slack event types the king treats specially.
+const (
+	TypeThreadReply    = "slack.thread.reply"
+	TypeChannelMessage = "slack.channel.message"
+	TypeAppMention     = "slack.app_mention"
+)
+
+var taskIDRE = regexp.MustCompile(`^task-[0-9]{8}-[0-9]{3,}$`)
+
+// replyContext extracts the reply_context of a slack.thread.reply event and
+// says why it is unusable ("" when usable).
+func (k *King) replyContext(ev *schema.Event) (*schema.ReplyContext, string) {
+	raw, ok := ev.Payload["reply_context"]
+	if !ok || raw == nil {
+		return nil, "thread reply without reply_context"
+	}
+	b, err := json.Marshal(raw)
+	if err != nil {
+		return nil, "reply_context is not an object"
+	}
+	var rc schema.ReplyContext
+	if err := json.Unmarshal(b, &rc); err != nil {
+		return nil, "reply_context is malformed: " + err.Error()
+	}
+	switch {
+	case !ids.ValidGeneral(rc.General):
+		return nil, "reply_context has no valid general"
+	case k.routes.Manifest(rc.General) == nil:
+		return nil, "reply_context names general " + rc.General + ", which is not installed"
+	case !taskIDRE.MatchString(rc.TaskID):
+		return nil, "reply_context has no valid task_id"
+	}
+	return &rc, ""
+}
+
+// handleReply turns a human's thread reply into a high-priority resume task
+// for the general that asked (SPEC §4.4, §9.8).
+func (k *King) handleReply(ev *schema.Event, adm *admission) error {
+	rc, reason := k.replyContext(ev)
+	if reason != "" {
+		return k.discard(ev, layout.Pending, reason)
+	}
+	if !adm.accept(schema.PriorityHigh) {
+		k.deferred(ev, adm)
+		return nil
+	}
+	if err := k.dispatch(ev, rc.General, layout.Pending); err != nil {
+		return err
+	}
+	adm.inFlight++
+	return nil
+}
+
+// resumeFields makes t the resume task of rc's needs_human task: same
+// general, session, repo; the workdir and thread from its checkpoint
+// (SPEC §9.8), so the soldier resumes in place and the envoy keeps the
+// thread.
+func (k *King) resumeFields(t *schema.Task, ev *schema.Event, rc *schema.ReplyContext) {
+	t.Type = schema.TaskTypeResume
+	t.Priority = schema.PriorityHigh
+	t.SessionID = rc.SessionID
+	t.OriginalTaskID = rc.TaskID
+	if rc.Repo != nil && *rc.Repo != "" {
+		t.Repo = rc.Repo
+	}
+	t.Payload["original_task_id"] = rc.TaskID
+	if text, ok := ev.Payload["text"].(string); ok {
+		t.Payload["reply_text"] = text
+	}
+	if b, err := queue.ReadLimited(k.l.ResultCheckpoint(rc.TaskID), queue.DefaultMaxSize); err == nil {
+		if cp, err := schema.DecodeCheckpoint(b); err == nil {
+			t.Workdir = cp.Workdir
+			if cp.Thread != nil && cp.Thread.Channel != "" && cp.Thread.ThreadTS != "" {
+				t.Thread = cp.Thread
+			}
+			if t.SessionID == "" {
+				t.SessionID = cp.SessionID
+			}
+		} else {
+			k.log.Warn("checkpoint unreadable; resuming without workdir", "task", rc.TaskID, "err", err)
+		}
+	}
+	if t.Thread == nil {
+		ch, ts := rc.Channel, rc.ThreadTS
+		if ch == "" {
+			ch, _ = ev.Payload["channel"].(string)
+		}
+		if ts == "" {
+			ts, _ = ev.Payload["thread_ts"].(string)
+		}
+		if ch != "" && ts != "" {
+			t.Thread = &schema.Thread{Channel: ch, ThreadTS: ts}
+		}
+	}
+}

@@ -1,0 +1,71 @@
+package king
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
+)
+
+// taskSeq is state/king/task-seq, "YYYYMMDD:N" with N the last number
+// issued that day (SPEC §3.2). It resets daily and survives restarts.
+type taskSeq struct {
+	path   string
+	loaded bool
+	day    string
+	n      int
+}
+
+func (s *taskSeq) load() error {
+	b, err := os.ReadFile(s.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		s.loaded = true
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read task-seq: %w", err)
+	}
+	day, num, ok := strings.Cut(strings.TrimSpace(string(b)), ":")
+	n, err := strconv.Atoi(num)
+	if !ok || len(day) != 8 || err != nil || n < 0 {
+		// A damaged sequence must not stop dispatch: restart the day's
+		// count; next() skips ids that already exist.
+		day, n = "", 0
+	}
+	s.day, s.n, s.loaded = day, n, true
+	return nil
+}
+
+// next persists (fsync) and returns the next task id for the day of now.
+// exists reports ids already used (a lost or damaged sequence file).
+func (s *taskSeq) next(now time.Time, exists func(string) bool) (string, error) {
+	if !s.loaded {
+		if err := s.load(); err != nil {
+			return "", err
+		}
+	}
+	day := now.Format("20060102")
+	n := s.n
+	if s.day != day {
+		n = 0
+	}
+	var id string
+	for {
+		n++
+		id = fmt.Sprintf("task-%s-%03d", day, n)
+		if !exists(id) {
+			break
+		}
+	}
+	// Persist before use (SPEC §9.2): a crash after this never reissues id.
+	if err := atomicfile.WriteFile(s.path, []byte(fmt.Sprintf("%s:%d\n", day, n)), 0o600); err != nil {
+		return "", fmt.Errorf("write task-seq: %w", err)
+	}
+	s.day, s.n = day, n
+	return id, nil
+}
