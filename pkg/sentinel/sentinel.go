@@ -1,0 +1,306 @@
+// Package sentinel is the role that turns the outside world into events
+// (SPEC §4.3): GitHub notifications, Jira tickets and files dropped into
+// inbox/. Each watcher (package watcher's contract: fetch → parse → emit →
+// post_emit) runs on its own interval; emitting goes through the one
+// admission door, queue.Admitter (SPEC §9.19), which refuses ids already in
+// any events state or in state/sentinel/seen/ and writes the seen marker.
+// One watcher's failure is logged and never stops another.
+//
+// Drive it with the shared runner:
+//
+//	s, err := sentinel.New(cfg, sentinel.Options{Layout: l, Log: log, Events: em, Clock: clk})
+//	opts.Interval, opts.Watches = s.RunnerInterval(), s.Watches()
+//	runner.Run(ctx, opts, s)
+package sentinel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/clock"
+	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/eventlog"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/queue"
+	"github.com/kingdom-dev/kingdom/pkg/runner"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/sentinel/github"
+	"github.com/kingdom-dev/kingdom/pkg/sentinel/inbox"
+	"github.com/kingdom-dev/kingdom/pkg/sentinel/jira"
+	"github.com/kingdom-dev/kingdom/pkg/sentinel/watcher"
+)
+
+// MaxRunnerInterval caps the runner's idle period (SPEC §4.2: tick at least
+// every 10 s).
+const MaxRunnerInterval = 10 * time.Second
+
+// Options are the sentinel's surroundings.
+type Options struct {
+	Layout layout.Layout
+	Log    *slog.Logger
+	Events *eventlog.Emitter
+	Clock  clock.Clock
+	// Getenv reads secrets and JIRA_URL (default os.Getenv).
+	Getenv func(string) string
+	// HTTPClient is the base client of the HTTP watchers (default a fresh
+	// one; the configured timeouts are always applied).
+	HTTPClient *http.Client
+}
+
+type scheduled struct {
+	w    watcher.Watcher
+	next time.Time
+}
+
+// Sentinel is the role.
+type Sentinel struct {
+	o        Options
+	admit    *queue.Admitter
+	watchers []*scheduled
+	inbox    *inbox.Watcher
+
+	wakeCh chan struct{}
+	mu     sync.Mutex
+	timer  *time.Timer
+}
+
+// New builds the enabled watchers of cfg.
+func New(cfg *config.Sentinel, o Options) (*Sentinel, error) {
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Getenv == nil {
+		o.Getenv = os.Getenv
+	}
+	l := o.Layout
+	s := &Sentinel{
+		o:      o,
+		admit:  queue.NewAdmitter(l, queue.New(l, layout.QEvents, o.Events)),
+		wakeCh: make(chan struct{}, 1),
+	}
+	p := cfg.Polling
+	if g := p.GitHub; g != nil {
+		token := o.Getenv("GH_TOKEN")
+		if token == "" {
+			token = o.Getenv("GITHUB_TOKEN")
+		}
+		if token == "" {
+			o.Log.Warn("github watcher: neither GH_TOKEN nor GITHUB_TOKEN is set; requests go unauthenticated")
+		}
+		w, err := github.New(github.Config{
+			APIURL: g.APIURL, Interval: g.Interval(), Timeout: g.Timeout(),
+			Filter: github.Filter{Repos: g.Scope.Repos, Reasons: g.Scope.FilterReasons},
+			Token:  token, StatePath: l.SentinelGitHubState(), Clock: o.Clock,
+			Log: o.Log.With("watcher", github.Name), Client: o.HTTPClient,
+		})
+		if err != nil {
+			return nil, err
+		}
+		s.add(w)
+	}
+	if j := p.Jira; j != nil {
+		u := j.URL
+		if u == "" {
+			u = o.Getenv("JIRA_URL")
+		}
+		w, err := jira.New(jira.Config{
+			URL: u, JQLBase: j.Scope.JQLBase, Interval: j.Interval(), Timeout: j.Timeout(),
+			Email: o.Getenv("JIRA_USER_EMAIL"), Token: o.Getenv("JIRA_API_TOKEN"),
+			StatePath: l.SentinelJiraState(), Clock: o.Clock,
+			Log: o.Log.With("watcher", jira.Name), Client: o.HTTPClient,
+		})
+		if err != nil {
+			return nil, err
+		}
+		s.add(w)
+	}
+	if in := p.Inbox; in != nil {
+		s.inbox = inbox.New(inbox.Config{
+			Dir: l.Inbox(), RejectedDir: l.InboxRejected(), Interval: in.Interval(),
+			Clock: o.Clock, Log: o.Log.With("watcher", inbox.Name), Events: o.Events,
+		})
+		s.add(s.inbox)
+	}
+	return s, nil
+}
+
+// NewWith builds a sentinel around the given watchers (tests, embedding).
+func NewWith(o Options, ws ...watcher.Watcher) *Sentinel {
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	s := &Sentinel{o: o, admit: queue.NewAdmitter(o.Layout, queue.New(o.Layout, layout.QEvents, o.Events)),
+		wakeCh: make(chan struct{}, 1)}
+	for _, w := range ws {
+		if in, ok := w.(*inbox.Watcher); ok {
+			s.inbox = in
+		}
+		s.add(w)
+	}
+	return s
+}
+
+func (s *Sentinel) add(w watcher.Watcher) { s.watchers = append(s.watchers, &scheduled{w: w}) }
+
+// Watchers returns the enabled watchers' names, in run order.
+func (s *Sentinel) Watchers() []string {
+	var out []string
+	for _, sw := range s.watchers {
+		out = append(out, sw.w.Name())
+	}
+	return out
+}
+
+// RunnerInterval is the runner's idle period: the shortest watcher interval,
+// capped at MaxRunnerInterval.
+func (s *Sentinel) RunnerInterval() time.Duration {
+	d := MaxRunnerInterval
+	for _, sw := range s.watchers {
+		if i := sw.w.Interval(); i > 0 && i < d {
+			d = i
+		}
+	}
+	return d
+}
+
+// Watches are the directories whose new files wake the runner: inbox/
+// (*.json, not dot-temps) when the inbox watcher runs.
+func (s *Sentinel) Watches() []runner.Watch {
+	if s.inbox == nil {
+		return nil
+	}
+	return []runner.Watch{{Dir: s.o.Layout.Inbox(), Match: inbox.Match}}
+}
+
+// Wake fires when an inbox file that was too young becomes old enough.
+func (s *Sentinel) Wake() <-chan struct{} { return s.wakeCh }
+
+type everyTick interface{ EveryTick() bool }
+
+// Tick runs every watcher that is due. A watcher's fetch error is logged
+// and retried at its next interval; the tick fails only when events could
+// not be written locally (so the heartbeat shows the trouble).
+func (s *Sentinel) Tick(ctx context.Context) error {
+	var errs []error
+	for _, sw := range s.watchers {
+		now := s.o.Clock.Now()
+		et, ok := sw.w.(everyTick)
+		always := ok && et.EveryTick()
+		if !always && !sw.next.IsZero() && now.Before(sw.next) {
+			continue
+		}
+		if err := s.poll(ctx, sw.w); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", sw.w.Name(), err))
+		}
+		// Interval read after the poll: it may follow a server hint.
+		sw.next = now.Add(sw.w.Interval())
+	}
+	s.armInboxWake()
+	return errors.Join(errs...)
+}
+
+// poll runs one fetch → parse → emit → post_emit round.
+func (s *Sentinel) poll(ctx context.Context, w watcher.Watcher) (err error) {
+	log := s.o.Log.With("watcher", w.Name())
+	defer func() {
+		// A panicking parser must not take the other watchers down.
+		if r := recover(); r != nil {
+			log.Error("watcher panicked; retried next interval", "panic", fmt.Sprint(r))
+			err = nil
+		}
+	}()
+	b, err := w.Fetch(ctx)
+	if err != nil {
+		log.Error("fetch failed; retrying next interval", "err", err)
+		return nil
+	}
+	if b == nil {
+		return nil
+	}
+	res := make([]watcher.Result, len(b.Items))
+	var failed []error
+	for i, it := range b.Items {
+		res[i] = s.Emit(it, log)
+		if res[i].Outcome == watcher.Failed {
+			failed = append(failed, errors.New(res[i].Reason))
+		}
+	}
+	if err := w.PostEmit(ctx, b, res); err != nil {
+		log.Error("post-emit failed", "err", err)
+		failed = append(failed, err)
+	}
+	return errors.Join(failed...)
+}
+
+// Emit validates one item's event and admits it, emitting event.detected
+// for a new one.
+func (s *Sentinel) Emit(it watcher.Item, log *slog.Logger) watcher.Result {
+	if log == nil {
+		log = s.o.Log
+	}
+	if it.Skip != "" {
+		log.Warn("bad input skipped, nothing queued for it", "item", it.Key, "reason", it.Skip)
+		return watcher.Result{Outcome: watcher.Skipped, Reason: it.Skip}
+	}
+	data, err := json.Marshal(it.Event)
+	if err == nil {
+		err = schema.Validate(schema.KindEvent, data)
+	}
+	if err != nil {
+		reason := "event does not fit the schema: " + err.Error()
+		log.Warn("bad input skipped, nothing queued for it", "item", it.Key, "event_id", it.Event.ID, "reason", reason)
+		return watcher.Result{Outcome: watcher.Skipped, Reason: reason}
+	}
+	err = s.admit.Admit(it.Event.ID, it.Event)
+	switch {
+	case err == nil:
+		log.Info("event queued", "event_id", it.Event.ID, "type", it.Event.Type, "priority", it.Event.Priority)
+		s.o.Events.Emit("event.detected", map[string]any{
+			"event_id": it.Event.ID, "source": it.Event.Source, "event_type": it.Event.Type,
+		})
+		return watcher.Result{Outcome: watcher.Admitted}
+	case errors.Is(err, queue.ErrDuplicate):
+		log.Debug("event already known, skipped", "event_id", it.Event.ID)
+		return watcher.Result{Outcome: watcher.Duplicate}
+	}
+	log.Error("queue event failed; retried next round", "event_id", it.Event.ID, "err", err)
+	return watcher.Result{Outcome: watcher.Failed, Reason: err.Error()}
+}
+
+// armInboxWake schedules a wake-up for when a waiting inbox file becomes
+// old enough, so it is read then and not at the next idle tick.
+func (s *Sentinel) armInboxWake() {
+	if s.inbox == nil {
+		return
+	}
+	ready := s.inbox.NextReady()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.timer != nil {
+		s.timer.Stop()
+		s.timer = nil
+	}
+	if ready.IsZero() {
+		return
+	}
+	d := ready.Sub(s.o.Clock.Now()) + 10*time.Millisecond
+	s.timer = time.AfterFunc(d, func() {
+		select {
+		case s.wakeCh <- struct{}{}:
+		default:
+		}
+	})
+}

@@ -1,0 +1,100 @@
+// Package watcher is the contract between the sentinel and its watchers
+// (SPEC §4.3): fetch → parse → emit → post_emit.
+//
+// A watcher's Fetch reads its source (GitHub, Jira, inbox/) and parses it
+// into Items; the sentinel emits each item through the one admission door
+// (queue.Admitter, SPEC §9.19) and hands the per-item Results back to
+// PostEmit, which performs the watcher's side effects that must only follow a
+// safe queueing (mark a thread read, delete an inbox file) and advances the
+// watcher's state (ETag, last_check) only when every item was processed.
+package watcher
+
+import (
+	"context"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/schema"
+)
+
+// Watcher is one external source.
+type Watcher interface {
+	// Name is the polling key in sentinel.yaml (github, jira, inbox).
+	Name() string
+	// Interval is the current polling period (it may follow server hints
+	// such as GitHub's X-Poll-Interval).
+	Interval() time.Duration
+	// Fetch reads the source and parses it (fetch → parse). A nil batch
+	// means there is nothing to do this round (304, rate limited).
+	Fetch(ctx context.Context) (*Batch, error)
+	// PostEmit receives one Result per batch item, in order, after every
+	// item was offered to the queue.
+	PostEmit(ctx context.Context, b *Batch, res []Result) error
+}
+
+// Item is one parsed input.
+type Item struct {
+	// Event is the event to queue (unless Skip is set).
+	Event schema.Event
+	// Key is the watcher's own reference (thread id, issue key, file path).
+	Key string
+	// Skip, when set, says why this item is bad input: it is logged and not
+	// queued.
+	Skip string
+}
+
+// Batch is what one Fetch produced.
+type Batch struct {
+	Items []Item
+	// State is private to the watcher (the new ETag, the check time, ...).
+	State any
+}
+
+// Outcome is what happened to one item.
+type Outcome int
+
+// Outcomes of emitting an item.
+const (
+	// Admitted: newly queued in events/pending.
+	Admitted Outcome = iota
+	// Duplicate: already queued, dispatched or seen earlier.
+	Duplicate
+	// Skipped: bad input, not queued (Result.Reason says why).
+	Skipped
+	// Failed: a local error (disk) kept it from the queue; retry later.
+	Failed
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Admitted:
+		return "admitted"
+	case Duplicate:
+		return "duplicate"
+	case Skipped:
+		return "skipped"
+	case Failed:
+		return "failed"
+	}
+	return "unknown"
+}
+
+// Queued reports whether the item's event is safely in the queue (now or
+// from an earlier round), so side effects that follow queueing may run.
+func (o Outcome) Queued() bool { return o == Admitted || o == Duplicate }
+
+// Result is the outcome of one item.
+type Result struct {
+	Outcome Outcome
+	Reason  string // for Skipped and Failed
+}
+
+// Processed reports whether every result is final (nothing failed locally),
+// which is when a watcher may advance its cursor.
+func Processed(res []Result) bool {
+	for _, r := range res {
+		if r.Outcome == Failed {
+			return false
+		}
+	}
+	return true
+}
