@@ -1,0 +1,141 @@
+// Command chamberlain keeps the kingdom healthy (SPEC §4.8): it runs as a
+// daemon in the chamberlain tmux session, or checks once with --once.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/kingdom-dev/kingdom/pkg/app"
+	"github.com/kingdom-dev/kingdom/pkg/chamberlain"
+	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/lockfile"
+	"github.com/kingdom-dev/kingdom/pkg/runner"
+)
+
+func main() { app.Main(command()) }
+
+func command() *cli.Command {
+	return &cli.Command{
+		Name:  "chamberlain",
+		Usage: "watch resources, heartbeats, sessions and internal events; alert, recover, rotate and clean",
+		Flags: append(app.RoleFlags(),
+			&cli.BoolFlag{Name: "json", Usage: "with --once: print the resources document instead of the table"},
+		),
+		Action: run,
+		// Exit codes are decided by app.Main alone; cli's own handler would
+		// print "exit 2" and exit first.
+		ExitErrHandler: func(context.Context, *cli.Command, error) {},
+	}
+}
+
+func loadConfig(l layout.Layout) (chamberlain.Config, error) {
+	c, err := config.LoadChamberlain(l.ConfigFile(config.ChamberlainFile))
+	if err != nil {
+		return chamberlain.Config{}, &app.ConfigError{Err: err}
+	}
+	k, err := config.LoadKing(l.ConfigFile(config.KingFile))
+	if err != nil {
+		return chamberlain.Config{}, &app.ConfigError{Err: err}
+	}
+	s, err := config.LoadSystem(l.ConfigFile(config.SystemFile))
+	if err != nil {
+		return chamberlain.Config{}, &app.ConfigError{Err: err}
+	}
+	return chamberlain.Config{Chamberlain: c, MaxSoldiers: k.Concurrency.MaxSoldiers, WatchdogInterval: s.WatchdogInterval()}, nil
+}
+
+func run(ctx context.Context, cmd *cli.Command) error {
+	if cmd.Bool("once") {
+		return once(ctx, cmd)
+	}
+	env, err := app.Setup(layout.RoleChamberlain, cmd)
+	if err != nil {
+		return err
+	}
+	cfg, err := loadConfig(env.Layout)
+	if err != nil {
+		return err
+	}
+	role := chamberlain.New(env.Layout, cfg, chamberlain.Deps{
+		Clock: env.Clock, Metrics: chamberlain.NewSystemMetrics(env.Layout.Base),
+		Tmux: env.Tmux, Events: env.Events, Log: env.Log,
+	}, chamberlain.ModeDaemon)
+	defer role.Close()
+	opts := env.RunnerOptions(cmd)
+	opts.Interval = cfg.Chamberlain.MonitoringInterval()
+	return runner.Run(ctx, opts, role)
+}
+
+// once prints one check. Beside a running daemon (it holds the leader lock)
+// it only reads; otherwise it takes the lock for the check and also
+// refreshes resources.json and consumes internal events. It never kills,
+// restarts, cleans or alerts (SPEC §9.26).
+func once(ctx context.Context, cmd *cli.Command) error {
+	// Log lines would garble the table: they go to logs/system.log only.
+	env, err := app.SetupWith(layout.RoleChamberlain, cmd.String("base-dir"), io.Discard)
+	if err != nil {
+		return err
+	}
+	cfg, err := loadConfig(env.Layout)
+	if err != nil {
+		return err
+	}
+	l := env.Layout
+	deps := chamberlain.Deps{
+		Clock: env.Clock, Metrics: chamberlain.NewSystemMetrics(l.Base),
+		Tmux: env.Tmux, Events: env.Events, Log: env.Log,
+	}
+	var rep *chamberlain.Report
+	var tickErr error
+	held, _ := lockfile.Held(l.LeaderLock(layout.RoleChamberlain))
+	var leader *lockfile.Leader
+	if !held {
+		leader, err = lockfile.TryLeader(l.LeaderLock(layout.RoleChamberlain))
+		var he *lockfile.HeldError
+		if errors.As(err, &he) {
+			held = true
+		} else if err != nil {
+			return err
+		}
+	}
+	if held {
+		deps.Log = slog.New(slog.DiscardHandler) // a reader writes nothing, not even logs
+		rep, tickErr = chamberlain.Check(ctx, l, cfg, deps)
+	} else {
+		defer leader.Release()
+		role := chamberlain.New(l, cfg, deps, chamberlain.ModeOnce)
+		tickErr = role.Tick(ctx)
+		role.Close()
+		rep = role.Last
+	}
+	if tickErr != nil && rep != nil && rep.MetricsErr == nil {
+		fmt.Fprintf(os.Stderr, "chamberlain: %v\n", tickErr)
+	}
+	if cmd.Bool("json") {
+		if rep == nil || rep.Resources == nil {
+			return &app.CodeError{Code: 3, Err: fmt.Errorf("cannot evaluate health: %v", tickErr)}
+		}
+		b, err := json.MarshalIndent(rep.Resources, "", "  ")
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(cmd.Root().Writer, string(b))
+	} else if rep != nil {
+		if err := rep.Table(cmd.Root().Writer); err != nil {
+			return err
+		}
+	}
+	if code := rep.ExitCode(); code != 0 {
+		return &app.CodeError{Code: code}
+	}
+	return nil
+}

@@ -1,0 +1,140 @@
+package chamberlain
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/ids"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/queue"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
+)
+
+// Alert kinds (the <kind> of msg-chamberlain-<kind>-<key>-<unix>).
+const (
+	KindHealth    = "health"
+	KindDisk      = "disk"
+	KindRole      = "role"
+	KindFailures  = "failures"
+	KindTimeouts  = "timeouts"
+	KindStale     = "stale"
+	KindReport    = "report"
+	KindRecovered = "recovered"
+)
+
+// alertKey is the alert-state key of a condition.
+func alertKey(kind, key string) string { return kind + ":" + key }
+
+// messageID builds msg-chamberlain-<kind>-<key>-<unix>; a key that would make
+// an invalid id is replaced by a short hash of itself.
+func messageID(kind, key string, at time.Time) string {
+	id := fmt.Sprintf("msg-chamberlain-%s-%s-%d", kind, key, at.Unix())
+	if ids.Valid(id) {
+		return id
+	}
+	sum := sha256.Sum256([]byte(key))
+	return fmt.Sprintf("msg-chamberlain-%s-%s-%d", kind, hex.EncodeToString(sum[:6]), at.Unix())
+}
+
+// condition is one alertable state evaluated this tick.
+type condition struct {
+	Kind, Key string
+	Urgency   string
+	Content   string // what is wrong, human-readable
+}
+
+// alerter applies the no-storm rule: a message on entering a bad state, a
+// repeat at most every `repeat` while it lasts, a recovered note when it
+// clears. State lives in AlertState so it survives restarts.
+type alerter struct {
+	st     *AlertState
+	repeat time.Duration
+	send   func(kind, key, urgency, content string, at time.Time) error
+}
+
+// evaluate reconciles the conditions of the given kinds: conds holds those
+// currently bad; every other active alert of those kinds has cleared.
+func (a *alerter) evaluate(now time.Time, kinds []string, conds []condition) error {
+	var errs []string
+	seen := map[string]bool{}
+	for _, c := range conds {
+		k := alertKey(c.Kind, c.Key)
+		seen[k] = true
+		act := a.st.Active[k]
+		switch {
+		case act == nil:
+			if err := a.send(c.Kind, c.Key, c.Urgency, c.Content, now); err != nil {
+				errs = append(errs, err.Error())
+				continue
+			}
+			a.st.Active[k] = &ActiveAlert{Kind: c.Kind, Key: c.Key, Since: now, LastSent: now, Sent: 1, Content: c.Content}
+		case now.Sub(act.LastSent) >= a.repeat:
+			since := now.Sub(act.Since).Round(time.Minute)
+			content := fmt.Sprintf("%s (still ongoing, for %s)", c.Content, since)
+			if err := a.send(c.Kind, c.Key, c.Urgency, content, now); err != nil {
+				errs = append(errs, err.Error())
+				continue
+			}
+			act.LastSent = now
+			act.Sent++
+			act.Content = c.Content
+		}
+	}
+	for k, act := range a.st.Active {
+		if seen[k] || !containsStr(kinds, act.Kind) {
+			continue
+		}
+		content := fmt.Sprintf("Recovered: %s (lasted %s)", act.Content, now.Sub(act.Since).Round(time.Second))
+		if err := a.send(KindRecovered, act.Kind+"-"+act.Key, schema.UrgencyNormal, content, now); err != nil {
+			errs = append(errs, err.Error())
+			continue
+		}
+		delete(a.st.Active, k)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("queue alerts: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+func containsStr(xs []string, s string) bool {
+	for _, x := range xs {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// putMessage queues a chamberlain message (notification or report) in
+// queue/messages/pending after validating it against the message schema.
+func (r *Role) putMessage(typ, kind, key, urgency, content string, ctxData map[string]any, at time.Time) error {
+	id := messageID(kind, key, at)
+	m := schema.Message{
+		ID:        id,
+		Type:      typ,
+		TaskID:    nil,
+		Urgency:   urgency,
+		Content:   content,
+		Context:   ctxData,
+		SourceRef: nil,
+		CreatedAt: schema.FormatTime(at),
+		Status:    schema.MessagePending,
+	}
+	b, err := encodeMessage(m)
+	if err != nil {
+		return err
+	}
+	if err := r.messages.PutOnce(layout.Pending, id, b); err != nil {
+		if errors.Is(err, queue.ErrExists) {
+			return nil // already queued (a repeat within the same second, or after a crash)
+		}
+		return fmt.Errorf("queue alert %s: %w", id, err)
+	}
+	r.log.Warn(content, "cat", "ALERT", "msg", id)
+	return nil
+}

@@ -1,0 +1,246 @@
+// Package chamberlain keeps the kingdom healthy (seed 000, the consumer side
+// of seed 001, the retention of seed 002, SPEC §4.8): host metrics and
+// health in state/resources.json, role heartbeats and the dead-role table,
+// level-triggered soldier session reconciliation, the internal event stream
+// (stats, anomalies, daily report), alerts without storms, the token budget,
+// log rotation and retention.
+//
+// Drive it with runner.Run(ctx, opts, chamberlain.New(l, cfg, deps, ModeDaemon))
+// on monitoring.interval_seconds, or evaluate one read-only report with
+// Check (chamberlain --once when a daemon runs).
+package chamberlain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/clock"
+	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/eventlog"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/queue"
+	"github.com/kingdom-dev/kingdom/pkg/sessions"
+	"github.com/kingdom-dev/kingdom/pkg/tmux"
+)
+
+// Mode says how much a tick may change.
+type Mode int
+
+const (
+	// ModeDaemon does everything: state, kills, alerts, rotation, cleanup.
+	ModeDaemon Mode = iota
+	// ModeOnce (chamberlain --once with no daemon running) writes
+	// resources.json and consumes internal events, but never kills,
+	// restarts, cleans or alerts (SPEC §9.26).
+	ModeOnce
+	// ModeReadOnly (chamberlain --once beside a daemon) writes nothing.
+	ModeReadOnly
+)
+
+// Tmux is the part of the tmux client the chamberlain uses.
+type Tmux interface {
+	List(ctx context.Context) ([]tmux.Session, error)
+	Kill(ctx context.Context, name string) error
+}
+
+// Config is what the chamberlain reads from the configuration.
+type Config struct {
+	Chamberlain *config.Chamberlain
+	// MaxSoldiers is king.yaml concurrency.max_soldiers (resources.json).
+	MaxSoldiers int
+	// WatchdogInterval is system.yaml watchdog.interval_seconds: how long
+	// start takes to relaunch a missing session.
+	WatchdogInterval time.Duration
+}
+
+// Deps are the chamberlain's connections to the world.
+type Deps struct {
+	Clock   clock.Clock
+	Metrics Metrics
+	Tmux    Tmux
+	Events  *eventlog.Emitter // nil discards
+	Log     *slog.Logger
+}
+
+// Role is the chamberlain's tick.
+type Role struct {
+	l    layout.Layout
+	cfg  Config
+	c    *config.Chamberlain
+	mode Mode
+	clk  clock.Clock
+	met  Metrics
+	tm   Tmux
+	em   *eventlog.Emitter
+	log  *slog.Logger
+
+	reg      *sessions.Registry
+	messages *queue.Queue
+	events   *queue.Queue
+	tasks    *queue.Queue
+
+	cursor *eventlog.Cursor
+
+	loaded  bool
+	anomaly AnomalyState
+	alerts  AlertState
+	state   MonitorState
+	stats   Stats
+	// last encodings written, to skip identical rewrites
+	lastAnomaly, lastAlerts, lastState, lastStats []byte
+
+	lastTempSweep time.Time
+	lastTokens    time.Time
+	tokens        Tokens
+	tokenErr      error
+
+	// Last is the report of the most recent tick.
+	Last *Report
+}
+
+// New builds the chamberlain for layout l.
+func New(l layout.Layout, cfg Config, d Deps, mode Mode) *Role {
+	if cfg.Chamberlain == nil {
+		cfg.Chamberlain = config.DefaultChamberlain()
+	}
+	if cfg.MaxSoldiers == 0 {
+		cfg.MaxSoldiers = config.DefaultKing().Concurrency.MaxSoldiers
+	}
+	if cfg.WatchdogInterval == 0 {
+		cfg.WatchdogInterval = config.DefaultSystem().WatchdogInterval()
+	}
+	if d.Clock == nil {
+		d.Clock = clock.Real{}
+	}
+	if d.Metrics == nil {
+		d.Metrics = NewSystemMetrics(l.Base)
+	}
+	if d.Tmux == nil {
+		d.Tmux = tmux.New()
+	}
+	if d.Log == nil {
+		d.Log = slog.New(slog.DiscardHandler)
+	}
+	em := d.Events
+	if mode == ModeReadOnly {
+		em = nil // a reader emits nothing
+	}
+	return &Role{
+		l: l, cfg: cfg, c: cfg.Chamberlain, mode: mode,
+		clk: d.Clock, met: d.Metrics, tm: d.Tmux, em: em, log: d.Log,
+		reg:      sessions.New(l),
+		messages: queue.New(l, layout.QMessages, em),
+		events:   queue.New(l, layout.QEvents, nil),
+		tasks:    queue.New(l, layout.QTasks, nil),
+	}
+}
+
+func (r *Role) emit(typ string, data any) {
+	if err := r.em.Emit(typ, data); err != nil {
+		r.log.Warn("emit internal event", "type", typ, "err", err)
+	}
+}
+
+// load reads the persisted state once. A corrupt state file is logged and
+// replaced by a fresh one rather than stopping the chamberlain.
+func (r *Role) load(now time.Time) {
+	if r.loaded {
+		return
+	}
+	r.loaded = true
+	for path, v := range map[string]any{
+		r.l.ChamberlainAnomalyState(): &r.anomaly,
+		r.l.ChamberlainAlertState():   &r.alerts,
+		statePath(r.l):                &r.state,
+		r.l.StatsJSON():               &r.stats,
+	} {
+		if err := loadJSON(path, v); err != nil {
+			r.log.Warn("state file unreadable, starting it afresh", "err", err)
+		}
+	}
+	r.anomaly.init()
+	r.alerts.init()
+	r.state.init(now)
+	r.stats.init()
+}
+
+// save persists every state file that changed.
+func (r *Role) save() error {
+	if r.mode == ModeReadOnly {
+		return nil
+	}
+	var errs []error
+	var err error
+	r.lastStats, err = saveJSON(r.l.StatsJSON(), &r.stats, r.lastStats)
+	errs = append(errs, err)
+	r.lastAnomaly, err = saveJSON(r.l.ChamberlainAnomalyState(), &r.anomaly, r.lastAnomaly)
+	errs = append(errs, err)
+	r.lastState, err = saveJSON(statePath(r.l), &r.state, r.lastState)
+	errs = append(errs, err)
+	if r.mode == ModeDaemon {
+		r.lastAlerts, err = saveJSON(r.l.ChamberlainAlertState(), &r.alerts, r.lastAlerts)
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Tick runs one round: observe, decide, act (SPEC §4.8).
+func (r *Role) Tick(ctx context.Context) error {
+	now := r.clk.Now()
+	r.load(now)
+	var errs []error
+	rep, err := r.observe(ctx, now)
+	r.Last = rep
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if r.mode == ModeReadOnly {
+		return errors.Join(errs...)
+	}
+	if err := r.writeResources(rep); err != nil {
+		errs = append(errs, err)
+	}
+	if err := r.consume(); err != nil {
+		errs = append(errs, err)
+	}
+	if r.mode == ModeDaemon {
+		if err := r.act(ctx, rep, now); err != nil {
+			// Alerts and recovery failing must not hide the rest; logged,
+			// retried next tick.
+			r.log.Error("recovery actions", "err", err)
+		}
+		if err := r.periodic(ctx, now); err != nil {
+			r.log.Error("periodic jobs", "err", err)
+		}
+	}
+	if err := r.save(); err != nil {
+		errs = append(errs, err)
+	}
+	// The cursor is saved after the state built from its events: a crash in
+	// between re-reads them (at-least-once, seed 000).
+	if r.cursor != nil {
+		if err := r.cursor.Save(); err != nil {
+			errs = append(errs, fmt.Errorf("save events cursor: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Close releases the events cursor.
+func (r *Role) Close() error {
+	if r.cursor != nil {
+		return r.cursor.Close()
+	}
+	return nil
+}
+
+func joinErrs(msgs []string) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(msgs, "; "))
+}

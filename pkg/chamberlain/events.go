@@ -1,0 +1,175 @@
+package chamberlain
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/eventlog"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
+)
+
+// consume reads the internal events appended since the cursor (O(new
+// bytes)) into stats, anomaly and report state. The caller saves the state
+// and then the cursor.
+func (r *Role) consume() error {
+	if r.cursor == nil {
+		c, err := eventlog.OpenCursor(r.l.EventsLog(), r.l.ChamberlainCursor())
+		if err != nil {
+			return fmt.Errorf("open events cursor: %w", err)
+		}
+		r.cursor = c
+	}
+	before := r.cursor.Corrupt
+	_, err := r.cursor.Poll(r.apply)
+	if d := r.cursor.Corrupt - before; d > 0 {
+		r.stats.CorruptLines += int64(d)
+		r.log.Warn("skipped corrupt lines in events.log", "count", d)
+	}
+	r.stats.UpdatedAt = schema.FormatTime(r.clk.Now())
+	if err != nil {
+		return fmt.Errorf("read events.log: %w", err)
+	}
+	return nil
+}
+
+// eventData is the union of the data fields the chamberlain reads.
+type eventData struct {
+	EventID         string   `json:"event_id"`
+	General         string   `json:"general"`
+	TargetGeneral   string   `json:"target_general"`
+	DurationSeconds *float64 `json:"duration_seconds"`
+}
+
+// generalOf names the general an outcome event is about: its actor (the
+// king emits task.* with actor = the general, SPEC §9.7), else the data.
+func generalOf(ev eventlog.Event, d eventData) string {
+	if strings.HasPrefix(ev.Actor, "gen-") {
+		return ev.Actor
+	}
+	if d.General != "" {
+		return d.General
+	}
+	if d.TargetGeneral != "" {
+		return d.TargetGeneral
+	}
+	return ev.Actor
+}
+
+// apply folds one event into the counters and detectors. It must not log
+// or emit: it also runs under the exclusive rotation lock.
+func (r *Role) apply(ev eventlog.Event) error {
+	var d eventData
+	if len(ev.Data) > 0 {
+		_ = json.Unmarshal(ev.Data, &d) // a data shape we do not know counts by type only
+	}
+	at := ev.Time()
+	if at.IsZero() {
+		at = r.clk.Now()
+	}
+	st, rep, an := &r.stats, &r.state.Report, &r.anomaly
+	st.Events++
+	gs := func(name string) *GeneralStats {
+		g := st.Generals[name]
+		if g == nil {
+			g = &GeneralStats{}
+			st.Generals[name] = g
+		}
+		return g
+	}
+	switch ev.Type {
+	case "task.created":
+		rep.Created++
+	case "task.completed":
+		st.Totals.TaskCompleted++
+		rep.Completed++
+		name := generalOf(ev, d)
+		g := gs(name)
+		g.Completed++
+		if d.DurationSeconds != nil && *d.DurationSeconds >= 0 {
+			g.DurationCount++
+			g.DurationSumSeconds += *d.DurationSeconds
+			g.AvgDurationSeconds = round1(g.DurationSumSeconds / float64(g.DurationCount))
+			rep.DurSum[name] += *d.DurationSeconds
+			rep.DurCount[name]++
+		}
+		// A success ends a failure streak: only truly consecutive failures count.
+		delete(an.Consecutive, name)
+	case "task.failed":
+		st.Totals.TaskFailed++
+		rep.Failed++
+		name := generalOf(ev, d)
+		gs(name).Failed++
+		an.Consecutive[name]++
+	case "task.needs_human":
+		rep.NeedsHuman++
+		gs(generalOf(ev, d)).NeedsHuman++
+	case "soldier.spawned":
+		st.Totals.SoldierSpawned++
+		rep.Spawned++
+	case "soldier.timeout":
+		st.Totals.SoldierTimeout++
+		rep.Timeout++
+		an.Timeouts = append(an.Timeouts, at)
+	case "event.detected":
+		if d.EventID != "" {
+			if _, ok := an.Detected[d.EventID]; !ok {
+				an.Detected[d.EventID] = at
+			}
+		}
+	case "event.dispatched", "event.discarded":
+		delete(an.Detected, d.EventID)
+		delete(an.StaleAlerted, d.EventID)
+	}
+	return nil
+}
+
+// anomalies evaluates the detectors at now: failure streaks and the
+// timeout spike as alert conditions, and stale events (returned once each,
+// to be warned about and alerted once).
+func (r *Role) anomalies(now time.Time) (conds []condition, stale []string) {
+	an := &r.anomaly
+	for actor, n := range an.Consecutive {
+		if n >= r.c.Anomaly.ConsecutiveFailures {
+			conds = append(conds, condition{Kind: KindFailures, Key: actor, Urgency: schema.UrgencyNormal,
+				Content: fmt.Sprintf("[anomaly] %s failed %d tasks in a row — a problem in its domain?", actor, n)})
+		}
+	}
+	hourAgo := now.Add(-time.Hour)
+	kept := an.Timeouts[:0]
+	for _, t := range an.Timeouts {
+		if t.After(hourAgo) && !t.After(now.Add(time.Minute)) {
+			kept = append(kept, t)
+		}
+	}
+	an.Timeouts = kept
+	if len(kept) >= r.c.Anomaly.TimeoutSpike {
+		conds = append(conds, condition{Kind: KindTimeouts, Key: "last-hour", Urgency: schema.UrgencyNormal,
+			Content: fmt.Sprintf("[anomaly] %d soldier timeouts in the last hour — the system may be overloaded", len(kept))})
+	}
+	staleAfter := r.c.EventStale()
+	for id, t := range an.Detected {
+		age := now.Sub(t)
+		if age < staleAfter {
+			continue
+		}
+		// Level-triggered: an event the king has moved on is handled even if
+		// its event.dispatched line was lost.
+		if s, ok := r.events.Find(id); !ok || (s != layout.Pending && s != layout.Petitioning) {
+			delete(an.Detected, id)
+			delete(an.StaleAlerted, id)
+			continue
+		}
+		if _, done := an.StaleAlerted[id]; done {
+			if age > 7*24*time.Hour {
+				delete(an.Detected, id)
+				delete(an.StaleAlerted, id)
+			}
+			continue
+		}
+		stale = append(stale, id)
+	}
+	return conds, stale
+}

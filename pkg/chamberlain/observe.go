@@ -1,0 +1,306 @@
+package chamberlain
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/sessions"
+	"github.com/kingdom-dev/kingdom/pkg/tmux"
+)
+
+// Resources is state/resources.json, exactly seed 000's shape (SPEC §3.3).
+type Resources struct {
+	Timestamp string      `json:"timestamp"`
+	System    SystemDoc   `json:"system"`
+	Sessions  SessionsDoc `json:"sessions"`
+	Health    string      `json:"health"`
+	Tokens    *Tokens     `json:"tokens,omitempty"`
+}
+
+// SystemDoc is resources.json's system object.
+type SystemDoc struct {
+	CPUPercent    float64    `json:"cpu_percent"`
+	MemoryPercent float64    `json:"memory_percent"`
+	DiskPercent   float64    `json:"disk_percent"`
+	LoadAverage   [3]float64 `json:"load_average"`
+}
+
+// SessionsDoc is resources.json's sessions object.
+type SessionsDoc struct {
+	SoldiersActive int      `json:"soldiers_active"`
+	SoldiersMax    int      `json:"soldiers_max"`
+	List           []string `json:"list"`
+}
+
+// Role states in a Report.
+const (
+	RoleOK         = "ok"
+	RoleDead       = "dead"
+	RoleNotStarted = "not started"
+	RoleStarting   = "starting" // session newer than its heartbeat
+)
+
+// RoleStatus is one watched role.
+type RoleStatus struct {
+	Name      string
+	State     string
+	Heartbeat time.Time // zero when the role never started
+	Age       time.Duration
+	Session   bool
+	PID       int
+	Created   time.Time
+}
+
+// QueueDepth is the number of files in one queue state.
+type QueueDepth struct {
+	Queue, State string
+	Count        int
+}
+
+// Report is one evaluation of the kingdom's health.
+type Report struct {
+	Time       time.Time
+	Sample     Sample
+	MetricsErr error
+	Health     string // "" when metrics could not be read
+	Reason     string
+	Thresholds config.Thresholds
+	Resources  *Resources // nil when metrics could not be read
+
+	Roles []RoleStatus
+
+	Registered   []sessions.Entry // soldier registry (after pruning, in daemon mode)
+	Pruned       []sessions.Entry // entries removed this tick (daemon)
+	Unregistered []tmux.Session   // soldier-* sessions registered nowhere, older than the grace
+	TmuxErr      error
+	tmuxByName   map[string]tmux.Session
+
+	Tokens   Tokens
+	TokenErr error
+
+	Queues []QueueDepth
+	Errors []string // things that could not be read
+}
+
+// errNoChange aborts a sessions.json update that would change nothing.
+var errNoChange = errors.New("no change")
+
+func (r *Role) observe(ctx context.Context, now time.Time) (*Report, error) {
+	rep := &Report{Time: now, Thresholds: r.c.Thresholds}
+	var errs []error
+
+	s, err := r.met.Sample(ctx)
+	if err != nil {
+		rep.MetricsErr = err
+		errs = append(errs, err)
+	} else {
+		s.CPU, s.Memory, s.Disk = round1(s.CPU), round1(s.Memory), round1(s.Disk)
+		for i := range s.Load {
+			s.Load[i] = round2(s.Load[i])
+		}
+		rep.Sample = s
+		rep.Health, rep.Reason = Evaluate(s, r.c.Thresholds)
+	}
+
+	if err := r.observeSessions(ctx, now, rep); err != nil {
+		rep.TmuxErr = err
+		errs = append(errs, err)
+	}
+	r.observeRoles(now, rep)
+	r.observeTokens(now, rep)
+	for _, q := range []struct{ kind, state string }{
+		{layout.QEvents, layout.Pending}, {layout.QEvents, layout.Petitioning}, {layout.QEvents, layout.Dispatched},
+		{layout.QTasks, layout.Pending}, {layout.QTasks, layout.InProgress},
+		{layout.QMessages, layout.Pending}, {layout.QMessages, layout.Failed},
+	} {
+		qq := r.messages
+		switch q.kind {
+		case layout.QEvents:
+			qq = r.events
+		case layout.QTasks:
+			qq = r.tasks
+		}
+		rep.Queues = append(rep.Queues, QueueDepth{Queue: q.kind, State: q.state, Count: qq.Count(q.state)})
+	}
+
+	if rep.MetricsErr == nil {
+		list := make([]string, 0, len(rep.tmuxByName))
+		for n := range rep.tmuxByName {
+			list = append(list, n)
+		}
+		sort.Strings(list)
+		res := &Resources{
+			Timestamp: schema.FormatTime(now),
+			System: SystemDoc{
+				CPUPercent: s.CPU, MemoryPercent: s.Memory, DiskPercent: s.Disk, LoadAverage: s.Load,
+			},
+			Sessions: SessionsDoc{SoldiersActive: len(rep.Registered), SoldiersMax: r.cfg.MaxSoldiers, List: list},
+			Health:   rep.Health,
+		}
+		tk := rep.Tokens
+		res.Tokens = &tk
+		rep.Resources = res
+	}
+	return rep, errors.Join(errs...)
+}
+
+// observeSessions lists tmux once. In daemon mode it does so holding
+// sessions.lock and prunes registry entries whose session is gone and that
+// are older than the orphan grace (SPEC §9.12); otherwise it only reads.
+func (r *Role) observeSessions(ctx context.Context, now time.Time, rep *Report) error {
+	grace := r.c.OrphanGrace()
+	var listed []tmux.Session
+	var keep, pruned []sessions.Entry
+	split := func(es []sessions.Entry, alive map[string]bool) {
+		keep, pruned = nil, nil
+		for _, e := range es {
+			if alive[e.ID] || now.Sub(e.StartedAt) < grace {
+				keep = append(keep, e)
+			} else {
+				pruned = append(pruned, e)
+			}
+		}
+	}
+	index := func(ss []tmux.Session) map[string]bool {
+		alive := make(map[string]bool, len(ss))
+		rep.tmuxByName = make(map[string]tmux.Session, len(ss))
+		for _, s := range ss {
+			alive[s.Name] = true
+			rep.tmuxByName[s.Name] = s
+		}
+		return alive
+	}
+	if r.mode == ModeDaemon {
+		err := r.reg.Update(func(es []sessions.Entry) ([]sessions.Entry, error) {
+			ss, err := r.tm.List(ctx)
+			if err != nil {
+				return nil, err
+			}
+			listed = ss
+			split(es, index(ss))
+			if len(pruned) == 0 {
+				return nil, errNoChange
+			}
+			return keep, nil
+		})
+		if err != nil && !errors.Is(err, errNoChange) {
+			return fmt.Errorf("reconcile sessions: %w", err)
+		}
+		rep.Pruned = pruned
+		for _, e := range pruned {
+			r.log.Info("removed dead session from registry", "soldier", e.ID, "task", e.TaskID, "cat", "CLEANUP")
+			r.emit("system.session_orphaned", map[string]any{"soldier_id": e.ID, "task_id": e.TaskID, "general": e.General})
+		}
+		if len(pruned) > 0 {
+			r.emit("recovery.sessions_cleaned", map[string]any{"removed_count": len(pruned)})
+		}
+	} else {
+		// Readers take no lock: sessions.json is replaced by rename, so a
+		// plain read sees a whole version.
+		es, rerr := readRegistry(r.l.SessionsJSON())
+		if rerr != nil {
+			rep.Errors = append(rep.Errors, rerr.Error())
+		}
+		ss, err := r.tm.List(ctx)
+		if err != nil {
+			index(nil)
+			rep.Registered = es
+			return fmt.Errorf("list tmux sessions: %w", err)
+		}
+		listed = ss
+		split(es, index(ss))
+		keep = es // nothing is pruned by a reader
+	}
+	rep.Registered = keep
+	registered := make(map[string]bool, len(keep))
+	for _, e := range keep {
+		registered[e.ID] = true
+	}
+	for _, s := range listed {
+		if strings.HasPrefix(s.Name, "soldier-") && !registered[s.Name] && !s.Created.IsZero() && now.Sub(s.Created) >= grace {
+			rep.Unregistered = append(rep.Unregistered, s)
+		}
+	}
+	return nil
+}
+
+func readRegistry(path string) ([]sessions.Entry, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) || (err == nil && len(b) == 0) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	var es []sessions.Entry
+	if err := json.Unmarshal(b, &es); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", path, err)
+	}
+	return es, nil
+}
+
+// watchedRoles returns sentinel, king, envoy and every installed general
+// (config/generals/*.yaml), plus the chamberlain itself for reports.
+func (r *Role) watchedRoles(rep *Report) []string {
+	names := []string{layout.RoleSentinel, layout.RoleKing, layout.RoleEnvoy}
+	ms, err := config.LoadManifests(r.l.GeneralsConfigDir())
+	if err != nil {
+		rep.Errors = append(rep.Errors, err.Error())
+	}
+	for _, m := range ms {
+		names = append(names, m.Name)
+	}
+	return append(names, layout.RoleChamberlain)
+}
+
+// observeRoles reads each role's heartbeat. A heartbeat older than the
+// role's current session is ignored (a freshly relaunched role has not
+// ticked yet, SPEC §9.14): the session's creation counts as last seen.
+func (r *Role) observeRoles(now time.Time, rep *Report) {
+	threshold := r.c.HeartbeatThreshold()
+	for _, name := range r.watchedRoles(rep) {
+		st := RoleStatus{Name: name}
+		if s, ok := rep.tmuxByName[name]; ok {
+			st.Session, st.PID, st.Created = true, s.PID, s.Created
+		}
+		fi, err := os.Stat(r.l.Heartbeat(name))
+		if err != nil {
+			st.State = RoleNotStarted
+			rep.Roles = append(rep.Roles, st)
+			continue
+		}
+		st.Heartbeat = fi.ModTime()
+		seen := st.Heartbeat
+		st.State = RoleOK
+		if st.Session && st.Created.After(seen) {
+			seen = st.Created
+			st.State = RoleStarting
+		}
+		st.Age = now.Sub(seen)
+		if st.Age > threshold {
+			st.State = RoleDead
+		}
+		rep.Roles = append(rep.Roles, st)
+	}
+}
+
+// observeTokens re-reads the token stats every monitoring_interval_seconds
+// (each call outside the daemon).
+func (r *Role) observeTokens(now time.Time, rep *Report) {
+	if r.mode != ModeDaemon || r.lastTokens.IsZero() || now.Sub(r.lastTokens) >= r.c.TokenMonitoringInterval() || now.Before(r.lastTokens) {
+		r.tokens, r.tokenErr = ReadTokens(r.c.StatsPath(), localDate(now), r.c)
+		r.lastTokens = now
+	}
+	rep.Tokens, rep.TokenErr = r.tokens, r.tokenErr
+}
+
+func localDate(t time.Time) string { return t.In(time.Local).Format("2006-01-02") }

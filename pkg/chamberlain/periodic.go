@@ -1,0 +1,292 @@
+package chamberlain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
+	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/lockfile"
+)
+
+// tempSweepEvery is how often dot-temps older than tempMaxAge are swept.
+const (
+	tempSweepEvery = 10 * time.Minute
+	tempMaxAge     = 10 * time.Minute
+)
+
+// periodic runs size-based log rotation every tick, the temp sweep every
+// ten minutes, and the daily jobs once per local day at or after their hour
+// (a marker file per job, so a chamberlain that was down at that minute
+// still runs them later that day).
+func (r *Role) periodic(ctx context.Context, now time.Time) error {
+	var errs []error
+	errs = append(errs, r.rotateLogs())
+	if r.lastTempSweep.IsZero() || now.Sub(r.lastTempSweep) >= tempSweepEvery || now.Before(r.lastTempSweep) {
+		r.lastTempSweep = now
+		r.sweepTemps(now)
+	}
+	if r.due("events-rotation", r.c.EventsRotation.Hour, now, false) {
+		errs = append(errs, r.splitEvents(now))
+	}
+	if r.due("cleanup", r.c.Cleanup.Hour, now, true) {
+		errs = append(errs, r.cleanup(now))
+	}
+	if r.due("report", r.c.Report.Hour, now, false) {
+		errs = append(errs, r.dailyReport(now))
+	}
+	return errors.Join(errs...)
+}
+
+// due reports whether a daily job should run now and, if so, records today
+// in its marker first (a crash mid-job does not repeat it the same day).
+// With runFirst false a missing marker only records today: a fresh install
+// does not split or report a day it did not watch.
+func (r *Role) due(job string, hour int, now time.Time, runFirst bool) bool {
+	local := now.In(time.Local)
+	today := local.Format("2006-01-02")
+	path := dailyMarker(r.l, job)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) && !runFirst {
+		mark := today // started after today's hour: first run tomorrow
+		if local.Hour() < hour {
+			mark = local.AddDate(0, 0, -1).Format("2006-01-02") // still runs today
+		}
+		r.writeMarker(path, mark)
+		return false
+	}
+	if strings.TrimSpace(string(b)) == today || local.Hour() < hour {
+		return false
+	}
+	return r.writeMarker(path, today)
+}
+
+func (r *Role) writeMarker(path, date string) bool {
+	if err := atomicfile.WriteFile(path, []byte(date+"\n"), 0o600); err != nil {
+		r.log.Error("write daily marker", "path", path, "err", err)
+		return false
+	}
+	return true
+}
+
+// rotateLogs renames every logs/*.log over retention.log_max_mb to .old
+// (events logs excepted: events.log is only split daily, SPEC §9.11).
+func (r *Role) rotateLogs() error {
+	ents, err := os.ReadDir(r.l.LogsDir())
+	if err != nil {
+		return fmt.Errorf("list logs: %w", err)
+	}
+	max := r.c.Retention.LogMaxBytes()
+	var errs []error
+	for _, e := range ents {
+		name := e.Name()
+		if e.IsDir() || !strings.HasSuffix(name, ".log") || strings.HasPrefix(name, "events") || strings.HasPrefix(name, ".") {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil || fi.Size() <= max {
+			continue
+		}
+		path := filepath.Join(r.l.LogsDir(), name)
+		var size int64
+		// Writers append holding the lock shared; nothing may log or emit
+		// while we hold it exclusively.
+		err = lockfile.With(r.l.RotateLock(), func() error {
+			fi, err := os.Stat(path)
+			if err != nil || fi.Size() <= max {
+				return err
+			}
+			size = fi.Size()
+			return os.Rename(path, path+".old")
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("rotate %s: %w", name, err))
+			continue
+		}
+		if size > 0 {
+			r.log.Info(fmt.Sprintf("rotated %s (%d MB → .old)", name, size>>20), "cat", "ROTATION")
+			r.emit("recovery.log_rotated", map[string]any{"file": name, "size_mb": size >> 20})
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// SplitEvents renames logs/events.log to events-YYYYMMDD.log (the previous
+// local day) under the exclusive rotation lock, after draining the cursor
+// so the old file is finished first.
+func (r *Role) splitEvents(now time.Time) error {
+	if _, err := os.Stat(r.l.EventsLog()); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err := r.consume(); err != nil {
+		return err
+	}
+	day := now.In(time.Local).AddDate(0, 0, -1).Format("20060102")
+	var dst string
+	err := lockfile.With(r.l.RotateLock(), func() error {
+		// Writers are held off now: drain what they appended meanwhile.
+		if _, err := r.cursor.Poll(r.apply); err != nil {
+			return err
+		}
+		dst = r.l.EventsLogDay(day)
+		for i := 2; ; i++ {
+			if _, err := os.Lstat(dst); errors.Is(err, fs.ErrNotExist) {
+				break
+			}
+			dst = filepath.Join(r.l.LogsDir(), fmt.Sprintf("events-%s-%d.log", day, i))
+		}
+		return os.Rename(r.l.EventsLog(), dst)
+	})
+	if err != nil {
+		return fmt.Errorf("split events.log: %w", err)
+	}
+	r.log.Info("events log split: "+filepath.Base(dst), "cat", "ROTATION")
+	return nil
+}
+
+// sweepTemps removes dot-temps older than ten minutes everywhere in the tree
+// (SPEC §9.31): their writer died.
+func (r *Role) sweepTemps(now time.Time) {
+	n := 0
+	for _, d := range r.l.Dirs() {
+		m, _ := atomicfile.SweepOldTemps(d, tempMaxAge, now)
+		n += m
+	}
+	if n > 0 {
+		r.log.Info("removed stale temp files", "count", n, "cat", "CLEANUP")
+	}
+}
+
+// cleanup deletes files past their retention (seed 002, SPEC §9.31).
+func (r *Role) cleanup(now time.Time) error {
+	ret := r.c.Retention
+	l := r.l
+	type rule struct {
+		dir   string
+		days  int
+		match func(name string) bool
+	}
+	all := func(string) bool { return true }
+	suffix := func(s ...string) func(string) bool {
+		return func(n string) bool {
+			for _, x := range s {
+				if strings.HasSuffix(n, x) {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	rules := []rule{
+		{l.LogsDir(), ret.LogsDays, suffix(".old")},
+		{l.LogsDir(), ret.LogsDays, func(n string) bool { return strings.HasPrefix(n, "events-") && strings.HasSuffix(n, ".log") }},
+		{l.LogsDir(), ret.LogsDays, func(n string) bool { return n == filepath.Base(l.EnvoyConsoleLog()) }},
+		{l.SessionLogsDir(), ret.SessionLogsDays, suffix(".json", ".err", ".log")},
+		{l.AnalysisDir(), ret.LogsDays, func(n string) bool { return strings.HasPrefix(n, "daily-") && strings.HasSuffix(n, ".json") }},
+		{l.ResultsDir(), ret.ResultsDays, all},
+		{l.PromptsDir(), ret.PromptsDays, all},
+		{l.QueueState(layout.QEvents, layout.Completed), ret.QueueDays, all},
+		{l.QueueState(layout.QTasks, layout.Completed), ret.QueueDays, all},
+		{l.QueueState(layout.QMessages, layout.Sent), ret.QueueDays, all},
+		{l.QueueState(layout.QMessages, layout.Failed), ret.FailedDays, all},
+		{l.QueueState(layout.QEvents, layout.Rejected), ret.RejectedDays, all},
+		{l.QueueState(layout.QTasks, layout.Rejected), ret.RejectedDays, all},
+		{l.QueueState(layout.QMessages, layout.Rejected), ret.RejectedDays, all},
+		{l.InboxRejected(), ret.RejectedDays, all},
+		{l.PetitionResultsDir(), ret.PetitionDays, all},
+		{l.SeenDir(), ret.SeenDays, all},
+	}
+	total := 0
+	var errs []error
+	for _, ru := range rules {
+		n, err := removeOlder(ru.dir, now.Add(-config.Days(ru.days)), ru.match)
+		total += n
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	n, err := r.cleanTaskDirs(now.Add(-config.Days(ret.TaskDirsDays)))
+	total += n
+	if err != nil {
+		errs = append(errs, err)
+	}
+	r.warnOldEntries(now)
+	if total > 0 {
+		r.log.Info(fmt.Sprintf("deleted %d expired files", total), "cat", "CLEANUP")
+		r.emit("recovery.files_cleaned", map[string]any{"deleted_count": total})
+	}
+	return errors.Join(errs...)
+}
+
+// removeOlder deletes regular files in dir (not dot-files, not recursing)
+// whose name matches and whose mtime is before cutoff.
+func removeOlder(dir string, cutoff time.Time, match func(string) bool) (int, error) {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("list %s: %w", dir, err)
+	}
+	n := 0
+	for _, e := range ents {
+		name := e.Name()
+		if !e.Type().IsRegular() || strings.HasPrefix(name, ".") || !match(name) {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil || !fi.ModTime().Before(cutoff) {
+			continue
+		}
+		if os.Remove(filepath.Join(dir, name)) == nil {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// cleanTaskDirs removes workspace/<general>/tasks/<task>/ directories older
+// than cutoff whose task is not pending or in progress.
+func (r *Role) cleanTaskDirs(cutoff time.Time) (int, error) {
+	gens, err := os.ReadDir(r.l.WorkspaceDir())
+	if err != nil {
+		return 0, nil
+	}
+	n := 0
+	var errs []error
+	for _, g := range gens {
+		if !g.IsDir() {
+			continue
+		}
+		dir := filepath.Join(r.l.WorkspaceDir(), g.Name(), "tasks")
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			if !e.IsDir() {
+				continue
+			}
+			fi, err := e.Info()
+			if err != nil || !fi.ModTime().Before(cutoff) {
+				continue
+			}
+			if r.tasks.Exists(layout.InProgress, e.Name()) || r.tasks.Exists(layout.Pending, e.Name()) {
+				continue
+			}
+			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+				errs = append(errs, fmt.Errorf("remove task dir %s: %w", e.Name(), err))
+				continue
+			}
+			n++
+		}
+	}
+	return n, errors.Join(errs...)
+}

@@ -1,0 +1,204 @@
+package chamberlain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/queue"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
+)
+
+// act applies the daemon's decisions: orphan kills, the dead-role table,
+// and every alert condition.
+func (r *Role) act(ctx context.Context, rep *Report, now time.Time) error {
+	var errs []string
+	for _, s := range rep.Unregistered {
+		if err := r.tm.Kill(ctx, s.Name); err != nil {
+			errs = append(errs, fmt.Sprintf("kill orphan %s: %v", s.Name, err))
+			continue
+		}
+		r.log.Info("killed unregistered soldier session", "soldier", s.Name, "age", now.Sub(s.Created).Round(time.Second), "cat", "RECOVERY")
+		r.emit("recovery.session_killed", map[string]any{"soldier_id": s.Name, "reason": "orphaned"})
+	}
+
+	var conds []condition
+	kinds := []string{KindRole, KindFailures, KindTimeouts}
+	if rep.Resources != nil {
+		kinds = append(kinds, KindHealth, KindDisk)
+		if rep.Health == Red {
+			conds = append(conds, condition{Kind: KindHealth, Key: Red, Urgency: schema.UrgencyHigh,
+				Content: fmt.Sprintf("[urgent] System health RED — CPU %.1f%%, memory %.1f%% (red above %.0f%% / %.0f%%)",
+					rep.Sample.CPU, rep.Sample.Memory, r.c.Thresholds.CPURed, r.c.Thresholds.MemoryRed)})
+		}
+		if rep.Sample.Disk > r.c.Thresholds.DiskWarning {
+			conds = append(conds, condition{Kind: KindDisk, Key: "base", Urgency: schema.UrgencyNormal,
+				Content: fmt.Sprintf("Disk usage %.1f%% on the filesystem of %s — over the %.0f%% threshold",
+					rep.Sample.Disk, r.l.Base, r.c.Thresholds.DiskWarning)})
+		}
+	}
+	rc, err := r.deadRoles(ctx, rep, now)
+	if err != nil {
+		errs = append(errs, err.Error())
+	}
+	if rep.TmuxErr != nil {
+		// Without a session list, role states are unknown: keep their alerts
+		// as they are rather than announcing a recovery.
+		kinds = kinds[1:]
+	} else {
+		conds = append(conds, rc...)
+	}
+	ac, stale := r.anomalies(now)
+	conds = append(conds, ac...)
+
+	al := &alerter{st: &r.alerts, repeat: r.c.AlertRepeat(), send: func(kind, key, urgency, content string, at time.Time) error {
+		return r.putMessage(schema.MessageNotification, kind, key, urgency, content, map[string]any{"kind": kind, "key": key}, at)
+	}}
+	if err := al.evaluate(now, kinds, conds); err != nil {
+		errs = append(errs, err.Error())
+	}
+	for _, id := range stale {
+		age := now.Sub(r.anomaly.Detected[id]).Round(time.Minute)
+		r.log.Warn("event detected but not dispatched", "event", id, "age", age)
+		content := fmt.Sprintf("[anomaly] event %s was detected %s ago and is still not dispatched — is the king running?", id, age)
+		if err := r.putMessage(schema.MessageNotification, KindStale, id, schema.UrgencyNormal, content,
+			map[string]any{"kind": KindStale, "event_id": id}, now); err != nil {
+			errs = append(errs, err.Error())
+			continue
+		}
+		r.anomaly.StaleAlerted[id] = now
+	}
+	return joinErrs(errs)
+}
+
+// restartAllowed says whether the chamberlain kills a hung session of role
+// so that start relaunches it (SPEC §9.14): the sentinel per
+// auto_recovery.restart_sentinel, the others per restart_others.
+func (r *Role) restartAllowed(role string) bool {
+	if role == layout.RoleSentinel {
+		return r.c.AutoRecovery.RestartSentinel
+	}
+	return r.c.AutoRecovery.RestartOthers
+}
+
+// deadRoles applies the dead-role table to every role whose heartbeat is
+// stale and returns the alert conditions that hold.
+func (r *Role) deadRoles(ctx context.Context, rep *Report, now time.Time) ([]condition, error) {
+	var conds []condition
+	var errs []string
+	threshold := r.c.HeartbeatThreshold()
+	for _, st := range rep.Roles {
+		if st.Name == layout.RoleChamberlain {
+			continue // that is us
+		}
+		down := r.state.Roles[st.Name]
+		if st.State != RoleDead {
+			if down != nil {
+				if st.Session && st.PID != 0 && st.PID != down.SeenPID {
+					r.log.Info("role is back in a new session", "role", st.Name, "pid", st.PID, "cat", "RECOVERY")
+					r.emit("recovery.session_restarted", map[string]any{"target": st.Name, "role": st.Name, "pid": st.PID})
+				}
+				delete(r.state.Roles, st.Name)
+			}
+			continue
+		}
+		if down == nil {
+			down = &RoleDown{Since: now, LastSeen: st.Heartbeat, SeenPID: st.PID}
+			r.state.Roles[st.Name] = down
+			r.log.Warn(fmt.Sprintf("heartbeat missed: %s (%s > %s)", st.Name, st.Age.Round(time.Second), threshold), "cat", "HEARTBEAT")
+			r.emit("system.heartbeat_missed", map[string]any{
+				"target": st.Name, "last_seen": schema.FormatTime(st.Heartbeat), "threshold_seconds": r.c.Heartbeat.ThresholdSeconds,
+			})
+		}
+		restart := r.restartAllowed(st.Name)
+		if st.Session && restart {
+			// Hung: alive but not ticking. Kill it; start's watchdog relaunches it.
+			if err := r.tm.Kill(ctx, st.Name); err != nil {
+				errs = append(errs, fmt.Sprintf("kill hung %s: %v", st.Name, err))
+			} else {
+				down.KilledPID = st.PID
+				down.SeenPID = st.PID
+				r.log.Info("killed hung session; start relaunches it", "role", st.Name, "pid", st.PID, "cat", "RECOVERY")
+			}
+		}
+		killed := 0
+		if strings.HasPrefix(st.Name, "gen-") {
+			n, err := r.killSoldiersOf(ctx, st.Name, rep)
+			killed = n
+			if err != nil {
+				errs = append(errs, err.Error())
+			}
+		}
+		ago := now.Sub(st.Heartbeat).Round(time.Second)
+		switch {
+		case st.Name == layout.RoleKing:
+			conds = append(conds, condition{Kind: KindRole, Key: st.Name, Urgency: schema.UrgencyHigh,
+				Content: fmt.Sprintf("[urgent] king missed its heartbeat (last %s ago): no events are routed. start relaunches it; check `tmux attach -t king` and logs/system.log", ago)})
+		case restart && now.Sub(down.Since) < r.cfg.WatchdogInterval+r.c.MonitoringInterval():
+			// Give start's watchdog one round to relaunch it before alerting.
+		case strings.HasPrefix(st.Name, "gen-"):
+			conds = append(conds, condition{Kind: KindRole, Key: st.Name, Urgency: schema.UrgencyNormal,
+				Content: fmt.Sprintf("%s stopped (last heartbeat %s ago); its soldiers were killed (%d this round)", st.Name, ago, killed)})
+		case restart:
+			conds = append(conds, condition{Kind: KindRole, Key: st.Name, Urgency: schema.UrgencyNormal,
+				Content: fmt.Sprintf("%s is still down after a watchdog round (last heartbeat %s ago) — manual recovery needed", st.Name, ago)})
+		default:
+			conds = append(conds, condition{Kind: KindRole, Key: st.Name, Urgency: schema.UrgencyNormal,
+				Content: fmt.Sprintf("%s missed its heartbeat (last %s ago) — check `tmux attach -t %s`", st.Name, ago, st.Name)})
+		}
+	}
+	return conds, joinErrs(errs)
+}
+
+// killSoldiersOf kills the live soldier sessions of general g: those named
+// by <task>-soldier-id of its in-progress tasks and those registered to it
+// in sessions.json (seed 000 kill_soldiers_of_dead_general).
+func (r *Role) killSoldiersOf(ctx context.Context, g string, rep *Report) (int, error) {
+	targets := map[string]string{} // soldier → task
+	idl, err := r.tasks.IDs(layout.InProgress)
+	if err != nil {
+		return 0, fmt.Errorf("list in-progress tasks: %w", err)
+	}
+	for _, id := range idl {
+		var t schema.Task
+		if err := r.tasks.ReadJSON(layout.InProgress, id, &t); err != nil {
+			continue // gone or unreadable: not ours to judge
+		}
+		if t.TargetGeneral != g {
+			continue
+		}
+		b, err := queue.ReadLimited(r.l.ResultSoldierID(id), 4096)
+		if err != nil {
+			continue
+		}
+		if sid := strings.TrimSpace(string(b)); sid != "" {
+			targets[sid] = id
+		}
+	}
+	for _, e := range rep.Registered {
+		if e.General == g {
+			if _, ok := targets[e.ID]; !ok {
+				targets[e.ID] = e.TaskID
+			}
+		}
+	}
+	var errs []error
+	n := 0
+	for sid, task := range targets {
+		if _, alive := rep.tmuxByName[sid]; !alive || !strings.HasPrefix(sid, "soldier-") {
+			continue
+		}
+		if err := r.tm.Kill(ctx, sid); err != nil {
+			errs = append(errs, fmt.Errorf("kill soldier %s: %w", sid, err))
+			continue
+		}
+		delete(rep.tmuxByName, sid)
+		n++
+		r.log.Info("killed soldier of dead general", "soldier", sid, "general", g, "task", task, "cat", "RECOVERY")
+		r.emit("soldier.killed", map[string]any{"soldier_id": sid, "reason": "general_dead", "general": g, "task_id": task})
+	}
+	return n, errors.Join(errs...)
+}

@@ -1,0 +1,103 @@
+package chamberlain
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
+)
+
+// previousHealth is the health last written to resources.json (green when
+// unknown, as seed 000's get_current_health).
+func previousHealth(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Green
+	}
+	var doc struct {
+		Health string `json:"health"`
+	}
+	if json.Unmarshal(b, &doc) != nil || doc.Health == "" {
+		return Green
+	}
+	return doc.Health
+}
+
+// writeResources publishes resources.json (validated, write-then-rename),
+// emits system.health_changed on a transition and system.resource_warning
+// when a metric crosses a threshold upwards, and the token events.
+func (r *Role) writeResources(rep *Report) error {
+	r.tokenEvents(rep)
+	if rep.Resources == nil {
+		return nil
+	}
+	prev := previousHealth(r.l.Resources())
+	b, err := json.MarshalIndent(rep.Resources, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode resources: %w", err)
+	}
+	if err := schema.Validate(schema.KindResources, b); err != nil {
+		return fmt.Errorf("resources document: %w", err)
+	}
+	if err := atomicfile.WriteFile(r.l.Resources(), append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("write resources: %w", err)
+	}
+	if prev != rep.Health {
+		r.log.Info(fmt.Sprintf("health %s → %s (%s)", prev, rep.Health, rep.Reason), "cat", "HEALTH")
+		r.emit("system.health_changed", map[string]any{"from": prev, "to": rep.Health, "reason": healthReason(rep)})
+	}
+	t := r.c.Thresholds
+	r.crossed("cpu_percent", rep.Sample.CPU, levelOf(rep.Sample.CPU, t.CPUYellow, t.CPUOrange, t.CPURed),
+		map[string]float64{Yellow: t.CPUYellow, Orange: t.CPUOrange, Red: t.CPURed})
+	r.crossed("memory_percent", rep.Sample.Memory, levelOf(rep.Sample.Memory, t.MemoryYellow, t.MemoryOrange, t.MemoryRed),
+		map[string]float64{Yellow: t.MemoryYellow, Orange: t.MemoryOrange, Red: t.MemoryRed})
+	disk := Green
+	if rep.Sample.Disk > t.DiskWarning {
+		disk = Yellow
+	}
+	r.crossed("disk_percent", rep.Sample.Disk, disk, map[string]float64{Yellow: t.DiskWarning})
+	return nil
+}
+
+func healthReason(rep *Report) string {
+	if rep.Reason != "" {
+		return rep.Reason
+	}
+	return fmt.Sprintf("cpu_percent: %.1f, memory_percent: %.1f", rep.Sample.CPU, rep.Sample.Memory)
+}
+
+// crossed remembers a metric's level and emits system.resource_warning when
+// it rises past a threshold.
+func (r *Role) crossed(metric string, value float64, level string, thresholds map[string]float64) {
+	prev := r.state.Levels[metric]
+	r.state.Levels[metric] = level
+	if healthRank(level) > healthRank(prev) {
+		r.log.Warn(fmt.Sprintf("%s %.1f over %.0f", metric, value, thresholds[level]), "cat", "RESOURCE")
+		r.emit("system.resource_warning", map[string]any{"metric": metric, "value": value, "threshold": thresholds[level], "level": level})
+	}
+}
+
+// tokenEvents emits system.token_budget_reset when the local date changed
+// since the last evaluation and system.token_status_changed on a new status.
+func (r *Role) tokenEvents(rep *Report) {
+	today := localDate(rep.Time)
+	memo := &r.state.Token
+	if memo.Date != "" && memo.Date != today {
+		r.emit("system.token_budget_reset", map[string]any{"date": today, "previous_cost": memo.CostUSD})
+	}
+	t := rep.Tokens
+	first := memo.Status == ""
+	if rep.TokenErr != nil && (first || memo.Status != t.Status) {
+		r.log.Warn("token budget unknown", "err", rep.TokenErr)
+	}
+	if (!first && memo.Status != t.Status) || (first && t.Status != TokenOK && t.Status != TokenUnknown) {
+		from := memo.Status
+		if from == "" {
+			from = TokenOK
+		}
+		r.emit("system.token_status_changed", map[string]any{"from": from, "to": t.Status, "daily_cost_usd": t.DailyCostUSD})
+	}
+	*memo = TokenMemo{Date: today, Status: t.Status, CostUSD: t.DailyCostUSD}
+}

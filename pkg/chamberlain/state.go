@@ -1,0 +1,202 @@
+package chamberlain
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+)
+
+// AnomalyState is state/chamberlain/anomaly-state.json: what the event
+// detectors remember across ticks (SPEC §4.8).
+type AnomalyState struct {
+	// Consecutive counts task.failed per actor since its last task.completed.
+	Consecutive map[string]int `json:"consecutive_failures"`
+	// Timeouts holds the times of soldier.timeout events within the last hour.
+	Timeouts []time.Time `json:"timeouts"`
+	// Detected maps an event id seen in event.detected to its time, until
+	// event.dispatched or event.discarded (or the queue) shows it handled.
+	Detected map[string]time.Time `json:"detected"`
+	// StaleAlerted holds events already reported as stale (alert once).
+	StaleAlerted map[string]time.Time `json:"stale_alerted"`
+}
+
+// AlertState is state/chamberlain/alert-state.json: the alerts whose
+// condition currently holds.
+type AlertState struct {
+	Active map[string]*ActiveAlert `json:"active"`
+}
+
+// ActiveAlert is one condition in a bad state.
+type ActiveAlert struct {
+	Kind     string    `json:"kind"`
+	Key      string    `json:"key"`
+	Since    time.Time `json:"since"`
+	LastSent time.Time `json:"last_sent"`
+	Sent     int       `json:"sent"`
+	Content  string    `json:"content"`
+}
+
+// MonitorState is state/chamberlain/state.json: everything else the
+// chamberlain carries between ticks.
+type MonitorState struct {
+	// Levels is each metric's last level (green…red, or "warning" for disk),
+	// so system.resource_warning fires when a threshold is crossed.
+	Levels map[string]string `json:"levels"`
+	// Roles tracks roles found dead, until they are seen alive again.
+	Roles map[string]*RoleDown `json:"roles"`
+	// Token is the last token evaluation (date is host local YYYY-MM-DD).
+	Token TokenMemo `json:"token"`
+	// Report accumulates the daily report since its last issue.
+	Report ReportAcc `json:"report"`
+}
+
+// RoleDown is a role whose heartbeat went stale.
+type RoleDown struct {
+	Since     time.Time `json:"since"`
+	LastSeen  time.Time `json:"last_seen"`
+	KilledPID int       `json:"killed_pid,omitempty"` // pane pid of the hung session we killed
+	SeenPID   int       `json:"seen_pid,omitempty"`   // pane pid when found dead
+}
+
+// TokenMemo is the last token evaluation.
+type TokenMemo struct {
+	Date    string  `json:"date"`
+	Status  string  `json:"status"`
+	CostUSD float64 `json:"daily_cost_usd"`
+}
+
+// ReportAcc counts events for the next daily report.
+type ReportAcc struct {
+	Since      time.Time          `json:"since"`
+	Created    int                `json:"tasks_created"`
+	Completed  int                `json:"tasks_completed"`
+	Failed     int                `json:"tasks_failed"`
+	NeedsHuman int                `json:"tasks_needs_human"`
+	Spawned    int                `json:"soldiers_spawned"`
+	Timeout    int                `json:"soldiers_timeout"`
+	DurSum     map[string]float64 `json:"duration_sum"`
+	DurCount   map[string]int     `json:"duration_count"`
+}
+
+// Stats is logs/analysis/stats.json: seed 000's totals plus per-general
+// counts and average durations.
+type Stats struct {
+	UpdatedAt    string                   `json:"updated_at"`
+	Totals       StatsTotals              `json:"totals"`
+	Generals     map[string]*GeneralStats `json:"generals"`
+	Events       int64                    `json:"events_consumed"`
+	CorruptLines int64                    `json:"corrupt_lines"`
+}
+
+// StatsTotals are seed 000's counters.
+type StatsTotals struct {
+	TaskCompleted  int64 `json:"task_completed"`
+	TaskFailed     int64 `json:"task_failed"`
+	SoldierSpawned int64 `json:"soldier_spawned"`
+	SoldierTimeout int64 `json:"soldier_timeout"`
+}
+
+// GeneralStats counts one general's task outcomes.
+type GeneralStats struct {
+	Completed          int64   `json:"completed"`
+	Failed             int64   `json:"failed"`
+	NeedsHuman         int64   `json:"needs_human"`
+	DurationCount      int64   `json:"duration_count"`
+	DurationSumSeconds float64 `json:"duration_sum_seconds"`
+	AvgDurationSeconds float64 `json:"avg_duration_seconds"`
+}
+
+// statePath is state/chamberlain/state.json.
+func statePath(l layout.Layout) string { return filepath.Join(l.ChamberlainDir(), "state.json") }
+
+// dailyMarker is state/chamberlain/daily-<job>, holding the local date the
+// job last ran.
+func dailyMarker(l layout.Layout, job string) string {
+	return filepath.Join(l.ChamberlainDir(), "daily-"+job)
+}
+
+// loadJSON reads path into v; a missing file leaves v as is. A corrupt file
+// is reported so the caller can start over rather than crash-loop.
+func loadJSON(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("decode %s: %w", path, err)
+	}
+	return nil
+}
+
+// saveJSON writes v to path (0600, write-then-rename) when its encoding
+// differs from last; it returns the encoding.
+func saveJSON(path string, v any, last []byte) ([]byte, error) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return last, fmt.Errorf("encode %s: %w", path, err)
+	}
+	b = append(b, '\n')
+	if last != nil && string(b) == string(last) {
+		return last, nil
+	}
+	if err := atomicfile.WriteFile(path, b, 0o600); err != nil {
+		return last, err
+	}
+	return b, nil
+}
+
+func (a *AnomalyState) init() {
+	if a.Consecutive == nil {
+		a.Consecutive = map[string]int{}
+	}
+	if a.Detected == nil {
+		a.Detected = map[string]time.Time{}
+	}
+	if a.StaleAlerted == nil {
+		a.StaleAlerted = map[string]time.Time{}
+	}
+}
+
+func (a *AlertState) init() {
+	if a.Active == nil {
+		a.Active = map[string]*ActiveAlert{}
+	}
+}
+
+func (m *MonitorState) init(now time.Time) {
+	if m.Levels == nil {
+		m.Levels = map[string]string{}
+	}
+	if m.Roles == nil {
+		m.Roles = map[string]*RoleDown{}
+	}
+	m.Report.init(now)
+}
+
+func (r *ReportAcc) init(now time.Time) {
+	if r.Since.IsZero() {
+		r.Since = now
+	}
+	if r.DurSum == nil {
+		r.DurSum = map[string]float64{}
+	}
+	if r.DurCount == nil {
+		r.DurCount = map[string]int{}
+	}
+}
+
+func (s *Stats) init() {
+	if s.Generals == nil {
+		s.Generals = map[string]*GeneralStats{}
+	}
+}
