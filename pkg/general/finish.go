@@ -1,0 +1,122 @@
+package general
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/ids"
+
+	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
+	"github.com/kingdom-dev/kingdom/pkg/queue"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
+)
+
+const maxRawBytes = 1 << 20
+
+func jsonIndent(v any) ([]byte, error) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// readRaw reads and validates the raw result; anything unacceptable becomes
+// a failed/InvalidResult result.
+func (g *General) readRaw(task string) *schema.RawResult {
+	path := g.o.Layout.ResultRaw(task)
+	b, err := queue.ReadLimited(path, maxRawBytes)
+	if err != nil {
+		return invalid(task, fmt.Sprintf("read raw result: %v", err))
+	}
+	r, err := schema.DecodeRawResult(b)
+	if err != nil {
+		return invalid(task, fmt.Sprintf("raw result: %v", err))
+	}
+	if r.TaskID != task {
+		return invalid(task, fmt.Sprintf("raw result names task %q", r.TaskID))
+	}
+	if r.ErrorReason == "" {
+		switch r.Status {
+		case schema.ResultFailed:
+			r.ErrorReason = schema.ReasonAgentFailed
+		case schema.ResultKilled:
+			r.ErrorReason = schema.ReasonSoldierDied
+		}
+	}
+	return r
+}
+
+func invalid(task, msg string) *schema.RawResult {
+	return &schema.RawResult{TaskID: task, Status: schema.ResultFailed, Summary: msg, Error: msg, ErrorReason: schema.ReasonInvalidResult}
+}
+
+// finish turns the raw result into the final result (§4.5 Finish):
+// validate, memory, checkpoint, final result (write-then-rename), event,
+// workspace cleanup.
+func (g *General) finish(ctx context.Context, t *schema.Task, sid string, started time.Time, ws workspace) {
+	l := g.o.Layout
+	r := g.readRaw(t.ID)
+	if sid == "" {
+		sid = readTrim(l.ResultSoldierID(t.ID))
+	}
+	if r.SessionID == "" {
+		r.SessionID = readTrim(l.ResultSessionID(t.ID))
+	}
+	if len(r.MemoryUpdates) > 0 {
+		if err := g.appendMemory(t.ID, r.MemoryUpdates); err != nil {
+			g.log.Warn("append memory", "task", t.ID, "err", err)
+		}
+	}
+	now := g.o.Clock.Now()
+	final := schema.Result{RawResult: *r, General: g.name, CompletedAt: schema.FormatTime(now), RetryCount: t.RetryCount}
+	final.DurationSeconds = now.Sub(started).Seconds()
+	if final.DurationSeconds < 0 {
+		final.DurationSeconds = 0
+	}
+	if ids.Valid(sid) {
+		final.SoldierID = sid
+	}
+	if r.Status == schema.ResultNeedsHuman {
+		cp := schema.Checkpoint{TaskID: t.ID, SessionID: r.SessionID, Workdir: ws.RepoDir, Thread: threadOf(t),
+			Question: r.Question, General: g.name, Repo: schema.StringPtr(ws.Repo)}
+		if err := atomicfile.WriteJSON(l.ResultCheckpoint(t.ID), cp); err != nil {
+			g.log.Error("write checkpoint", "task", t.ID, "err", err)
+		} else {
+			final.CheckpointPath = l.ResultCheckpoint(t.ID)
+		}
+	}
+	if err := atomicfile.WriteJSON(l.ResultFinal(t.ID), final); err != nil {
+		// Leave the raw result: a restart finishes the task (§9.4 a).
+		g.log.Error("write final result", "task", t.ID, "err", err)
+		return
+	}
+	g.trace(t.ID, "final")
+	g.emit("soldier.completed", map[string]any{"task_id": t.ID, "soldier_id": sid, "status": r.Status,
+		"error_reason": r.ErrorReason, "retry_count": t.RetryCount, "duration_seconds": final.DurationSeconds})
+	g.log.Info("task finished", "task", t.ID, "status", r.Status, "reason", r.ErrorReason)
+	// §9.9: the task dir goes with the final result, unless a human is
+	// asked (the resume runs in it and removes it at its end).
+	if r.Status != schema.ResultNeedsHuman {
+		g.removeWorkspace(context.WithoutCancel(ctx), ws)
+	}
+}
+
+// threadOf is the Slack thread a task belongs to: a resume task's thread,
+// else a Slack event's message (DM or mention) as the thread parent.
+func threadOf(t *schema.Task) *schema.Thread {
+	if t.Thread != nil {
+		return t.Thread
+	}
+	ch, _ := t.Payload["channel"].(string)
+	ts, _ := t.Payload["thread_ts"].(string)
+	if ts == "" {
+		ts, _ = t.Payload["ts"].(string)
+	}
+	if ch != "" && ts != "" {
+		return &schema.Thread{Channel: ch, ThreadTS: ts}
+	}
+	return nil
+}

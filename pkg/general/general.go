@@ -1,0 +1,257 @@
+// Package general is a general's runtime (SPEC §4.5): each Tick claims the
+// tasks addressed to this general from queue/tasks/pending/ (priority, then
+// age, skipping a future not_before) and starts one goroutine per task, up to
+// the manifest's max_concurrent. A task goroutine prepares the workspace
+// (§9.9), renders the prompt, spawns a soldier in tmux (pkg/soldier),
+// watches it (result, death, timeout with heartbeat extension) and writes the
+// final result. The runner's loop keeps ticking meanwhile, so the heartbeat
+// stays fresh during long soldiers. The general never moves a task out of
+// in_progress/ (§9.4); the king does.
+//
+//	g, err := general.New(general.Options{Layout: l, Manifest: m, System: sys, Tmux: tc, ...})
+//	runner.Run(ctx, runner.Options{Role: m.Name, Watches: g.Watches(), ...}, g)
+package general
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/clock"
+	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/eventlog"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/queue"
+	"github.com/kingdom-dev/kingdom/pkg/runner"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/sessions"
+	"github.com/kingdom-dev/kingdom/pkg/soldier"
+	"github.com/kingdom-dev/kingdom/pkg/tmux"
+)
+
+// Options are a general's dependencies.
+type Options struct {
+	Layout   layout.Layout
+	Manifest *config.Manifest
+	System   *config.System // nil: defaults
+	Log      *slog.Logger
+	Events   *eventlog.Emitter
+	Tmux     *tmux.Client
+	Clock    clock.Clock
+	// SpawnBin is the soldier-spawn executable ("" = soldier.FindBinary).
+	SpawnBin string
+	// PollInterval is how often a soldier watcher looks at its session and
+	// result (default 1 s).
+	PollInterval time.Duration
+	// SessionEnv is added to every soldier session's environment.
+	SessionEnv map[string]string
+	// Trace, if set, is called at milestones (benchmarks): "claimed",
+	// "running" (soldier session created), "raw" (raw result seen), "final".
+	Trace func(taskID, milestone string)
+}
+
+// General is one general's runtime; it implements runner.Role, Starter and
+// Waker.
+type General struct {
+	o      Options
+	name   string
+	tasks  *queue.Queue
+	reg    *sessions.Registry
+	log    *slog.Logger
+	wake   chan struct{}
+	baseMu sync.Mutex
+	base   context.Context
+
+	mu         sync.Mutex
+	active     map[string]bool
+	wg         sync.WaitGroup
+	reconciled bool
+}
+
+// New returns the general described by o.Manifest.
+func New(o Options) (*General, error) {
+	if o.Manifest == nil {
+		return nil, errors.New("general: no manifest")
+	}
+	if o.System == nil {
+		o.System = config.DefaultSystem()
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Tmux == nil {
+		o.Tmux = tmux.New()
+	}
+	if o.SpawnBin == "" {
+		o.SpawnBin = soldier.FindBinary(o.Layout)
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = time.Second
+	}
+	return &General{
+		o: o, name: o.Manifest.Name,
+		tasks:  queue.New(o.Layout, layout.QTasks, o.Events),
+		reg:    sessions.New(o.Layout),
+		log:    o.Log,
+		wake:   make(chan struct{}, 1),
+		active: map[string]bool{},
+		base:   context.Background(),
+	}, nil
+}
+
+// Name is the general's name.
+func (g *General) Name() string { return g.name }
+
+// Watches are the directories whose new files should wake the runner.
+func (g *General) Watches() []runner.Watch {
+	return []runner.Watch{{Dir: g.o.Layout.QueueState(layout.QTasks, layout.Pending)}}
+}
+
+// Start records the shutdown context for soldier watchers.
+func (g *General) Start(ctx context.Context) error {
+	g.baseMu.Lock()
+	g.base = ctx
+	g.baseMu.Unlock()
+	return nil
+}
+
+func (g *General) baseCtx() context.Context {
+	g.baseMu.Lock()
+	defer g.baseMu.Unlock()
+	return g.base
+}
+
+// Wake fires when a soldier finished (a slot is free).
+func (g *General) Wake() <-chan struct{} { return g.wake }
+
+func (g *General) notify() {
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Wait blocks until every task goroutine has returned (tests, shutdown).
+func (g *General) Wait() { g.wg.Wait() }
+
+// Active returns the ids of the tasks being worked on.
+func (g *General) Active() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]string, 0, len(g.active))
+	for id := range g.active {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (g *General) trace(task, m string) {
+	if g.o.Trace != nil {
+		g.o.Trace(task, m)
+	}
+}
+
+func (g *General) emit(typ string, data map[string]any) {
+	if g.o.Events != nil {
+		_ = g.o.Events.EmitAs(typ, g.name, data)
+	}
+}
+
+// Tick reconciles once after start (§9.4), then claims tasks while slots
+// are free.
+func (g *General) Tick(ctx context.Context) error {
+	if !g.reconciled {
+		if err := g.reconcile(ctx); err != nil {
+			return err
+		}
+		g.reconciled = true
+	}
+	return g.claim(ctx)
+}
+
+func (g *General) slots() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.o.Manifest.MaxConcurrent - len(g.active)
+}
+
+func (g *General) claim(ctx context.Context) error {
+	if g.slots() <= 0 {
+		return nil
+	}
+	entries, err := g.tasks.List(layout.Pending)
+	if err != nil {
+		return err
+	}
+	now := g.o.Clock.Now()
+	for _, e := range entries {
+		if g.slots() <= 0 {
+			return nil
+		}
+		var head struct {
+			TargetGeneral string `json:"target_general"`
+		}
+		if e.Decode(&head) != nil || head.TargetGeneral != g.name {
+			continue
+		}
+		t, err := schema.DecodeTask(e.Data)
+		if err != nil {
+			// Addressed to us but malformed: never let it block the queue.
+			_ = g.tasks.Reject(layout.Pending, e.ID, err.Error())
+			continue
+		}
+		if t.ID != e.ID {
+			_ = g.tasks.Reject(layout.Pending, e.ID, fmt.Sprintf("task id %q does not match the file name", t.ID))
+			continue
+		}
+		if t.NotBefore != "" {
+			if nb, err := schema.ParseTime(t.NotBefore); err == nil && nb.After(now) {
+				continue
+			}
+		}
+		if err := g.tasks.Claim(layout.Pending, layout.InProgress, t.ID); err != nil {
+			if errors.Is(err, queue.ErrTaken) || errors.Is(err, queue.ErrExists) {
+				continue
+			}
+			return err
+		}
+		g.trace(t.ID, "claimed")
+		t.Status = schema.TaskInProgress
+		if err := g.tasks.Put(layout.InProgress, t.ID, t); err != nil {
+			g.log.Warn("mark task in progress", "task", t.ID, "err", err)
+		}
+		g.emit("task.started", map[string]any{"task_id": t.ID, "general": g.name, "retry_count": t.RetryCount, "type": t.Type})
+		g.log.Info("task started", "task", t.ID, "type", t.Type, "attempt", t.RetryCount)
+		g.start(t, func(ctx context.Context) { g.runTask(ctx, t) })
+	}
+	return nil
+}
+
+// start runs fn for task t in its own goroutine, holding a slot.
+func (g *General) start(t *schema.Task, fn func(ctx context.Context)) {
+	g.mu.Lock()
+	g.active[t.ID] = true
+	g.mu.Unlock()
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		defer func() {
+			if r := recover(); r != nil {
+				g.log.Error("task goroutine panicked", "task", t.ID, "panic", fmt.Sprint(r))
+			}
+			g.mu.Lock()
+			delete(g.active, t.ID)
+			g.mu.Unlock()
+			g.notify()
+		}()
+		fn(g.baseCtx())
+	}()
+}

@@ -1,0 +1,91 @@
+package general
+
+import (
+	"context"
+
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/queue"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/sessions"
+)
+
+// reconcile settles the tasks a previous instance left in in_progress/
+// (§9.4): (b) a final result for the current attempt → nothing to do;
+// (a) a raw result → finish it; (c) a live registered soldier → watch it
+// again; (d) otherwise → killed/SoldierDied, so the king's retry policy
+// applies.
+func (g *General) reconcile(ctx context.Context) error {
+	entries, err := g.tasks.List(layout.InProgress)
+	if err != nil {
+		return err
+	}
+	regs, err := g.reg.List()
+	if err != nil {
+		g.log.Warn("read sessions registry", "err", err)
+	}
+	l := g.o.Layout
+	for _, e := range entries {
+		t, err := schema.DecodeTask(e.Data)
+		if err != nil || t.TargetGeneral != g.name {
+			continue
+		}
+		g.mu.Lock()
+		busy := g.active[t.ID]
+		g.mu.Unlock()
+		if busy {
+			continue
+		}
+		if b, err := queue.ReadLimited(l.ResultFinal(t.ID), maxRawBytes); err == nil {
+			if r, err := schema.DecodeResult(b); err == nil && r.RetryCount == t.RetryCount {
+				continue // (b) the king has not collected it yet
+			}
+		}
+		ws := g.workspaceOf(t)
+		var reg *sessions.Entry
+		for i := range regs {
+			if regs[i].TaskID == t.ID && regs[i].General == g.name {
+				reg = &regs[i]
+			}
+		}
+		started := g.o.Clock.Now()
+		if reg != nil {
+			started = reg.StartedAt
+		}
+		task := t
+		switch {
+		case exists(l.ResultRaw(t.ID)): // (a)
+			g.log.Info("finishing a task left with a result", "task", t.ID)
+			sid := ""
+			if reg != nil {
+				sid = reg.ID
+				_ = g.reg.Remove(reg.ID)
+			}
+			g.start(task, func(ctx context.Context) { g.finish(ctx, task, sid, started, ws) })
+		case reg != nil && g.alive(ctx, reg.ID): // (c)
+			g.log.Info("re-attaching a live soldier", "task", t.ID, "soldier", reg.ID)
+			sid := reg.ID
+			g.start(task, func(ctx context.Context) {
+				if g.watch(ctx, task, sid, started) {
+					g.finish(ctx, task, sid, started, ws)
+				}
+			})
+		default: // (d)
+			sid := ""
+			if reg != nil {
+				sid = reg.ID
+				_ = g.reg.Remove(reg.ID)
+			}
+			g.log.Warn("task orphaned by a dead general; marking its soldier dead", "task", t.ID)
+			g.synthetic(t.ID, schema.ResultKilled, schema.ReasonSoldierDied, "general restarted and found no live soldier for the task")
+			g.emit("soldier.killed", map[string]any{"task_id": t.ID, "soldier_id": sid, "general": g.name, "reason": "orphaned"})
+			g.start(task, func(ctx context.Context) { g.finish(ctx, task, sid, started, ws) })
+		}
+	}
+	return nil
+}
+
+func (g *General) alive(ctx context.Context, sid string) bool {
+	ok, err := g.o.Tmux.Has(ctx, sid)
+	return err == nil && ok
+}
+

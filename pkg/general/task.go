@@ -1,0 +1,177 @@
+package general
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
+	"github.com/kingdom-dev/kingdom/pkg/ids"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/sessions"
+	"github.com/kingdom-dev/kingdom/pkg/soldier"
+)
+
+// Heartbeat extension rule (SPEC §4.5): past the timeout, a heartbeat
+// touched within heartbeatFresh extends the deadline by heartbeatExtend, up
+// to twice the timeout.
+const (
+	heartbeatFresh  = 30 * time.Second
+	heartbeatExtend = 60 * time.Second
+)
+
+// runTask is one attempt of t, from workspace to final result.
+func (g *General) runTask(ctx context.Context, t *schema.Task) {
+	l := g.o.Layout
+	started := g.o.Clock.Now()
+	// §9.1: nothing of the previous attempt may be mistaken for this one.
+	for _, p := range []string{l.ResultRaw(t.ID), l.ResultStaging(t.ID), l.ResultHeartbeat(t.ID), l.ResultSoldierID(t.ID)} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			g.log.Warn("remove previous attempt file", "path", p, "err", err)
+		}
+	}
+	ws, err := g.prepareWorkspace(ctx, t)
+	if err != nil {
+		g.synthetic(t.ID, schema.ResultFailed, schema.ReasonEngineError, "prepare workspace: "+err.Error())
+		g.finish(ctx, t, "", started, ws)
+		return
+	}
+	prompt, err := g.BuildPrompt(t, ws)
+	if err != nil {
+		reason := schema.ReasonEngineError
+		if errors.Is(err, ErrPromptTooLarge) {
+			reason = schema.ReasonPromptTooLarge
+		}
+		g.synthetic(t.ID, schema.ResultFailed, reason, err.Error())
+		g.finish(ctx, t, "", started, ws)
+		return
+	}
+	if err := atomicfile.WriteFile(l.Prompt(t.ID), []byte(prompt), 0o600); err != nil {
+		g.synthetic(t.ID, schema.ResultFailed, schema.ReasonEngineError, "write prompt: "+err.Error())
+		g.finish(ctx, t, "", started, ws)
+		return
+	}
+
+	sid := ids.Soldier(g.o.Clock.Now())
+	spawnedAt := g.o.Clock.Now()
+	// §9.12: register before creating the session, deregister on failure.
+	if err := g.reg.Add(sessions.Entry{ID: sid, TaskID: t.ID, General: g.name, StartedAt: spawnedAt.UTC()}); err != nil {
+		g.synthetic(t.ID, schema.ResultFailed, schema.ReasonEngineError, "register soldier: "+err.Error())
+		g.finish(ctx, t, "", started, ws)
+		return
+	}
+	p := soldier.Params{BaseDir: l.Base, TaskID: t.ID, General: g.name, PromptFile: l.Prompt(t.ID),
+		Workdir: ws.RepoDir, SoldierID: sid, Resume: t.SessionID, Engine: g.o.Manifest.Engine}
+	if _, err := soldier.Spawn(ctx, g.o.Tmux, g.o.SpawnBin, p, g.o.SessionEnv); err != nil {
+		_ = g.reg.Remove(sid)
+		g.synthetic(t.ID, schema.ResultFailed, schema.ReasonEngineError, err.Error())
+		g.finish(ctx, t, "", started, ws)
+		return
+	}
+	g.trace(t.ID, "running")
+	g.emit("soldier.spawned", map[string]any{"task_id": t.ID, "soldier_id": sid, "general": g.name, "retry_count": t.RetryCount})
+	g.log.Info("soldier spawned", "task", t.ID, "soldier", sid)
+	if !g.watch(ctx, t, sid, spawnedAt) {
+		return // shutting down: the restarted general re-attaches (§9.4)
+	}
+	g.finish(ctx, t, sid, started, ws)
+}
+
+// synthetic writes a raw result the general decided (no-replace: a result
+// the soldier published first wins, §9.5).
+func (g *General) synthetic(task, status, reason, msg string) {
+	r := schema.RawResult{TaskID: task, Status: status, Summary: msg, Error: msg, ErrorReason: reason}
+	b, err := jsonIndent(r)
+	if err == nil {
+		err = atomicfile.CreateNoReplace(g.o.Layout.ResultRaw(task), b, 0o600)
+	}
+	if err != nil && !errors.Is(err, atomicfile.ErrExists) {
+		g.log.Error("write synthetic raw result", "task", task, "err", err)
+	}
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// watch follows soldier sid until its raw result exists (published by the
+// soldier or synthesised here on death or timeout). It returns false when
+// ctx ended first.
+func (g *General) watch(ctx context.Context, t *schema.Task, sid string, spawnedAt time.Time) bool {
+	l := g.o.Layout
+	raw, hb := l.ResultRaw(t.ID), l.ResultHeartbeat(t.ID)
+	timeout := g.o.Manifest.Timeout()
+	deadline, hardCap := spawnedAt.Add(timeout), spawnedAt.Add(2*timeout)
+	var lastMtime, lastBeat time.Time
+	tick := time.NewTicker(g.o.PollInterval)
+	defer tick.Stop()
+	for {
+		if exists(raw) {
+			g.trace(t.ID, "raw")
+			break
+		}
+		alive, err := g.o.Tmux.Has(ctx, sid)
+		if err != nil && ctx.Err() != nil {
+			return false
+		}
+		if err == nil && !alive {
+			// §9.5: the soldier may have published just before exiting.
+			if !exists(raw) {
+				g.synthetic(t.ID, schema.ResultKilled, schema.ReasonSoldierDied, "soldier session "+sid+" ended without a result")
+				g.emit("soldier.killed", map[string]any{"task_id": t.ID, "soldier_id": sid, "general": g.name})
+				g.log.Warn("soldier died without a result", "task", t.ID, "soldier", sid)
+			}
+			g.trace(t.ID, "raw")
+			break
+		}
+		now := g.o.Clock.Now()
+		// Heartbeat freshness is judged on our clock: we note when we saw
+		// its mtime change, so clock skew and injected clocks agree.
+		if st, err := os.Stat(hb); err == nil && !st.ModTime().Equal(lastMtime) {
+			lastMtime, lastBeat = st.ModTime(), now
+		}
+		if now.After(deadline) {
+			if !lastBeat.IsZero() && now.Sub(lastBeat) <= heartbeatFresh && deadline.Before(hardCap) {
+				deadline = deadline.Add(heartbeatExtend)
+				if deadline.After(hardCap) {
+					deadline = hardCap
+				}
+				g.log.Info("soldier past its timeout but alive; extended", "task", t.ID, "soldier", sid, "until", deadline.Sub(spawnedAt))
+			} else {
+				_ = g.o.Tmux.Kill(ctx, sid)
+				msg := fmt.Sprintf("soldier %s exceeded its timeout (%s)", sid, now.Sub(spawnedAt).Round(time.Second))
+				g.synthetic(t.ID, schema.ResultFailed, schema.ReasonTimeout, msg)
+				g.emit("soldier.timeout", map[string]any{"task_id": t.ID, "soldier_id": sid, "general": g.name,
+					"timeout_seconds": g.o.Manifest.TimeoutSeconds, "elapsed_seconds": now.Sub(spawnedAt).Seconds()})
+				g.log.Warn("soldier timed out", "task", t.ID, "soldier", sid)
+				g.trace(t.ID, "raw")
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+		}
+	}
+	if err := g.reg.Remove(sid); err != nil {
+		g.log.Warn("deregister soldier", "soldier", sid, "err", err)
+	}
+	// A finished soldier's session ends by itself; make sure of it so no
+	// orphan lingers.
+	_ = g.o.Tmux.Kill(context.WithoutCancel(ctx), sid)
+	return true
+}
+
+func readTrim(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
