@@ -100,4 +100,3 @@ func main() {
 	}
 	app.Main(cmd)
 }
-

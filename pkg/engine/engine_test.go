@@ -139,4 +139,3 @@ func FuzzParsers(f *testing.F) {
 		ExtractJSONObject(string(line), &m)
 	})
 }
-

@@ -88,4 +88,3 @@ func (g *General) alive(ctx context.Context, sid string) bool {
 	ok, err := g.o.Tmux.Has(ctx, sid)
 	return err == nil && ok
 }
-
