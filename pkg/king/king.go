@@ -74,7 +74,6 @@ type King struct {
 
 	routes  *Router
 	mfSig   string
-	mfErr   string
 	seq     taskSeq
 	started bool // startup recovery done
 

@@ -265,4 +265,3 @@ func firstLine(s string) string {
 	}
 	return s
 }
-
