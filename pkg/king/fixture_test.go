@@ -266,3 +266,10 @@ func eqList(t *testing.T, what string, got []string, want ...string) {
 		t.Errorf("%s = %v, want %v", what, got, want)
 	}
 }
+
+func writeJSONRaw(t *testing.T, path, s string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
