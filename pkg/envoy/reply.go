@@ -142,3 +142,13 @@ func (e *Envoy) ProcessConsoleInbox(ctx context.Context) error {
 	}
 	return errors.Join(errs...)
 }
+
+// ReplyRejection returns the reason a queued reply envelope (a path from
+// QueueReply) was rejected, if it was.
+func ReplyRejection(path string) (string, bool) {
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(path), "rejected", filepath.Base(path)+".reason"))
+	if err != nil {
+		return "", false
+	}
+	return strings.TrimSpace(string(b)), true
+}

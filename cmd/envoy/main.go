@@ -1,0 +1,108 @@
+// Command envoy is Kingdom's Slack role (Socket Mode in, Web API out;
+// console mode without tokens) and `envoy reply <task-id> "text"`, which
+// plays a human's answer in a task's thread.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/kingdom-dev/kingdom/pkg/app"
+	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/envoy"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/lockfile"
+	"github.com/kingdom-dev/kingdom/pkg/runner"
+)
+
+func main() {
+	app.Main(&cli.Command{
+		Name:  "envoy",
+		Usage: "Kingdom's voice in Slack (console mode without tokens)",
+		Flags: app.RoleFlags(),
+		Commands: []*cli.Command{{
+			Name:      "reply",
+			Usage:     "answer a task's question as if replying in its Slack thread",
+			ArgsUsage: "<task-id> <text>",
+			Flags:     []cli.Flag{app.BaseDirFlag()},
+			Action:    reply,
+		}},
+		Action: run,
+	})
+}
+
+func build(env *app.Env) (*envoy.Envoy, *config.Envoy, error) {
+	cfg, err := config.LoadEnvoy(env.Layout.ConfigFile("envoy.yaml"))
+	if err != nil {
+		return nil, nil, &app.ConfigError{Err: err}
+	}
+	e, err := envoy.New(envoy.Options{
+		Layout: env.Layout, Config: cfg, Log: env.Log, Events: env.Events, Clock: env.Clock,
+		BotToken: os.Getenv(cfg.Slack.BotTokenEnv), AppToken: os.Getenv(cfg.Slack.AppTokenEnv),
+	})
+	if err != nil {
+		return nil, nil, &app.ConfigError{Err: err}
+	}
+	return e, cfg, nil
+}
+
+func run(ctx context.Context, c *cli.Command) error {
+	env, err := app.Setup(layout.RoleEnvoy, c)
+	if err != nil {
+		return err
+	}
+	e, cfg, err := build(env)
+	if err != nil {
+		return err
+	}
+	opts := env.RunnerOptions(c)
+	opts.Interval = cfg.OutboundInterval()
+	opts.Watches = e.Watches()
+	return runner.Run(ctx, opts, e)
+}
+
+func reply(ctx context.Context, c *cli.Command) error {
+	if c.Args().Len() != 2 {
+		return &app.CodeError{Code: app.ExitError, Err: errors.New(`usage: envoy reply <task-id> "text"`)}
+	}
+	env, err := app.Setup(layout.RoleEnvoy, c)
+	if err != nil {
+		return err
+	}
+	e, _, err := build(env)
+	if err != nil {
+		return err
+	}
+	path, err := envoy.QueueReply(env.Layout, c.Args().Get(0), c.Args().Get(1), env.Clock.Now())
+	if err != nil {
+		return err
+	}
+	// With an envoy running, it picks the envelope up (inotify). Without one,
+	// take its lock and handle the inbox here so the reply is not left
+	// waiting for the next start.
+	leader, err := lockfile.TryLeader(env.Layout.LeaderLock(layout.RoleEnvoy))
+	var held *lockfile.HeldError
+	if errors.As(err, &held) {
+		fmt.Fprintf(os.Stdout, "reply queued (%s); the running envoy (pid %d) delivers it\n", path, held.PID)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer leader.Release()
+	if err := e.ProcessConsoleInbox(ctx); err != nil {
+		return err
+	}
+	if reason, rejected := envoy.ReplyRejection(path); rejected {
+		return fmt.Errorf("reply not delivered: %s", reason)
+	}
+	if _, statErr := os.Stat(path); statErr == nil {
+		return fmt.Errorf("reply %s still queued", path)
+	}
+	fmt.Fprintln(os.Stdout, "reply delivered as a slack.thread.reply event")
+	return nil
+}
