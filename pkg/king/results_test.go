@@ -1,0 +1,211 @@
+package king
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
+)
+
+const task1 = "task-20261121-001"
+
+// started dispatches one event and lets its general claim the task.
+func started(t *testing.T) *fixture {
+	f := newFixture(t, genPR)
+	f.event("evt-1", "github.pr.review_requested", "normal")
+	f.tick()
+	f.claim(task1)
+	return f
+}
+
+func TestKing_ResultSuccessNotifiesProclaimsAndCompletes(t *testing.T) {
+	f := started(t)
+	f.finalResult(task1, map[string]any{"status": "success", "summary": "LGTM, 2 nits",
+		"notify_channel": "C-OPS", "proclamation": map[string]any{"channel": "C-TEAM", "message": "PR news"}})
+	f.tick()
+
+	eqList(t, "tasks/completed", f.ids(layout.QTasks, layout.Completed), task1)
+	eqList(t, "tasks/in_progress", f.ids(layout.QTasks, layout.InProgress))
+	eqList(t, "events/completed", f.ids(layout.QEvents, layout.Completed), "evt-1")
+	eq(t, "task status", f.task(layout.Completed, task1).Status, "completed")
+
+	m := f.message("msg-" + task1 + "-done")
+	eq(t, "type", m.Type, "notification")
+	eq(t, "channel", m.Channel, "C-OPS")
+	eq(t, "final", schema.Deref(m.Final), "done")
+	if !strings.HasPrefix(m.Content, "✅") || !strings.Contains(m.Content, "LGTM, 2 nits") {
+		t.Errorf("content %q", m.Content)
+	}
+	p := f.message("msg-" + task1 + "-proclamation")
+	eq(t, "proclamation task_id", schema.Deref(p.TaskID), "proclamation-"+task1)
+	eq(t, "proclamation channel", p.Channel, "C-TEAM")
+	eq(t, "proclamation content", p.Content, "PR news")
+
+	done := f.internal("task.completed")
+	if len(done) != 1 {
+		t.Fatalf("task.completed = %d, want 1", len(done))
+	}
+	eq(t, "actor", done[0].Actor, "gen-pr")
+	eq(t, "status", data(done[0])["status"], any("success"))
+
+	f.tick() // nothing more
+	if n := len(f.internal("task.completed")); n != 1 {
+		t.Errorf("task.completed after another tick = %d", n)
+	}
+}
+
+func TestKing_ResultSkipped(t *testing.T) {
+	f := started(t)
+	f.finalResult(task1, map[string]any{"status": "skipped", "reason": "already reviewed"})
+	f.tick()
+	m := f.message("msg-" + task1 + "-skipped")
+	eq(t, "final", schema.Deref(m.Final), "skipped")
+	if !strings.HasPrefix(m.Content, "⏭️") || !strings.Contains(m.Content, "already reviewed") {
+		t.Errorf("content %q", m.Content)
+	}
+	eq(t, "task status", f.task(layout.Completed, task1).Status, "skipped")
+	eq(t, "task.completed", len(f.internal("task.completed")), 1)
+}
+
+func TestKing_ResultNeedsHumanAsksWithReplyContext(t *testing.T) {
+	f := started(t)
+	writeJSON(t, f.l.ResultCheckpoint(task1), map[string]any{"task_id": task1, "session_id": "sess-1",
+		"workdir": "/w/gen-pr/tasks/" + task1, "thread": map[string]any{"channel": "C1", "thread_ts": "1700.1"},
+		"question": "Which branch?", "general": "gen-pr", "repo": "acme/web"})
+	f.finalResult(task1, map[string]any{"status": "needs_human", "question": "Which branch?", "session_id": "sess-1"})
+	f.tick()
+	m := f.message("msg-" + task1 + "-question")
+	eq(t, "type", m.Type, "human_input_request")
+	if m.ReplyContext == nil {
+		t.Fatal("no reply_context")
+	}
+	rc := m.ReplyContext
+	eq(t, "rc.general", rc.General, "gen-pr")
+	eq(t, "rc.session_id", rc.SessionID, "sess-1")
+	eq(t, "rc.repo", schema.Deref(rc.Repo), "acme/web")
+	eq(t, "rc.task_id", rc.TaskID, task1)
+	eq(t, "thread_ts", schema.Deref(m.ThreadTS), "1700.1")
+	if !strings.Contains(m.Content, "Which branch?") {
+		t.Errorf("content %q", m.Content)
+	}
+	eqList(t, "tasks/completed", f.ids(layout.QTasks, layout.Completed), task1)
+	eqList(t, "events/completed", f.ids(layout.QEvents, layout.Completed), "evt-1")
+	nh := f.internal("task.needs_human")
+	if len(nh) != 1 || nh[0].Actor != "gen-pr" {
+		t.Fatalf("task.needs_human = %+v", nh)
+	}
+}
+
+func TestKing_TerminalFailureNotRetried(t *testing.T) {
+	for _, c := range []struct {
+		reason   string
+		terminal any
+	}{
+		{"Timeout", nil}, {"InvalidResult", nil}, {"EngineMissing", nil}, {"AgentFailed", nil},
+		{"EngineError", true}, // retryable by default, marked terminal
+	} {
+		t.Run(c.reason, func(t *testing.T) {
+			f := started(t)
+			r := map[string]any{"status": "failed", "error": "boom", "error_reason": c.reason}
+			if c.terminal != nil {
+				r["terminal"] = c.terminal
+			}
+			f.finalResult(task1, r)
+			f.tick()
+			eqList(t, "tasks/completed", f.ids(layout.QTasks, layout.Completed), task1)
+			m := f.message("msg-" + task1 + "-failed")
+			eq(t, "final", schema.Deref(m.Final), "failed")
+			if !strings.HasPrefix(m.Content, "❌") {
+				t.Errorf("content %q", m.Content)
+			}
+			fl := f.internal("task.failed")
+			if len(fl) != 1 {
+				t.Fatalf("task.failed = %d", len(fl))
+			}
+			eq(t, "error_reason", data(fl[0])["error_reason"], any(c.reason))
+			eq(t, "retry_count", data(fl[0])["retry_count"], any(float64(0)))
+			eq(t, "retries", len(f.internal("task.retry_scheduled")), 0)
+		})
+	}
+}
+
+func TestKing_RetryBackoffGrowsThenFinalFailure(t *testing.T) {
+	f := started(t)
+	f.cfg.Retry.MaxAttempts = 2
+	wantNB := []time.Duration{60 * time.Second, 120 * time.Second}
+	for attempt := range 2 {
+		f.finalResult(task1, map[string]any{"status": "killed", "error": "session vanished",
+			"error_reason": "SoldierDied", "retry_count": attempt})
+		now := f.clk.Now()
+		f.tick()
+		eqList(t, "tasks/pending after retry", f.ids(layout.QTasks, layout.Pending), task1)
+		tk := f.task(layout.Pending, task1)
+		eq(t, "retry_count", tk.RetryCount, attempt+1)
+		eq(t, "not_before", tk.NotBefore, schema.FormatTime(now.Add(wantNB[attempt])))
+		if _, err := os.Stat(f.l.ResultFinal(task1)); !os.IsNotExist(err) {
+			t.Errorf("old final result still there: %v", err)
+		}
+		rs := f.internal("task.retry_scheduled")
+		eq(t, "retry_scheduled events", len(rs), attempt+1)
+		eq(t, "event still dispatched", len(f.ids(layout.QEvents, layout.Dispatched)), 1)
+		f.clk.Advance(wantNB[attempt])
+		f.claim(task1)
+	}
+	// Third attempt (retry_count 2 = max_attempts) fails for good.
+	f.finalResult(task1, map[string]any{"status": "failed", "error": "engine crashed",
+		"error_reason": "EngineError", "retry_count": 2})
+	f.tick()
+	eqList(t, "tasks/completed", f.ids(layout.QTasks, layout.Completed), task1)
+	m := f.message("msg-" + task1 + "-failed")
+	if !strings.Contains(m.Content, "3 attempts") {
+		t.Errorf("content %q", m.Content)
+	}
+	fl := f.internal("task.failed")
+	if len(fl) != 1 {
+		t.Fatalf("task.failed = %d", len(fl))
+	}
+	eq(t, "retry_count", data(fl[0])["retry_count"], any(float64(2)))
+}
+
+func TestKing_BackoffIsCapped(t *testing.T) {
+	f := newFixture(t)
+	f.cfg.Retry.BackoffSeconds, f.cfg.Retry.MaxBackoffSeconds = 60, 300
+	for rc, want := range []time.Duration{60, 120, 240, 300, 300} {
+		eq(t, "backoff", f.k.backoff(rc), want*time.Second)
+	}
+}
+
+func TestKing_ResultOfAnotherAttemptIgnored(t *testing.T) {
+	f := started(t)
+	f.finalResult(task1, map[string]any{"status": "success", "retry_count": 1})
+	f.tick()
+	eqList(t, "still in progress", f.ids(layout.QTasks, layout.InProgress), task1)
+	eqList(t, "no messages but thread_start", f.ids(layout.QMessages, layout.Pending), "msg-"+task1+"-start")
+}
+
+func TestKing_UnusableFinalResultFailsTask(t *testing.T) {
+	f := started(t)
+	writeJSONRaw(t, f.l.ResultFinal(task1), `{"task_id": "`+task1+`", "status": "weird", "retry_count": 0}`)
+	f.tick()
+	eqList(t, "tasks/completed", f.ids(layout.QTasks, layout.Completed), task1)
+	fl := f.internal("task.failed")
+	if len(fl) != 1 || data(fl[0])["error_reason"] != "InvalidResult" {
+		t.Fatalf("task.failed = %+v", fl)
+	}
+}
+
+func TestKing_HalfDoneRetryIsFinished(t *testing.T) {
+	f := started(t)
+	// A king died after rewriting the task (retry_count 1) but before
+	// deleting the old result and re-queueing.
+	tk := f.task(layout.InProgress, task1)
+	tk.RetryCount, tk.NotBefore = 1, schema.FormatTime(t0.Add(time.Minute))
+	writeJSON(t, f.l.QueueState(layout.QTasks, layout.InProgress)+"/"+task1+".json", tk)
+	f.finalResult(task1, map[string]any{"status": "killed", "error": "x", "error_reason": "SoldierDied", "retry_count": 0})
+	f.tick()
+	eqList(t, "re-queued", f.ids(layout.QTasks, layout.Pending), task1)
+	eq(t, "retry_count kept", f.task(layout.Pending, task1).RetryCount, 1)
+}
