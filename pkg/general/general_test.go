@@ -1,0 +1,291 @@
+package general
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/clock"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/sessions"
+)
+
+func TestGeneral_SuccessRunsClaudeAndWritesFinalResult(t *testing.T) {
+	e := newEnv(t)
+	e.scenario("", map[string]any{"mode": "success", "session_id": "sess-abc", "memory_updates": []string{"prefer small PRs"}})
+	e.start()
+	payload := map[string]any{"text": "hi {{task_id}} $(touch /tmp/kingdom-pwned) `id` {{payload.text}}", "nested": map[string]any{"k": "v"}}
+	e.task("task-20260101-001", func(t *schema.Task) { t.Payload = payload; t.RetryCount = 0 })
+	os.WriteFile(e.l.Template(e.m.Name), []byte("Task {{task_id}} type {{type}}\nText: {{payload.text}}\nNested: {{payload.nested.k}}\nMissing: [{{payload.nope.x}}]\n"), 0o600)
+
+	r := e.final("task-20260101-001")
+	if r.Status != "success" || r.General != "gen-test" || r.RetryCount != 0 || r.SessionID != "sess-abc" {
+		t.Fatalf("final = %+v", r)
+	}
+	if !strings.HasPrefix(r.SoldierID, "soldier-") || r.CompletedAt == "" {
+		t.Errorf("final lacks soldier/completed_at: %+v", r)
+	}
+	c := e.call("task-20260101-001")
+	wantPrompt := "Task task-20260101-001 type test.run\nText: " + payload["text"].(string) + "\nNested: v\nMissing: []\n"
+	if !strings.HasPrefix(c.Prompt, wantPrompt) {
+		t.Errorf("prompt = %q\nwant prefix %q", c.Prompt, wantPrompt)
+	}
+	if _, err := os.Stat("/tmp/kingdom-pwned"); err == nil {
+		t.Error("payload text was executed")
+	}
+	if c.SlackTokenVisible {
+		t.Error("the engine saw SLACK_BOT_TOKEN")
+	}
+	if got := strings.Join(c.Args, " "); got != "-p --output-format stream-json --verbose --permission-mode bypassPermissions" && got != "-p --output-format stream-json --verbose" {
+		t.Errorf("args = %q", got)
+	}
+	// The task stays in in_progress (only the king moves it, §9.4).
+	if _, err := os.Stat(filepath.Join(e.l.QueueState(layout.QTasks, layout.InProgress), "task-20260101-001.json")); err != nil {
+		t.Errorf("task left in_progress: %v", err)
+	}
+	if es, _ := sessions.New(e.l).List(); len(es) != 0 {
+		t.Errorf("sessions.json still lists %v", es)
+	}
+	if _, err := os.Stat(e.l.TaskDir(e.m.Name, "task-20260101-001")); err == nil {
+		t.Error("task dir not removed after the final result")
+	}
+	if got := readTrim(e.l.ResultSessionID("task-20260101-001")); got != "sess-abc" {
+		t.Errorf("session-id file = %q", got)
+	}
+	mem, _ := os.ReadFile(filepath.Join(e.l.MemoryGeneral(e.m.Name), "learned-patterns.md"))
+	if !strings.Contains(string(mem), "prefer small PRs") {
+		t.Errorf("memory = %q", mem)
+	}
+	for _, typ := range []string{"task.started", "soldier.spawned", "soldier.completed"} {
+		if len(e.events(typ)) != 1 {
+			t.Errorf("%s emitted %d times", typ, len(e.events(typ)))
+		}
+	}
+	if d := e.events("soldier.completed")[0]; d["status"] != "success" || d["task_id"] != "task-20260101-001" {
+		t.Errorf("soldier.completed = %v", d)
+	}
+	if len(e.events("task.completed")) != 0 {
+		t.Error("the general must not emit task.completed (§9.7)")
+	}
+}
+
+func TestGeneral_FailureScenarios(t *testing.T) {
+	cases := []struct {
+		mode, status, reason, errHas string
+	}{
+		{"exit3", "failed", schema.ReasonEngineError, "code 3"},
+		{"garbage", "failed", schema.ReasonInvalidResult, "result"},
+		{"fail", "failed", schema.ReasonAgentFailed, "tests broken"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.mode, func(t *testing.T) {
+			e := newEnv(t)
+			e.scenario("", map[string]any{"mode": tc.mode})
+			e.start()
+			e.task("task-20260101-002")
+			r := e.final("task-20260101-002")
+			if r.Status != tc.status || r.ErrorReason != tc.reason || !strings.Contains(r.Error, tc.errHas) {
+				t.Fatalf("final = status %s reason %s error %q; want %s %s ~%q", r.Status, r.ErrorReason, r.Error, tc.status, tc.reason, tc.errHas)
+			}
+		})
+	}
+}
+
+func TestGeneral_EngineMissing(t *testing.T) {
+	e := newEnv(t)
+	e.sys.Runtime.Claude.Command = filepath.Join(t.TempDir(), "no-claude-here")
+	e.start()
+	e.task("task-20260101-003")
+	r := e.final("task-20260101-003")
+	if r.Status != "failed" || r.ErrorReason != schema.ReasonEngineMissing {
+		t.Fatalf("final = %+v", r)
+	}
+}
+
+func TestGeneral_NeedsHumanKeepsWorkdirAndResumePassesSession(t *testing.T) {
+	e := newEnv(t)
+	e.scenario("task-20260101-010", map[string]any{"mode": "needs_human", "session_id": "sess-q"})
+	e.start()
+	e.task("task-20260101-010", func(t *schema.Task) {
+		t.Payload = map[string]any{"channel": "D1", "ts": "1700000000.000100", "text": "help"}
+	})
+	r := e.final("task-20260101-010")
+	if r.Status != "needs_human" || r.CheckpointPath == "" || r.Question != "Which branch?" {
+		t.Fatalf("final = %+v", r)
+	}
+	b, err := os.ReadFile(r.CheckpointPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := schema.DecodeCheckpoint(b)
+	if err != nil {
+		t.Fatalf("checkpoint invalid: %v\n%s", err, b)
+	}
+	if cp.SessionID != "sess-q" || cp.Thread == nil || cp.Thread.Channel != "D1" || cp.Thread.ThreadTS != "1700000000.000100" {
+		t.Errorf("checkpoint = %+v", cp)
+	}
+	if st, err := os.Stat(cp.Workdir); err != nil || !st.IsDir() {
+		t.Fatalf("workdir %s not kept: %v", cp.Workdir, err)
+	}
+	// The king's resume task carries session and workdir (§9.8).
+	e.scenario("task-20260101-011", map[string]any{"mode": "success"})
+	e.task("task-20260101-011", func(t *schema.Task) {
+		t.Type = schema.TaskTypeResume
+		t.Priority = "high"
+		t.SessionID = cp.SessionID
+		t.Workdir = cp.Workdir
+		t.OriginalTaskID = "task-20260101-010"
+		t.Thread = cp.Thread
+	})
+	r2 := e.final("task-20260101-011")
+	if r2.Status != "success" {
+		t.Fatalf("resume final = %+v", r2)
+	}
+	c := e.call("task-20260101-011")
+	if c.Resume != "sess-q" || !contains(c.Args, "--resume") {
+		t.Errorf("resume call args = %q", c.Args)
+	}
+	if c.Cwd != cp.Workdir {
+		t.Errorf("resume ran in %s, want %s", c.Cwd, cp.Workdir)
+	}
+	if _, err := os.Stat(cp.Workdir); err == nil {
+		t.Error("the original task dir should be removed at the resume's end")
+	}
+}
+
+func contains(a []string, s string) bool {
+	for _, x := range a {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func TestGeneral_KilledFromOutsideIsSoldierDied(t *testing.T) {
+	e := newEnv(t)
+	e.scenario("", map[string]any{"mode": "hang"})
+	e.start()
+	e.task("task-20260101-020")
+	e.tickUntil("soldier session", func() bool { return sessionOf(e, "task-20260101-020") != "" })
+	if err := tmuxC.Kill(context.Background(), sessionOf(e, "task-20260101-020")); err != nil {
+		t.Fatal(err)
+	}
+	r := e.final("task-20260101-020")
+	if r.Status != "killed" || r.ErrorReason != schema.ReasonSoldierDied {
+		t.Fatalf("final = %+v", r)
+	}
+	if len(e.events("soldier.killed")) != 1 {
+		t.Error("soldier.killed not emitted")
+	}
+}
+
+// advanceUntilFinal drives a fake clock in 10 s steps until the final result.
+func advanceUntilFinal(e *env, fc *clock.Fake, id string) *schema.Result {
+	e.t.Helper()
+	e.tickUntil("soldier session", func() bool { return sessionOf(e, id) != "" })
+	for i := 0; i < 200; i++ {
+		if _, err := os.Stat(e.l.ResultFinal(id)); err == nil {
+			break
+		}
+		fc.Advance(10 * time.Second)
+		time.Sleep(60 * time.Millisecond) // let the watcher poll (20 ms) and see fresh heartbeats
+	}
+	return e.final(id)
+}
+
+func TestGeneral_TimeoutWithoutHeartbeat(t *testing.T) {
+	fc := clock.NewFake(time.Now())
+	e := newEnv(t, withClock(fc))
+	e.scenario("", map[string]any{"mode": "hang"})
+	e.start()
+	e.task("task-20260101-030")
+	r := advanceUntilFinal(e, fc, "task-20260101-030")
+	if r.Status != "failed" || r.ErrorReason != schema.ReasonTimeout {
+		t.Fatalf("final = %+v", r)
+	}
+	if r.DurationSeconds < 100 || r.DurationSeconds >= 200 {
+		t.Errorf("duration %.0f s: a silent soldier should time out at ~timeout (100 s), without extension", r.DurationSeconds)
+	}
+	if len(e.events("soldier.timeout")) != 1 {
+		t.Error("soldier.timeout not emitted")
+	}
+	if len(e.soldierSessions()) != 0 {
+		t.Errorf("session not killed: %v", e.soldierSessions())
+	}
+}
+
+func TestGeneral_TimeoutExtendedByHeartbeatUpToTwice(t *testing.T) {
+	fc := clock.NewFake(time.Now())
+	e := newEnv(t, withClock(fc))
+	e.scenario("", map[string]any{"mode": "hang_heartbeat"})
+	e.start()
+	e.task("task-20260101-031")
+	r := advanceUntilFinal(e, fc, "task-20260101-031")
+	if r.Status != "failed" || r.ErrorReason != schema.ReasonTimeout {
+		t.Fatalf("final = %+v", r)
+	}
+	if r.DurationSeconds < 200 || r.DurationSeconds > 230 {
+		t.Errorf("duration %.0f s: a soldier with a fresh heartbeat runs until 2× timeout (200 s)", r.DurationSeconds)
+	}
+}
+
+func TestGeneral_MaxConcurrentThreeRunAtOnce(t *testing.T) {
+	e := newEnv(t)
+	e.m.MaxConcurrent = 3
+	e.scenario("", map[string]any{"mode": "success", "sleep_ms": 1500})
+	e.start()
+	for i := 1; i <= 4; i++ {
+		e.task("task-20260101-04" + string(rune('0'+i)))
+	}
+	peak := 0
+	e.tickUntil("all four finished", func() bool {
+		if n := len(e.soldierSessions()); n > peak {
+			peak = n
+		}
+		for i := 1; i <= 4; i++ {
+			if _, err := os.Stat(e.l.ResultFinal("task-20260101-04" + string(rune('0'+i)))); err != nil {
+				return false
+			}
+		}
+		return true
+	})
+	if peak != 3 {
+		t.Fatalf("peak soldier sessions = %d, want 3", peak)
+	}
+}
+
+func TestGeneral_PromptTooLargeFailsWithoutSoldier(t *testing.T) {
+	e := newEnv(t)
+	dir := e.l.MemoryGeneral("gen-test")
+	os.MkdirAll(dir, 0o700)
+	os.WriteFile(filepath.Join(dir, "huge.md"), []byte(strings.Repeat("m", MaxPromptBytes)), 0o600)
+	e.start()
+	e.task("task-20260101-050")
+	r := e.final("task-20260101-050")
+	if r.Status != "failed" || r.ErrorReason != schema.ReasonPromptTooLarge {
+		t.Fatalf("final = %+v", r)
+	}
+	if len(e.events("soldier.spawned")) != 0 {
+		t.Error("a soldier was spawned for a refused prompt")
+	}
+}
+
+func TestGeneral_SkipsOthersTasksAndFutureNotBefore(t *testing.T) {
+	e := newEnv(t)
+	e.start()
+	e.task("task-20260101-060", func(t *schema.Task) { t.TargetGeneral = "gen-other" })
+	e.task("task-20260101-061", func(t *schema.Task) { t.NotBefore = schema.FormatTime(time.Now().Add(time.Hour)) })
+	if err := e.g.Tick(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"task-20260101-060", "task-20260101-061"} {
+		if _, err := os.Stat(filepath.Join(e.l.QueueState(layout.QTasks, layout.Pending), id+".json")); err != nil {
+			t.Errorf("%s should stay pending: %v", id, err)
+		}
+	}
+}

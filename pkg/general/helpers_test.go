@@ -1,0 +1,237 @@
+package general
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/clock"
+	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/eventlog"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/queue"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/tmux"
+)
+
+var (
+	binDir   string // soldier-spawn and fakeclaude
+	fakeBin  string
+	spawnBin string
+	tmuxC    *tmux.Client
+)
+
+func TestMain(m *testing.M) {
+	code := func() int {
+		dir, err := os.MkdirTemp("", "kingdom-general-bin-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		binDir = dir
+		spawnBin = filepath.Join(dir, "soldier-spawn")
+		fakeBin = filepath.Join(dir, "claude")
+		for _, b := range [][2]string{{spawnBin, "github.com/kingdom-dev/kingdom/cmd/soldier-spawn"}, {fakeBin, "./testdata/fakeclaude"}} {
+			out, err := exec.Command("go", "build", "-o", b[0], b[1]).CombinedOutput()
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "build %s: %v\n%s", b[1], err, out)
+				return 1
+			}
+		}
+		// The tmux server (and so every soldier) inherits this; the engine must not see it (§9.17).
+		os.Setenv("SLACK_BOT_TOKEN", "xoxb-test-secret")
+		tmuxC = &tmux.Client{Socket: fmt.Sprintf("kingdom-test-general-%d", os.Getpid())}
+		defer tmuxC.KillServer(context.Background())
+		return m.Run()
+	}()
+	os.Exit(code)
+}
+
+type env struct {
+	t   *testing.T
+	l   layout.Layout
+	m   *config.Manifest
+	sys *config.System
+	g   *General
+	clk clock.Clock
+}
+
+type envOpt func(*env)
+
+func withClock(c clock.Clock) envOpt { return func(e *env) { e.clk = c } }
+
+func newEnv(t *testing.T, opts ...envOpt) *env {
+	t.Helper()
+	l := layout.New(t.TempDir())
+	if err := l.Ensure(); err != nil {
+		t.Fatal(err)
+	}
+	m := config.DefaultManifest()
+	m.Name = "gen-test"
+	m.TimeoutSeconds = 100
+	m.MaxConcurrent = 1
+	sys := config.DefaultSystem()
+	sys.Runtime.Claude.Command = fakeBin
+	sys.Runtime.Claude.Args = []string{"--permission-mode", "bypassPermissions"}
+	e := &env{t: t, l: l, m: m, sys: sys, clk: clock.Real{}}
+	for _, o := range opts {
+		o(e)
+	}
+	e.writeSystem()
+	return e
+}
+
+func (e *env) writeSystem() {
+	e.t.Helper()
+	y := fmt.Sprintf("runtime:\n  engine: %s\n  claude:\n    command: %q\n    args: []\n  command:\n    argv: %s\ngit:\n  clone_url: %q\n",
+		e.sys.Runtime.Engine, e.sys.Runtime.Claude.Command, jsonList(e.sys.Runtime.Command.Argv), e.sys.Git.CloneURL)
+	if err := os.WriteFile(e.l.ConfigFile("system.yaml"), []byte(y), 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := config.LoadSystem(e.l.ConfigFile("system.yaml")); err != nil {
+		e.t.Fatalf("test system.yaml invalid: %v", err)
+	}
+}
+
+func jsonList(a []string) string {
+	if a == nil {
+		a = []string{}
+	}
+	b, _ := json.Marshal(a)
+	return string(b)
+}
+
+// start builds the general (after the test tuned e.m / e.sys).
+func (e *env) start() *General {
+	e.t.Helper()
+	e.writeSystem()
+	g, err := New(Options{Layout: e.l, Manifest: e.m, System: e.sys, Tmux: tmuxC, Clock: e.clk,
+		SpawnBin: spawnBin, PollInterval: 20 * time.Millisecond,
+		Events: eventlog.NewEmitter(e.l.EventsLog(), e.l.RotateLock(), e.m.Name, nil)})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	g.Start(ctx)
+	e.t.Cleanup(func() { cancel(); g.Wait() })
+	e.g = g
+	return g
+}
+
+func (e *env) scenario(task string, sc map[string]any) {
+	e.t.Helper()
+	dir := filepath.Join(e.l.Base, "fake")
+	os.MkdirAll(dir, 0o700)
+	name := "scenario.json"
+	if task != "" {
+		name = "scenario-" + task + ".json"
+	}
+	b, _ := json.Marshal(sc)
+	if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) task(id string, mut ...func(*schema.Task)) *schema.Task {
+	e.t.Helper()
+	t := &schema.Task{ID: id, EventID: "evt-inbox-" + id, TargetGeneral: e.m.Name, Type: "test.run",
+		Payload: map[string]any{}, Priority: "normal", CreatedAt: schema.FormatTime(time.Now()), Status: "pending"}
+	for _, f := range mut {
+		f(t)
+	}
+	if err := queue.New(e.l, layout.QTasks, nil).Put(layout.Pending, id, t); err != nil {
+		e.t.Fatal(err)
+	}
+	return t
+}
+
+// tickUntil ticks the general until cond holds (a guard, not an assertion
+// on speed: the limit only stops a broken test).
+func (e *env) tickUntil(what string, cond func() bool) {
+	e.t.Helper()
+	limit := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(limit) {
+			e.t.Fatalf("gave up waiting for %s", what)
+		}
+		if err := e.g.Tick(context.Background()); err != nil {
+			e.t.Fatalf("tick: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond) // let soldiers run between ticks
+	}
+}
+
+func (e *env) final(id string) *schema.Result {
+	e.t.Helper()
+	var r *schema.Result
+	e.tickUntil("final result of "+id, func() bool {
+		b, err := os.ReadFile(e.l.ResultFinal(id))
+		if err != nil {
+			return false
+		}
+		r, err = schema.DecodeResult(b)
+		if err != nil {
+			e.t.Fatalf("final result of %s invalid: %v\n%s", id, err, b)
+		}
+		return true
+	})
+	e.g.Wait()
+	return r
+}
+
+type fakeCall struct {
+	Args              []string `json:"args"`
+	Cwd               string   `json:"cwd"`
+	Prompt            string   `json:"prompt"`
+	Resume            string   `json:"resume"`
+	SlackTokenVisible bool     `json:"slack_token_visible"`
+}
+
+func (e *env) call(task string) fakeCall {
+	e.t.Helper()
+	b, err := os.ReadFile(filepath.Join(e.l.Base, "fake", "calls", task+".json"))
+	if err != nil {
+		e.t.Fatalf("fake claude was not called for %s: %v", task, err)
+	}
+	var c fakeCall
+	json.Unmarshal(b, &c)
+	return c
+}
+
+func (e *env) events(typ string) []map[string]any {
+	b, _ := os.ReadFile(e.l.EventsLog())
+	var out []map[string]any
+	for _, line := range strings.Split(string(b), "\n") {
+		var ev struct {
+			Type  string         `json:"type"`
+			Actor string         `json:"actor"`
+			Data  map[string]any `json:"data"`
+		}
+		if json.Unmarshal([]byte(line), &ev) == nil && ev.Type == typ {
+			out = append(out, ev.Data)
+		}
+	}
+	return out
+}
+
+func (e *env) soldierSessions() []string {
+	ss, _ := tmuxC.List(context.Background())
+	var out []string
+	for _, s := range ss {
+		if strings.HasPrefix(s.Name, "soldier-") {
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}
+
+func sessionOf(e *env, task string) string {
+	return strings.TrimSpace(readTrim(e.l.ResultSoldierID(task)))
+}
