@@ -1,0 +1,111 @@
+package config
+
+import (
+	"os"
+	"reflect"
+	"time"
+)
+
+// King is king.yaml: routing, admission, retries, petitions and schedules.
+type King struct {
+	Slack       KingSlack       `yaml:"slack"`
+	Retry       KingRetry       `yaml:"retry"`
+	Concurrency KingConcurrency `yaml:"concurrency"`
+	Petition    Petition        `yaml:"petition"`
+	Schedules   KingSchedules   `yaml:"schedules"`
+	Intervals   KingIntervals   `yaml:"intervals"`
+}
+
+// KingSlack holds the channel for messages not tied to a thread.
+type KingSlack struct {
+	DefaultChannel string `yaml:"default_channel"` // env SLACK_DEFAULT_CHANNEL overrides
+}
+
+// KingRetry: a retryable failure is re-queued while retry_count <
+// MaxAttempts, after BackoffSeconds·2^retry_count (capped).
+type KingRetry struct {
+	MaxAttempts       int `yaml:"max_attempts" check:"min=0"`
+	BackoffSeconds    int `yaml:"backoff_seconds" check:"min=0"`
+	MaxBackoffSeconds int `yaml:"max_backoff_seconds" check:"min=0"`
+}
+
+// KingConcurrency is the admission limit on soldiers in flight.
+type KingConcurrency struct {
+	MaxSoldiers int `yaml:"max_soldiers" check:"min=1"`
+}
+
+// Petition configures the classifier for Slack DMs and mentions.
+type Petition struct {
+	Enabled        bool   `yaml:"enabled"`
+	Model          string `yaml:"model"`
+	TimeoutSeconds int    `yaml:"timeout_seconds" check:"min=1"`
+}
+
+// KingSchedules configures manifest schedules.
+type KingSchedules struct {
+	CatchUpHours int `yaml:"catch_up_hours" check:"min=0"` // a run missed within this window fires once
+}
+
+// KingIntervals are the fallback polling periods; inotify wakes the king sooner.
+type KingIntervals struct {
+	EventsSeconds  int `yaml:"events_seconds" check:"min=1"`
+	ResultsSeconds int `yaml:"results_seconds" check:"min=1"`
+}
+
+// DefaultKing returns king.yaml's defaults.
+func DefaultKing() *King {
+	return &King{
+		Retry:       KingRetry{MaxAttempts: 2, BackoffSeconds: 60, MaxBackoffSeconds: 3600},
+		Concurrency: KingConcurrency{MaxSoldiers: 3},
+		Petition:    Petition{Enabled: true, Model: "haiku", TimeoutSeconds: 15},
+		Schedules:   KingSchedules{CatchUpHours: 24},
+		Intervals:   KingIntervals{EventsSeconds: 10, ResultsSeconds: 10},
+	}
+}
+
+// LoadKing loads king.yaml; a missing file means defaults.
+func LoadKing(path string) (*King, error) {
+	c := DefaultKing()
+	if _, err := loadRole(path, c); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Validate checks every key of k.
+func (k *King) Validate() error {
+	var p problems
+	checkRules(reflect.ValueOf(k), "", &p)
+	if r := k.Retry; r.MaxBackoffSeconds < r.BackoffSeconds {
+		p.add("retry.max_backoff_seconds", "expected at least retry.backoff_seconds (%d), got %d", r.BackoffSeconds, r.MaxBackoffSeconds)
+	}
+	return p.err()
+}
+
+// DefaultChannel is env SLACK_DEFAULT_CHANNEL, else slack.default_channel.
+func (k *King) DefaultChannel() string {
+	if v := os.Getenv(EnvDefaultChannel); v != "" {
+		return v
+	}
+	return k.Slack.DefaultChannel
+}
+
+// RetryBackoff is the base delay before a retry.
+func (k *King) RetryBackoff() time.Duration { return seconds(k.Retry.BackoffSeconds) }
+
+// MaxRetryBackoff caps the exponential retry delay.
+func (k *King) MaxRetryBackoff() time.Duration { return seconds(k.Retry.MaxBackoffSeconds) }
+
+// PetitionTimeout bounds one petition classification.
+func (k *King) PetitionTimeout() time.Duration { return seconds(k.Petition.TimeoutSeconds) }
+
+// CatchUpWindow is how far back a missed schedule run still fires.
+func (k *King) CatchUpWindow() time.Duration {
+	return time.Duration(k.Schedules.CatchUpHours) * time.Hour
+}
+
+// EventsInterval is the fallback period for scanning pending events.
+func (k *King) EventsInterval() time.Duration { return seconds(k.Intervals.EventsSeconds) }
+
+// ResultsInterval is the fallback period for scanning results.
+func (k *King) ResultsInterval() time.Duration { return seconds(k.Intervals.ResultsSeconds) }

@@ -1,0 +1,208 @@
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	"github.com/kingdom-dev/kingdom/pkg/ids"
+)
+
+// Modes of a general.
+const (
+	ModeAutomation   = "automation"
+	ModeHarnessedDev = "harnessed_dev"
+)
+
+// Manifest is a general's config/generals/<name>.yaml.
+type Manifest struct {
+	Name             string         `yaml:"name"` // ^gen-[a-z][a-z0-9-]*$; session and state dir name
+	Description      string         `yaml:"description"`
+	TimeoutSeconds   int            `yaml:"timeout_seconds" check:"min=1"`
+	MaxConcurrent    int            `yaml:"max_concurrent" check:"min=1"`
+	DefaultRepo      string         `yaml:"default_repo"` // owner/name, used when an event has none
+	Engine           string         `yaml:"engine" check:"opt,oneof=claude|codex|command"`
+	SupportedEngines []string       `yaml:"supported_engines" check:"oneof=claude|codex|command"`
+	Mode             string         `yaml:"mode" check:"oneof=automation|harnessed_dev"`
+	Subscribes       []string       `yaml:"subscribes"` // event types; a "*" segment is a wildcard
+	Schedules        []Schedule     `yaml:"schedules"`
+	Instructions     string         `yaml:"instructions"` // added to the workspace's CLAUDE.md/AGENTS.md
+	Memory           ManifestMemory `yaml:"memory"`
+
+	// File is the path the manifest was loaded from; empty when built in code.
+	File string `yaml:"-"`
+
+	src *source // lines of the keys in File, for cross-file errors
+}
+
+// Schedule is a cron-driven task of a general.
+type Schedule struct {
+	Name     string         `yaml:"name"`      // valid id, unique within the manifest
+	Cron     string         `yaml:"cron"`      // 5 fields, host local time
+	TaskType string         `yaml:"task_type"` // the task's type
+	Repo     string         `yaml:"repo"`      // owner/name; empty: the manifest's default_repo
+	Payload  map[string]any `yaml:"payload"`
+}
+
+// ManifestMemory bounds the general's learned memory.
+type ManifestMemory struct {
+	MaxKB int `yaml:"max_kb" check:"min=1"`
+}
+
+// DefaultManifest returns a manifest's defaults (without a name).
+func DefaultManifest() *Manifest {
+	return &Manifest{
+		TimeoutSeconds:   1800,
+		MaxConcurrent:    1,
+		Mode:             ModeAutomation,
+		SupportedEngines: []string{},
+		Subscribes:       []string{},
+		Schedules:        []Schedule{},
+		Memory:           ManifestMemory{MaxKB: 64},
+	}
+}
+
+// LoadManifest loads one manifest. Unlike the role files it must exist.
+func LoadManifest(path string) (*Manifest, error) {
+	m, _, err := loadManifest(path)
+	return m, err
+}
+
+func loadManifest(path string) (*Manifest, *source, error) {
+	m := DefaultManifest()
+	src, err := loadFile(path, m, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	// Keep the key lines for cross-file errors, not the parsed tree.
+	m.File, m.src = path, &source{file: path, lines: src.lines}
+	if err := m.Validate(); err != nil {
+		return nil, nil, src.locate(err)
+	}
+	return m, src, nil
+}
+
+// LoadManifests loads every <name>.yaml directly in dir (normally
+// config/generals), sorted by name. Other files, dot-files and
+// subdirectories (templates/) are ignored; a missing dir holds no manifests.
+// Each file must be named after its manifest's name. It returns the
+// manifests that loaded together with an error joining every failure.
+func LoadManifests(dir string) ([]*Manifest, error) {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, &Error{File: dir, Msg: "read directory", Err: unwrapPath(err)}
+	}
+	var out []*Manifest
+	var errs []*Error
+	for _, e := range ents {
+		name := e.Name()
+		if e.IsDir() || strings.HasPrefix(name, ".") || filepath.Ext(name) != ".yaml" {
+			continue
+		}
+		path := filepath.Join(dir, name)
+		m, src, err := loadManifest(path)
+		if err != nil {
+			errs = append(errs, asErrors(err, path)...)
+			continue
+		}
+		if want := m.Name + ".yaml"; name != want {
+			errs = append(errs, &Error{File: path, Line: src.line("name"), Key: "name",
+				Msg: fmt.Sprintf("expected %q to match the file name %s", m.Name, name)})
+			continue
+		}
+		out = append(out, m)
+	}
+	slices.SortFunc(out, func(a, b *Manifest) int { return strings.Compare(a.Name, b.Name) })
+	return out, join(errs)
+}
+
+// asErrors flattens err into *Error values, naming file for foreign ones.
+func asErrors(err error, file string) []*Error {
+	errs := Errors(err)
+	if len(errs) == 0 {
+		errs = []*Error{{File: file, Err: err}}
+	}
+	return errs
+}
+
+// Validate checks every key of m.
+func (m *Manifest) Validate() error {
+	var p problems
+	if !ids.ValidGeneral(m.Name) {
+		p.add("name", "expected a general name matching ^gen-[a-z][a-z0-9-]*$ (at most 64 characters), got %q", m.Name)
+	}
+	checkRules(reflect.ValueOf(m), "", &p)
+	if m.DefaultRepo != "" && !repoRE.MatchString(m.DefaultRepo) {
+		p.add("default_repo", "expected owner/name, got %q", m.DefaultRepo)
+	}
+	if m.Engine != "" && len(m.SupportedEngines) > 0 && !slices.Contains(m.SupportedEngines, m.Engine) {
+		p.add("engine", "expected one of supported_engines (%s), got %q", strings.Join(m.SupportedEngines, "|"), m.Engine)
+	}
+	for i, s := range m.Subscribes {
+		if !subscribeRE.MatchString(s) {
+			p.add(fmt.Sprintf("subscribes[%d]", i), "expected an event type such as github.pr.review_requested or github.pr.*, got %q", s)
+		}
+	}
+	seen := map[string]int{}
+	for i, s := range m.Schedules {
+		key := fmt.Sprintf("schedules[%d]", i)
+		switch first, dup := seen[s.Name]; {
+		case !ids.Valid(s.Name):
+			p.add(key+".name", "expected an id matching ^[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}$ without '..', got %q", s.Name)
+		case dup:
+			p.add(key+".name", "duplicate schedule name %q (also schedules[%d])", s.Name, first)
+		default:
+			seen[s.Name] = i
+		}
+		if _, err := ParseCron(s.Cron); err != nil {
+			p.add(key+".cron", "expected a 5-field cron expression (minute hour day-of-month month day-of-week), got %q: %v", s.Cron, err)
+		}
+		if !eventTypeRE.MatchString(s.TaskType) {
+			p.add(key+".task_type", "expected a task type such as briefing.daily, got %q", s.TaskType)
+		}
+		if s.Repo != "" && !repoRE.MatchString(s.Repo) {
+			p.add(key+".repo", "expected owner/name, got %q", s.Repo)
+		}
+		if _, err := json.Marshal(s.Payload); err != nil {
+			p.add(key+".payload", "expected a mapping with string keys (it becomes JSON): %v", err)
+		}
+	}
+	return p.err()
+}
+
+// Timeout is the soldier's time limit.
+func (m *Manifest) Timeout() time.Duration { return seconds(m.TimeoutSeconds) }
+
+// MemoryMaxBytes caps the general's learned-patterns file.
+func (m *Manifest) MemoryMaxBytes() int64 { return int64(m.Memory.MaxKB) << 10 }
+
+var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow)
+
+// ParseCron parses a 5-field cron expression (host local time). Time-zone
+// prefixes are refused, and a panic inside the parser becomes an error.
+func ParseCron(expr string) (sched cron.Schedule, err error) {
+	f := strings.Fields(expr)
+	if len(f) > 0 && (strings.HasPrefix(f[0], "TZ=") || strings.HasPrefix(f[0], "CRON_TZ=")) {
+		return nil, errors.New("time-zone prefixes are not supported; schedules use host local time")
+	}
+	// robfig/cron panics on some malformed TZ= specs; never let a manifest
+	// take a role down.
+	defer func() {
+		if r := recover(); r != nil {
+			sched, err = nil, fmt.Errorf("invalid cron expression: %v", r)
+		}
+	}()
+	return cronParser.Parse(expr)
+}

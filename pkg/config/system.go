@@ -1,0 +1,171 @@
+package config
+
+import (
+	"fmt"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Engines.
+const (
+	EngineClaude  = "claude"
+	EngineCodex   = "codex"
+	EngineCommand = "command"
+)
+
+// Engines lists the valid values of runtime.engine and a manifest's engine.
+var Engines = []string{EngineClaude, EngineCodex, EngineCommand}
+
+// Placeholders are the words runtime.command.argv may contain; the engine
+// replaces each with the task's value.
+var Placeholders = []string{"{prompt_file}", "{workdir}", "{task_id}", "{result_path}"}
+
+// System is system.yaml: the engine soldiers run, git, and start's watchdog.
+type System struct {
+	Runtime  Runtime  `yaml:"runtime"`
+	Git      Git      `yaml:"git"`
+	Watchdog Watchdog `yaml:"watchdog"`
+	Log      Log      `yaml:"log"`
+}
+
+// Runtime selects and configures the soldier engine.
+type Runtime struct {
+	Engine  string        `yaml:"engine" check:"oneof=claude|codex|command"`
+	Claude  ClaudeEngine  `yaml:"claude"`
+	Codex   CodexEngine   `yaml:"codex"`
+	Command CommandEngine `yaml:"command"`
+	// EnvPassthrough names the only environment variables (beside KINGDOM_*)
+	// an engine sees (SPEC §9.17).
+	EnvPassthrough []string `yaml:"env_passthrough"`
+}
+
+// ClaudeEngine runs `claude -p` (SPEC §9.16).
+type ClaudeEngine struct {
+	Command string   `yaml:"command" check:"nonempty"`
+	Model   string   `yaml:"model"` // empty: the CLI's default
+	Args    []string `yaml:"args"`  // appended after Kingdom's own flags
+}
+
+// CodexEngine runs `codex exec`.
+type CodexEngine struct {
+	Command string `yaml:"command" check:"nonempty"`
+	Model   string `yaml:"model"`
+}
+
+// CommandEngine runs any argv with Placeholders substituted.
+type CommandEngine struct {
+	Argv []string `yaml:"argv"`
+}
+
+// Git configures cloning.
+type Git struct {
+	CloneURL string `yaml:"clone_url" check:"nonempty"` // {repo} is owner/name
+}
+
+// Watchdog configures start's supervision of role sessions.
+type Watchdog struct {
+	IntervalSeconds  int       `yaml:"interval_seconds" check:"min=1"`
+	CrashLoop        CrashLoop `yaml:"crash_loop"`
+	StopGraceSeconds int       `yaml:"stop_grace_seconds" check:"min=0"`
+}
+
+// CrashLoop: a role that died MaxRestarts times within WindowMinutes is not
+// restarted again.
+type CrashLoop struct {
+	MaxRestarts   int `yaml:"max_restarts" check:"min=1"`
+	WindowMinutes int `yaml:"window_minutes" check:"min=1"`
+}
+
+// Log configures the human-readable logs.
+type Log struct {
+	Level string `yaml:"level" check:"oneof=debug|info|warn|error"`
+}
+
+// DefaultSystem returns system.yaml's defaults.
+func DefaultSystem() *System {
+	return &System{
+		Runtime: Runtime{
+			Engine:  EngineClaude,
+			Claude:  ClaudeEngine{Command: "claude", Args: []string{"--permission-mode", "bypassPermissions"}},
+			Codex:   CodexEngine{Command: "codex"},
+			Command: CommandEngine{Argv: []string{}},
+			EnvPassthrough: []string{
+				"PATH", "HOME", "LANG", "TZ",
+				"GH_TOKEN", "GITHUB_TOKEN", "ANTHROPIC_API_KEY", "OPENAI_API_KEY",
+			},
+		},
+		Git: Git{CloneURL: "https://github.com/{repo}.git"},
+		Watchdog: Watchdog{
+			IntervalSeconds:  60,
+			CrashLoop:        CrashLoop{MaxRestarts: 5, WindowMinutes: 10},
+			StopGraceSeconds: 10,
+		},
+		Log: Log{Level: "info"},
+	}
+}
+
+// LoadSystem loads system.yaml; a missing file means defaults.
+func LoadSystem(path string) (*System, error) {
+	c := DefaultSystem()
+	if _, err := loadRole(path, c); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+var placeholderRE = regexp.MustCompile(`\{[A-Za-z_]+\}`)
+
+// Validate checks every key of s.
+func (s *System) Validate() error {
+	var p problems
+	checkRules(reflect.ValueOf(s), "", &p)
+	if s.Runtime.Engine == EngineCommand && len(s.Runtime.Command.Argv) == 0 {
+		p.add("runtime.command.argv", "expected a non-empty list when runtime.engine is command")
+	}
+	validateArgv(s.Runtime.Command.Argv, &p)
+	for i, name := range s.Runtime.EnvPassthrough {
+		key := fmt.Sprintf("runtime.env_passthrough[%d]", i)
+		switch {
+		case !envNameRE.MatchString(name):
+			p.add(key, "expected an environment variable name, got %q", name)
+		case strings.HasPrefix(name, "SLACK_") || strings.HasPrefix(name, "JIRA_"):
+			// SPEC §9.17: Slack and Jira tokens never reach an engine.
+			p.add(key, "expected a variable that is not a Slack or Jira secret, got %q", name)
+		}
+	}
+	if u := s.Git.CloneURL; u != "" && !strings.Contains(u, "{repo}") {
+		p.add("git.clone_url", "expected a URL containing {repo}, got %q", u)
+	}
+	return p.err()
+}
+
+func validateArgv(argv []string, p *problems) {
+	for i, arg := range argv {
+		for _, ph := range placeholderRE.FindAllString(arg, -1) {
+			if !slices.Contains(Placeholders, ph) {
+				p.add(fmt.Sprintf("runtime.command.argv[%d]", i), "unknown placeholder %s (known: %s)", ph, strings.Join(Placeholders, " "))
+			}
+		}
+	}
+}
+
+// EngineFor returns the engine a general's soldiers run: the manifest's
+// override, else runtime.engine. m may be nil.
+func (s *System) EngineFor(m *Manifest) string {
+	if m != nil && m.Engine != "" {
+		return m.Engine
+	}
+	return s.Runtime.Engine
+}
+
+// WatchdogInterval is how often start checks the role sessions.
+func (s *System) WatchdogInterval() time.Duration { return seconds(s.Watchdog.IntervalSeconds) }
+
+// CrashLoopWindow is the window in which MaxRestarts deaths stop restarts.
+func (s *System) CrashLoopWindow() time.Duration { return minutes(s.Watchdog.CrashLoop.WindowMinutes) }
+
+// StopGrace is how long a role gets after SIGTERM before it is killed.
+func (s *System) StopGrace() time.Duration { return seconds(s.Watchdog.StopGraceSeconds) }
