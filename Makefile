@@ -36,10 +36,10 @@ bench: build
 # Run the whole kingdom on this machine with no accounts: inbox watcher, the
 # command engine with the bundled demo soldier, envoy in console mode.
 demo: build
-	scripts/demo.sh $(DEMO_DIR)
+	$(GO) run ./scripts/demo --base-dir $(DEMO_DIR) --bin $(BIN)
 
 demo-stop:
-	scripts/demo.sh --stop $(DEMO_DIR)
+	$(GO) run ./scripts/demo --stop --base-dir $(DEMO_DIR) --bin $(BIN)
 
 clean:
 	rm -rf $(BIN) $(DEMO_DIR)

@@ -39,9 +39,14 @@ func main() {
 	if d, err := time.ParseDuration(os.Getenv("DEMO_SOLDIER_DELAY")); err == nil {
 		time.Sleep(d)
 	}
-	t := readTask(taskID)
-	res := decide(t)
-	res["task_id"] = taskID
+	var res map[string]any
+	if filepath.Base(filepath.Dir(resultPath)) == "petition-results" {
+		// The king's petition classifier: hand conversations to the herald.
+		res = map[string]any{"general": "gen-herald"}
+	} else {
+		res = decide(readTask(taskID))
+		res["task_id"] = taskID
+	}
 	b, _ := json.MarshalIndent(res, "", "  ")
 	tmp := resultPath + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
