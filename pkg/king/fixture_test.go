@@ -273,3 +273,5 @@ func writeJSONRaw(t *testing.T, path, s string) {
 		t.Fatal(err)
 	}
 }
+
+func removeFile(p string) error { return os.Remove(p) }
