@@ -9,9 +9,8 @@ import "embed"
 // FS holds the default files, at the root of the tree as they appear in
 // $BASE_DIR/config.
 //
-// When generals/*.yaml, generals/templates/*.md and workspace-claude.md are
-// added, extend the directive with those patterns (a pattern that matches
-// nothing is a build error, so they are listed only once they exist).
+// It holds the role files, the built-in generals' manifests and prompt
+// templates, and the workspace instructions given to every soldier.
 //
-//go:embed *.yaml *.example
+//go:embed *.yaml *.example workspace-claude.md generals/*.yaml generals/templates/*.md
 var FS embed.FS
