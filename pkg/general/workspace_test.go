@@ -1,0 +1,243 @@
+package general
+
+import (
+	"fmt"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/sessions"
+	"github.com/kingdom-dev/kingdom/pkg/soldier"
+)
+
+func run(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+// bareRepo makes <root>/acme/app.git with one commit and returns root and a
+// working clone used to push more commits.
+func bareRepo(t *testing.T) (root, work string) {
+	root = t.TempDir()
+	bare := filepath.Join(root, "acme", "app.git")
+	os.MkdirAll(bare, 0o755)
+	run(t, bare, "init", "--bare", "-q", "-b", "main")
+	work = t.TempDir()
+	run(t, work, "clone", "-q", bare, ".")
+	run(t, work, "checkout", "-q", "-b", "main")
+	os.WriteFile(filepath.Join(work, "README.md"), []byte("v1"), 0o644)
+	run(t, work, "add", ".")
+	run(t, work, "commit", "-q", "-m", "v1")
+	run(t, work, "push", "-q", "origin", "main")
+	return root, work
+}
+
+func withRepo(t *testing.T, e *env) string {
+	root, work := bareRepo(t)
+	e.sys.Git.CloneURL = "file://" + root + "/{repo}.git"
+	return work
+}
+
+func TestWorkspace_CloneThenFetchAndCleanCheckoutPerTask(t *testing.T) {
+	e := newEnv(t)
+	work := withRepo(t, e)
+	e.m.DefaultRepo = "acme/app"
+	e.scenario("task-20260101-100", map[string]any{"mode": "dirty"})
+	e.start()
+	e.task("task-20260101-100")
+	if r := e.final("task-20260101-100"); r.Status != "success" {
+		t.Fatalf("first task: %+v", r)
+	}
+	clone := e.l.RepoClone("gen-test", "acme/app")
+	if _, err := os.Stat(filepath.Join(clone, ".git")); err != nil {
+		t.Fatalf("no base clone at %s: %v", clone, err)
+	}
+	// A new commit upstream must reach the next task (git fetch).
+	os.WriteFile(filepath.Join(work, "README.md"), []byte("v2"), 0o644)
+	run(t, work, "commit", "-q", "-am", "v2")
+	run(t, work, "push", "-q", "origin", "main")
+
+	e.scenario("task-20260101-101", map[string]any{"mode": "hang"})
+	e.task("task-20260101-101")
+	e.tickUntil("second soldier", func() bool { return sessionOf(e, "task-20260101-101") != "" })
+	repoDir := filepath.Join(e.l.TaskDir("gen-test", "task-20260101-101"), "repo")
+	if b, _ := os.ReadFile(filepath.Join(repoDir, "README.md")); string(b) != "v2" {
+		t.Errorf("second checkout README = %q, want v2 (fetched)", b)
+	}
+	if _, err := os.Stat(filepath.Join(repoDir, "dirty.txt")); err == nil {
+		t.Error("a file left by the previous task leaked into the next checkout")
+	}
+	for _, f := range []string{"CLAUDE.md", "AGENTS.md", ".kingdom-task.json"} {
+		if _, err := os.Stat(filepath.Join(e.l.TaskDir("gen-test", "task-20260101-101"), f)); err != nil {
+			t.Errorf("task dir lacks %s", f)
+		}
+	}
+	if st := run(t, repoDir, "status", "--porcelain"); strings.TrimSpace(st) != "" {
+		t.Errorf("fresh checkout not clean: %q", st)
+	}
+	tmuxC.Kill(context.Background(), sessionOf(e, "task-20260101-101"))
+	e.final("task-20260101-101")
+	if out := run(t, clone, "worktree", "list"); strings.Contains(out, "task-20260101-101") {
+		t.Errorf("worktree not removed:\n%s", out)
+	}
+}
+
+func TestWorkspace_ParallelTasksGetSeparateWorktrees(t *testing.T) {
+	e := newEnv(t)
+	withRepo(t, e)
+	e.m.MaxConcurrent = 2
+	e.scenario("", map[string]any{"mode": "success", "sleep_ms": 800})
+	e.start()
+	e.task("task-20260101-110", func(t *schema.Task) { t.Repo = schema.StringPtr("acme/app") })
+	e.task("task-20260101-111", func(t *schema.Task) { t.Repo = schema.StringPtr("acme/app") })
+	e.final("task-20260101-110")
+	e.final("task-20260101-111")
+	a, b := e.call("task-20260101-110").Cwd, e.call("task-20260101-111").Cwd
+	if a == b || !strings.HasSuffix(a, "task-20260101-110/repo") || !strings.HasSuffix(b, "task-20260101-111/repo") {
+		t.Fatalf("working trees: %s and %s", a, b)
+	}
+}
+
+func TestReconcile_OrphanedTasksAfterRestart(t *testing.T) {
+	e := newEnv(t)
+	q := func(id string, rc int) *schema.Task {
+		tk := &schema.Task{ID: id, EventID: "evt-x-" + id, TargetGeneral: "gen-test", Type: "test.run", Payload: map[string]any{},
+			Priority: "normal", CreatedAt: schema.FormatTime(time.Now()), Status: "in_progress", RetryCount: rc}
+		if err := e.g0().tasks.Put(layout.InProgress, id, tk); err != nil {
+			t.Fatal(err)
+		}
+		return tk
+	}
+	e.g0()
+	// (d) nothing left: SoldierDied.
+	q("task-20260101-200", 1)
+	// (a) a raw result exists: finished from it.
+	q("task-20260101-201", 0)
+	os.WriteFile(e.l.ResultRaw("task-20260101-201"), []byte(`{"task_id":"task-20260101-201","status":"success","summary":"done before the crash"}`), 0o600)
+	// (b) a final result for this attempt: untouched.
+	q("task-20260101-202", 2)
+	final := []byte(`{"task_id":"task-20260101-202","status":"success","summary":"s","general":"gen-test","duration_seconds":1,"completed_at":"2026-01-01T00:00:00Z","retry_count":2}`)
+	os.WriteFile(e.l.ResultFinal("task-20260101-202"), final, 0o600)
+	// (c) a live registered soldier: re-attached and followed to its result.
+	tk := q("task-20260101-203", 0)
+	e.scenario("task-20260101-203", map[string]any{"mode": "success", "sleep_ms": 700})
+	os.WriteFile(e.l.Prompt(tk.ID), []byte("p"), 0o600)
+	wd := t.TempDir()
+	sid := "soldier-1-live"
+	sessions.New(e.l).Add(sessions.Entry{ID: sid, TaskID: tk.ID, General: "gen-test", StartedAt: time.Now().UTC()})
+	if _, err := soldier.Spawn(context.Background(), tmuxC, spawnBin, soldier.Params{BaseDir: e.l.Base, TaskID: tk.ID,
+		General: "gen-test", PromptFile: e.l.Prompt(tk.ID), Workdir: wd, SoldierID: sid}, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	e.start() // the "restarted" general
+	r0 := e.final("task-20260101-200")
+	if r0.Status != "killed" || r0.ErrorReason != schema.ReasonSoldierDied || r0.RetryCount != 1 {
+		t.Errorf("orphan: %+v", r0)
+	}
+	if r1 := e.final("task-20260101-201"); r1.Status != "success" || r1.Summary != "done before the crash" {
+		t.Errorf("raw-finished: %+v", r1)
+	}
+	if b, _ := os.ReadFile(e.l.ResultFinal("task-20260101-202")); string(b) != string(final) {
+		t.Errorf("final result of the current attempt was rewritten: %s", b)
+	}
+	r3 := e.final("task-20260101-203")
+	if r3.Status != "success" || r3.SoldierID != sid {
+		t.Errorf("re-attached: %+v", r3)
+	}
+	if es, _ := sessions.New(e.l).List(); len(es) != 0 {
+		t.Errorf("registry not cleaned: %v", es)
+	}
+}
+
+// g0 is a general used only for its queue before start().
+func (e *env) g0() *General {
+	if e.g == nil {
+		g, _ := New(Options{Layout: e.l, Manifest: e.m, System: e.sys, Tmux: tmuxC})
+		return g
+	}
+	return e.g
+}
+
+func TestInstall_RoundTripOfBuiltinPackages(t *testing.T) {
+	l := layout.New(t.TempDir())
+	for _, name := range []string{"gen-pr", "gen-herald", "gen-briefing"} {
+		dir := filepath.Join("..", "..", "generals", name)
+		got, err := Install(l, dir)
+		if err != nil || got != name {
+			t.Fatalf("install %s: %v (%q)", name, err, got)
+		}
+		want, _ := os.ReadFile(filepath.Join(dir, "prompt.md"))
+		if b, _ := os.ReadFile(l.Template(name)); string(b) != string(want) || !strings.Contains(string(b), "KINGDOM_RESULT_PATH") {
+			t.Errorf("%s template not installed verbatim or lacks the result contract", name)
+		}
+		if err := Uninstall(l, name); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{l.GeneralManifest(name), l.Template(name)} {
+			if _, err := os.Stat(p); err == nil {
+				t.Errorf("%s left after uninstall", p)
+			}
+		}
+	}
+	if err := Uninstall(l, "gen-pr"); err == nil {
+		t.Error("uninstalling a missing general should fail")
+	}
+	if err := Uninstall(l, "../etc"); err == nil {
+		t.Error("an invalid name must be refused")
+	}
+	bad := t.TempDir()
+	os.WriteFile(filepath.Join(bad, "manifest.yaml"), []byte("name: not-a-general\n"), 0o600)
+	os.WriteFile(filepath.Join(bad, "prompt.md"), []byte("x"), 0o600)
+	if _, err := Install(l, bad); err == nil || !strings.Contains(err.Error(), "name") {
+		t.Errorf("invalid manifest: err = %v", err)
+	}
+}
+
+func TestMemory_CapTrimsOldest(t *testing.T) {
+	e := newEnv(t)
+	e.m.Memory.MaxKB = 1
+	g := e.start()
+	for i := 0; i < 40; i++ {
+		if err := g.appendMemory("task-x", []string{fmt.Sprintf("lesson %02d\nsecond line", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, _ := os.ReadFile(filepath.Join(e.l.MemoryGeneral("gen-test"), "learned-patterns.md"))
+	if len(b) > 1024 {
+		t.Fatalf("memory is %d bytes, cap 1024", len(b))
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	last := lines[len(lines)-1]
+	if !strings.HasSuffix(last, "lesson 39 second line") {
+		t.Errorf("newest entry missing; last line %q", last)
+	}
+	if strings.Contains(string(b), "lesson 00 ") {
+		t.Error("oldest entry should have been trimmed first")
+	}
+	if !strings.HasPrefix(string(b), "# Learned patterns") {
+		t.Error("header lost")
+	}
+}
+
+func TestRender_NeverReexpandsPayload(t *testing.T) {
+	got := Render("{{task_id}}|{{payload.a}}|{{ payload.b.c }}|{{unknown}}|{{REPO}}", Vars{TaskID: "t1", Repo: "o/r",
+		Payload: map[string]any{"a": "{{task_id}} $(x) `y`", "b": map[string]any{"c": 3}}})
+	want := "t1|{{task_id}} $(x) `y`|3|{{unknown}}|o/r"
+	if got != want {
+		t.Fatalf("got %q want %q", got, want)
+	}
+}
