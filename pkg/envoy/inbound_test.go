@@ -349,3 +349,16 @@ func keys(m map[string]*schema.Event) []string {
 }
 
 type cfgEnvoy = config.Envoy
+
+// A connection failure slack-go gives up on (a refused token) is retried by
+// the envoy with growing waits until it connects.
+func TestInbound_SocketRetriesRefusedConnection(t *testing.T) {
+	h := newHarness(t, setup{})
+	h.fake.Fail("apps.connections.open", 2, "invalid_auth")
+	h.startSocket()
+	if got := h.Sleeps(); len(got) != 2 || got[0] != time.Second || got[1] != 2*time.Second {
+		t.Errorf("reconnect waits = %v, want [1s 2s]", got)
+	}
+	h.push(slackfake.Msg{Channel: "D1", ChannelType: "im", User: "UALICE", Text: "hi", TS: "1700000000.000900"})
+	h.waitEvents(1)
+}

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
+)
+
+func buildEnvoy(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "envoy")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func runBin(t *testing.T, bin string, env []string, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "SLACK_BOT_TOKEN=", "SLACK_APP_TOKEN=", "SLACK_DEFAULT_CHANNEL=", "KINGDOM_TMUX_SOCKET=kingdom-test-envoy-cmd")
+	cmd.Env = append(cmd.Env, env...)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return string(out), ee.ExitCode()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out), 0
+}
+
+// Console mode end to end with the real binary: `envoy --once` posts a
+// question to the console, `envoy reply` answers it, and the answer is a
+// slack.thread.reply event in the queue.
+func TestEnvoyBinary_ConsoleRoundTrip(t *testing.T) {
+	bin := buildEnvoy(t)
+	base := t.TempDir()
+	l := layout.New(base)
+	if err := l.Ensure(); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(l.ConfigFile("envoy.yaml"), []byte("slack:\n  default_channel: COPS\n"), 0o600)
+	task := "task-20261121-001"
+	repo := "acme/web"
+	msg := schema.Message{ID: "msg-" + task + "-question", Type: schema.MessageHumanInputRequest, TaskID: &task,
+		Urgency: "normal", Content: "Which branch?", CreatedAt: "2026-11-21T10:00:00Z", Status: "pending",
+		ReplyContext: &schema.ReplyContext{General: "gen-pr", SessionID: "s1", Repo: &repo, TaskID: task}}
+	b, _ := json.Marshal(msg)
+	os.WriteFile(filepath.Join(l.QueueState(layout.QMessages, layout.Pending), msg.ID+".json"), b, 0o600)
+
+	out, code := runBin(t, bin, nil, "--base-dir", base, "--once")
+	if code != 0 {
+		t.Fatalf("envoy --once exit %d:\n%s", code, out)
+	}
+	if !strings.Contains(out, "Which branch?") {
+		t.Errorf("console output lacks the question:\n%s", out)
+	}
+	logb, _ := os.ReadFile(l.EnvoyConsoleLog())
+	if !strings.Contains(string(logb), "#COPS human_input_request "+task) {
+		t.Errorf("console log:\n%s", logb)
+	}
+	if _, err := os.Stat(filepath.Join(l.QueueState(layout.QMessages, layout.Sent), msg.ID+".json")); err != nil {
+		t.Errorf("message not in sent/: %v", err)
+	}
+
+	out, code = runBin(t, bin, nil, "reply", "--base-dir", base, task, "use main")
+	if code != 0 {
+		t.Fatalf("envoy reply exit %d:\n%s", code, out)
+	}
+	ents, _ := os.ReadDir(l.QueueState(layout.QEvents, layout.Pending))
+	if len(ents) != 1 || !strings.HasPrefix(ents[0].Name(), "evt-slack-reply-") {
+		t.Fatalf("events = %v, want one evt-slack-reply-*", ents)
+	}
+	eb, _ := os.ReadFile(filepath.Join(l.QueueState(layout.QEvents, layout.Pending), ents[0].Name()))
+	ev, err := schema.DecodeEvent(eb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.Type != "slack.thread.reply" || ev.Priority != "high" || ev.Payload["text"] != "use main" {
+		t.Errorf("event = %s", eb)
+	}
+
+	// Answered: a second reply has nothing to answer.
+	out, code = runBin(t, bin, nil, "reply", "--base-dir", base, task, "again")
+	if code == 0 || !strings.Contains(out, "not waiting") {
+		t.Errorf("second reply: exit %d, output %q; want a clear refusal", code, out)
+	}
+	// A bad task id never becomes a path.
+	if out, code = runBin(t, bin, nil, "reply", "--base-dir", base, "../x", "hi"); code == 0 || !strings.Contains(out, "invalid id") {
+		t.Errorf("bad id: exit %d, output %q", code, out)
+	}
+}
+
+func TestEnvoyBinary_AppTokenWithoutBotTokenIsConfigError(t *testing.T) {
+	bin := buildEnvoy(t)
+	out, code := runBin(t, bin, []string{"SLACK_APP_TOKEN=xapp-1"}, "--base-dir", t.TempDir(), "--once")
+	if code != 2 || strings.Contains(out, "xapp-1") {
+		t.Errorf("exit %d, output %q; want 2 without the token", code, out)
+	}
+}
