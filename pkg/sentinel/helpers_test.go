@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -298,3 +299,9 @@ func (f *fakeGitHub) list(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	w.Write(body)
 }
+
+func newLogger(e *env) *slog.Logger {
+	return logging.New(logging.Options{Role: "sentinel", Stdout: e.logs, Level: -4})
+}
+
+func loadSentinel(p string) (*config.Sentinel, error) { return config.LoadSentinel(p) }
