@@ -117,7 +117,7 @@ func (e *env) events(typ string) []eventlog.Event {
 			e.t.Fatal(err)
 		}
 		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		sc.Buffer(make([]byte, 1<<20), 8<<20)
 		for sc.Scan() {
 			var ev eventlog.Event
 			if json.Unmarshal(sc.Bytes(), &ev) != nil {
