@@ -79,6 +79,8 @@ type Envoy struct {
 	selfID  string               // our bot's user id (auth.test)
 	selfBot string               // our bot id
 	seenEvt map[string]time.Time // Slack event_ids handled (redelivery dedupe)
+	// holdUntil pauses outbound sends after a long Retry-After.
+	holdUntil time.Time
 }
 
 // New builds the envoy. It does no I/O.

@@ -23,7 +23,7 @@ import (
 var t0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 
 type harness struct {
-	t      *testing.T
+	t      testing.TB
 	l      layout.Layout
 	e      *Envoy
 	clock  *clock.Fake
@@ -39,7 +39,7 @@ type setup struct {
 	cfg     func(*config.Envoy)
 }
 
-func newHarness(t *testing.T, s setup) *harness {
+func newHarness(t testing.TB, s setup) *harness {
 	t.Helper()
 	t.Setenv(config.EnvDefaultChannel, "")
 	h := &harness{t: t, l: layout.New(t.TempDir()), clock: clock.NewFake(t0), stdout: &bytes.Buffer{}}

@@ -42,6 +42,12 @@ var finalReaction = map[string]string{
 
 func parseTime(s string) (time.Time, error) { return schema.ParseTime(s) }
 
+// maxInlineWait is the longest Retry-After waited inside a tick.
+const maxInlineWait = 30 * time.Second
+
+// errHeld means Slack asked us to pause all sends for a while.
+var errHeld = errors.New("rate limited by Slack, sends held")
+
 // ErrNoChannel is a message with no channel and no default channel.
 var ErrNoChannel = errors.New("no channel: message has none and no default channel is configured (SLACK_DEFAULT_CHANNEL or envoy.yaml slack.default_channel)")
 
@@ -50,6 +56,12 @@ var ErrNoChannel = errors.New("no channel: message has none and no default chann
 // the message stays in pending/ while it is sent and moves to sent/ or
 // failed/ when done.
 func (e *Envoy) sendPending(ctx context.Context) error {
+	e.mu.Lock()
+	hold := e.holdUntil
+	e.mu.Unlock()
+	if e.clock.Now().Before(hold) {
+		return nil // Slack's Retry-After has not passed yet
+	}
 	entries, err := e.messages.List(layout.Pending)
 	if err != nil {
 		return err
@@ -60,6 +72,10 @@ func (e *Envoy) sendPending(ctx context.Context) error {
 			break
 		}
 		if err := e.deliver(ctx, ent); err != nil {
+			if errors.Is(err, errHeld) {
+				e.log.Warn("slack rate limit: sends held", "err", err)
+				break
+			}
 			errs = append(errs, err)
 		}
 	}
@@ -208,6 +224,9 @@ func (e *Envoy) deliver(ctx context.Context, ent queue.Entry) error {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
+				if errors.Is(perr, errHeld) {
+					return perr
+				}
 				return e.fail(m, ent, perr)
 			}
 			if ch == "" {
@@ -327,7 +346,15 @@ func (e *Envoy) postWithRetry(ctx context.Context, p post) (string, string, erro
 		wait := time.Second << (attempt - 1)
 		var rl *slack.RateLimitedError
 		if errors.As(err, &rl) && rl.RetryAfter > 0 {
-			wait = min(rl.RetryAfter, 5*time.Minute)
+			wait = rl.RetryAfter
+			if wait > maxInlineWait {
+				// Too long to block the tick (and the heartbeat): hold every
+				// send until then; the message stays pending, no attempt lost.
+				e.mu.Lock()
+				e.holdUntil = e.clock.Now().Add(wait)
+				e.mu.Unlock()
+				return "", "", fmt.Errorf("post %s: %w for %v", p.MsgID, errHeld, wait)
+			}
 		}
 		e.log.Warn("slack send failed, retrying", "msg_id", p.MsgID, "attempt", attempt, "wait", wait, "err", redact(err))
 		if err := e.sleep(ctx, wait); err != nil {

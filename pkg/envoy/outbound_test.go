@@ -294,3 +294,31 @@ func TestOutbound_DeliveryRecordPreventsDoublePost(t *testing.T) {
 		t.Errorf("delivery record kept after the message reached sent/")
 	}
 }
+
+// A Retry-After too long to wait inside a tick holds every send until then,
+// without using up the message's attempts.
+func TestOutbound_LongRateLimitHoldsSends(t *testing.T) {
+	h := newHarness(t, setup{})
+	h.fake.RateLimit("chat.postMessage", 1, 120)
+	h.put(message("msg-20261121-001", "report", ""))
+	h.put(message("msg-20261121-002", "report", ""))
+	h.tick()
+	if n := len(h.fake.Calls("chat.postMessage")); n != 1 {
+		t.Fatalf("calls = %d, want 1 (then hold)", n)
+	}
+	if got := h.Sleeps(); len(got) != 0 {
+		t.Errorf("slept %v inside the tick", got)
+	}
+	h.clock.Advance(119 * time.Second)
+	h.tick()
+	if n := len(h.fake.Calls("chat.postMessage")); n != 1 {
+		t.Fatalf("calls = %d before Retry-After passed, want 1", n)
+	}
+	h.clock.Advance(2 * time.Second)
+	h.tick()
+	for _, id := range []string{"msg-20261121-001", "msg-20261121-002"} {
+		if s := h.msgState(id); s != layout.Sent {
+			t.Errorf("%s in %q, want sent", id, s)
+		}
+	}
+}
