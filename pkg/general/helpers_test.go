@@ -55,7 +55,8 @@ func TestMain(m *testing.M) {
 }
 
 type env struct {
-	t   *testing.T
+	t     testing.TB
+	trace func(task, m string)
 	l   layout.Layout
 	m   *config.Manifest
 	sys *config.System
@@ -67,7 +68,22 @@ type envOpt func(*env)
 
 func withClock(c clock.Clock) envOpt { return func(e *env) { e.clk = c } }
 
-func newEnv(t *testing.T, opts ...envOpt) *env {
+func newEnv(t *testing.T, opts ...envOpt) *env { return newEnvTB(t, opts...) }
+
+// newEnvB is the benchmark environment: the command engine running the
+// fake in its instant mode, 8 soldiers at once.
+func newEnvB(b *testing.B) *env {
+	e := newEnvTB(b)
+	e.sys.Runtime.Engine = "command"
+	e.sys.Runtime.Command.Argv = []string{fakeBin, "command", "{task_id}", "{result_path}"}
+	e.m.MaxConcurrent = 8
+	return e
+}
+
+func (e *env) startB(b *testing.B) *General { return e.start() }
+func (e *env) taskB(b *testing.B, id string) { e.task(id) }
+
+func newEnvTB(t testing.TB, opts ...envOpt) *env {
 	t.Helper()
 	l := layout.New(t.TempDir())
 	if err := l.Ensure(); err != nil {
@@ -113,7 +129,7 @@ func (e *env) start() *General {
 	e.t.Helper()
 	e.writeSystem()
 	g, err := New(Options{Layout: e.l, Manifest: e.m, System: e.sys, Tmux: tmuxC, Clock: e.clk,
-		SpawnBin: spawnBin, PollInterval: 20 * time.Millisecond,
+		SpawnBin: spawnBin, PollInterval: 20 * time.Millisecond, Trace: e.trace,
 		Events: eventlog.NewEmitter(e.l.EventsLog(), e.l.RotateLock(), e.m.Name, nil)})
 	if err != nil {
 		e.t.Fatal(err)

@@ -1,8 +1,8 @@
 package general
 
 import (
-	"fmt"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"

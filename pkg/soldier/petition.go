@@ -48,13 +48,13 @@ func Petition(ctx context.Context, o PetitionOptions) error {
 	if o.System == nil {
 		o.System = config.DefaultSystem()
 	}
+	if err := layout.EnsureDir(filepath.Dir(o.Out)); err != nil {
+		return err
+	}
 	res, perr := classify(ctx, o)
 	var doc any = res
 	if perr != nil {
 		doc = map[string]string{"error": perr.Error()}
-	}
-	if err := layout.EnsureDir(filepath.Dir(o.Out)); err != nil {
-		return err
 	}
 	if err := atomicfile.WriteJSON(o.Out, doc); err != nil {
 		return fmt.Errorf("write petition result %s: %w", o.Out, err)
