@@ -57,11 +57,11 @@ func TestMain(m *testing.M) {
 type env struct {
 	t     testing.TB
 	trace func(task, m string)
-	l   layout.Layout
-	m   *config.Manifest
-	sys *config.System
-	g   *General
-	clk clock.Clock
+	l     layout.Layout
+	m     *config.Manifest
+	sys   *config.System
+	g     *General
+	clk   clock.Clock
 }
 
 type envOpt func(*env)
@@ -80,7 +80,7 @@ func newEnvB(b *testing.B) *env {
 	return e
 }
 
-func (e *env) startB(b *testing.B) *General { return e.start() }
+func (e *env) startB(b *testing.B) *General  { return e.start() }
 func (e *env) taskB(b *testing.B, id string) { e.task(id) }
 
 func newEnvTB(t testing.TB, opts ...envOpt) *env {
