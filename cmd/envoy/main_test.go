@@ -7,8 +7,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/envoy/slackfake"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
@@ -107,4 +110,100 @@ func TestEnvoyBinary_AppTokenWithoutBotTokenIsConfigError(t *testing.T) {
 	if code != 2 || strings.Contains(out, "xapp-1") {
 		t.Errorf("exit %d, output %q; want 2 without the token", code, out)
 	}
+}
+
+// The daemon against the fake Slack, configured the normal way (envoy.yaml
+// api_url + token env vars): a DM becomes an event, a message dropped into
+// pending/ is posted at once (inotify), the heartbeat is fresh, SIGTERM
+// exits 0.
+func TestEnvoyBinary_DaemonAgainstFakeSlack(t *testing.T) {
+	bin := buildEnvoy(t)
+	fake := slackfake.New()
+	defer fake.Close()
+	base := t.TempDir()
+	l := layout.New(base)
+	if err := l.Ensure(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := "slack:\n  api_url: " + fake.APIURL() + "\n  default_channel: COPS\n  allowed_users: [UALICE]\nintervals:\n  outbound_seconds: 60\n"
+	os.WriteFile(l.ConfigFile("envoy.yaml"), []byte(cfg), 0o600)
+
+	cmd := exec.Command(bin, "--base-dir", base)
+	cmd.Env = append(os.Environ(), "SLACK_BOT_TOKEN=xoxb-secret-bot", "SLACK_APP_TOKEN=xapp-secret-app", "SLACK_DEFAULT_CHANNEL=")
+	outPath := filepath.Join(t.TempDir(), "out")
+	outF, err := os.Create(outPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outF.Close()
+	cmd.Stdout, cmd.Stderr = outF, outF
+	out := fileString(outPath)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		<-exited
+	}()
+
+	if err = fake.WaitConnected(10 * time.Second); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	env, err := fake.PushMessage(slackfake.Msg{Channel: "D1", ChannelType: "im", User: "UALICE", Text: "review please", TS: "1700000000.000100"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fake.WaitAck(env, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(l.QueueState(layout.QEvents, layout.Pending), "evt-slack-msg-1700000000-000100.json")); err != nil {
+		t.Errorf("DM event not queued: %v", err)
+	}
+
+	task := "task-20261121-001"
+	msg := schema.Message{ID: "msg-" + task + "-start", Type: schema.MessageThreadStart, TaskID: &task, Urgency: "normal",
+		Content: "Reviewing", CreatedAt: "2026-11-21T10:00:00Z", Status: "pending",
+		SourceRef: &schema.SourceRef{Channel: "D1", TS: "1700000000.000100"}}
+	b, _ := json.Marshal(msg)
+	tmp := filepath.Join(l.QueueState(layout.QMessages, layout.Pending), ".tmp-test")
+	os.WriteFile(tmp, b, 0o600)
+	os.Rename(tmp, filepath.Join(l.QueueState(layout.QMessages, layout.Pending), msg.ID+".json"))
+	// The outbound interval is 60 s: only the inotify wake-up can make this.
+	calls, err := fake.WaitCalls("chat.postMessage", 1, 10*time.Second)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if c := calls[0]; c.Form.Get("channel") != "D1" || c.Form.Get("thread_ts") != "1700000000.000100" || c.Token != "xoxb-secret-bot" {
+		t.Errorf("post = %v", c.Form)
+	}
+	if _, err := os.Stat(l.Heartbeat(layout.RoleEnvoy)); err != nil {
+		t.Errorf("no heartbeat: %v", err)
+	}
+
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-exited:
+		exited <- err
+		if err != nil {
+			t.Errorf("exit after SIGTERM: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("envoy did not exit after SIGTERM")
+	}
+	logs, _ := os.ReadFile(l.SystemLog())
+	for _, secret := range []string{"xoxb-secret-bot", "xapp-secret-app", "review please"} {
+		if strings.Contains(out.String(), secret) || strings.Contains(string(logs), secret) {
+			t.Errorf("logs contain %q", secret)
+		}
+	}
+}
+
+// fileString reads a file on demand (the daemon's output).
+type fileString string
+
+func (f fileString) String() string {
+	b, _ := os.ReadFile(string(f))
+	return string(b)
 }

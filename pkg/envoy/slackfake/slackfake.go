@@ -196,8 +196,7 @@ func (s *Server) WaitConnected(timeout time.Duration) error {
 	return nil
 }
 
-// WaitReconnect waits for a connection newer than the one current when it
-// was called (use after Drop).
+// waitGen waits for a connection newer than generation gen.
 func (s *Server) waitGen(gen int, timeout time.Duration) error {
 	if !s.waitFor(timeout, func() bool { return s.conn != nil && s.connGen > gen }) {
 		return errors.New("slackfake: no new socket mode connection")
