@@ -344,3 +344,20 @@ func TestGitHub_BadInputIsLoggedAndNextPollWorks(t *testing.T) {
 		})
 	}
 }
+
+func TestGitHub_TokenFromGITHUB_TOKEN(t *testing.T) {
+	e := newEnv(t)
+	e.getenv = map[string]string{"GITHUB_TOKEN": "ghp_testtoken000000000000000000"}
+	gh := newFakeGitHub(t, readFixture(t, "github/testdata/notifications.json"))
+	e.tick(e.sentinel(e.config(gh.yaml(""))))
+	if len(e.pending()) != 4 {
+		t.Errorf("GITHUB_TOKEN not used: pending %v\n%s", e.pending(), e.logs)
+	}
+	// Without any token the fake answers 401 and the log says so.
+	e2 := newEnv(t)
+	e2.getenv = map[string]string{}
+	e2.tick(e2.sentinel(e2.config(gh.yaml(""))))
+	if !strings.Contains(e2.logs.String(), "GH_TOKEN") || !strings.Contains(e2.logs.String(), "HTTP 401") {
+		t.Errorf("missing token not explained:\n%s", e2.logs)
+	}
+}

@@ -49,7 +49,7 @@ func (s *syncBuf) String() string {
 func (s *syncBuf) count(sub string) int { return strings.Count(s.String(), sub) }
 
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	l      layout.Layout
 	clk    *clock.Fake
 	logs   *syncBuf
@@ -58,7 +58,7 @@ type env struct {
 	getenv map[string]string
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	l := layout.New(t.TempDir())
 	if err := l.Ensure(); err != nil {
@@ -146,7 +146,7 @@ func (e *env) detected() []string {
 	return out
 }
 
-func readFixture(t *testing.T, path string) []byte {
+func readFixture(t testing.TB, path string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.FromSlash(path))
 	if err != nil {
@@ -159,7 +159,7 @@ func readFixture(t *testing.T, path string) []byte {
 // X-Poll-Interval, Link pagination, unread-only lists) and PATCH
 // /notifications/threads/{id} (205) like api.github.com.
 type fakeGitHub struct {
-	t   *testing.T
+	t   testing.TB
 	srv *httptest.Server
 	mu  sync.Mutex
 	// pages of notifications (raw JSON arrays as served).
@@ -176,7 +176,7 @@ type fakeGitHub struct {
 	pollSecs int
 }
 
-func newFakeGitHub(t *testing.T, pages ...[]byte) *fakeGitHub {
+func newFakeGitHub(t testing.TB, pages ...[]byte) *fakeGitHub {
 	f := &fakeGitHub{t: t, pages: pages, read: map[string]bool{}, pollSecs: 60}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.srv.Close)

@@ -111,6 +111,13 @@ func TestInbox_InvalidFilesAreRejectedWithReason(t *testing.T) {
 	for name, body := range cases {
 		e.drop(name, body, t0.Add(-time.Minute))
 	}
+	// Over the 1 MiB limit, and a symlink (never followed).
+	e.drop("huge.json", `{"type":"x","payload":{"pad":"`+strings.Repeat("a", 1<<20)+`"}}`, t0.Add(-time.Minute))
+	cases["huge.json"] = ""
+	if err := os.Symlink("/etc/hostname", filepath.Join(e.l.Inbox(), "link.json")); err != nil {
+		t.Fatal(err)
+	}
+	cases["link.json"] = ""
 	good := e.drop("good.json", `{"id":"evt-good-1","type":"x"}`, t0.Add(-time.Minute))
 	e.tick(s)
 	if got := sorted(e.pending()); got != "evt-good-1" || exists(good) {

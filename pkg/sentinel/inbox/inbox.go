@@ -128,7 +128,9 @@ func (w *Watcher) Fetch(context.Context) (*watcher.Batch, error) {
 			}
 			continue
 		}
-		items = append(items, w.parse(path, fi, now))
+		if it, ok := w.parse(path, fi, now); ok {
+			items = append(items, it)
+		}
 	}
 	if len(items) == 0 {
 		return nil, nil
@@ -136,14 +138,19 @@ func (w *Watcher) Fetch(context.Context) (*watcher.Batch, error) {
 	return &watcher.Batch{Items: items}, nil
 }
 
-func (w *Watcher) parse(path string, fi fs.FileInfo, now time.Time) watcher.Item {
+// parse reads one file; ok is false when it vanished meanwhile (normal).
+func (w *Watcher) parse(path string, fi fs.FileInfo, now time.Time) (it watcher.Item, ok bool) {
 	data, err := queue.ReadLimited(path, w.cfg.MaxSize)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return watcher.Item{Key: path, Skip: "vanished"}
+			return watcher.Item{}, false
 		}
-		return watcher.Item{Key: path, Skip: err.Error()}
+		return watcher.Item{Key: path, Skip: err.Error()}, true
 	}
+	return w.decode(path, fi, data, now), true
+}
+
+func (w *Watcher) decode(path string, fi fs.FileInfo, data []byte, now time.Time) watcher.Item {
 	in, err := schema.DecodeInboxEvent(data)
 	if err != nil {
 		return watcher.Item{Key: path, Skip: err.Error()}
@@ -198,9 +205,6 @@ func (w *Watcher) PostEmit(_ context.Context, b *watcher.Batch, res []watcher.Re
 				errs = append(errs, fmt.Errorf("remove duplicate inbox file: %w", err))
 			}
 		case watcher.Skipped:
-			if r.Reason == "vanished" {
-				continue
-			}
 			if err := queue.RejectPath(it.Key, w.cfg.RejectedDir, r.Reason, w.cfg.Events); err != nil {
 				errs = append(errs, fmt.Errorf("reject inbox file %s: %w", filepath.Base(it.Key), err))
 			}

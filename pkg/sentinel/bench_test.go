@@ -1,0 +1,58 @@
+package sentinel_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/logging"
+	"github.com/kingdom-dev/kingdom/pkg/sentinel"
+	"github.com/kingdom-dev/kingdom/pkg/sentinel/inbox"
+)
+
+// BenchmarkInboxTick measures one tick admitting 100 inbox files (read,
+// validate, dedupe check, queue write, seen marker, event.detected, delete):
+// reported per event.
+func BenchmarkInboxTick(b *testing.B) {
+	for b.Loop() {
+		b.StopTimer()
+		e := newEnv(b)
+		in := inbox.New(inbox.Config{Dir: e.l.Inbox(), RejectedDir: e.l.InboxRejected(), Clock: e.clk})
+		s := sentinel.NewWith(sentinel.Options{Layout: e.l, Clock: e.clk, Events: e.em, Log: logging.Discard()}, in)
+		old := t0.Add(-time.Minute)
+		for i := range 100 {
+			p := filepath.Join(e.l.Inbox(), fmt.Sprintf("f%03d.json", i))
+			os.WriteFile(p, []byte(fmt.Sprintf(`{"id":"evt-bench-%d","type":"demo.hello","payload":{"n":%d}}`, i, i)), 0o600)
+			os.Chtimes(p, old, old)
+		}
+		b.StartTimer()
+		if err := s.Tick(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		if n := len(e.pending()); n != 100 {
+			b.Fatalf("queued %d, want 100", n)
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*100)/1e3, "µs/event")
+}
+
+// BenchmarkGitHubPoll measures a full poll against the local fake: a 304
+// round (the steady state).
+func BenchmarkGitHubPoll304(b *testing.B) {
+	e := newEnv(b)
+	gh := newFakeGitHub(b, readFixture(b, "github/testdata/notifications.json"))
+	s := e.sentinel(e.config(gh.yaml("")))
+	if err := s.Tick(b.Context()); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		e.clk.Advance(time.Minute)
+		if err := s.Tick(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
