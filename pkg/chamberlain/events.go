@@ -62,8 +62,13 @@ func generalOf(ev eventlog.Event, d eventData) string {
 // or emit: it also runs under the exclusive rotation lock.
 func (r *Role) apply(ev eventlog.Event) error {
 	var d eventData
-	if len(ev.Data) > 0 {
-		_ = json.Unmarshal(ev.Data, &d) // a data shape we do not know counts by type only
+	switch ev.Type {
+	case "task.created", "soldier.spawned", "soldier.timeout":
+		// counted by type alone: skip decoding data
+	default:
+		if len(ev.Data) > 0 && relevant(ev.Type) {
+			_ = json.Unmarshal(ev.Data, &d) // a data shape we do not know counts by type only
+		}
 	}
 	at := ev.Time()
 	if at.IsZero() {
@@ -124,6 +129,14 @@ func (r *Role) apply(ev eventlog.Event) error {
 		delete(an.StaleAlerted, d.EventID)
 	}
 	return nil
+}
+
+func relevant(typ string) bool {
+	switch typ {
+	case "task.completed", "task.failed", "task.needs_human", "event.detected", "event.dispatched", "event.discarded":
+		return true
+	}
+	return false
 }
 
 // anomalies evaluates the detectors at now: failure streaks and the

@@ -192,3 +192,5 @@ func dataOf(t testing.TB, ev eventlog.Event) map[string]any {
 	}
 	return m
 }
+
+func tmuxOpts() tmux.NewOptions { return tmux.NewOptions{} }
