@@ -89,12 +89,13 @@ func runDemo(base, bin string, timeout time.Duration) error {
 		return err
 	}
 	say("started the kingdom (start pid %d) in %s on tmux socket %q", startCmd.Process.Pid, base, socket)
-	go startCmd.Wait()
+	exited := make(chan struct{})
+	go func() { startCmd.Wait(); close(exited) }()
 
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	follow := newFollower(filepath.Join(base, "logs", "events.log"))
-	if err := waitRoles(ctx, base, follow); err != nil {
+	if err := waitRoles(ctx, base, follow, exited); err != nil {
 		return err
 	}
 
@@ -204,9 +205,10 @@ watchdog:
 		"config/king.yaml":     "petition:\n  enabled: true\n  timeout_seconds: 15\nretry:\n  backoff_seconds: 2\n",
 		"config/envoy.yaml":    "slack:\n  default_channel: \"#kingdom-demo\"\n  allow_all: true\nintervals:\n  outbound_seconds: 1\n",
 		"config/chamberlain.yaml": "monitoring:\n  interval_seconds: 10\n" +
-			"thresholds:\n  cpu_yellow: 95\n  cpu_orange: 98\n  cpu_red: 99\n  memory_yellow: 95\n  memory_orange: 98\n  memory_red: 99\n",
+			"# The demo shares the machine with whatever else runs: CPU never holds work here.\n"+
+			"thresholds:\n  cpu_yellow: 98\n  cpu_orange: 99\n  cpu_red: 100\n  memory_yellow: 95\n  memory_orange: 98\n  memory_red: 99\n",
 		"config/generals/gen-dev.yaml": `name: gen-dev
-description: Demo developer general: handles deploy requests and Jira tickets.
+description: "Demo developer general: handles deploy requests and Jira tickets."
 timeout_seconds: 120
 max_concurrent: 2
 subscribes: ["demo.*", "jira.ticket.*"]
@@ -253,7 +255,7 @@ func makeRepo(bare string) error {
 	return os.RemoveAll(work)
 }
 
-func waitRoles(ctx context.Context, base string, f *follower) error {
+func waitRoles(ctx context.Context, base string, f *follower, exited <-chan struct{}) error {
 	roles := []string{"sentinel", "king", "envoy", "chamberlain", "gen-pr", "gen-herald", "gen-dev"}
 	say("waiting for the roles to come up: %s", strings.Join(roles, ", "))
 	for {
@@ -269,6 +271,10 @@ func waitRoles(ctx context.Context, base string, f *follower) error {
 			return nil
 		}
 		select {
+		case <-exited:
+			out, _ := os.ReadFile(filepath.Join(base, "start.out"))
+			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+			return fmt.Errorf("start exited: %s", lines[len(lines)-1])
 		case <-ctx.Done():
 			return fmt.Errorf("only %d of %d roles came up; see %s/start.out and %s/logs/system.log", up, len(roles), base, base)
 		case <-time.After(200 * time.Millisecond):
