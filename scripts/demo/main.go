@@ -205,7 +205,7 @@ watchdog:
 		"config/king.yaml":     "petition:\n  enabled: true\n  timeout_seconds: 15\nretry:\n  backoff_seconds: 2\n",
 		"config/envoy.yaml":    "slack:\n  default_channel: \"#kingdom-demo\"\n  allow_all: true\nintervals:\n  outbound_seconds: 1\n",
 		"config/chamberlain.yaml": "monitoring:\n  interval_seconds: 10\n" +
-			"# The demo shares the machine with whatever else runs: CPU never holds work here.\n"+
+			"# The demo shares the machine with whatever else runs: CPU never holds work here.\n" +
 			"thresholds:\n  cpu_yellow: 98\n  cpu_orange: 99\n  cpu_red: 100\n  memory_yellow: 95\n  memory_orange: 98\n  memory_red: 99\n",
 		"config/generals/gen-dev.yaml": `name: gen-dev
 description: "Demo developer general: handles deploy requests and Jira tickets."
