@@ -181,3 +181,6 @@ func Main(cmd *cli.Command) {
 	}
 	os.Exit(code)
 }
+
+// Discard returns a logger that drops everything.
+func Discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
