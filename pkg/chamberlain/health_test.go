@@ -3,6 +3,7 @@ package chamberlain
 import (
 	"encoding/json"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,6 +70,9 @@ func TestTick_WritesResourcesAndHealthTransitions(t *testing.T) {
 	rw := e.events("system.resource_warning")
 	if len(rw) != 1 || dataOf(t, rw[0])["metric"] != "cpu_percent" {
 		t.Fatalf("resource_warning = %v", rw)
+	}
+	if b, err := os.ReadFile(e.l.MetricsLog()); err != nil || strings.Count(string(b), "\n") != 2 || !strings.Contains(string(b), "cpu=60.1") {
+		t.Fatalf("metrics.log = %q, %v", b, err)
 	}
 	// Same level again: no new events.
 	e.clk.Advance(30 * time.Second)

@@ -90,6 +90,15 @@ func (r *Role) deadRoles(ctx context.Context, rep *Report, now time.Time) ([]con
 	var conds []condition
 	var errs []string
 	threshold := r.c.HeartbeatThreshold()
+	watched := map[string]bool{}
+	for _, st := range rep.Roles {
+		watched[st.Name] = true
+	}
+	for name := range r.state.Roles {
+		if !watched[name] {
+			delete(r.state.Roles, name) // uninstalled general: no longer ours to watch
+		}
+	}
 	for _, st := range rep.Roles {
 		if st.Name == layout.RoleChamberlain {
 			continue // that is us

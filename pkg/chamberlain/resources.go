@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
+	"github.com/kingdom-dev/kingdom/pkg/lockfile"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
@@ -43,6 +45,9 @@ func (r *Role) writeResources(rep *Report) error {
 	}
 	if err := atomicfile.WriteFile(r.l.Resources(), append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("write resources: %w", err)
+	}
+	if r.mode == ModeDaemon {
+		r.appendMetrics(rep)
 	}
 	if prev != rep.Health {
 		r.log.Info(fmt.Sprintf("health %s → %s (%s)", prev, rep.Health, rep.Reason), "cat", "HEALTH")
@@ -100,4 +105,35 @@ func (r *Role) tokenEvents(rep *Report) {
 		r.emit("system.token_status_changed", map[string]any{"from": from, "to": t.Status, "daily_cost_usd": t.DailyCostUSD})
 	}
 	*memo = TokenMemo{Date: today, Status: t.Status, CostUSD: t.DailyCostUSD}
+}
+
+// appendMetrics appends one line per tick to logs/metrics.log (seed 002:
+// the chamberlain's metrics log, size-rotated like the others).
+func (r *Role) appendMetrics(rep *Report) {
+	s := rep.Sample
+	line := fmt.Sprintf("[%s] cpu=%.1f memory=%.1f disk=%.1f load=%.2f,%.2f,%.2f health=%s soldiers=%d/%d tokens=%s cost_usd=%.2f\n",
+		rep.Time.In(time.Local).Format("2006-01-02 15:04:05"), s.CPU, s.Memory, s.Disk, s.Load[0], s.Load[1], s.Load[2],
+		rep.Health, rep.Resources.Sessions.SoldiersActive, rep.Resources.Sessions.SoldiersMax, rep.Tokens.Status, rep.Tokens.DailyCostUSD)
+	err := func() error {
+		lf, err := lockfile.Open(r.l.RotateLock())
+		if err != nil {
+			return err
+		}
+		defer lf.Close()
+		if err := lf.RLock(); err != nil {
+			return err
+		}
+		f, err := os.OpenFile(r.l.MetricsLog(), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			return err
+		}
+		_, werr := f.Write([]byte(line))
+		if cerr := f.Close(); werr == nil {
+			werr = cerr
+		}
+		return werr
+	}()
+	if err != nil {
+		r.log.Warn("append metrics.log", "err", err)
+	}
 }
