@@ -275,3 +275,5 @@ func writeJSONRaw(t *testing.T, path, s string) {
 }
 
 func removeFile(p string) error { return os.Remove(p) }
+
+func jsonMarshal(v any) ([]byte, error) { return json.MarshalIndent(v, "", "  ") }
