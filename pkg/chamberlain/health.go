@@ -1,18 +1,18 @@
 package chamberlain
 
 import (
-	"fmt"
 	"math"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/health"
 )
 
-// Health levels (seed 000 "Health 판단 기준").
+// Health levels (seed 000 "Health 판단 기준"), as pkg/health defines them.
 const (
-	Green  = "green"
-	Yellow = "yellow"
-	Orange = "orange"
-	Red    = "red"
+	Green  = health.Green
+	Yellow = health.Yellow
+	Orange = health.Orange
+	Red    = health.Red
 )
 
 // healthRank orders levels: green 0 … red 3 (unknown names count as green).
@@ -42,24 +42,19 @@ func levelOf(v, yellow, orange, red float64) string {
 	return Green
 }
 
-// Evaluate returns the health of a sample and a short reason naming the
-// metric that decided it ("cpu_percent: 72.0"); the reason is empty when green.
-func Evaluate(s Sample, t config.Thresholds) (health, reason string) {
-	cpu := levelOf(s.CPU, t.CPUYellow, t.CPUOrange, t.CPURed)
-	mem := levelOf(s.Memory, t.MemoryYellow, t.MemoryOrange, t.MemoryRed)
-	health = cpu
-	if healthRank(mem) > healthRank(cpu) {
-		health = mem
+// thresholdsOf converts chamberlain.yaml thresholds to pkg/health's.
+func thresholdsOf(t config.Thresholds) health.Thresholds {
+	return health.Thresholds{
+		CPUYellow: t.CPUYellow, CPUOrange: t.CPUOrange, CPURed: t.CPURed,
+		MemYellow: t.MemoryYellow, MemOrange: t.MemoryOrange, MemRed: t.MemoryRed,
+		DiskWarning: t.DiskWarning,
 	}
-	switch {
-	case health == Green:
-		return health, ""
-	case healthRank(cpu) >= healthRank(mem) && healthRank(mem) > 0:
-		return health, fmt.Sprintf("cpu_percent: %.1f, memory_percent: %.1f", s.CPU, s.Memory)
-	case healthRank(cpu) > healthRank(mem):
-		return health, fmt.Sprintf("cpu_percent: %.1f", s.CPU)
-	}
-	return health, fmt.Sprintf("memory_percent: %.1f", s.Memory)
+}
+
+// Evaluate returns the health of a sample and the reason (pkg/health's
+// shared evaluation: strict >, the worse of CPU and memory wins).
+func Evaluate(s Sample, t config.Thresholds) (level, reason string) {
+	return health.Evaluate(s.CPU, s.Memory, thresholdsOf(t))
 }
 
 // ExitCode maps a health level to chamberlain --once's exit code: 0 green,

@@ -30,7 +30,7 @@ func TestEvaluate_ThresholdEdges(t *testing.T) {
 		}
 	}
 	// The worse of the two decides.
-	if got, reason := Evaluate(Sample{CPU: 85, Memory: 95}, th); got != Red || reason != "memory_percent: 95.0" {
+	if got, reason := Evaluate(Sample{CPU: 85, Memory: 95}, th); got != Red || reason != "memory 95.0% > 90%" {
 		t.Errorf("cpu 85 mem 95 = %s (%s), want red by memory", got, reason)
 	}
 }
@@ -64,7 +64,7 @@ func TestTick_WritesResourcesAndHealthTransitions(t *testing.T) {
 	if len(hc) != 1 {
 		t.Fatalf("health_changed events = %d, want 1", len(hc))
 	}
-	if d := dataOf(t, hc[0]); d["from"] != Green || d["to"] != Yellow || d["reason"] != "cpu_percent: 60.1" {
+	if d := dataOf(t, hc[0]); d["from"] != Green || d["to"] != Yellow || d["reason"] != "cpu 60.1% > 60%" {
 		t.Fatalf("health_changed data = %v", d)
 	}
 	rw := e.events("system.resource_warning")

@@ -11,35 +11,15 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/health"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
 )
 
-// Resources is state/resources.json, exactly seed 000's shape (SPEC §3.3).
-type Resources struct {
-	Timestamp string      `json:"timestamp"`
-	System    SystemDoc   `json:"system"`
-	Sessions  SessionsDoc `json:"sessions"`
-	Health    string      `json:"health"`
-	Tokens    *Tokens     `json:"tokens,omitempty"`
-}
-
-// SystemDoc is resources.json's system object.
-type SystemDoc struct {
-	CPUPercent    float64    `json:"cpu_percent"`
-	MemoryPercent float64    `json:"memory_percent"`
-	DiskPercent   float64    `json:"disk_percent"`
-	LoadAverage   [3]float64 `json:"load_average"`
-}
-
-// SessionsDoc is resources.json's sessions object.
-type SessionsDoc struct {
-	SoldiersActive int      `json:"soldiers_active"`
-	SoldiersMax    int      `json:"soldiers_max"`
-	List           []string `json:"list"`
-}
+// Resources is state/resources.json (pkg/health owns the shape).
+type Resources = health.Resources
 
 // Role states in a Report.
 const (
@@ -140,10 +120,10 @@ func (r *Role) observe(ctx context.Context, now time.Time) (*Report, error) {
 		sort.Strings(list)
 		res := &Resources{
 			Timestamp: schema.FormatTime(now),
-			System: SystemDoc{
+			System: health.SystemStats{
 				CPUPercent: s.CPU, MemoryPercent: s.Memory, DiskPercent: s.Disk, LoadAverage: s.Load,
 			},
-			Sessions: SessionsDoc{SoldiersActive: len(rep.Registered), SoldiersMax: r.cfg.MaxSoldiers, List: list},
+			Sessions: health.SessionStats{SoldiersActive: len(rep.Registered), SoldiersMax: r.cfg.MaxSoldiers, List: list},
 			Health:   rep.Health,
 		}
 		tk := rep.Tokens

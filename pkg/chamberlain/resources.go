@@ -6,9 +6,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
+	"github.com/kingdom-dev/kingdom/pkg/health"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // previousHealth is the health last written to resources.json (green when
@@ -36,15 +35,8 @@ func (r *Role) writeResources(rep *Report) error {
 		return nil
 	}
 	prev := previousHealth(r.l.Resources())
-	b, err := json.MarshalIndent(rep.Resources, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode resources: %w", err)
-	}
-	if err := schema.Validate(schema.KindResources, b); err != nil {
-		return fmt.Errorf("resources document: %w", err)
-	}
-	if err := atomicfile.WriteFile(r.l.Resources(), append(b, '\n'), 0o600); err != nil {
-		return fmt.Errorf("write resources: %w", err)
+	if err := health.Write(r.l.Resources(), rep.Resources); err != nil {
+		return err
 	}
 	if r.mode == ModeDaemon {
 		r.appendMetrics(rep)
@@ -66,12 +58,7 @@ func (r *Role) writeResources(rep *Report) error {
 	return nil
 }
 
-func healthReason(rep *Report) string {
-	if rep.Reason != "" {
-		return rep.Reason
-	}
-	return fmt.Sprintf("cpu_percent: %.1f, memory_percent: %.1f", rep.Sample.CPU, rep.Sample.Memory)
-}
+func healthReason(rep *Report) string { return rep.Reason }
 
 // crossed remembers a metric's level and emits system.resource_warning when
 // it rises past a threshold.

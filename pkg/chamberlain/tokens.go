@@ -6,24 +6,20 @@ import (
 	"math"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/health"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 )
 
 // Token statuses (seed 000 "토큰 상태 레벨").
 const (
-	TokenOK       = "ok"
-	TokenWarning  = "warning"
-	TokenCritical = "critical"
-	TokenUnknown  = "unknown"
+	TokenOK       = health.TokenOK
+	TokenWarning  = health.TokenWarning
+	TokenCritical = health.TokenCritical
+	TokenUnknown  = health.TokenUnknown
 )
 
 // Tokens is resources.json's tokens object.
-type Tokens struct {
-	Status            string  `json:"status"`
-	DailyCostUSD      float64 `json:"daily_cost_usd"`
-	DailyInputTokens  int64   `json:"daily_input_tokens"`
-	DailyOutputTokens int64   `json:"daily_output_tokens"`
-}
+type Tokens = health.Tokens
 
 // statsCache is the part of Claude Code's ~/.claude/stats-cache.json we read.
 type statsCache struct {
@@ -69,21 +65,9 @@ func ReadTokens(path, date string, c *config.Chamberlain) (Tokens, error) {
 	out := int64(math.Round(sum * 0.3))
 	cost := round2((float64(in)*c.Pricing.InputPerMTok + float64(out)*c.Pricing.OutputPerMTok) / 1e6)
 	return Tokens{
-		Status:            tokenStatus(cost, c.TokenLimits),
+		Status:            health.EvaluateTokens(cost, c.TokenLimits.DailyBudgetUSD, c.TokenLimits.WarningPct, c.TokenLimits.CriticalPct),
 		DailyCostUSD:      cost,
 		DailyInputTokens:  in,
 		DailyOutputTokens: out,
 	}, nil
-}
-
-// tokenStatus compares a cost with the budget's warning and critical levels
-// (≥, as the seed).
-func tokenStatus(cost float64, t config.TokenLimits) string {
-	switch {
-	case cost >= t.DailyBudgetUSD*t.CriticalPct/100:
-		return TokenCritical
-	case cost >= t.DailyBudgetUSD*t.WarningPct/100:
-		return TokenWarning
-	}
-	return TokenOK
 }
