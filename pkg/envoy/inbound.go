@@ -188,7 +188,7 @@ func (e *Envoy) handleInbound(in Inbound) (followUp, error) {
 		e.forgetEvent(in.EventID)
 		return followUp{}, fmt.Errorf("admit %s: %w", id, err)
 	}
-	e.em.Emit("event.detected", map[string]any{"event_id": id, "type": typ, "source": schema.SourceSlack, "priority": priority})
+	e.em.Emit("event.detected", map[string]any{"event_id": id, "event_type": typ, "source": schema.SourceSlack, "priority": priority})
 	e.log.Info("event queued", "event_id", id, "type", typ)
 	if awaited != "" {
 		// The first accepted reply answers the question (SPEC §9.8).

@@ -83,7 +83,10 @@ func (c *consolePoster) nextTS() string {
 
 func (c *consolePoster) Post(_ context.Context, p post) (string, string, error) {
 	ts := c.nextTS()
-	where := "#" + p.Channel
+	where := p.Channel
+	if !strings.HasPrefix(where, "#") {
+		where = "#" + where
+	}
 	if p.ThreadTS != "" {
 		where += " thread " + p.ThreadTS
 	}
