@@ -210,9 +210,6 @@ func (k *King) Tick(ctx context.Context) error {
 		{"schedules", k.processSchedules},
 	}
 	for _, s := range steps {
-		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.Canceled) {
-			break
-		}
 		if err := s.fn(adm); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", s.name, err))
 		}
