@@ -430,7 +430,11 @@ func statusError(resp *http.Response, body []byte) string {
 		}
 		msg = strconv.Quote(clip(msg, 200))
 	}
-	return fmt.Sprintf("HTTP %d: %s", resp.StatusCode, msg)
+	hint := ""
+	if resp.StatusCode == http.StatusUnauthorized {
+		hint = " (check GH_TOKEN or GITHUB_TOKEN)"
+	}
+	return fmt.Sprintf("HTTP %d: %s%s", resp.StatusCode, msg, hint)
 }
 
 // stripURLError keeps the operation and cause of a transport error; the
