@@ -75,6 +75,8 @@ type Watcher struct {
 	until  time.Time // rate limited until
 	// limitLogged: the current rate-limit window was logged already.
 	limitLogged bool
+	// saved is the state last written (a 304 round rewrites nothing).
+	saved State
 }
 
 // New returns the watcher, loading its state file (a corrupt one is logged
@@ -149,7 +151,7 @@ func (w *Watcher) load() error {
 	if err := json.Unmarshal(b, &st); err != nil {
 		return fmt.Errorf("decode %s: %w", w.cfg.StatePath, err)
 	}
-	w.st = st
+	w.st, w.saved = st, st
 	if st.RateLimitedUntil != "" {
 		if t, err := time.Parse(time.RFC3339, st.RateLimitedUntil); err == nil {
 			w.until = t
@@ -166,9 +168,15 @@ func (w *Watcher) save() error {
 	if !w.until.IsZero() {
 		w.st.RateLimitedUntil = w.until.UTC().Format(time.RFC3339)
 	}
+	if w.st == w.saved {
+		if _, err := os.Stat(w.cfg.StatePath); err == nil {
+			return nil
+		}
+	}
 	if err := atomicfile.WriteJSON(w.cfg.StatePath, w.st); err != nil {
 		return fmt.Errorf("save github state: %w", err)
 	}
+	w.saved = w.st
 	return nil
 }
 
