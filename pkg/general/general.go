@@ -70,6 +70,7 @@ type General struct {
 	active     map[string]bool
 	wg         sync.WaitGroup
 	reconciled bool
+	raw        rawWatch
 }
 
 // New returns the general described by o.Manifest.

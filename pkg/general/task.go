@@ -110,6 +110,8 @@ func (g *General) watch(ctx context.Context, t *schema.Task, sid string, spawned
 	var lastMtime, lastBeat time.Time
 	tick := time.NewTicker(g.o.PollInterval)
 	defer tick.Stop()
+	published, unsubscribe := g.subscribeRaw(t.ID)
+	defer unsubscribe()
 	for {
 		if exists(raw) {
 			g.trace(t.ID, "raw")
@@ -157,6 +159,7 @@ func (g *General) watch(ctx context.Context, t *schema.Task, sid string, spawned
 		case <-ctx.Done():
 			return false
 		case <-tick.C:
+		case <-published:
 		}
 	}
 	if err := g.reg.Remove(sid); err != nil {
