@@ -134,7 +134,13 @@ func (r *Role) deadRoles(ctx context.Context, rep *Report, now time.Time) ([]con
 			}
 		}
 		killed := 0
-		if strings.HasPrefix(st.Name, "gen-") {
+		// SPEC §9.14: a general's soldiers are killed only once it is not
+		// coming back — start's crash-loop guard gave up (or start is gone),
+		// seen as its session still missing a full watchdog round later. A
+		// relaunched general re-attaches its live soldiers (§9.4), so killing
+		// them any sooner would only waste their work.
+		givenUp := !st.Session && now.Sub(down.Since) >= r.cfg.WatchdogInterval+r.c.MonitoringInterval()
+		if strings.HasPrefix(st.Name, "gen-") && givenUp {
 			n, err := r.killSoldiersOf(ctx, st.Name, rep)
 			killed = n
 			if err != nil {
@@ -148,9 +154,12 @@ func (r *Role) deadRoles(ctx context.Context, rep *Report, now time.Time) ([]con
 				Content: fmt.Sprintf("[urgent] king missed its heartbeat (last %s ago): no events are routed. start relaunches it; check `tmux attach -t king` and logs/system.log", ago)})
 		case restart && now.Sub(down.Since) < r.cfg.WatchdogInterval+r.c.MonitoringInterval():
 			// Give start's watchdog one round to relaunch it before alerting.
+		case strings.HasPrefix(st.Name, "gen-") && givenUp:
+			conds = append(conds, condition{Kind: KindRole, Key: st.Name, Urgency: schema.UrgencyNormal,
+				Content: fmt.Sprintf("%s stopped and was not relaunched (last heartbeat %s ago); its soldiers were killed (%d this round)", st.Name, ago, killed)})
 		case strings.HasPrefix(st.Name, "gen-"):
 			conds = append(conds, condition{Kind: KindRole, Key: st.Name, Urgency: schema.UrgencyNormal,
-				Content: fmt.Sprintf("%s stopped (last heartbeat %s ago); its soldiers were killed (%d this round)", st.Name, ago, killed)})
+				Content: fmt.Sprintf("%s missed its heartbeat (last %s ago); its soldiers keep running until it is relaunched or given up on", st.Name, ago)})
 		case restart:
 			conds = append(conds, condition{Kind: KindRole, Key: st.Name, Urgency: schema.UrgencyNormal,
 				Content: fmt.Sprintf("%s is still down after a watchdog round (last heartbeat %s ago) — manual recovery needed", st.Name, ago)})

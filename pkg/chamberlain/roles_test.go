@@ -161,6 +161,18 @@ func TestHeartbeat_DeadGeneralSoldiersKilledOthersUntouched(t *testing.T) {
 	setMtime(t, e.l.Heartbeat("gen-ops"), e.clk.Now())
 	r := e.role(ModeDaemon)
 	e.tick(r)
+	// SPEC §9.14: while start may still relaunch the general (which then
+	// re-attaches its soldiers), the soldiers are left alone.
+	if !e.alive("soldier-1-aaa") || !e.alive("soldier-3-ccc") {
+		t.Fatal("soldiers killed before start had a watchdog round to relaunch their general")
+	}
+	if n := len(e.events("soldier.killed")); n != 0 {
+		t.Fatalf("soldier.killed events = %d before giving up, want 0", n)
+	}
+	// A watchdog round later the general is still gone: start gave up.
+	e.clk.Advance(r.cfg.WatchdogInterval + r.c.MonitoringInterval())
+	setMtime(t, e.l.Heartbeat("gen-ops"), e.clk.Now())
+	e.tick(r)
 	if e.alive("soldier-1-aaa") || e.alive("soldier-3-ccc") {
 		t.Fatal("soldiers of the dead general survive")
 	}
