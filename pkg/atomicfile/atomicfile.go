@@ -91,20 +91,22 @@ func WriteJSON(path string, v any) error {
 
 // CreateNoReplace atomically creates path with data unless it exists; then it
 // returns an error wrapping ErrExists and leaves the existing file untouched.
+// The temp is moved into place with a no-replace rename, so the moment the
+// file becomes visible no temp remains: a writer killed right after (a
+// watcher reacting to the new file) leaves nothing behind.
 func CreateNoReplace(path string, data []byte, perm os.FileMode) error {
 	dir := filepath.Dir(path)
 	tmp, err := writeTemp(dir, data, perm)
 	if err != nil {
 		return fmt.Errorf("create %s: %w", path, err)
 	}
-	defer os.Remove(tmp)
-	if err := os.Link(tmp, path); err != nil {
-		if errors.Is(err, fs.ErrExist) {
+	if err := RenameNoReplace(tmp, path); err != nil {
+		os.Remove(tmp)
+		if errors.Is(err, ErrExists) {
 			return fmt.Errorf("create %s: %w", path, ErrExists)
 		}
 		return fmt.Errorf("create %s: %w", path, err)
 	}
-	syncDir(dir)
 	return nil
 }
 
