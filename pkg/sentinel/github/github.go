@@ -82,9 +82,9 @@ type Watcher struct {
 // New returns the watcher, loading its state file (a corrupt one is logged
 // and ignored: the worst case is one repeated poll, absorbed by dedupe).
 func New(cfg Config) (*Watcher, error) {
-	base, err := url.Parse(strings.TrimRight(cfg.APIURL, "/"))
-	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
-		return nil, fmt.Errorf("github api_url %q: want an http(s) URL", cfg.APIURL)
+	base, err := watcher.BaseURL(cfg.APIURL, "github api_url")
+	if err != nil {
+		return nil, err
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
@@ -98,19 +98,7 @@ func New(cfg Config) (*Watcher, error) {
 	if cfg.Interval <= 0 {
 		cfg.Interval = 60 * time.Second
 	}
-	c := &http.Client{}
-	if cfg.Client != nil {
-		cc := *cfg.Client
-		c = &cc
-	}
-	c.Timeout = cfg.Timeout
-	// Never follow a redirect to another host with our token.
-	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
-		if len(via) >= 5 || req.URL.Host != base.Host {
-			return http.ErrUseLastResponse
-		}
-		return nil
-	}
+	c := watcher.HTTPClient(base, cfg.Client, cfg.Timeout)
 	w := &Watcher{cfg: cfg, client: c, base: base}
 	if err := w.load(); err != nil {
 		cfg.Log.Warn("github state unreadable, starting without ETag", "path", cfg.StatePath, "err", err)

@@ -89,9 +89,9 @@ type Watcher struct {
 // New returns the watcher, loading its state (a corrupt file is logged and
 // ignored: the first-run window applies and dedupe absorbs repeats).
 func New(cfg Config) (*Watcher, error) {
-	base, err := url.Parse(strings.TrimRight(cfg.URL, "/"))
-	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
-		return nil, fmt.Errorf("jira url %q: want the site's http(s) URL (polling.jira.url or JIRA_URL)", cfg.URL)
+	base, err := watcher.BaseURL(cfg.URL, "jira url (polling.jira.url or JIRA_URL)")
+	if err != nil {
+		return nil, err
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
@@ -105,18 +105,7 @@ func New(cfg Config) (*Watcher, error) {
 	if cfg.Interval <= 0 {
 		cfg.Interval = 300 * time.Second
 	}
-	c := &http.Client{}
-	if cfg.Client != nil {
-		cc := *cfg.Client
-		c = &cc
-	}
-	c.Timeout = cfg.Timeout
-	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
-		if len(via) >= 5 || req.URL.Host != base.Host {
-			return http.ErrUseLastResponse
-		}
-		return nil
-	}
+	c := watcher.HTTPClient(base, cfg.Client, cfg.Timeout)
 	w := &Watcher{cfg: cfg, client: c, base: base, st: State{KnownIssues: map[string]string{}}}
 	if err := w.load(); err != nil {
 		cfg.Log.Warn("jira state unreadable, starting fresh", "path", cfg.StatePath, "err", err)

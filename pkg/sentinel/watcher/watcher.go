@@ -11,6 +11,10 @@ package watcher
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/schema"
@@ -97,4 +101,33 @@ func Processed(res []Result) bool {
 		}
 	}
 	return true
+}
+
+// BaseURL parses a watcher's http(s) base URL; what names the config key in
+// the error.
+func BaseURL(raw, what string) (*url.URL, error) {
+	base, err := url.Parse(strings.TrimRight(raw, "/"))
+	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+		return nil, fmt.Errorf("%s %q: want an http(s) URL", what, raw)
+	}
+	return base, nil
+}
+
+// HTTPClient returns a client (a copy of tmpl, if given) with a timeout on
+// every call that never follows a redirect to another host, so a token sent
+// to base never reaches anyone else.
+func HTTPClient(base *url.URL, tmpl *http.Client, timeout time.Duration) *http.Client {
+	c := &http.Client{}
+	if tmpl != nil {
+		cc := *tmpl
+		c = &cc
+	}
+	c.Timeout = timeout
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if len(via) >= 5 || req.URL.Host != base.Host {
+			return http.ErrUseLastResponse
+		}
+		return nil
+	}
+	return c
 }
