@@ -11,8 +11,8 @@ Produced by \`make bench\` on $(date -u +%Y-%m-%d) — the command runs
 \`go test -run '^\$' -bench . -benchmem ./...\` and then
 \`KINGDOM_BENCH=1 go test -run TestPipelineBench ./e2e/\` (real binaries, real tmux).
 
-Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(free -g | awk '/Mem:/{print $2}') GiB RAM,
-$(uname -sr), $(go version | cut -d' ' -f3-4). Figures vary with other load on the machine;
+Machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(free -g | awk '/Mem:/{print $2}') GiB RAM,
+$(uname -sr), $(go version | cut -d' ' -f3-4), ext4 on a virtual disk. Figures vary with other load on the machine;
 CPU-bound numbers are the ones to compare between runs.
 
 HDR
