@@ -2,8 +2,10 @@ package general
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -172,7 +174,27 @@ func TestGeneral_KilledFromOutsideIsSoldierDied(t *testing.T) {
 	e.start()
 	e.task("task-20260101-020")
 	e.tickUntil("soldier session", func() bool { return sessionOf(e, "task-20260101-020") != "" })
-	if err := tmuxC.Kill(context.Background(), sessionOf(e, "task-20260101-020")); err != nil {
+	sid := sessionOf(e, "task-20260101-020")
+	// The engine is the runner's child (pane process → soldier-spawn run →
+	// claude), in its own process group.
+	var engine int
+	e.tickUntil("engine process", func() bool {
+		pane, err := tmuxC.PanePID(context.Background(), sid)
+		if err != nil {
+			return false
+		}
+		// Children are listed per thread: the fork may come from any of
+		// the runner's threads.
+		files, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pane))
+		for _, f := range files {
+			b, _ := os.ReadFile(f)
+			if fs := strings.Fields(string(b)); len(fs) > 0 {
+				engine, _ = strconv.Atoi(fs[0])
+			}
+		}
+		return engine > 0
+	})
+	if err := tmuxC.Kill(context.Background(), sid); err != nil {
 		t.Fatal(err)
 	}
 	r := e.final("task-20260101-020")
@@ -182,6 +204,11 @@ func TestGeneral_KilledFromOutsideIsSoldierDied(t *testing.T) {
 	if len(e.events("soldier.killed")) != 1 {
 		t.Error("soldier.killed not emitted")
 	}
+	// Killing the session must take the agent down too, not orphan it.
+	e.tickUntil("engine process to die", func() bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", engine))
+		return err != nil || strings.Contains(string(b), ") Z ")
+	})
 }
 
 // advanceUntilFinal drives a fake clock in 10 s steps until the final result.

@@ -10,8 +10,10 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -51,6 +53,10 @@ type Outcome struct {
 	ExitCode  int
 	SessionID string
 }
+
+// ErrInterrupted is returned by Run when the soldier was stopped by a signal
+// (its tmux session killed); no raw result is published then.
+var ErrInterrupted = errors.New("soldier interrupted by a signal")
 
 // Run executes the engine for one task attempt and publishes
 // state/results/<task>-raw.json. It publishes a synthetic failed result
@@ -93,6 +99,12 @@ func Run(ctx context.Context, o RunOptions) (*Outcome, error) {
 
 	parser := engine.NewParser(inv.Engine)
 	code, runErr := execute(ctx, l, o, inv, parser, hb)
+	if errors.Is(runErr, ErrInterrupted) {
+		// Killed from outside (the general's timeout, a dead-general
+		// cleanup, an operator): whoever killed the soldier writes its
+		// result; publishing EngineError here would race a Timeout.
+		return out, runErr
+	}
 	out.ExitCode = code
 	out.SessionID = parser.SessionID()
 	if out.SessionID != "" {
@@ -235,7 +247,9 @@ func executeTo(ctx context.Context, l layout.Layout, o RunOptions, inv *engine.I
 		EnvGeneral:       o.General,
 		EnvWorkdir:       o.Workdir,
 	})
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// The engine gets its own process group so the whole tree can be killed
+	// at once; Pdeathsig takes it down even if this runner is SIGKILLed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
 	if inv.StdinPrompt {
@@ -254,9 +268,27 @@ func executeTo(ctx context.Context, l layout.Layout, o RunOptions, inv *engine.I
 	if err != nil {
 		return -1, err
 	}
+	// tmux kill-session sends SIGHUP to the pane's process group, which is
+	// ours, not the engine's: catch it (and SIGTERM/SIGINT) and take the
+	// engine's group down with us, or a killed soldier's agent would go on
+	// working as an orphan.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
 	if err := cmd.Start(); err != nil {
 		return -1, err
 	}
+	var interrupted atomic.Bool
+	waited := make(chan struct{})
+	defer close(waited)
+	go func() {
+		select {
+		case <-sigs:
+			interrupted.Store(true)
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		case <-waited:
+		}
+	}()
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); pump(stdout, stdoutLog, hb, p) }()
@@ -264,6 +296,9 @@ func executeTo(ctx context.Context, l layout.Layout, o RunOptions, inv *engine.I
 	wg.Wait()
 	err = cmd.Wait()
 	code := cmd.ProcessState.ExitCode()
+	if interrupted.Load() || ctx.Err() == context.Canceled {
+		return code, ErrInterrupted
+	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		err = nil // a non-zero exit is reported by its code
