@@ -18,7 +18,6 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/soldier"
-	"github.com/kingdom-dev/kingdom/pkg/tmux"
 )
 
 func taskFlags() []cli.Flag {
@@ -61,7 +60,7 @@ func main() {
 		Flags: taskFlags(),
 		Action: func(ctx context.Context, c *cli.Command) error {
 			p := params(c)
-			id, err := soldier.Spawn(ctx, tmux.New(), soldier.FindBinary(layout.New(p.BaseDir)), p, nil)
+			id, err := soldier.Spawn(ctx, app.Tmux(layout.New(p.BaseDir)), soldier.FindBinary(layout.New(p.BaseDir)), p, nil)
 			if err != nil {
 				return err
 			}

@@ -14,11 +14,11 @@ import (
 
 	configfiles "github.com/kingdom-dev/kingdom/config"
 	"github.com/kingdom-dev/kingdom/pkg/app"
+	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
 	"github.com/kingdom-dev/kingdom/pkg/start"
-	"github.com/kingdom-dev/kingdom/pkg/tmux"
 )
 
 func main() {
@@ -52,6 +52,9 @@ func run(ctx context.Context, c *cli.Command) error {
 		return err
 	}
 	defer leader.Release()
+	if err := atomicfile.WriteFile(env.Layout.TmuxSocketFile(), []byte(env.Tmux.Socket+"\n"), 0o600); err != nil {
+		return err
+	}
 	binDir, err := start.FindBinDir(env.Layout)
 	if err != nil {
 		return err
@@ -83,7 +86,7 @@ func stopCmd(ctx context.Context, c *cli.Command) error {
 	}
 	// No start running: stop any role sessions left behind.
 	fmt.Println("start is not running; stopping any role sessions left on the socket")
-	start.StopRoles(ctx, tmux.New(), 10*time.Second, app.Discard())
+	start.StopRoles(ctx, app.Tmux(l), 10*time.Second, app.Discard())
 	return nil
 }
 
@@ -92,7 +95,7 @@ func statusCmd(ctx context.Context, c *cli.Command) error {
 	if _, err := os.Stat(l.Base); err != nil {
 		return fmt.Errorf("no installation at %s (use --base-dir or KINGDOM_BASE_DIR)", l.Base)
 	}
-	st, err := start.ReadStatus(ctx, l, tmux.New(), time.Now())
+	st, err := start.ReadStatus(ctx, l, app.Tmux(l), time.Now())
 	if err != nil {
 		return err
 	}

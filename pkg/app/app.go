@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/urfave/cli/v3"
@@ -102,9 +103,23 @@ func SetupWith(role, baseFlag string, stdout io.Writer) (*Env, error) {
 		Layout: l,
 		Log:    log,
 		Events: eventlog.NewEmitter(l.EventsLog(), l.RotateLock(), role, nil),
-		Tmux:   tmux.New(),
+		Tmux:   Tmux(l),
 		Clock:  clock.Real{},
 	}, nil
+}
+
+// Tmux returns the tmux client of the installation: the socket named by
+// KINGDOM_TMUX_SOCKET, else the one start recorded when it launched the
+// roles (so `chamberlain --once` or `start status` typed in any shell look
+// at the right server).
+func Tmux(l layout.Layout) *tmux.Client {
+	c := tmux.New()
+	if _, set := os.LookupEnv(tmux.EnvSocket); !set {
+		if b, err := os.ReadFile(l.TmuxSocketFile()); err == nil {
+			c.Socket = strings.TrimSpace(string(b))
+		}
+	}
+	return c
 }
 
 func logLevel() slog.Level {

@@ -79,6 +79,10 @@ const (
 	RoleChamberlain = "chamberlain"
 )
 
+// TmuxSocketFile records the tmux socket start launched the roles on, so
+// every other binary finds the same server without KINGDOM_TMUX_SOCKET.
+func (l Layout) TmuxSocketFile() string { return l.p("state", "start", "tmux-socket") }
+
 // Config paths.
 func (l Layout) ConfigDir() string             { return l.p("config") }
 func (l Layout) ConfigFile(name string) string { return l.p("config", name) }

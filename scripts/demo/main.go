@@ -145,7 +145,7 @@ func runDemo(base, bin string, timeout time.Duration) error {
 The kingdom keeps running. Look around:
   tmux -L %[1]s attach -t king          (Ctrl-b d to detach; also: sentinel, envoy, chamberlain, gen-pr, gen-herald, gen-dev)
   %[2]s/chamberlain --once --base-dir %[3]s
-  %[2]s/start status --base-dir %[3]s   (with KINGDOM_TMUX_SOCKET=%[1]s)
+  %[2]s/start status --base-dir %[3]s
   cat %[3]s/logs/envoy-console.log
 Stop it with:  make demo-stop
 `, socket, bin, base)
@@ -406,7 +406,7 @@ func describe(line string) string {
 	}
 	switch ev.Type {
 	case "event.detected":
-		return fmt.Sprintf("  sentinel    detected %s (%s)", d("event_id"), d("event_type"))
+		return fmt.Sprintf("  %-11s detected %s (%s)", ev.Actor, d("event_id"), d("event_type"))
 	case "event.dispatched":
 		return fmt.Sprintf("  king        dispatched %s → %s as %s", d("event_id"), d("target_general"), d("task_id"))
 	case "event.discarded":
