@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 )
 
@@ -216,8 +218,8 @@ func (c *Cursor) drain(fn func(Event) error) (int, error) {
 				line := c.buf[:i]
 				consumed := int64(i + 1)
 				if len(bytes.TrimSpace(line)) > 0 {
-					var ev Event
-					if jerr := json.Unmarshal(line, &ev); jerr != nil || ev.Type == "" {
+					ev, ok := parseLine(line)
+					if !ok {
 						c.Corrupt++
 					} else {
 						if ferr := fn(ev); ferr != nil {
@@ -238,4 +240,26 @@ func (c *Cursor) drain(fn func(Event) error) (int, error) {
 			return n, err
 		}
 	}
+}
+
+// parseLine decodes one events.log line: a JSON object with a non-empty
+// string type. gjson validates and extracts the four fields without
+// building the whole document (the cursor's hot path).
+func parseLine(line []byte) (Event, bool) {
+	if !gjson.ValidBytes(line) {
+		return Event{}, false
+	}
+	r := gjson.ParseBytes(line)
+	if !r.IsObject() {
+		return Event{}, false
+	}
+	f := r.Get("type")
+	if f.Type != gjson.String || f.Str == "" {
+		return Event{}, false
+	}
+	ev := Event{Type: f.Str, TS: r.Get("ts").String(), Actor: r.Get("actor").String()}
+	if d := r.Get("data"); d.Exists() {
+		ev.Data = json.RawMessage(d.Raw)
+	}
+	return ev, true
 }
