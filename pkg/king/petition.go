@@ -158,6 +158,16 @@ func (k *King) processPetitions(*admission) error {
 			k.events.Reject(layout.Petitioning, id, fmt.Sprintf("invalid event: %v", err))
 			continue
 		}
+		if k.events.Exists(layout.Dispatched, id) {
+			// A king died between dispatching the petition's answer and
+			// removing the petitioning copy; recovery made (or makes) its
+			// task from the dispatched copy. Dispatching again would make a
+			// second task for one event.
+			if err := k.endPetition(id, k.events.Remove(layout.Petitioning, id)); err != nil {
+				errs = append(errs, fmt.Errorf("petition %s: %w", id, err))
+			}
+			continue
+		}
 		if err := k.settlePetition(ev); err != nil {
 			errs = append(errs, fmt.Errorf("petition %s: %w", id, err))
 		}

@@ -32,6 +32,15 @@ func (k *King) processResults() error {
 		}
 		b, err := queue.ReadLimited(k.l.ResultFinal(id), queue.DefaultMaxSize)
 		if errors.Is(err, fs.ErrNotExist) {
+			// A retry that died after deleting the old result but before
+			// re-queueing left its mark (status retrying, written only by
+			// the king): finish it, or the task would sit here forever.
+			var t schema.Task
+			if k.tasks.ReadJSON(layout.InProgress, id, &t) == nil && t.Status == TaskRetrying {
+				if err := k.requeue(&t); err != nil {
+					errs = append(errs, err)
+				}
+			}
 			continue
 		}
 		var t schema.Task
@@ -251,7 +260,7 @@ func (k *King) retry(t *schema.Task, res *schema.Result) error {
 	nb := k.now().Add(k.backoff(t.RetryCount))
 	t.RetryCount++
 	t.NotBefore = schema.FormatTime(nb)
-	t.Status = schema.TaskPending
+	t.Status = TaskRetrying
 	if err := k.tasks.Put(layout.InProgress, t.ID, t); err != nil {
 		return err
 	}
@@ -266,10 +275,21 @@ func (k *King) retry(t *schema.Task, res *schema.Result) error {
 	return nil
 }
 
-// requeue finishes a retry whose task was already rewritten.
+// TaskRetrying marks a task the king rewrote for a retry inside
+// in_progress/ and has not re-queued yet. Only the king writes it, so a task
+// in in_progress/ with this status and no final result is a half-done retry.
+const TaskRetrying = "retrying"
+
+// requeue finishes a retry whose task was already rewritten: the previous
+// attempt's files go first (its raw result must never be taken for the next
+// attempt's, SPEC §9.1), the final result last of them, then the rename to
+// pending/ — last.
 func (k *King) requeue(t *schema.Task) error {
-	if err := os.Remove(k.l.ResultFinal(t.ID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("remove old result of %s: %w", t.ID, err)
+	for _, p := range []string{k.l.ResultRaw(t.ID), k.l.ResultStaging(t.ID), k.l.ResultHeartbeat(t.ID),
+		k.l.ResultSoldierID(t.ID), k.l.ResultFinal(t.ID)} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove previous attempt's %s: %w", p, err)
+		}
 	}
 	return k.tasks.Move(layout.InProgress, layout.Pending, t.ID)
 }

@@ -209,3 +209,27 @@ func TestKing_HalfDoneRetryIsFinished(t *testing.T) {
 	eqList(t, "re-queued", f.ids(layout.QTasks, layout.Pending), task1)
 	eq(t, "retry_count kept", f.task(layout.Pending, task1).RetryCount, 1)
 }
+
+func TestKing_RetryStrandedAfterResultRemovalIsFinished(t *testing.T) {
+	f := started(t)
+	// A king died after rewriting the task for attempt 1 and deleting the
+	// old final result, but before the rename to pending/: no result is
+	// left to notice, only the task's retrying mark.
+	tk := f.task(layout.InProgress, task1)
+	tk.RetryCount, tk.NotBefore, tk.Status = 1, schema.FormatTime(t0.Add(time.Minute)), TaskRetrying
+	writeJSON(t, f.l.QueueState(layout.QTasks, layout.InProgress)+"/"+task1+".json", tk)
+	writeJSON(t, f.l.ResultRaw(task1), map[string]any{"task_id": task1, "status": "killed", "summary": "x", "error": "x"})
+	f.tick()
+	eqList(t, "re-queued", f.ids(layout.QTasks, layout.Pending), task1)
+	if _, err := os.Stat(f.l.ResultRaw(task1)); !os.IsNotExist(err) {
+		t.Errorf("the previous attempt's raw result survived the re-queue: %v", err)
+	}
+	// A task a general has just claimed (status still pending, no result)
+	// is not touched.
+	f.claim(task1)
+	tk = f.task(layout.InProgress, task1)
+	tk.Status = schema.TaskPending
+	writeJSON(t, f.l.QueueState(layout.QTasks, layout.InProgress)+"/"+task1+".json", tk)
+	f.tick()
+	eqList(t, "claimed task left alone", f.ids(layout.QTasks, layout.InProgress), task1)
+}
