@@ -105,14 +105,13 @@ func (w *Watchdog) Specs() ([]Spec, error) {
 	for _, r := range CoreRoles {
 		specs = append(specs, Spec{Name: r, Argv: []string{filepath.Join(w.o.BinDir, r), "--base-dir", base}})
 	}
+	// LoadManifests returns the manifests that loaded beside the errors of
+	// those that did not: one bad file must not take the others down.
 	ms, err := config.LoadManifests(w.o.Layout.GeneralsConfigDir())
-	if err != nil {
-		return specs, err
-	}
 	for _, m := range ms {
 		specs = append(specs, Spec{Name: m.Name, Argv: []string{filepath.Join(w.o.BinDir, "general"), "--name", m.Name, "--base-dir", base}})
 	}
-	return specs, nil
+	return specs, err
 }
 
 // IsRoleSession reports whether a tmux session name belongs to a role start
@@ -187,9 +186,10 @@ func (w *Watchdog) Round(ctx context.Context) error {
 		}
 		w.launch(ctx, sp, st, now)
 	}
-	// Generals that were uninstalled: stop their sessions.
+	// Generals that were uninstalled (their manifest file is gone, not
+	// merely invalid for now): stop their sessions.
 	for name, s := range byName {
-		if strings.HasPrefix(name, "gen-") && !want[name] {
+		if strings.HasPrefix(name, "gen-") && !want[name] && !fileExists(w.o.Layout.GeneralManifest(name)) {
 			w.o.Log.Info("general uninstalled: stopping its session", "role", name)
 			w.stopSession(ctx, s, w.sys.StopGrace())
 			delete(w.roles, name)
@@ -302,6 +302,11 @@ func (w *Watchdog) poll() {
 			w.recordDeath(name, st, now)
 		}
 	}
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 func pidAlive(pid int) bool {

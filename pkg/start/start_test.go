@@ -96,6 +96,17 @@ func TestWatchdog_LaunchesEveryRoleAndRelaunchesAKilledOne(t *testing.T) {
 	if len(w.roles["king"].deaths) != 0 {
 		t.Fatalf("a death after 5 minutes counted toward the crash-loop guard")
 	}
+	// A broken manifest keeps its general running (it may be mid-edit) and
+	// never takes the other generals down.
+	os.WriteFile(l.GeneralManifest("gen-herald"), []byte("name: gen-herald\nmax_concurrent: lots\n"), 0o600)
+	w.Round(ctx)
+	got = sessionNames(t, tc)
+	if _, ok := got["gen-pr"]; !ok {
+		t.Fatal("a broken gen-herald manifest stopped gen-pr")
+	}
+	if _, ok := got["gen-herald"]; !ok {
+		t.Fatal("a general whose manifest is briefly invalid was stopped")
+	}
 	// Uninstalling a general stops its session at the next round.
 	os.Remove(l.GeneralManifest("gen-herald"))
 	w.Round(ctx)

@@ -45,10 +45,9 @@ func ReadStatus(ctx context.Context, l layout.Layout, tc *tmux.Client, now time.
 		st.StartPID = pid
 	}
 	names := append([]string{}, CoreRoles...)
-	if ms, err := config.LoadManifests(l.GeneralsConfigDir()); err == nil {
-		for _, m := range ms {
-			names = append(names, m.Name)
-		}
+	ms, _ := config.LoadManifests(l.GeneralsConfigDir()) // the valid ones, even beside a broken file
+	for _, m := range ms {
+		names = append(names, m.Name)
 	}
 	live, err := tc.List(ctx)
 	if err != nil {
