@@ -47,9 +47,16 @@ type condition struct {
 	Content   string // what is wrong, human-readable
 }
 
+// RecoverAfter is how long a condition must stay clear before the
+// recovered note goes out, so a value hovering at a threshold (or a role
+// relaunched into the same failure) does not produce alert/recovered pairs.
+const RecoverAfter = 2 * time.Minute
+
 // alerter applies the no-storm rule: a message on entering a bad state, a
-// repeat at most every `repeat` while it lasts, a recovered note when it
-// clears. State lives in AlertState so it survives restarts.
+// repeat at most every `repeat` while it lasts, a recovered note once it has
+// stayed clear for RecoverAfter; a relapse within `repeat` of the last
+// message stays quiet until the repeat is due. State lives in AlertState so
+// it survives restarts.
 type alerter struct {
 	st     *AlertState
 	repeat time.Duration
@@ -57,7 +64,7 @@ type alerter struct {
 }
 
 // evaluate reconciles the conditions of the given kinds: conds holds those
-// currently bad; every other active alert of those kinds has cleared.
+// currently bad; every other alert of those kinds is clear.
 func (a *alerter) evaluate(now time.Time, kinds []string, conds []condition) error {
 	var errs []string
 	seen := map[string]bool{}
@@ -65,6 +72,15 @@ func (a *alerter) evaluate(now time.Time, kinds []string, conds []condition) err
 		k := alertKey(c.Kind, c.Key)
 		seen[k] = true
 		act := a.st.Active[k]
+		if act != nil {
+			act.ClearedAt = nil
+			if act.Recovered {
+				// A relapse: a new episode, announced once the repeat
+				// window since the last message has passed.
+				act.Recovered = false
+				act.Since = now
+			}
+		}
 		switch {
 		case act == nil:
 			if err := a.send(c.Kind, c.Key, c.Urgency, c.Content, now); err != nil {
@@ -73,8 +89,10 @@ func (a *alerter) evaluate(now time.Time, kinds []string, conds []condition) err
 			}
 			a.st.Active[k] = &ActiveAlert{Kind: c.Kind, Key: c.Key, Since: now, LastSent: now, Sent: 1, Content: c.Content}
 		case now.Sub(act.LastSent) >= a.repeat:
-			since := now.Sub(act.Since).Round(time.Minute)
-			content := fmt.Sprintf("%s (still ongoing, for %s)", c.Content, since)
+			content := c.Content
+			if act.Sent > 0 && now.Sub(act.Since) > 0 {
+				content = fmt.Sprintf("%s (still ongoing, for %s)", c.Content, now.Sub(act.Since).Round(time.Minute))
+			}
 			if err := a.send(c.Kind, c.Key, c.Urgency, content, now); err != nil {
 				errs = append(errs, err.Error())
 				continue
@@ -88,12 +106,23 @@ func (a *alerter) evaluate(now time.Time, kinds []string, conds []condition) err
 		if seen[k] || !containsStr(kinds, act.Kind) {
 			continue
 		}
-		content := fmt.Sprintf("Recovered: %s (lasted %s)", act.Content, now.Sub(act.Since).Round(time.Second))
-		if err := a.send(KindRecovered, act.Kind+"-"+act.Key, schema.UrgencyNormal, content, now); err != nil {
-			errs = append(errs, err.Error())
-			continue
+		switch {
+		case act.Recovered:
+			if now.Sub(act.LastSent) >= a.repeat {
+				delete(a.st.Active, k)
+			}
+		case act.ClearedAt == nil:
+			t := now
+			act.ClearedAt = &t
+		case now.Sub(*act.ClearedAt) >= RecoverAfter:
+			content := fmt.Sprintf("Recovered: %s (lasted %s)", act.Content, act.ClearedAt.Sub(act.Since).Round(time.Second))
+			if err := a.send(KindRecovered, act.Kind+"-"+act.Key, schema.UrgencyNormal, content, now); err != nil {
+				errs = append(errs, err.Error())
+				continue
+			}
+			act.Recovered = true
+			act.LastSent = now
 		}
-		delete(a.st.Active, k)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("queue alerts: %s", strings.Join(errs, "; "))

@@ -103,6 +103,11 @@ func TestEvents_ConsecutiveFailuresAcrossTicks(t *testing.T) {
 	fail("gen-pr")
 	fail("gen-pr")
 	e.tick(r)
+	if n := len(e.messages()); n != 1 {
+		t.Fatalf("messages = %d right after the success, want 1 (recovered waits RecoverAfter)", n)
+	}
+	e.clk.Advance(RecoverAfter)
+	e.tick(r)
 	if n := len(e.messages()); n != 2 {
 		t.Fatalf("messages = %d, want 2 (alert + recovered)", n)
 	}
@@ -140,6 +145,8 @@ func TestEvents_TimeoutSpikeInSlidingHour(t *testing.T) {
 		t.Fatalf("messages = %d, want 1", n)
 	}
 	e.clk.Advance(25 * time.Minute) // the first timeout leaves the window
+	e.tick(r)
+	e.clk.Advance(RecoverAfter) // and stays clear
 	e.tick(r)
 	if n := len(e.messages()); n != 2 {
 		t.Fatalf("messages = %d, want 2 (alert + recovered)", n)

@@ -114,8 +114,46 @@ func TestHeartbeat_KingDeadAlertsHighAtOnce(t *testing.T) {
 	e.clk.Advance(30 * time.Second)
 	setMtime(t, e.l.Heartbeat("king"), e.clk.Now())
 	e.tick(r)
+	e.clk.Advance(RecoverAfter)
+	setMtime(t, e.l.Heartbeat("king"), e.clk.Now())
+	setMtime(t, e.l.Heartbeat("envoy"), e.clk.Now())
+	e.tick(r)
 	if n := len(e.messages()); n != 2 {
 		t.Fatalf("messages after recovery = %d, want 2", n)
+	}
+}
+
+func TestAlerts_FlappingConditionDoesNotStorm(t *testing.T) {
+	var sent []string
+	a := &alerter{st: &AlertState{Active: map[string]*ActiveAlert{}}, repeat: 30 * time.Minute,
+		send: func(kind, key, urgency, content string, at time.Time) error {
+			sent = append(sent, kind)
+			return nil
+		}}
+	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	red := []condition{{Kind: KindHealth, Key: "red", Urgency: schema.UrgencyHigh, Content: "red"}}
+	// CPU hovering at the red line for an hour: bad, clear, bad, clear…
+	for i := 0; i < 120; i++ {
+		var conds []condition
+		if i%2 == 0 {
+			conds = red
+		}
+		a.evaluate(now, []string{KindHealth}, conds)
+		now = now.Add(30 * time.Second)
+	}
+	// One alert, one repeat at 30 min; no recovered notes (never clear for 2 min).
+	if len(sent) != 2 || sent[0] != KindHealth || sent[1] != KindHealth {
+		t.Fatalf("sent %v over a flapping hour, want [health health]", sent)
+	}
+	// It clears for good: one recovered note; a relapse within the repeat
+	// window after it stays quiet.
+	for i := 0; i < 6; i++ {
+		a.evaluate(now, []string{KindHealth}, nil)
+		now = now.Add(30 * time.Second)
+	}
+	a.evaluate(now, []string{KindHealth}, red)
+	if len(sent) != 3 || sent[2] != KindRecovered {
+		t.Fatalf("sent %v, want a recovered note and a quiet relapse", sent)
 	}
 }
 

@@ -41,6 +41,12 @@ type ActiveAlert struct {
 	LastSent time.Time `json:"last_sent"`
 	Sent     int       `json:"sent"`
 	Content  string    `json:"content"`
+	// ClearedAt is when the condition stopped holding; the recovered note
+	// waits until it has stayed clear for RecoverAfter (a flap is absorbed).
+	ClearedAt *time.Time `json:"cleared_at,omitempty"`
+	// Recovered: the recovered note went out; the entry is kept for one
+	// repeat window so a quick relapse does not alert again at once.
+	Recovered bool `json:"recovered,omitempty"`
 }
 
 // MonitorState is state/chamberlain/state.json: everything else the
