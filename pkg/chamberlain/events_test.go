@@ -272,3 +272,26 @@ func TestEvents_DailySplitWhileAnotherProcessEmits(t *testing.T) {
 	}
 	t.Logf("%d splits during %d events", splits, total)
 }
+
+func TestEvents_ManyStaleEventsShareOneMessage(t *testing.T) {
+	e := newEnv(t, time.Date(2026, 11, 21, 12, 0, 0, 0, time.Local))
+	eq := queue.New(e.l, layout.QEvents, nil)
+	for i := 0; i < 40; i++ {
+		id := fmt.Sprintf("evt-inbox-held-%02d", i)
+		if err := eq.Put(layout.Pending, id, schema.Event{ID: id, Type: "x", Source: "inbox", Priority: "low",
+			CreatedAt: schema.FormatTime(e.clk.Now()), Status: "pending"}); err != nil {
+			t.Fatal(err)
+		}
+		e.emitAs("event.detected", "sentinel", map[string]any{"event_id": id, "source": "inbox", "event_type": "x"})
+	}
+	r := e.role(ModeDaemon)
+	e.tick(r)
+	e.clk.Advance(31 * time.Minute)
+	e.tick(r)
+	e.clk.Advance(31 * time.Minute)
+	e.tick(r)
+	ms := e.messages()
+	if len(ms) != 1 || !strings.Contains(ms[0].Content, "40 events") || !strings.Contains(ms[0].Content, "and 30 more") {
+		t.Fatalf("40 held events produced %d messages: %+v", len(ms), ms)
+	}
+}

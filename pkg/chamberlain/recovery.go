@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -60,16 +61,36 @@ func (r *Role) act(ctx context.Context, rep *Report, now time.Time) error {
 	if err := al.evaluate(now, kinds, conds); err != nil {
 		errs = append(errs, err.Error())
 	}
-	for _, id := range stale {
-		age := now.Sub(r.anomaly.Detected[id]).Round(time.Minute)
-		r.log.Warn("event detected but not dispatched", "event", id, "age", age)
-		content := fmt.Sprintf("[anomaly] event %s was detected %s ago and is still not dispatched — is the king running?", id, age)
-		if err := r.putMessage(schema.MessageNotification, KindStale, id, schema.UrgencyNormal, content,
-			map[string]any{"kind": KindStale, "event_id": id}, now); err != nil {
-			errs = append(errs, err.Error())
-			continue
+	if len(stale) > 0 {
+		// Each stale event is warned and alerted exactly once, but the
+		// events that turn stale in one tick share one message: a queue
+		// held back by admission must not become a storm of messages.
+		sort.Strings(stale)
+		var lines []string
+		for _, id := range stale {
+			age := now.Sub(r.anomaly.Detected[id]).Round(time.Minute)
+			r.log.Warn("event detected but not dispatched", "event", id, "age", age)
+			lines = append(lines, fmt.Sprintf("%s (%s)", id, age))
 		}
-		r.anomaly.StaleAlerted[id] = now
+		shown := lines
+		if len(shown) > 10 {
+			shown = append(shown[:10:10], fmt.Sprintf("… and %d more", len(lines)-10))
+		}
+		content := fmt.Sprintf("[anomaly] %d event%s detected but still not dispatched after %d minutes: %s. "+
+			"If the king is running, admission may be holding them (health, token budget or max_soldiers) — see `start status`.",
+			len(stale), plural(len(stale)), r.c.Anomaly.EventStaleMinutes, strings.Join(shown, ", "))
+		key := stale[0]
+		if len(stale) > 1 {
+			key = fmt.Sprintf("%s-and-%d", stale[0], len(stale)-1)
+		}
+		if err := r.putMessage(schema.MessageNotification, KindStale, key, schema.UrgencyNormal, content,
+			map[string]any{"kind": KindStale, "event_ids": stale}, now); err != nil {
+			errs = append(errs, err.Error())
+		} else {
+			for _, id := range stale {
+				r.anomaly.StaleAlerted[id] = now
+			}
+		}
 	}
 	return joinErrs(errs)
 }
@@ -219,4 +240,11 @@ func (r *Role) killSoldiersOf(ctx context.Context, g string, rep *Report) (int, 
 		r.emit("soldier.killed", map[string]any{"soldier_id": sid, "reason": "general_dead", "general": g, "task_id": task})
 	}
 	return n, errors.Join(errs...)
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }
