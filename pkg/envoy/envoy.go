@@ -189,8 +189,8 @@ func (e *Envoy) Start(ctx context.Context) error {
 // awaitedTTL is how long an unanswered question stays awaited (SPEC §9.31).
 const awaitedTTL = 7 * 24 * time.Hour
 
-// prune drops expired conversations, awaited entries older than a week and
-// delivery records whose message has left pending/.
+// prune drops expired conversations, awaited entries and thread mappings
+// older than a week, and delivery records whose message has left pending/.
 func (e *Envoy) prune() error {
 	now := e.clock.Now()
 	return e.st.update(func(s *State) error {
@@ -202,6 +202,15 @@ func (e *Envoy) prune() error {
 		for k, a := range s.Awaiting {
 			if t, err := parseTime(a.CreatedAt); err == nil && now.Sub(t) > awaitedTTL {
 				delete(s.Awaiting, k)
+			}
+		}
+		// A mapping is cleared by its task's final notification; one whose
+		// task never got one (needs_human, a final message in failed/)
+		// would stay forever. No task lives a week; a resume carries its
+		// thread in the message itself (§9.8).
+		for k, m := range s.Mappings {
+			if t, err := parseTime(m.CreatedAt); err == nil && now.Sub(t) > awaitedTTL {
+				delete(s.Mappings, k)
 			}
 		}
 		for id := range s.Deliveries {

@@ -179,6 +179,17 @@ func (e *Envoy) handleInbound(in Inbound) (followUp, error) {
 		Priority: priority, CreatedAt: schema.FormatTime(now), Status: schema.EventPending}
 	if err := e.admit.Admit(id, ev); err != nil {
 		if errors.Is(err, queue.ErrDuplicate) {
+			// A redelivery of a reply admitted before a crash: finish what
+			// that run could not — the awaited entry must go, or a later
+			// message in the thread would resume the task twice (§9.8).
+			if awaited != "" {
+				if uerr := e.st.update(func(s *State) error {
+					delete(s.Awaiting, awaited)
+					return nil
+				}); uerr != nil {
+					e.log.Error("awaited entry not cleared", "task_id", awaited, "err", uerr)
+				}
+			}
 			return followUp{}, nil
 		}
 		if errors.Is(err, ids.ErrInvalid) {
