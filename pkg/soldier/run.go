@@ -1,7 +1,7 @@
 package soldier
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,8 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -251,7 +249,7 @@ func executeTo(ctx context.Context, l layout.Layout, o RunOptions, inv *engine.I
 	// at once; Pdeathsig takes it down even if this runner is SIGKILLed.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 5 * time.Second
+	cmd.WaitDelay = 2 * time.Second
 	if inv.StdinPrompt {
 		f, err := os.Open(o.PromptFile)
 		if err != nil {
@@ -260,14 +258,13 @@ func executeTo(ctx context.Context, l layout.Layout, o RunOptions, inv *engine.I
 		defer f.Close()
 		cmd.Stdin = f
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return -1, err
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		return -1, err
-	}
+	// Output goes through writers, not pipes read by us: when the engine
+	// exits but leaves a background child holding stdout (a dev server
+	// started by the agent), WaitDelay closes the pipes instead of the
+	// soldier hanging until its timeout.
+	outW := &lineWriter{log: stdoutLog, hb: hb, parser: p}
+	errW := &lineWriter{log: stderrLog, hb: hb}
+	cmd.Stdout, cmd.Stderr = outW, errW
 	// tmux kill-session sends SIGHUP to the pane's process group, which is
 	// ours, not the engine's: catch it (and SIGTERM/SIGINT) and take the
 	// engine's group down with us, or a killed soldier's agent would go on
@@ -280,7 +277,6 @@ func executeTo(ctx context.Context, l layout.Layout, o RunOptions, inv *engine.I
 	}
 	var interrupted atomic.Bool
 	waited := make(chan struct{})
-	defer close(waited)
 	go func() {
 		select {
 		case <-sigs:
@@ -289,37 +285,65 @@ func executeTo(ctx context.Context, l layout.Layout, o RunOptions, inv *engine.I
 		case <-waited:
 		}
 	}()
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); pump(stdout, stdoutLog, hb, p) }()
-	go func() { defer wg.Done(); pump(stderr, stderrLog, hb, nil) }()
-	wg.Wait()
-	err = cmd.Wait()
+	err := cmd.Wait()
+	close(waited)
+	// Whatever the engine left running in its group goes with it.
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	outW.flush()
+	errW.flush()
 	code := cmd.ProcessState.ExitCode()
 	if interrupted.Load() || ctx.Err() == context.Canceled {
 		return code, ErrInterrupted
 	}
 	var ee *exec.ExitError
-	if errors.As(err, &ee) {
+	if errors.As(err, &ee) || errors.Is(err, exec.ErrWaitDelay) {
 		err = nil // a non-zero exit is reported by its code
 	}
 	return code, err
 }
 
-// pump copies lines to the log, touching the heartbeat per line.
-func pump(r io.Reader, log io.Writer, hb string, p engine.Parser) {
-	br := bufio.NewReaderSize(r, 64<<10)
+// lineWriter receives an engine's output: it copies it to the log and, per
+// complete line, touches the heartbeat and feeds the parser.
+type lineWriter struct {
+	log    io.Writer
+	hb     string
+	parser engine.Parser
+	buf    []byte
+}
+
+func (w *lineWriter) Write(b []byte) (int, error) {
+	_, _ = w.log.Write(b)
+	w.buf = append(w.buf, b...)
 	for {
-		line, err := br.ReadBytes('\n')
-		if len(line) > 0 {
-			_, _ = log.Write(line)
-			_ = atomicfile.Touch(hb)
-			if p != nil {
-				p.Line([]byte(strings.TrimRight(string(line), "\r\n")))
-			}
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			break
 		}
-		if err != nil {
-			return
-		}
+		w.line(w.buf[:i])
+		w.buf = w.buf[i+1:]
+	}
+	if len(w.buf) > maxLineBytes {
+		// A giant line without a newline: still proof of life; the parser
+		// only needs whole JSON lines, which are far shorter.
+		_ = atomicfile.Touch(w.hb)
+		w.buf = w.buf[:0]
+	}
+	return len(b), nil
+}
+
+func (w *lineWriter) line(l []byte) {
+	_ = atomicfile.Touch(w.hb)
+	if w.parser != nil {
+		w.parser.Line(bytes.TrimRight(l, "\r"))
 	}
 }
+
+func (w *lineWriter) flush() {
+	if len(w.buf) > 0 {
+		w.line(w.buf)
+		w.buf = nil
+	}
+}
+
+// maxLineBytes bounds the partial line kept in memory.
+const maxLineBytes = 16 << 20
