@@ -186,7 +186,8 @@ func (k *King) signal() {
 	}
 }
 
-// Tick runs one round (SPEC §4.4): startup recovery once, then (1) pending
+// Tick runs one round (SPEC §4.4): recovery at startup and after a failed
+// tick, then (1) pending
 // events, (2) petitions, (3) task results, (4) schedules. Each step runs even
 // when an earlier one failed; the errors are joined.
 func (k *King) Tick(ctx context.Context) error {
@@ -213,6 +214,12 @@ func (k *King) Tick(ctx context.Context) error {
 		if err := s.fn(adm); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", s.name, err))
 		}
+	}
+	if len(errs) > 0 {
+		// A step that failed half-way (a full disk between writing a
+		// dispatched event and its task) is repaired the way a restart
+		// would: run the recovery again next tick.
+		k.started = false
 	}
 	return errors.Join(errs...)
 }
