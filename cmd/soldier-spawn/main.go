@@ -76,16 +76,19 @@ func main() {
 					p := params(c)
 					sys, err := loadSystem(p.BaseDir)
 					if err != nil {
-						// Still leave a result so the task does not wait for a timeout.
-						sys = nil
-						defer fmt.Fprintln(os.Stderr, err)
+						// Leave a result so the task does not wait for a
+						// timeout, but never run the engine on defaults.
+						if perr := soldier.PublishConfigFailure(p.BaseDir, p.TaskID, err); perr != nil {
+							return perr
+						}
+						return err
 					}
 					out, rerr := soldier.Run(ctx, soldier.RunOptions{Params: p, System: sys, Environ: os.Environ()})
 					if rerr != nil {
 						return rerr
 					}
 					fmt.Printf("%s: %v\n", p.TaskID, out.Raw["status"])
-					return err
+					return nil
 				},
 			},
 			{

@@ -347,3 +347,13 @@ func (w *lineWriter) flush() {
 
 // maxLineBytes bounds the partial line kept in memory.
 const maxLineBytes = 16 << 20
+
+// PublishConfigFailure publishes a terminal EngineError raw result for a
+// soldier that cannot run because its configuration does not load: running
+// the engine with defaults would ignore the operator's engine and
+// env_passthrough (SPEC §9.17); retrying would fail the same way.
+func PublishConfigFailure(baseDir, task string, cfgErr error) error {
+	raw := failed(task, schema.ReasonEngineError, "configuration: "+cfgErr.Error())
+	raw["terminal"] = true
+	return publish(layout.New(baseDir), task, raw)
+}
