@@ -18,6 +18,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/engine"
+	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
@@ -353,6 +354,9 @@ const maxLineBytes = 16 << 20
 // the engine with defaults would ignore the operator's engine and
 // env_passthrough (SPEC §9.17); retrying would fail the same way.
 func PublishConfigFailure(baseDir, task string, cfgErr error) error {
+	if err := ids.Check(task); err != nil {
+		return fmt.Errorf("task: %w", err)
+	}
 	raw := failed(task, schema.ReasonEngineError, "configuration: "+cfgErr.Error())
 	raw["terminal"] = true
 	return publish(layout.New(baseDir), task, raw)
