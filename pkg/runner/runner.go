@@ -105,7 +105,7 @@ func Run(ctx context.Context, o Options, role Role) error {
 			}
 		}
 	} else {
-		leader, err = lockfile.TryLeader(lockPath)
+		leader, err = tryLeaderBriefly(ctx, lockPath)
 	}
 	if err != nil {
 		return err
@@ -177,6 +177,23 @@ func Run(ctx context.Context, o Options, role Role) error {
 			}
 		}
 		timer.Reset(o.Interval)
+	}
+}
+
+// tryLeaderBriefly takes the lock, retrying for up to a second: a status
+// probe (start status, chamberlain --once) holds a lock only for moments,
+// and a role launched right then must not exit as if another leader ran.
+func tryLeaderBriefly(ctx context.Context, path string) (*lockfile.Leader, error) {
+	deadline := time.Now().Add(time.Second)
+	for {
+		l, err := lockfile.TryLeader(path)
+		var held *lockfile.HeldError
+		if err == nil || !errors.As(err, &held) || time.Now().After(deadline) {
+			return l, err
+		}
+		if !sleepCtx(ctx, 100*time.Millisecond) {
+			return nil, err
+		}
 	}
 }
 
