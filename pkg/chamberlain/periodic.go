@@ -201,6 +201,8 @@ func (r *Role) cleanup(now time.Time) error {
 		{l.QueueState(layout.QMessages, layout.Rejected), ret.RejectedDays, all},
 		{l.InboxRejected(), ret.RejectedDays, all},
 		{l.PetitionResultsDir(), ret.PetitionDays, all},
+		{l.PetitionPromptsDir(), ret.PetitionDays, all},
+		{filepath.Join(l.EnvoyConsoleInbox(), layout.Rejected), ret.RejectedDays, all},
 		{l.SeenDir(), ret.SeenDays, all},
 	}
 	total := 0
