@@ -81,6 +81,8 @@ type King struct {
 	petMu       sync.Mutex
 	petExited   map[string]bool // classifier exited (any outcome)
 	wake        chan struct{}
+
+	orphanSince map[string]time.Time // task → first seen without its general
 }
 
 // New builds a King. It loads the manifests once; later ticks reload them
@@ -117,6 +119,7 @@ func New(o Options) (*King, error) {
 		msgs:        queue.New(o.Layout, layout.QMessages, o.Events),
 		petitionCmd: o.PetitionCommand,
 		petExited:   map[string]bool{},
+		orphanSince: map[string]time.Time{},
 		wake:        make(chan struct{}, 1),
 	}
 	k.seq = taskSeq{path: o.Layout.KingTaskSeq()}
@@ -209,6 +212,7 @@ func (k *King) Tick(ctx context.Context) error {
 		{"petitions", k.processPetitions},
 		{"results", func(*admission) error { return k.processResults() }},
 		{"schedules", k.processSchedules},
+		{"orphaned tasks", k.processOrphans},
 	}
 	for _, s := range steps {
 		if err := s.fn(adm); err != nil {
