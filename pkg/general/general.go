@@ -66,11 +66,12 @@ type General struct {
 	baseMu sync.Mutex
 	base   context.Context
 
-	mu         sync.Mutex
-	active     map[string]bool
-	wg         sync.WaitGroup
-	reconciled bool
-	raw        rawWatch
+	mu            sync.Mutex
+	active        map[string]bool
+	wg            sync.WaitGroup
+	reconciled    bool
+	lastReconcile time.Time
+	raw           rawWatch
 }
 
 // New returns the general described by o.Manifest.
@@ -169,14 +170,21 @@ func (g *General) emit(typ string, data map[string]any) {
 // Tick reconciles once after start (§9.4), then claims tasks while slots
 // are free.
 func (g *General) Tick(ctx context.Context) error {
-	if !g.reconciled {
+	now := g.o.Clock.Now()
+	if !g.reconciled || now.Sub(g.lastReconcile) >= reconcileEvery {
+		// At start (§9.4), and again now and then: a task whose final
+		// result could not be written (a full disk) must not wait for a
+		// restart of the general to be finished.
 		if err := g.reconcile(ctx); err != nil {
 			return err
 		}
-		g.reconciled = true
+		g.reconciled, g.lastReconcile = true, now
 	}
 	return g.claim(ctx)
 }
+
+// reconcileEvery is how often a running general re-runs its §9.4 pass.
+const reconcileEvery = 5 * time.Minute
 
 func (g *General) slots() int {
 	g.mu.Lock()

@@ -3,6 +3,7 @@ package general
 import (
 	"context"
 	"fmt"
+	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -314,5 +315,40 @@ func TestGeneral_SkipsOthersTasksAndFutureNotBefore(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(e.l.QueueState(layout.QTasks, layout.Pending), id+".json")); err != nil {
 			t.Errorf("%s should stay pending: %v", id, err)
 		}
+	}
+}
+
+// A task left in in_progress/ with a raw result but no final result while
+// the general keeps running (its final write failed, e.g. a full disk) is
+// finished by the periodic reconcile pass, not only after a restart; a task
+// the king is re-queueing (status retrying) is left alone.
+func TestGeneral_PeriodicReconcileFinishesAStrandedTask(t *testing.T) {
+	fc := clock.NewFake(time.Now())
+	e := newEnv(t, withClock(fc))
+	g := e.start()
+	if err := g.Tick(context.Background()); err != nil { // the start-up pass
+		t.Fatal(err)
+	}
+	put := func(id, status string) {
+		tk := e.task(id, func(tk *schema.Task) { tk.Status = status })
+		if err := queue.New(e.l, layout.QTasks, nil).Move(layout.Pending, layout.InProgress, tk.ID); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(e.l.ResultRaw(id), []byte(`{"task_id":"`+id+`","status":"success","summary":"done before the crash"}`), 0o600)
+	}
+	put("task-20260101-090", schema.TaskInProgress)
+	put("task-20260101-091", schema.TaskRetrying)
+	g.Tick(context.Background())
+	if _, err := os.Stat(e.l.ResultFinal("task-20260101-090")); err == nil {
+		t.Fatal("reconciled before the period elapsed")
+	}
+	fc.Advance(reconcileEvery)
+	g.Tick(context.Background())
+	if r := e.final("task-20260101-090"); r.Status != "success" {
+		t.Fatalf("final = %+v", r)
+	}
+	g.Wait()
+	if _, err := os.Stat(e.l.ResultFinal("task-20260101-091")); err == nil {
+		t.Fatal("a task the king is re-queueing was finished by the general")
 	}
 }

@@ -26,8 +26,8 @@ func (g *General) reconcile(ctx context.Context) error {
 	l := g.o.Layout
 	for _, e := range entries {
 		t, err := schema.DecodeTask(e.Data)
-		if err != nil || t.TargetGeneral != g.name {
-			continue
+		if err != nil || t.TargetGeneral != g.name || t.Status == schema.TaskRetrying {
+			continue // not ours, or the king is re-queueing it
 		}
 		g.mu.Lock()
 		busy := g.active[t.ID]

@@ -275,10 +275,9 @@ func (k *King) retry(t *schema.Task, res *schema.Result) error {
 	return nil
 }
 
-// TaskRetrying marks a task the king rewrote for a retry inside
-// in_progress/ and has not re-queued yet. Only the king writes it, so a task
-// in in_progress/ with this status and no final result is a half-done retry.
-const TaskRetrying = "retrying"
+// TaskRetrying: a task in in_progress/ with this status and no final result
+// is a half-done retry (only the king writes it).
+const TaskRetrying = schema.TaskRetrying
 
 // requeue finishes a retry whose task was already rewritten: the previous
 // attempt's files go first (its raw result must never be taken for the next

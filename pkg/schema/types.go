@@ -53,6 +53,11 @@ const (
 // TaskTypeResume is the type of a task that resumes a needs_human task.
 const TaskTypeResume = "resume"
 
+// TaskRetrying marks a task the king rewrote inside in_progress/ for a retry
+// and has not re-queued yet (SPEC §9.1). Only the king writes it; a general
+// must leave such a task alone.
+const TaskRetrying = "retrying"
+
 // Message statuses; each mirrors a queue/messages/ directory.
 const (
 	MessagePending  = "pending"
