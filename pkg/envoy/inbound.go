@@ -141,6 +141,12 @@ func (e *Envoy) handleInbound(in Inbound) (followUp, error) {
 		}
 	}
 	if typ == "" {
+		if isReply && e.admit.Known("evt-slack-reply-"+ids.SlackTS(in.ThreadTS)+"-"+ids.SlackTS(in.TS)) {
+			// Slack delivers an @mention in a thread twice (message and
+			// app_mention); the first already answered the awaited
+			// question, the second must not start new work.
+			return followUp{}, nil
+		}
 		switch {
 		case in.Kind == "app_mention":
 			typ, id = EventAppMention, "evt-slack-mention-"+ids.SlackTS(in.TS)

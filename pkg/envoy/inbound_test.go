@@ -183,6 +183,28 @@ func TestInbound_ReplyToAwaitedQuestion(t *testing.T) {
 	}
 }
 
+// An answer that @mentions the bot arrives as message and as app_mention:
+// one event, not a reply plus a new petition.
+func TestInbound_MentionedAnswerInAwaitedThreadIsOneEvent(t *testing.T) {
+	h := newHarness(t, setup{})
+	h.startSocket()
+	h.put(message("msg-"+task+"-start", "thread_start", task))
+	q := message("msg-"+task+"-question", "human_input_request", task)
+	q["reply_context"] = replyContext(task)
+	h.put(q)
+	h.tick()
+	thread := h.state().Awaiting[task].ThreadTS
+	ts := "1700000100.000300"
+	h.push(slackfake.Msg{Channel: "CDEFAULT", ChannelType: "channel", User: "UALICE", Text: "<@UBOT> use main", TS: ts, ThreadTS: thread, EventID: "Ev-msg"})
+	h.waitEvents(1)
+	h.push(slackfake.Msg{Type: "app_mention", Channel: "CDEFAULT", User: "UALICE", Text: "<@UBOT> use main", TS: ts, ThreadTS: thread, EventID: "Ev-mention"})
+	h.push(slackfake.Msg{Channel: "D9", ChannelType: "im", User: "UALICE", Text: "sync point", TS: "1700000100.000900"})
+	evs := h.waitEvents(2)
+	if len(evs) != 2 || evs["evt-slack-mention-1700000100-000300"] != nil {
+		t.Fatalf("events = %v, want the reply and the later DM only", keys(evs))
+	}
+}
+
 func TestInbound_TwoRepliesSameSecondInConversation(t *testing.T) {
 	h := newHarness(t, setup{})
 	h.startSocket()

@@ -334,18 +334,28 @@ func (e *Envoy) postWithRetry(ctx context.Context, p post) (string, string, erro
 		max = 1
 	}
 	var last error
+	limited := 0
 	for attempt := 1; attempt <= max; attempt++ {
 		ch, ts, err := e.poster.Post(ctx, p)
 		if err == nil {
 			return ch, ts, nil
 		}
 		last = err
-		if attempt == max || ctx.Err() != nil {
+		var rl *slack.RateLimitedError
+		isLimit := errors.As(err, &rl) && rl.RetryAfter > 0
+		if isLimit && limited < maxRateLimitWaits {
+			// Slack said "later", not "no": waiting does not use up an
+			// attempt, or a burst of alerts would lose messages.
+			limited++
+			attempt--
+		} else if attempt == max {
 			break
 		}
-		wait := time.Second << (attempt - 1)
-		var rl *slack.RateLimitedError
-		if errors.As(err, &rl) && rl.RetryAfter > 0 {
+		if ctx.Err() != nil {
+			break
+		}
+		wait := time.Second << max0(attempt-1)
+		if isLimit {
 			wait = rl.RetryAfter
 			if wait > maxInlineWait {
 				// Too long to block the tick (and the heartbeat): hold every
@@ -362,6 +372,17 @@ func (e *Envoy) postWithRetry(ctx context.Context, p post) (string, string, erro
 		}
 	}
 	return "", "", fmt.Errorf("post %s to %s: %d attempts: %w", p.MsgID, p.Channel, max, last)
+}
+
+// maxRateLimitWaits bounds the 429 waits of one message that do not count
+// as attempts (a misbehaving endpoint must not keep the envoy forever).
+const maxRateLimitWaits = 10
+
+func max0(n int) int {
+	if n < 0 {
+		return 0
+	}
+	return n
 }
 
 // fail moves a message that could not be sent to failed/ with the error.

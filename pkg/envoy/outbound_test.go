@@ -210,6 +210,21 @@ func TestOutbound_RateLimitHonorsRetryAfter(t *testing.T) {
 	}
 }
 
+// Rate limits are "later", not failures: a burst of 429s does not use up a
+// message's three attempts.
+func TestOutbound_RateLimitsDoNotUseUpAttempts(t *testing.T) {
+	h := newHarness(t, setup{})
+	h.fake.RateLimit("chat.postMessage", 4, 2)
+	h.put(message("msg-20261121-001", "report", ""))
+	h.tick()
+	if s := h.msgState("msg-20261121-001"); s != layout.Sent {
+		t.Fatalf("message in %q after four 429s, want sent", s)
+	}
+	if n := len(h.fake.Calls("chat.postMessage")); n != 5 {
+		t.Errorf("calls = %d, want 5", n)
+	}
+}
+
 func TestOutbound_ThreeFailuresGoToFailed(t *testing.T) {
 	h := newHarness(t, setup{})
 	h.fake.Fail("chat.postMessage", 3, "channel_not_found")
