@@ -309,9 +309,22 @@ func fileExists(p string) bool {
 	return err == nil
 }
 
+// pidAlive reports whether pid runs. A zombie (exited, not yet reaped by
+// its parent, the tmux server) counts as dead.
 func pidAlive(pid int) bool {
 	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
+	if err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return !errors.Is(err, os.ErrNotExist)
+	}
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2] != 'Z'
+	}
+	return true
 }
 
 // GivenUp lists the roles the crash-loop guard stopped restarting.

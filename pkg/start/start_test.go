@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -204,7 +203,11 @@ func TestStopRoles_SIGTERMThenKill(t *testing.T) {
 		t.Fatalf("sessions left: %v, want only the soldier", left)
 	}
 	for _, p := range pids {
-		if syscall.Kill(p, 0) == nil {
+		deadline := time.Now().Add(5 * time.Second)
+		for pidAlive(p) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond) // the kernel and tmux finish the exit
+		}
+		if pidAlive(p) {
 			t.Errorf("pid %d still alive", p)
 		}
 	}
