@@ -83,6 +83,7 @@ type King struct {
 	wake        chan struct{}
 
 	orphanSince map[string]time.Time // task → first seen without its general
+	orphanScan  time.Time            // last scan for orphaned tasks
 }
 
 // New builds a King. It loads the manifests once; later ticks reload them

@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
@@ -17,13 +18,23 @@ import (
 // concurrency.max_soldiers, stopping all dispatch.
 const OrphanGrace = 10 * time.Minute
 
+// orphanScanEvery spaces the scans for orphaned tasks.
+const orphanScanEvery = time.Minute
+
 // processOrphans fails the pending and in-progress tasks whose general has
 // been uninstalled for OrphanGrace: a ❌ notification, task.failed, task and
 // event to completed/. A general that is only briefly missing (being
 // reinstalled) keeps its tasks.
 func (k *King) processOrphans(*admission) error {
 	now := k.now()
+	// The grace is minutes long: one scan a minute is plenty, and keeps a
+	// deep backlog from costing a full read of the queue on every tick.
+	if now.Sub(k.orphanScan) < orphanScanEvery {
+		return nil
+	}
+	k.orphanScan = now
 	live := map[string]bool{}
+	installed := map[string]bool{}
 	var errs []error
 	for _, st := range []string{layout.Pending, layout.InProgress} {
 		es, err := k.tasks.List(st)
@@ -32,11 +43,23 @@ func (k *King) processOrphans(*admission) error {
 			continue
 		}
 		for _, e := range es {
-			t, err := schema.DecodeTask(e.Data)
-			if err != nil || t.ID != e.ID {
+			var head struct {
+				TargetGeneral string `json:"target_general"`
+			}
+			if e.Decode(&head) != nil || !ids.ValidGeneral(head.TargetGeneral) {
 				continue // the general's to reject
 			}
-			if _, err := os.Stat(k.l.GeneralManifest(t.TargetGeneral)); err == nil {
+			ok, seen := installed[head.TargetGeneral]
+			if !seen {
+				_, err := os.Stat(k.l.GeneralManifest(head.TargetGeneral))
+				ok = err == nil
+				installed[head.TargetGeneral] = ok
+			}
+			if ok {
+				continue
+			}
+			t, err := schema.DecodeTask(e.Data)
+			if err != nil || t.ID != e.ID {
 				continue
 			}
 			live[t.ID] = true

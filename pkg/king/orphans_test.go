@@ -19,7 +19,8 @@ func TestKing_TasksOfAnUninstalledGeneralFailAfterGrace(t *testing.T) {
 	if err := os.Remove(f.l.GeneralManifest("gen-pr")); err != nil {
 		t.Fatal(err)
 	}
-	f.tick()
+	f.clk.Advance(orphanScanEvery)
+	f.tick() // the first scan that sees the general gone
 	f.clk.Advance(OrphanGrace - time.Minute)
 	f.tick()
 	eqList(t, "still pending within the grace", f.ids(layout.QTasks, layout.Pending), task1)
