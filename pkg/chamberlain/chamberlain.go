@@ -188,6 +188,18 @@ func (r *Role) save() error {
 	return errors.Join(errs...)
 }
 
+// saveAlerts persists the alert state right after alerts were queued (a
+// daemon only; --once never alerts). The anomaly state is saved with the
+// cursor at the end of the tick, so replayed events are never counted twice.
+func (r *Role) saveAlerts() error {
+	if r.mode != ModeDaemon {
+		return nil
+	}
+	var err error
+	r.lastAlerts, err = saveJSON(r.l.ChamberlainAlertState(), &r.alerts, r.lastAlerts)
+	return err
+}
+
 // Tick runs one round: observe, decide, act (SPEC §4.8).
 func (r *Role) Tick(ctx context.Context) error {
 	now := r.clk.Now()

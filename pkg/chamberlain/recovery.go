@@ -61,6 +61,12 @@ func (r *Role) act(ctx context.Context, rep *Report, now time.Time) error {
 	if err := al.evaluate(now, kinds, conds); err != nil {
 		errs = append(errs, err.Error())
 	}
+	// Persist what was sent at once, not at the end of the tick: alert ids
+	// carry the send time, so a crash before the save would re-send them
+	// under new ids after a restart.
+	if err := r.saveAlerts(); err != nil {
+		errs = append(errs, err.Error())
+	}
 	if len(stale) > 0 {
 		// Each stale event is warned and alerted exactly once, but the
 		// events that turn stale in one tick share one message: a queue
