@@ -178,6 +178,18 @@ func TestJira_AssignedThenUpdated(t *testing.T) {
 	if got := len(e.detected()); got != 2 {
 		t.Errorf("event.detected = %d, want 2", got)
 	}
+	// A ticket quiet for longer than KnownIssueTTL is forgotten: the state
+	// file does not grow with every ticket ever seen.
+	fj.set("", issueJSON("QP-999", "Another ticket", "To Do", "2026-11-21T10:10:00.000+0000"))
+	e.clk.Advance(jira.KnownIssueTTL + time.Hour)
+	e.tick(s)
+	st := jiraState(t, e)
+	if _, ok := st.KnownIssues["QP-123"]; ok {
+		t.Errorf("QP-123 still known after %v without updates: %v", jira.KnownIssueTTL, st.KnownIssues)
+	}
+	if st.KnownIssues["QP-999"] != "To Do" || st.LastSeen["QP-999"] == "" {
+		t.Errorf("the fresh ticket is not remembered: %+v", st)
+	}
 }
 
 func TestJira_PaginationAcrossThreePages(t *testing.T) {

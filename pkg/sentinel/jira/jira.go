@@ -76,7 +76,15 @@ type Config struct {
 type State struct {
 	LastCheck   string            `json:"last_check,omitempty"`
 	KnownIssues map[string]string `json:"known_issues"`
+	// LastSeen is when each known issue last came through (RFC3339); an
+	// issue quiet for KnownIssueTTL is forgotten, so the file does not grow
+	// forever.
+	LastSeen map[string]string `json:"last_seen,omitempty"`
 }
+
+// KnownIssueTTL is how long a known issue is remembered without an update.
+// A ticket that comes back after that is reported as assigned again.
+const KnownIssueTTL = 90 * 24 * time.Hour
 
 // Watcher polls a Jira search.
 type Watcher struct {
@@ -121,9 +129,12 @@ func (w *Watcher) Interval() time.Duration { return w.cfg.Interval }
 
 // State returns a copy of the state.
 func (w *Watcher) State() State {
-	st := State{LastCheck: w.st.LastCheck, KnownIssues: map[string]string{}}
+	st := State{LastCheck: w.st.LastCheck, KnownIssues: map[string]string{}, LastSeen: map[string]string{}}
 	for k, v := range w.st.KnownIssues {
 		st.KnownIssues[k] = v
+	}
+	for k, v := range w.st.LastSeen {
+		st.LastSeen[k] = v
 	}
 	return st
 }
@@ -145,6 +156,9 @@ func (w *Watcher) load() error {
 	}
 	if st.KnownIssues == nil {
 		st.KnownIssues = map[string]string{}
+	}
+	if st.LastSeen == nil {
+		st.LastSeen = map[string]string{}
 	}
 	w.st = st
 	return nil
@@ -266,11 +280,28 @@ func (w *Watcher) toItem(is Issue, now time.Time) watcher.Item {
 // PostEmit records the statuses of the queued issues and advances
 // last_check when every issue was processed.
 func (w *Watcher) PostEmit(_ context.Context, b *watcher.Batch, res []watcher.Result) error {
+	now := w.cfg.Clock.Now()
+	if w.st.LastSeen == nil {
+		w.st.LastSeen = map[string]string{}
+	}
 	for i, it := range b.Items {
 		if i < len(res) && res[i].Outcome.Queued() {
 			if st, ok := it.Event.Payload["status"].(string); ok {
 				w.st.KnownIssues[it.Key] = st
+				w.st.LastSeen[it.Key] = schema.FormatTime(now)
 			}
+		}
+	}
+	for k := range w.st.KnownIssues {
+		seen, err := schema.ParseTime(w.st.LastSeen[k])
+		if err != nil {
+			// Known before last_seen existed: start its clock now.
+			w.st.LastSeen[k] = schema.FormatTime(now)
+			continue
+		}
+		if now.Sub(seen) > KnownIssueTTL {
+			delete(w.st.KnownIssues, k)
+			delete(w.st.LastSeen, k)
 		}
 	}
 	if fs, ok := b.State.(*fetchState); ok && watcher.Processed(res) {
