@@ -2,6 +2,7 @@ package general
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
@@ -52,6 +53,16 @@ func (g *General) reconcile(ctx context.Context) error {
 			started = reg.StartedAt
 		}
 		task := t
+		live := false
+		if reg != nil && !exists(l.ResultRaw(t.ID)) {
+			ok, err := g.o.Tmux.Has(ctx, reg.ID)
+			if err != nil {
+				// tmux did not answer: decide nothing now (a live soldier
+				// must not be declared dead); the pass runs again.
+				return fmt.Errorf("check soldier %s of %s: %w", reg.ID, t.ID, err)
+			}
+			live = ok
+		}
 		switch {
 		case exists(l.ResultRaw(t.ID)): // (a)
 			g.log.Info("finishing a task left with a result", "task", t.ID)
@@ -61,7 +72,7 @@ func (g *General) reconcile(ctx context.Context) error {
 				_ = g.reg.Remove(reg.ID)
 			}
 			g.start(task, func(ctx context.Context) { g.finish(ctx, task, sid, started, ws) })
-		case reg != nil && g.alive(ctx, reg.ID): // (c)
+		case live: // (c)
 			g.log.Info("re-attaching a live soldier", "task", t.ID, "soldier", reg.ID)
 			sid := reg.ID
 			g.start(task, func(ctx context.Context) {
@@ -82,9 +93,4 @@ func (g *General) reconcile(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-func (g *General) alive(ctx context.Context, sid string) bool {
-	ok, err := g.o.Tmux.Has(ctx, sid)
-	return err == nil && ok
 }

@@ -65,6 +65,9 @@ func (c *Client) run(ctx context.Context, a ...string) ([]byte, error) {
 	cmd.Stderr = &errb
 	err := cmd.Run()
 	if err != nil {
+		if ctx.Err() != nil {
+			return out.Bytes(), fmt.Errorf("tmux %s: %w", a[0], ctx.Err())
+		}
 		msg := strings.TrimSpace(errb.String())
 		if isNoServer(msg) || strings.Contains(msg, "can't find session") || strings.Contains(msg, "session not found") {
 			return out.Bytes(), fmt.Errorf("tmux %s: %w (%s)", a[0], ErrNoSession, msg)
@@ -81,18 +84,16 @@ func isNoServer(msg string) bool {
 
 func exact(name string) string { return "=" + name }
 
-// Has reports whether session name exists.
+// Has reports whether session name exists. Only tmux's own answer ("can't
+// find session", no server on the socket) means no; a timeout or any other
+// failure is an error, never a "gone" — callers kill and replace soldiers
+// they believe dead.
 func (c *Client) Has(ctx context.Context, name string) (bool, error) {
 	_, err := c.run(ctx, "has-session", "-t", exact(name))
 	if err == nil {
 		return true, nil
 	}
-	if errors.Is(err, ErrNoSession) {
-		return false, nil
-	}
-	// has-session exits 1 with "can't find session"; anything else is real.
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
+	if errors.Is(err, ErrNoSession) && ctx.Err() == nil {
 		return false, nil
 	}
 	return false, err

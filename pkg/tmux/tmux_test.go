@@ -94,3 +94,27 @@ func TestTmux_SingleWordCommandRefused(t *testing.T) {
 		t.Fatal("single-word command accepted")
 	}
 }
+
+// Only tmux's own "no such session" answer means gone: a stalled or failing
+// tmux is an error, or a general would kill a soldier that is still working.
+func TestTmux_HasNeverMistakesAFailureForGone(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755)
+		return p
+	}
+	ctx := context.Background()
+	stalled := &tmux.Client{Bin: write("stalled", "exec sleep 5"), Timeout: 100 * time.Millisecond}
+	if ok, err := stalled.Has(ctx, "soldier-1"); err == nil {
+		t.Fatalf("stalled tmux: Has = %v, nil; want an error", ok)
+	}
+	broken := &tmux.Client{Bin: write("broken", "echo 'server exited unexpectedly' >&2; exit 1")}
+	if ok, err := broken.Has(ctx, "soldier-1"); err == nil {
+		t.Fatalf("failing tmux: Has = %v, nil; want an error", ok)
+	}
+	gone := &tmux.Client{Bin: write("gone", "echo \"can't find session: =soldier-1\" >&2; exit 1")}
+	if ok, err := gone.Has(ctx, "soldier-1"); ok || err != nil {
+		t.Fatalf("missing session: Has = %v, %v; want false, nil", ok, err)
+	}
+}
