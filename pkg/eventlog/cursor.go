@@ -31,10 +31,11 @@ type Cursor struct {
 	path      string // logs/events.log
 	statePath string // where Position is saved ("" = not persisted)
 
-	pos     Position
-	f       *os.File // open file at pos.Inode
-	buf     []byte
-	Corrupt int // corrupt lines skipped since Open
+	pos         Position
+	f           *os.File // open file at pos.Inode
+	buf         []byte
+	Corrupt     int // corrupt lines skipped since Open
+	Truncations int // times the file was found shorter than the offset
 }
 
 // OpenCursor loads the saved position from statePath (missing = start of the
@@ -195,9 +196,17 @@ const readChunk = 1 << 20
 
 // drain reads the open file from pos.Offset to EOF.
 func (c *Cursor) drain(fn func(Event) error) (int, error) {
-	if c.pos.Inode == 0 {
-		if fi, err := c.f.Stat(); err == nil {
+	if fi, err := c.f.Stat(); err == nil {
+		if c.pos.Inode == 0 {
 			c.pos.Inode = inodeOf(fi)
+		}
+		if fi.Size() < c.pos.Offset {
+			// Truncated in place (by hand, or a copytruncate tool): the
+			// saved offset points past the end. Start over from the top
+			// rather than wait, then resume mid-line and skip everything
+			// written in between.
+			c.pos.Offset = 0
+			c.Truncations++
 		}
 	}
 	n := 0

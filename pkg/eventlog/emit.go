@@ -18,6 +18,7 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/clock"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
+	"github.com/kingdom-dev/kingdom/pkg/logging"
 )
 
 // Event is one internal event line.
@@ -88,6 +89,17 @@ func (e *Emitter) EmitAs(typ, actor string, data any) error {
 		}
 		raw = b
 	}
+	// events.log is a log too: secrets never reach it (SPEC §8), e.g. an
+	// error text quoting an Authorization header or a token-bearing body.
+	// String values are redacted as text, before JSON escaping hides them.
+	if logging.MaybeSecret(string(raw)) {
+		var v any
+		if json.Unmarshal(raw, &v) == nil {
+			if b, err := json.Marshal(redactStrings(v)); err == nil {
+				raw = b
+			}
+		}
+	}
 	line, err := json.Marshal(Event{
 		TS:    e.clock.Now().UTC().Format(time.RFC3339),
 		Type:  typ,
@@ -145,4 +157,20 @@ func (e *Emitter) Close() error {
 		return err
 	}
 	return nil
+}
+
+func redactStrings(v any) any {
+	switch x := v.(type) {
+	case string:
+		return logging.Redact(x)
+	case map[string]any:
+		for k, e := range x {
+			x[k] = redactStrings(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = redactStrings(e)
+		}
+	}
+	return v
 }

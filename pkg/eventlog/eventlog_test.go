@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
@@ -224,5 +225,45 @@ func TestCursor_ConcurrentWritersWithRotation(t *testing.T) {
 			rotateUnderLock(t, dir)
 			rotated = true
 		}
+	}
+}
+
+func TestCursor_TruncatedFileStartsOver(t *testing.T) {
+	dir := t.TempDir()
+	log, state := filepath.Join(dir, "events.log"), filepath.Join(dir, "cursor.json")
+	writeLines(t, log, ev(1), ev(2), ev(3))
+	c, _ := eventlog.OpenCursor(log, state)
+	collect(t, c)
+	c.Save()
+	c.Close()
+	// Truncated in place, then a new (shorter) line written.
+	if err := os.Truncate(log, 0); err != nil {
+		t.Fatal(err)
+	}
+	writeLines(t, log, ev(4))
+	c2, _ := eventlog.OpenCursor(log, state)
+	defer c2.Close()
+	if got := collect(t, c2); fmt.Sprint(got) != "[t.4]" || c2.Truncations != 1 {
+		t.Fatalf("after truncation got %v (truncations %d), want [t.4]", got, c2.Truncations)
+	}
+}
+
+func TestEmit_RedactsSecretsAndStaysValidJSON(t *testing.T) {
+	dir := t.TempDir()
+	em := eventlog.NewEmitter(filepath.Join(dir, "events.log"), filepath.Join(dir, ".rotate.lock"), "sentinel", nil)
+	em.Emit("system.file_rejected", map[string]any{
+		"reason": `upstream said {"access_token":"abc\"def","ok":false} with Authorization: Bearer ghp_abcdefghijklmnopqrstuvwxyz0123`,
+	})
+	em.Emit("system.token_status_changed", map[string]any{"from": "ok", "to": "warning"})
+	b, _ := os.ReadFile(filepath.Join(dir, "events.log"))
+	for _, secret := range []string{"abc", "ghp_abcdefghijklmnopqrstuvwxyz0123"} {
+		if strings.Contains(string(b), secret) {
+			t.Errorf("events.log leaks %q:\n%s", secret, b)
+		}
+	}
+	c, _ := eventlog.OpenCursor(filepath.Join(dir, "events.log"), "")
+	defer c.Close()
+	if got := collect(t, c); len(got) != 2 || c.Corrupt != 0 {
+		t.Fatalf("read back %v (corrupt %d), want 2 valid lines", got, c.Corrupt)
 	}
 }

@@ -180,6 +180,7 @@ var secretPatterns = []*regexp.Regexp{
 	regexp.MustCompile(`(?i)(authorization:?\s*(bearer|basic|token)\s+)[^\s"']+`),
 	regexp.MustCompile(`(?i)\b(bearer|basic)\s+[A-Za-z0-9+/=._-]{8,}`),
 	regexp.MustCompile(`(?i)((token|password|secret|api_key)=)[^\s&"']+`),
+	regexp.MustCompile(`(?i)("[a-z_]*(token|password|secret|api_key)"\s*:\s*")(?:[^"\\]|\\.)+`),
 }
 
 var secretEnv = []string{
@@ -198,13 +199,31 @@ func Redact(s string) string {
 	for _, re := range secretPatterns {
 		s = re.ReplaceAllStringFunc(s, func(m string) string {
 			sub := re.FindStringSubmatch(m)
-			if len(sub) > 1 && sub[1] != "" && strings.HasSuffix(strings.ToLower(sub[1]), "=") || (len(sub) > 2 && strings.HasPrefix(strings.ToLower(sub[1]), "authorization")) {
+			if len(sub) > 1 && sub[1] != "" && (strings.HasSuffix(strings.ToLower(sub[1]), "=") || strings.HasSuffix(sub[1], "\"")) ||
+				(len(sub) > 2 && strings.HasPrefix(strings.ToLower(sub[1]), "authorization")) {
 				return sub[1] + "[REDACTED]"
 			}
 			return "[REDACTED]"
 		})
 	}
 	return s
+}
+
+// MaybeSecret is a cheap pre-check: false means Redact would change nothing
+// that a secret pattern matches (env values aside), so hot paths can skip it.
+func MaybeSecret(s string) bool {
+	l := strings.ToLower(s)
+	for _, m := range []string{"xox", "xapp-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "sk-", "bearer", "basic", "token", "password", "secret", "api_key"} {
+		if strings.Contains(l, m) {
+			return true
+		}
+	}
+	for _, k := range secretEnv {
+		if v := os.Getenv(k); len(v) >= 6 && strings.Contains(s, v) {
+			return true
+		}
+	}
+	return false
 }
 
 // Discard returns a logger that drops everything (tests).
