@@ -213,8 +213,23 @@ func Redact(s string) string {
 // that a secret pattern matches (env values aside), so hot paths can skip it.
 func MaybeSecret(s string) bool {
 	l := strings.ToLower(s)
-	for _, m := range []string{"xox", "xapp-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "sk-", "bearer", "basic", "token", "password", "secret", "api_key"} {
+	for _, m := range []string{"xox", "xapp-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "bearer", "basic", "token", "password", "secret", "api_key"} {
 		if strings.Contains(l, m) {
+			return true
+		}
+	}
+	// "sk-" alone is everywhere ("task-…"): only an API-key shape counts.
+	for rest := s; ; {
+		i := strings.Index(rest, "sk-")
+		if i < 0 {
+			break
+		}
+		rest = rest[i+3:]
+		n := 0
+		for n < len(rest) && n < 20 && isAlnum(rest[n]) {
+			n++
+		}
+		if n == 20 || strings.HasPrefix(rest, "ant-") || strings.HasPrefix(rest, "proj-") {
 			return true
 		}
 	}
@@ -228,3 +243,7 @@ func MaybeSecret(s string) bool {
 
 // Discard returns a logger that drops everything (tests).
 func Discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func isAlnum(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+}
