@@ -157,14 +157,15 @@ func ExitCode(err error) int {
 	if errors.As(err, &ce) || errors.As(err, &cfe) {
 		return ExitConfig
 	}
-	var ec exitCoder
-	if errors.As(err, &ec) {
-		return ec.ExitCode()
+	// Only our own CodeError sets a code: a wrapped *exec.ExitError of git
+	// or tmux has an ExitCode too, and must not pose as "config error" (2)
+	// or "leader held" (4) to start's crash-loop guard.
+	var ce2 *CodeError
+	if errors.As(err, &ce2) {
+		return ce2.Code
 	}
 	return ExitError
 }
-
-type exitCoder interface{ ExitCode() int }
 
 // CodeError carries an explicit exit code (e.g. chamberlain --once health).
 type CodeError struct {

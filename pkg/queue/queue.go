@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
@@ -218,13 +219,26 @@ func (q *Queue) ReadJSON(state, id string, v any) error {
 	return nil
 }
 
-// ReadLimited reads a file of at most max bytes.
+// ErrNotRegular is returned for a FIFO, device, directory or symlink where a
+// file was expected.
+var ErrNotRegular = errors.New("not a regular file")
+
+// ReadLimited reads a regular file of at most max bytes. It never follows a
+// symlink and never blocks on a FIFO planted in a queue directory.
 func ReadLimited(path string, max int64) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, fmt.Errorf("read %s: %w (symlink)", path, ErrNotRegular)
+		}
 		return nil, err
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("read %s: %w", path, ErrNotRegular)
+	}
 	b, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)

@@ -326,3 +326,27 @@ func TestQueue_SIGKILLedWriterLeavesNoPartialFile(t *testing.T) {
 	}
 	t.Logf("%d kills: %d whole files, %d leftover temps swept", kills, whole, temps)
 }
+
+func TestQueue_FIFOAndSymlinkAreRejectedNotFollowed(t *testing.T) {
+	_, q := newTree(t)
+	dir := q.Dir(layout.Pending)
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo.json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(t.TempDir(), "secret.json")
+	os.WriteFile(secret, []byte(`{"id":"secret"}`), 0o600)
+	os.Symlink(secret, filepath.Join(dir, "link.json"))
+	q.PutOnce(layout.Pending, "good", item{ID: "good"})
+	es, err := q.List(layout.Pending) // must not block on the FIFO
+	if err != nil || len(es) != 1 || es[0].ID != "good" {
+		t.Fatalf("List = %v, %v; want only good", es, err)
+	}
+	for _, n := range []string{"fifo.json", "link.json"} {
+		if _, err := os.Lstat(filepath.Join(q.Dir(layout.Rejected), n)); err != nil {
+			t.Errorf("%s not rejected: %v", n, err)
+		}
+	}
+	if b, _ := os.ReadFile(secret); string(b) != `{"id":"secret"}` {
+		t.Error("the symlink target was touched")
+	}
+}

@@ -69,6 +69,11 @@ func (r *Registry) Update(fn func([]Entry) ([]Entry, error)) error {
 	return lockfile.With(r.lock, func() error {
 		es, err := r.read()
 		if err != nil {
+			var syn *json.SyntaxError
+			var typ *json.UnmarshalTypeError
+			if !errors.As(err, &syn) && !errors.As(err, &typ) {
+				return err // unreadable now (EIO, EMFILE): never wipe the entries
+			}
 			// A corrupt registry is rebuilt from an empty list rather than
 			// blocking every general; the chamberlain's reconcile and the
 			// generals' re-registration repair it.
