@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -270,6 +271,7 @@ func helperWriter() {
 	base := os.Getenv("KINGDOM_BASE_DIR")
 	q := queue.New(layout.New(base), layout.QEvents, nil)
 	payload := strings.Repeat("x", 64<<10) // 64 KiB: writes take a while
+	fmt.Println("writing")
 	for i := 0; ; i++ {
 		id := fmt.Sprintf("evt-%d-%d", os.Getpid(), i)
 		q.Put(layout.Pending, id, map[string]any{"id": id, "payload": payload, "priority": "normal"})
@@ -286,12 +288,17 @@ func TestQueue_SIGKILLedWriterLeavesNoPartialFile(t *testing.T) {
 	for i := 0; i < kills; i++ {
 		c := exec.Command(os.Args[0], "-test.run=^$")
 		c.Env = append(os.Environ(), "KINGDOM_QUEUE_HELPER=writer", "KINGDOM_BASE_DIR="+l.Base)
+		out, _ := c.StdoutPipe()
 		if err := c.Start(); err != nil {
 			t.Fatal(err)
 		}
-		// Random moment: vary the time before the kill (real time is the
-		// point of this test: the kill must land mid-write).
-		time.Sleep(time.Duration(5+(i*7)%40) * time.Millisecond)
+		// Kill only once the writer is writing, at a varying moment after
+		// that (real time is the point: the kill must land mid-write).
+		buf := make([]byte, 8)
+		if _, err := io.ReadAtLeast(out, buf, 7); err != nil {
+			t.Fatalf("writer never started: %v", err)
+		}
+		time.Sleep(time.Duration(1+(i*7)%20) * time.Millisecond)
 		c.Process.Signal(syscall.SIGKILL)
 		c.Wait()
 	}
@@ -325,6 +332,9 @@ func TestQueue_SIGKILLedWriterLeavesNoPartialFile(t *testing.T) {
 		t.Errorf("swept %d temps, want %d", swept, temps)
 	}
 	t.Logf("%d kills: %d whole files, %d leftover temps swept", kills, whole, temps)
+	if whole == 0 {
+		t.Fatal("no file was ever written: the kills proved nothing")
+	}
 }
 
 func TestQueue_FIFOAndSymlinkAreRejectedNotFollowed(t *testing.T) {

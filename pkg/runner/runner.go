@@ -45,8 +45,8 @@ type Waker interface {
 	Wake() <-chan struct{}
 }
 
-// Watch is a directory whose new files wake the runner. Match filters base
-// names (nil = any name not starting with a dot).
+// Watch is a directory whose new files wake the runner. Dot-files never
+// wake it; Match filters the other base names (nil = all).
 type Watch struct {
 	Dir   string
 	Match func(name string) bool
@@ -255,15 +255,13 @@ func watch(ctx context.Context, o Options, notify func()) (*fsnotify.Watcher, er
 					continue
 				}
 				dir, name := filepath.Dir(ev.Name), filepath.Base(ev.Name)
+				if strings.HasPrefix(name, ".") {
+					// A dot-temp becomes visible by its rename, which wakes us
+					// then; its own writes never should.
+					continue
+				}
 				for _, wd := range o.Watches {
-					if filepath.Clean(wd.Dir) != dir {
-						continue
-					}
-					if wd.Match != nil {
-						if wd.Match(name) {
-							notify()
-						}
-					} else if !strings.HasPrefix(name, ".") {
+					if filepath.Clean(wd.Dir) == dir && (wd.Match == nil || wd.Match(name)) {
 						notify()
 					}
 				}

@@ -165,7 +165,14 @@ func TestRunner_InotifyWakesTickAndFailuresAreCounted(t *testing.T) {
 		}))
 	}()
 	<-woke // initial tick
+	// A name the filter rejects (and a dot-temp) must not wake it.
 	os.WriteFile(filepath.Join(dir, "ignored.txt"), []byte("x"), 0o600)
+	os.WriteFile(filepath.Join(dir, ".tmp-x.json"), []byte("x"), 0o600)
+	select {
+	case <-woke:
+		t.Fatal("a file the filter rejects woke the runner")
+	case <-time.After(300 * time.Millisecond): // a wake-up takes well under 1 ms; this is the negative check
+	}
 	os.WriteFile(filepath.Join(dir, "x.json"), []byte("{}"), 0o600)
 	select {
 	case <-woke:

@@ -52,12 +52,16 @@ func TestRun_BackgroundChildHoldingStdoutDoesNotHang(t *testing.T) {
 	if pid <= 0 {
 		t.Fatal("background pid not recorded")
 	}
-	time.Sleep(100 * time.Millisecond) // the kill is asynchronous in the kernel
-	if err := syscall.Kill(pid, 0); err == nil {
-		if st, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); !strings.Contains(string(st), ") Z ") {
-			syscall.Kill(pid, syscall.SIGKILL)
-			t.Fatalf("background child %d outlived its soldier", pid)
-		}
+	gone := func() bool {
+		st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		return err != nil || strings.Contains(string(st), ") Z ")
+	}
+	for deadline := time.Now().Add(5 * time.Second); !gone() && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond) // the kernel delivers the group kill
+	}
+	if !gone() {
+		syscall.Kill(pid, syscall.SIGKILL)
+		t.Fatalf("background child %d outlived its soldier", pid)
 	}
 	if _, err := os.Stat(l.ResultRaw("task-20261121-001")); err != nil {
 		t.Fatalf("raw result not published: %v", err)
