@@ -216,12 +216,22 @@ func TestGeneral_KilledFromOutsideIsSoldierDied(t *testing.T) {
 func advanceUntilFinal(e *env, fc *clock.Fake, id string) *schema.Result {
 	e.t.Helper()
 	e.tickUntil("soldier session", func() bool { return sessionOf(e, id) != "" })
+	count := func() int { return e.pollCount(id) }
 	for i := 0; i < 200; i++ {
 		if _, err := os.Stat(e.l.ResultFinal(id)); err == nil {
 			break
 		}
+		// Step the clock only after the watcher has looked at the current
+		// time twice (so it saw every heartbeat of this step): the
+		// measured durations then do not depend on scheduling.
+		seen := count()
+		for deadline := time.Now().Add(10 * time.Second); count() < seen+2 && time.Now().Before(deadline); {
+			if _, err := os.Stat(e.l.ResultFinal(id)); err == nil {
+				break
+			}
+			time.Sleep(5 * time.Millisecond) // waiting on the watcher goroutine
+		}
 		fc.Advance(10 * time.Second)
-		time.Sleep(60 * time.Millisecond) // let the watcher poll (20 ms) and see fresh heartbeats
 	}
 	return e.final(id)
 }

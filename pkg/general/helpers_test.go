@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -55,13 +56,15 @@ func TestMain(m *testing.M) {
 }
 
 type env struct {
-	t     testing.TB
-	trace func(task, m string)
-	l     layout.Layout
-	m     *config.Manifest
-	sys   *config.System
-	g     *General
-	clk   clock.Clock
+	t      testing.TB
+	trace  func(task, m string)
+	pollMu sync.Mutex
+	polls  map[string]int // soldier watcher polls per task
+	l      layout.Layout
+	m      *config.Manifest
+	sys    *config.System
+	g      *General
+	clk    clock.Clock
 }
 
 type envOpt func(*env)
@@ -129,7 +132,7 @@ func (e *env) start() *General {
 	e.t.Helper()
 	e.writeSystem()
 	g, err := New(Options{Layout: e.l, Manifest: e.m, System: e.sys, Tmux: tmuxC, Clock: e.clk,
-		SpawnBin: spawnBin, PollInterval: 20 * time.Millisecond, Trace: e.trace,
+		SpawnBin: spawnBin, PollInterval: 20 * time.Millisecond, Trace: e.traceHook(),
 		Events: eventlog.NewEmitter(e.l.EventsLog(), e.l.RotateLock(), e.m.Name, nil)})
 	if err != nil {
 		e.t.Fatal(err)
@@ -250,4 +253,30 @@ func (e *env) soldierSessions() []string {
 
 func sessionOf(e *env, task string) string {
 	return strings.TrimSpace(readTrim(e.l.ResultSoldierID(task)))
+}
+
+// traceHook counts the soldier watchers' polls and forwards every mark to
+// e.trace (set before start).
+func (e *env) traceHook() func(task, m string) {
+	next := e.trace
+	return func(task, m string) {
+		if m == "poll" {
+			e.pollMu.Lock()
+			if e.polls == nil {
+				e.polls = map[string]int{}
+			}
+			e.polls[task]++
+			e.pollMu.Unlock()
+		}
+		if next != nil {
+			next(task, m)
+		}
+	}
+}
+
+// pollCount is how many times the watcher of task has polled.
+func (e *env) pollCount(task string) int {
+	e.pollMu.Lock()
+	defer e.pollMu.Unlock()
+	return e.polls[task]
 }

@@ -155,6 +155,7 @@ func (g *General) watch(ctx context.Context, t *schema.Task, sid string, spawned
 				break
 			}
 		}
+		g.trace(t.ID, "poll")
 		select {
 		case <-ctx.Done():
 			return false
