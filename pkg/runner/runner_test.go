@@ -203,3 +203,35 @@ func TestRunner_InotifyWakesTickAndFailuresAreCounted(t *testing.T) {
 		t.Fatal("heartbeat written by failing ticks")
 	}
 }
+
+// Shutdown in the middle of a tick lets that tick finish (with a context that
+// is not cancelled) and then returns cleanly, heartbeat touched.
+func TestRunner_ShutdownFinishesTheCurrentTick(t *testing.T) {
+	l := layout.New(t.TempDir())
+	ctx, cancel := context.WithCancel(context.Background())
+	inTick := make(chan struct{})
+	release := make(chan struct{})
+	finished := make(chan error, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- runner.Run(ctx, runner.Options{Role: "slow", Layout: l, Interval: time.Hour},
+			tickFunc(func(tctx context.Context) error {
+				close(inTick)
+				<-release
+				finished <- tctx.Err() // the tick's own context must still be live
+				return nil
+			}))
+	}()
+	<-inTick
+	cancel() // what SIGTERM does through signal.NotifyContext
+	close(release)
+	if err := <-finished; err != nil {
+		t.Fatalf("the tick's context was cancelled by the shutdown: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v, want a clean exit", err)
+	}
+	if _, err := os.Stat(l.Heartbeat("slow")); err != nil {
+		t.Fatal("the finished tick did not touch the heartbeat")
+	}
+}
