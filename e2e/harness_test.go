@@ -212,25 +212,21 @@ func (k *Kingdom) InternalEvents() []eventlog.Event {
 
 // Messages returns the messages in a state, decoded.
 func (k *Kingdom) Messages(state string) []schema.Message {
-	es, _ := k.Msgs.List(state)
-	var out []schema.Message
-	for _, e := range es {
-		var m schema.Message
-		if json.Unmarshal(e.Data, &m) == nil {
-			out = append(out, m)
-		}
-	}
-	return out
+	return decodeAll[schema.Message](k.Msgs, state)
 }
 
-// Tasks returns every task file in a state, decoded.
+// TaskList returns every task file in a state, decoded.
 func (k *Kingdom) TaskList(state string) []schema.Task {
-	es, _ := k.Tasks.List(state)
-	var out []schema.Task
+	return decodeAll[schema.Task](k.Tasks, state)
+}
+
+func decodeAll[T any](q *queue.Queue, state string) []T {
+	es, _ := q.List(state)
+	var out []T
 	for _, e := range es {
-		var t schema.Task
-		if json.Unmarshal(e.Data, &t) == nil {
-			out = append(out, t)
+		var v T
+		if json.Unmarshal(e.Data, &v) == nil {
+			out = append(out, v)
 		}
 	}
 	return out

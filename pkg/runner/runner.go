@@ -104,6 +104,9 @@ func Run(ctx context.Context, o Options, role Role) error {
 				return nil
 			}
 		}
+	} else if o.Once {
+		// SPEC §9.26: --once tries the lock without blocking.
+		leader, err = lockfile.TryLeader(lockPath)
 	} else {
 		leader, err = tryLeaderBriefly(ctx, lockPath)
 	}
