@@ -21,9 +21,10 @@ type anthropicBlock struct {
 	Type    string          `json:"type"`
 	Text    string          `json:"text"`
 	Content json.RawMessage `json:"content"`
+	Input   json.RawMessage `json:"input"`
 }
 
-// blocksText returns the texts of a content value: a string or a list of
+// blocksText appends the texts of a content value: a string or a list of
 // blocks (tool results nest their own content).
 func blocksText(raw json.RawMessage, texts, results *[]string) {
 	if len(raw) == 0 {
@@ -42,6 +43,9 @@ func blocksText(raw json.RawMessage, texts, results *[]string) {
 		switch b.Type {
 		case "text":
 			*texts = append(*texts, b.Text)
+		case "tool_use":
+			// The model's earlier tool calls, as their JSON input.
+			*texts = append(*texts, string(b.Input))
 		case "tool_result":
 			var inner []string
 			blocksText(b.Content, &inner, nil)

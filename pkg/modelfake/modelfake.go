@@ -52,7 +52,7 @@ type Request struct {
 	// Tools are the names of the tools the CLI offered.
 	Tools []string
 	// Texts are every text of the conversation (system, user, assistant,
-	// tool results), in order.
+	// the JSON input of earlier tool calls, tool results), in order.
 	Texts []string
 	// ToolResults are the outputs of earlier tool calls, in order.
 	ToolResults []string

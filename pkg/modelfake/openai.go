@@ -16,10 +16,12 @@ type openaiBody struct {
 }
 
 type openaiItem struct {
-	Type    string          `json:"type"`
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
-	Output  json.RawMessage `json:"output"`
+	Type      string          `json:"type"`
+	Role      string          `json:"role"`
+	Content   json.RawMessage `json:"content"`
+	Output    json.RawMessage `json:"output"`
+	Arguments string          `json:"arguments"`
+	Input     string          `json:"input"`
 }
 
 func openaiTexts(raw json.RawMessage) []string {
@@ -69,6 +71,7 @@ func (s *Server) openai(w http.ResponseWriter, r *http.Request) {
 			req.Texts = append(req.Texts, openaiTexts(it.Content)...)
 		case "function_call", "custom_tool_call", "local_shell_call":
 			req.Turn++
+			req.Texts = append(req.Texts, it.Arguments+it.Input)
 		case "function_call_output", "custom_tool_call_output":
 			t := openaiTexts(it.Output)
 			req.Texts = append(req.Texts, t...)
