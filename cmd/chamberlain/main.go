@@ -70,9 +70,13 @@ func run(ctx context.Context, cmd *cli.Command) error {
 		Tmux: env.Tmux, Events: env.Events, Log: env.Log,
 	}, chamberlain.ModeDaemon)
 	defer role.Close()
+	served, err := dashboardRole(env, cfg, role)
+	if err != nil {
+		return err
+	}
 	opts := env.RunnerOptions(cmd)
 	opts.Interval = cfg.Chamberlain.MonitoringInterval()
-	return runner.Run(ctx, opts, role)
+	return runner.Run(ctx, opts, served)
 }
 
 // once prints one check. Beside a running daemon (it holds the leader lock)
