@@ -48,6 +48,10 @@ func run(ctx context.Context, c *cli.Command) error {
 		env.Log.Info("installed default config file", "path", f)
 	}
 	leader, err := lockfile.TryLeader(env.Layout.LeaderLock(layout.RoleStart))
+	var held *lockfile.HeldError
+	if errors.As(err, &held) {
+		return fmt.Errorf("already running (pid %d): see `start status`, `start stop`: %w", held.PID, err)
+	}
 	if err != nil {
 		return err
 	}

@@ -149,6 +149,10 @@ func Doctor(l layout.Layout, binDir string) []Check {
 		add(tool, err == nil, p, "install it: apt-get install "+tool)
 	}
 	all, cfgErr := config.LoadAll(l.ConfigDir())
+	if _, err := os.Stat(l.ConfigDir()); cfgErr == nil && err != nil {
+		// Defaults are not a valid configuration of an installation that is not there.
+		cfgErr = fmt.Errorf("not evaluated: no config directory (%v)", err)
+	}
 	if cfgErr != nil {
 		add("config", false, cfgErr.Error(), "fix the named file and key, then run `start doctor` again")
 	} else {
