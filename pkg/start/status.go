@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/health"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
@@ -36,6 +37,10 @@ type Status struct {
 	ActiveSoldiers int
 	Health         health.Snapshot
 	HealthErr      error
+	// Paused is the operator's pause (nil when not paused); Discarded counts
+	// the events no general took, from logs/events.log (operator.go).
+	Paused    *control.Pause
+	Discarded int
 }
 
 // ReadStatus gathers the status without changing anything.
@@ -78,6 +83,8 @@ func ReadStatus(ctx context.Context, l layout.Layout, tc *tmux.Client, now time.
 		st.ActiveSoldiers = len(es)
 	}
 	st.Health, st.HealthErr = health.Read(l.Resources(), now)
+	st.Paused, _ = control.ReadPause(l)
+	st.Discarded = countDiscarded(l)
 	return st, nil
 }
 
@@ -118,6 +125,7 @@ func (s *Status) Print(w io.Writer) {
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nactive soldiers: %d\n", s.ActiveSoldiers)
+	s.printOperator(w)
 	if s.HealthErr != nil {
 		fmt.Fprintf(w, "health: unknown (%v)\n", s.HealthErr)
 		return
