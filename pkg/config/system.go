@@ -40,6 +40,10 @@ type Runtime struct {
 	// EnvPassthrough names the only environment variables (beside KINGDOM_*)
 	// an engine sees (SPEC §9.17).
 	EnvPassthrough []string `yaml:"env_passthrough"`
+
+	// UsageLimitFallbackMinutes is how long an engine is paused after a
+	// usage limit whose reset time it did not name (SPEC §10.8).
+	UsageLimitFallbackMinutes int `yaml:"usage_limit_fallback_minutes" check:"min=1"`
 }
 
 // ClaudeEngine runs `claude -p` (SPEC §9.16).
@@ -96,6 +100,7 @@ func DefaultSystem() *System {
 				"PATH", "HOME", "LANG", "TZ",
 				"GH_TOKEN", "GITHUB_TOKEN", "ANTHROPIC_API_KEY", "OPENAI_API_KEY",
 			},
+			UsageLimitFallbackMinutes: 60,
 		},
 		Git: Git{CloneURL: "https://github.com/{repo}.git"},
 		Watchdog: Watchdog{
@@ -169,3 +174,8 @@ func (s *System) CrashLoopWindow() time.Duration { return minutes(s.Watchdog.Cra
 
 // StopGrace is how long a role gets after SIGTERM before it is killed.
 func (s *System) StopGrace() time.Duration { return seconds(s.Watchdog.StopGraceSeconds) }
+
+// UsageLimitFallback is the pause after a usage limit without a reset time.
+func (s *System) UsageLimitFallback() time.Duration {
+	return minutes(s.Runtime.UsageLimitFallbackMinutes)
+}

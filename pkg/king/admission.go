@@ -17,6 +17,10 @@ type admission struct {
 	snap     health.Snapshot
 	inFlight int
 	max      int
+	// money: budget and engine pauses (budget.go); moneyReason is the
+	// last refusal's reason.
+	money       *moneyGate
+	moneyReason string
 }
 
 func (k *King) admission() *admission {
@@ -25,7 +29,7 @@ func (k *King) admission() *admission {
 		k.log.Warn("resources.json unreadable; admitting as orange", "err", err)
 	}
 	n := k.tasks.Count(layout.Pending) + k.tasks.Count(layout.InProgress) + k.events.Count(layout.Petitioning)
-	return &admission{snap: snap, inFlight: n, max: k.cfg.Concurrency.MaxSoldiers}
+	return &admission{snap: snap, inFlight: n, max: k.cfg.Concurrency.MaxSoldiers, money: k.moneyGate()}
 }
 
 func (a *admission) accept(priority string) bool {
@@ -42,5 +46,5 @@ func (a *admission) denyReason(priority string) string {
 	if a.inFlight >= a.max {
 		return fmt.Sprintf("%d tasks in flight, max_soldiers %d", a.inFlight, a.max)
 	}
-	return ""
+	return a.moneyReason
 }
