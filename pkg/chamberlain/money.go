@@ -30,10 +30,10 @@ const statsDays = 31
 
 // Money is today's spend, budget and engine pauses in a Report.
 type Money struct {
-	Spend  spend.Summary            `json:"spend"`
-	Budget spend.Status             `json:"budget"`
+	Spend  spend.Summary                `json:"spend"`
+	Budget spend.Status                 `json:"budget"`
 	Pauses map[string]enginepause.Pause `json:"engine_pauses"`
-	Err    error                    `json:"-"`
+	Err    error                        `json:"-"`
 }
 
 // observeMoney reads the ledger and the pause file.

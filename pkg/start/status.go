@@ -36,6 +36,7 @@ type Status struct {
 	ActiveSoldiers int
 	Health         health.Snapshot
 	HealthErr      error
+	Money          *MoneyStatus // spend and engine pauses (money.go)
 }
 
 // ReadStatus gathers the status without changing anything.
@@ -78,6 +79,7 @@ func ReadStatus(ctx context.Context, l layout.Layout, tc *tmux.Client, now time.
 		st.ActiveSoldiers = len(es)
 	}
 	st.Health, st.HealthErr = health.Read(l.Resources(), now)
+	st.Money = readMoney(l, now)
 	return st, nil
 }
 
@@ -118,6 +120,7 @@ func (s *Status) Print(w io.Writer) {
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nactive soldiers: %d\n", s.ActiveSoldiers)
+	s.Money.print(w)
 	if s.HealthErr != nil {
 		fmt.Fprintf(w, "health: unknown (%v)\n", s.HealthErr)
 		return
