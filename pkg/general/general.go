@@ -72,6 +72,7 @@ type General struct {
 	reconciled    bool
 	lastReconcile time.Time
 	raw           rawWatch
+	others        map[string]bool // pending task ids addressed elsewhere (pending.go)
 }
 
 // New returns the general described by o.Manifest.
@@ -196,7 +197,7 @@ func (g *General) claim(ctx context.Context) error {
 	if g.slots() <= 0 {
 		return nil
 	}
-	entries, err := g.tasks.List(layout.Pending)
+	entries, err := g.pendingMine()
 	if err != nil {
 		return err
 	}
