@@ -84,6 +84,9 @@ type King struct {
 
 	orphanSince map[string]time.Time // task → first seen without its general
 	orphanScan  time.Time            // last scan for orphaned tasks
+
+	batching bool             // processPending: dispatch records (batch.go)
+	intents  []dispatchIntent // admitted events awaiting the group commit
 }
 
 // New builds a King. It loads the manifests once; later ticks reload them
