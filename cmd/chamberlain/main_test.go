@@ -73,9 +73,10 @@ func TestOnce_NoDaemonRefreshesResources(t *testing.T) {
 	}
 	var doc struct{ Health string }
 	json.Unmarshal([]byte(out), &doc)
-	want := map[string]int{"green": 0, "yellow": 1, "orange": 1, "red": 2}[doc.Health]
-	if code != want {
-		t.Fatalf("health %s exit %d, want %d", doc.Health, code, want)
+	// No role runs in this installation: whatever the resources say, the
+	// kingdom is down (SPEC §10.12), while the document keeps resource health.
+	if code != 2 {
+		t.Fatalf("health %s exit %d, want 2 (no role is running)", doc.Health, code)
 	}
 	if _, err := os.Stat(l.Resources()); err != nil {
 		t.Fatalf("resources.json not written without a daemon: %v", err)
@@ -128,5 +129,56 @@ func TestOnce_ReadOnlyBesideDaemon(t *testing.T) {
 		if _, ok := before[p]; !ok {
 			t.Errorf("%s created", p)
 		}
+	}
+}
+
+func TestOnce_CannotEvaluateExits3(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "nowhere")
+	if _, code := runOnce(t, "--base-dir", missing, "--once"); code != 3 {
+		t.Fatalf("missing base dir: exit %d, want 3", code)
+	}
+	if _, err := os.Stat(missing); err == nil {
+		t.Fatal("--once created the missing base dir")
+	}
+	l := setup(t)
+	os.WriteFile(l.ConfigFile("chamberlain.yaml"), []byte("thresholds: [1, 2]\n"), 0o600)
+	if _, code := runOnce(t, "--base-dir", l.Base, "--once"); code != 3 {
+		t.Fatalf("bad chamberlain.yaml: exit %d, want 3", code)
+	}
+	os.Remove(l.ConfigFile("chamberlain.yaml"))
+	os.WriteFile(l.GeneralManifest("gen-x"), []byte("name: gen-x\nsubscribes: nope: [\n"), 0o600)
+	if _, code := runOnce(t, "--base-dir", l.Base, "--once"); code != 3 {
+		t.Fatalf("bad manifest: exit %d, want 3", code)
+	}
+}
+
+// Beside a daemon, --once takes CPU from the daemon's fresh resources.json
+// instead of sampling a window of its own (SPEC §9.26, issue #15).
+func TestOnce_BesideDaemonUsesTheDaemonsFreshCPUSample(t *testing.T) {
+	l := setup(t)
+	doc := fmt.Sprintf(`{"timestamp":%q,"system":{"cpu_percent":73.5,"memory_percent":1,"disk_percent":1,"load_average":[0,0,0]},"sessions":{"soldiers_active":0,"soldiers_max":4,"list":[]},"health":"yellow"}`,
+		schema.FormatTime(time.Now().Add(-5*time.Second)))
+	if err := os.WriteFile(l.Resources(), []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	leader, err := lockfile.TryLeader(l.LeaderLock(layout.RoleChamberlain))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer leader.Release()
+	out, code := runOnce(t, "--base-dir", l.Base, "--once", "--json")
+	if code > 2 {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+	var got struct {
+		System struct {
+			CPU float64 `json:"cpu_percent"`
+		} `json:"system"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if got.System.CPU != 73.5 {
+		t.Errorf("cpu_percent = %v, want the daemon's 73.5", got.System.CPU)
 	}
 }

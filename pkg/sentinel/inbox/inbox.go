@@ -1,9 +1,16 @@
 // Package inbox is the sentinel's inbox watcher (SPEC §4.3, §9.20): other
 // tools drop `{id?, type, repo?, payload?, priority?}` JSON files into
-// inbox/ (dot-temp, then rename). Each *.json file at least MinAge old
-// becomes an event (source inbox) under its given id, else
+// inbox/ (dot-temp, then rename). Each *.json file that is complete becomes
+// an event (source inbox) under its given id, else
 // evt-inbox-<basename>-<mtime unix>; it is deleted once queued (or found to
 // be a duplicate). Invalid files move to inbox/rejected/ with a .reason.
+//
+// Complete means (SPEC §9.20 as changed): it arrived by rename
+// (IN_MOVED_TO) or its writer closed it (IN_CLOSE_WRITE) — taken at once;
+// a file opened for writing and not closed waits for its close (or
+// StallAge unchanged); a file with no inotify history (present at start,
+// after a queue overflow, no inotify) or an empty one is taken once its
+// mtime is MinAge old, i.e. stable across that re-check.
 package inbox
 
 import (
@@ -38,6 +45,7 @@ type Config struct {
 	RejectedDir string // inbox/rejected/
 	Interval    time.Duration
 	MinAge      time.Duration // default DefaultMinAge
+	StallAge    time.Duration // default DefaultStallAge
 	MaxSize     int64         // default queue.DefaultMaxSize
 	Clock       clock.Clock
 	Log         *slog.Logger
@@ -50,6 +58,7 @@ type Watcher struct {
 	// nextReady is when the youngest waiting file becomes old enough (zero
 	// when none waits).
 	nextReady time.Time
+	track     *tracker
 }
 
 // New returns the watcher.
@@ -63,13 +72,16 @@ func New(cfg Config) *Watcher {
 	if cfg.MinAge <= 0 {
 		cfg.MinAge = DefaultMinAge
 	}
+	if cfg.StallAge <= 0 {
+		cfg.StallAge = DefaultStallAge
+	}
 	if cfg.MaxSize <= 0 {
 		cfg.MaxSize = queue.DefaultMaxSize
 	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = 10 * time.Second
 	}
-	return &Watcher{cfg: cfg}
+	return &Watcher{cfg: cfg, track: newTracker()}
 }
 
 // Name implements watcher.Watcher.
@@ -85,6 +97,24 @@ func (w *Watcher) EveryTick() bool { return true }
 // NextReady returns when a file seen too young in the last Fetch becomes
 // readable, or the zero time.
 func (w *Watcher) NextReady() time.Time { return w.nextReady }
+
+// reservedPrefixes are the event type prefixes only Kingdom's own watchers
+// (the envoy for Slack, the sentinel's GitHub and Jira pollers, the king's
+// schedules) may produce: an inbox file claiming one would speak for them
+// (SPEC §10.15).
+var reservedPrefixes = []string{"slack.", "github.", "jira.", "schedule."}
+
+// ReservedPrefix returns the reserved prefix typ starts with (compared
+// without case), or "".
+func ReservedPrefix(typ string) string {
+	low := strings.ToLower(strings.TrimSpace(typ))
+	for _, p := range reservedPrefixes {
+		if strings.HasPrefix(low, p) {
+			return p
+		}
+	}
+	return ""
+}
 
 // Match reports whether a file name in inbox/ is an inbox event file.
 func Match(name string) bool {
@@ -114,15 +144,19 @@ func (w *Watcher) Fetch(context.Context) (*watcher.Batch, error) {
 			continue // vanished: normal
 		}
 		if !fi.Mode().IsRegular() {
+			// A directory named *.json is poison too: it would sit here
+			// forever (issue #13 item 3).
+			reason := "not a regular file"
 			if fi.IsDir() {
-				continue
+				reason += " (a directory)"
 			}
-			items = append(items, watcher.Item{Key: path, Skip: "not a regular file"})
+			items = append(items, watcher.Item{Key: path, Skip: reason})
 			continue
 		}
-		if ready := fi.ModTime().Add(w.cfg.MinAge); now.Before(ready) {
+		if ready := w.readyAt(name, fi); now.Before(ready) {
 			// Possibly still being written by a producer that does not
-			// rename into place: wait (SPEC §9.20).
+			// rename into place: wait (SPEC §9.20). A writer's close wakes
+			// the sentinel sooner.
 			if w.nextReady.IsZero() || ready.Before(w.nextReady) {
 				w.nextReady = ready
 			}
@@ -136,6 +170,20 @@ func (w *Watcher) Fetch(context.Context) (*watcher.Batch, error) {
 		return nil, nil
 	}
 	return &watcher.Batch{Items: items}, nil
+}
+
+// readyAt is when the file may be read (SPEC §9.20): at once when
+// complete, else once its mtime is old enough.
+func (w *Watcher) readyAt(name string, fi fs.FileInfo) time.Time {
+	switch w.track.state(name) {
+	case stateComplete:
+		if fi.Size() > 0 {
+			return time.Time{}
+		}
+	case stateWriting:
+		return fi.ModTime().Add(w.cfg.StallAge)
+	}
+	return fi.ModTime().Add(w.cfg.MinAge)
 }
 
 // parse reads one file; ok is false when it vanished meanwhile (normal).
@@ -154,6 +202,9 @@ func (w *Watcher) decode(path string, fi fs.FileInfo, data []byte, now time.Time
 	in, err := schema.DecodeInboxEvent(data)
 	if err != nil {
 		return watcher.Item{Key: path, Skip: err.Error()}
+	}
+	if p := ReservedPrefix(in.Type); p != "" {
+		return watcher.Item{Key: path, Skip: fmt.Sprintf("type %q: the %s prefix is reserved for events Kingdom's own watchers admit (SPEC §10.15)", in.Type, p)}
 	}
 	id := in.ID
 	if id == "" {
