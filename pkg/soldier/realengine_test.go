@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -166,17 +167,22 @@ func TestRealCodex_StructuredResultResumeAndNoResult(t *testing.T) {
 	okJSON, _ := json.Marshal(map[string]any{"status": "needs_human", "summary": "need a branch", "question": "Which branch?",
 		"error": nil, "reason": nil, "memory_updates": nil, "notify_channel": nil, "proclamation": nil})
 	r.fake.Script("SCEN-cx", modelfake.Turns(
-		modelfake.Shell("echo edited > notes.txt"),
+		modelfake.Shell("echo edited > notes.txt && git status --short"),
 		modelfake.Text(string(okJSON)),
 		modelfake.Text(`{"status":"success","summary":"done on main","error":null,"reason":null,"question":null,"memory_updates":null,"notify_channel":null,"proclamation":null}`),
 	))
-	work := t.TempDir()
+	work := worktree(t)
 	first := r.run("task-20260101-011", "SCEN-cx edit", work, "")
 	if first.Raw["status"] != "needs_human" || first.Raw["question"] != "Which branch?" {
 		t.Fatalf("first %v", first.Raw)
 	}
 	if b, err := os.ReadFile(filepath.Join(work, "notes.txt")); err != nil || strings.TrimSpace(string(b)) != "edited" {
 		t.Fatalf("the default sandbox did not let the agent write in its cwd: %v %q", err, b)
+	}
+	// Its git reads the worktree (codex keeps a worktree's git dir
+	// read-only under workspace-write: commits need danger-full-access).
+	if tr := r.fake.Requests("SCEN-cx")[1].ToolResults; len(tr) == 0 || !strings.Contains(tr[0], "?? notes.txt") {
+		t.Fatalf("git status in the worktree: %q", tr)
 	}
 	if engine.CheckSessionID("codex", first.SessionID) != nil {
 		t.Fatalf("thread id %q", first.SessionID)
@@ -200,6 +206,27 @@ func TestRealCodex_StructuredResultResumeAndNoResult(t *testing.T) {
 	}
 }
 
+// worktree makes a linked git worktree like a general's task checkout:
+// its .git is a file pointing into a clone elsewhere.
+func worktree(t *testing.T) string {
+	t.Helper()
+	clone, wt := t.TempDir(), filepath.Join(t.TempDir(), "repo")
+	gitOut(t, clone, "init", "-q", "-b", "main")
+	gitOut(t, clone, "-c", "user.name=t", "-c", "user.email=t@kingdom.invalid", "commit", "-q", "--allow-empty", "-m", "init")
+	gitOut(t, clone, "worktree", "add", "-q", "--detach", wt)
+	return wt
+}
+
+func gitOut(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v: %s", args, err, out)
+	}
+	return string(out)
+}
+
 func readTrim(t *testing.T, p string) string {
 	b, err := os.ReadFile(p)
 	if err != nil {
@@ -215,4 +242,37 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// SPEC §10.4: the other refusals of the real CLIs, with the fix.
+func TestRealEngines_RefusalsNameTheFix(t *testing.T) {
+	for _, tc := range []struct {
+		engine, want string
+		tune         func(r *realRig)
+	}{
+		{"claude", "runtime.claude.args", func(r *realRig) { r.sys.Runtime.Claude.Args = []string{"--no-such-flag"} }},
+		{"codex", "runtime.codex.args", func(r *realRig) { r.sys.Runtime.Codex.Args = []string{"--no-such-flag"} }},
+		{"claude", "ANTHROPIC_API_KEY", func(r *realRig) { r.env = dropEnv(r.env, "ANTHROPIC_API_KEY") }},
+		{"codex", "OPENAI_API_KEY", func(r *realRig) { r.env = dropEnv(r.env, "OPENAI_API_KEY") }},
+	} {
+		t.Run(tc.engine+" "+tc.want, func(t *testing.T) {
+			r := newRealRig(t, tc.engine)
+			tc.tune(r)
+			out := r.run("task-20260101-021", "SCEN-refused", t.TempDir(), "")
+			e, _ := out.Raw["error"].(string)
+			if out.Raw["error_reason"] != schema.ReasonEngineRefused || !strings.Contains(e, tc.want) {
+				t.Fatalf("raw %v", out.Raw)
+			}
+		})
+	}
+}
+
+func dropEnv(env []string, name string) []string {
+	var out []string
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, name+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
