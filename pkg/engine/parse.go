@@ -56,9 +56,9 @@ type Outcome struct {
 
 // Signal is one engine record about limits or failures, kept whole.
 type Signal struct {
-	// Kind: "rate_limit_event", "api_retry", "error" (codex error event or
-	// error item), "turn.failed", "result" (claude's final line when
-	// is_error).
+	// Kind: "rate_limit_event", "api_retry", "result" (claude's final line
+	// when is_error); "error", "turn.failed", "usage_limit_reached" (codex).
+	// Raw is the whole line, so engine.LimitWatch.Line can read it.
 	Kind string
 	// Text is the record's message, when it has one.
 	Text string
@@ -321,6 +321,9 @@ func (p *codexParser) Line(line []byte) bool {
 			o.Errors = append(o.Errors, l.Message)
 		}
 		o.signal("error", l.Message, line)
+	case "usage_limit_reached":
+		// The API's own form, passed through by some codex versions.
+		o.signal("usage_limit_reached", "", line)
 	}
 	return true
 }
