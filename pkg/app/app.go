@@ -191,6 +191,7 @@ func (e *CodeError) ExitCode() int { return e.Code }
 // Main runs cmd with a context cancelled by SIGTERM/SIGINT, prints a failing
 // error to stderr and exits with ExitCode. It is the only os.Exit.
 func Main(cmd *cli.Command) {
+	Prepare(cmd)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	err := cmd.Run(ctx, os.Args)
 	stop()
