@@ -50,7 +50,7 @@ func loadConfig(l layout.Layout) (chamberlain.Config, error) {
 	if err != nil {
 		return chamberlain.Config{}, &app.ConfigError{Err: err}
 	}
-	return chamberlain.Config{Chamberlain: c, MaxSoldiers: k.Concurrency.MaxSoldiers, WatchdogInterval: s.WatchdogInterval()}, nil
+	return chamberlain.Config{Chamberlain: c, MaxSoldiers: k.Concurrency.MaxSoldiers, WatchdogInterval: s.WatchdogInterval(), Budget: k.Budget}, nil
 }
 
 func run(ctx context.Context, cmd *cli.Command) error {
@@ -70,9 +70,13 @@ func run(ctx context.Context, cmd *cli.Command) error {
 		Tmux: env.Tmux, Events: env.Events, Log: env.Log,
 	}, chamberlain.ModeDaemon)
 	defer role.Close()
+	served, err := dashboardRole(env, cfg, role)
+	if err != nil {
+		return err
+	}
 	opts := env.RunnerOptions(cmd)
 	opts.Interval = cfg.Chamberlain.MonitoringInterval()
-	return runner.Run(ctx, opts, role)
+	return runner.Run(ctx, opts, served)
 }
 
 // once prints one check. Beside a running daemon (it holds the leader lock)

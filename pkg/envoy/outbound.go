@@ -169,16 +169,20 @@ func (e *Envoy) resolve(m *schema.Message, s *State) (target, error) {
 	return t, nil
 }
 
-// text is what is posted for m: the content, with the completion emoji in
-// front of a final notification.
+// text is what is posted for m: the content as data (redacted and escaped,
+// SPEC §10.13), with the completion emoji in front of a final notification
+// as our markup.
 func text(m *schema.Message) string {
+	var t slackText
 	c := m.Content
 	if m.Final != nil && !isCancelled(m) {
-		if em := finalEmoji[*m.Final]; em != "" && !strings.HasPrefix(c, em) {
-			c = em + " " + c
+		if em := finalEmoji[*m.Final]; em != "" {
+			t.markup(em + " ")
+			c = strings.TrimPrefix(strings.TrimPrefix(c, em), " ")
 		}
 	}
-	return withUrgency(m, c)
+	// The urgency mark is our markup too; it goes in front of everything.
+	return withUrgency(m, t.data(c).String())
 }
 
 // deliver sends one message. Order (crash safety): post → record the

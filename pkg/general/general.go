@@ -202,6 +202,9 @@ func (g *General) claim(ctx context.Context) error {
 		return err
 	}
 	now := g.o.Clock.Now()
+	if len(entries) > 0 && g.enginePaused(now) {
+		return nil
+	}
 	for _, e := range entries {
 		if g.slots() <= 0 {
 			return nil

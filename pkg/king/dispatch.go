@@ -86,7 +86,7 @@ func (k *King) handleEvent(ev *schema.Event, adm *admission) error {
 	case ev.Type == TypeThreadReply:
 		return k.handleReply(ev, adm)
 	case k.petitionable(ev):
-		if !adm.accept(ev.Priority) {
+		if !adm.acceptFor(ev.Priority, "") {
 			k.deferred(ev, adm)
 			return nil
 		}
@@ -100,7 +100,7 @@ func (k *King) handleEvent(ev *schema.Event, adm *admission) error {
 	if !ok {
 		return k.discard(ev, layout.Pending, "no general subscribes to "+ev.Type)
 	}
-	if !adm.accept(ev.Priority) {
+	if !adm.acceptFor(ev.Priority, g) {
 		k.deferred(ev, adm)
 		return nil
 	}

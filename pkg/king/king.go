@@ -89,7 +89,8 @@ type King struct {
 	orphanSince map[string]time.Time // task → first seen without its general
 	orphanScan  time.Time            // last scan for orphaned tasks
 
-	tm *tmux.Client // soldier sessions, for cancel (control.go)
+	tm  *tmux.Client // soldier sessions, for cancel (control.go)
+	mon money        // cost ledger, budget and engine pauses (budget.go)
 }
 
 // New builds a King. It loads the manifests once; later ticks reload them
