@@ -39,6 +39,10 @@ type Manifest struct {
 	Memory           ManifestMemory `yaml:"memory"`
 	// BudgetUSD overrides king.yaml budget.task_usd for this general's tasks.
 	BudgetUSD *float64 `yaml:"budget_usd" check:"min=0"`
+	// TrackConversation keeps the conversation of a Slack-originated task
+	// that succeeded: a follow-up in its thread from the same user resumes
+	// the session (SPEC §9.10). gen-herald sets it.
+	TrackConversation bool `yaml:"track_conversation"`
 
 	// File is the path the manifest was loaded from; empty when built in code.
 	File string `yaml:"-"`

@@ -349,7 +349,7 @@ func (e *Envoy) bookkeep(m *schema.Message, d Delivery, s *State) []reaction {
 			rc.ThreadTS = thread
 		}
 		s.Conversations[convKey(d.Channel, thread)] = Conversation{Channel: d.Channel, ThreadTS: thread,
-			ReplyContext: &rc, ExpiresAt: schema.FormatTime(e.clock.Now().Add(ttl))}
+			ReplyContext: &rc, ExpiresAt: schema.FormatTime(e.clock.Now().Add(ttl)), UserID: tc.UserID}
 	}
 	return out
 }
