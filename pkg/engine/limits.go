@@ -280,7 +280,7 @@ func (w *LimitWatch) Limit(now time.Time, fallback time.Duration) (Limit, bool) 
 // limitRE matches every wording of a usage or rate limit the engines have
 // used (ENGINES.md), case-insensitively.
 var limitRE = regexp.MustCompile(`(?i)(usage limit (?:reached|has been reached|exceeded)` +
-	`|hit your (?:\w+ )?limit` +
+	`|hit your (?:[\w-]+ )?limit` +
 	`|out of extra usage` +
 	`|quota exceeded` +
 	`|usage_limit_reached` +
