@@ -40,9 +40,9 @@ type Limit struct {
 const DefaultLimitFallback = 60 * time.Minute
 
 // MinLimitPause is the shortest pause: a reset already in the past (clock
-// skew, a stale message) must not turn a limited engine into a tight loop
-// of attempts that are never counted.
-const MinLimitPause = time.Minute
+// skew, a stale message, a time shown to the minute) must not turn a
+// limited engine into a tight loop of attempts that are never counted.
+const MinLimitPause = 15 * time.Second
 
 // MaxLimitPause bounds a parsed reset: the longest window the engines have
 // is seven days; anything further is a misparse and the fallback is used.
