@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/health"
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
@@ -383,21 +383,17 @@ func clip(s string, n int) string {
 	return string(r[:n-1]) + "…"
 }
 
-// readPause reports the operator's pause (SPEC §10.11) from the king's
-// control state. An installation that has no pause support yet reads as
-// running when the control directory exists, else unknown.
+// readPause reports the operator's pause (SPEC §10.11): the king's
+// state/king/paused.json {since, by} (pkg/control), present while paused.
 func readPause(l layout.Layout) PauseInfo {
-	paused := filepath.Join(l.StateDir(), "king", "paused")
-	if fi, err := os.Stat(paused); err == nil {
-		p := PauseInfo{State: "paused", Since: schemaTime(fi.ModTime())}
-		if b, err := queue.ReadLimited(paused, 4096); err == nil {
-			p.Detail = clip(strings.TrimSpace(string(b)), 200)
-		}
-		return p
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return PauseInfo{State: "unknown", Detail: err.Error()}
+	p, err := control.ReadPause(l)
+	switch {
+	case p == nil:
+		return PauseInfo{State: "running"}
+	case err != nil:
+		return PauseInfo{State: "paused", Detail: clip("pause state unreadable (counts as paused): "+err.Error(), 200)}
 	}
-	return PauseInfo{State: "unknown"}
+	return PauseInfo{State: "paused", Since: p.Since, Detail: clip("paused by "+p.By, 200)}
 }
 
 // readEnginePause reads state/king/engine-pause.json {engine: {until,

@@ -216,6 +216,9 @@ type ReplyContext struct {
 	TaskID    string  `json:"task_id"`
 	Channel   string  `json:"channel,omitempty"`
 	ThreadTS  string  `json:"thread_ts,omitempty"`
+	// Workdir is the kept working directory a conversation's follow-up
+	// resumes in (the general checks it is one of its task dirs).
+	Workdir string `json:"workdir,omitempty"`
 }
 
 // TrackConversation asks the envoy to treat replies in the thread as a
@@ -223,6 +226,9 @@ type ReplyContext struct {
 type TrackConversation struct {
 	ReplyContext ReplyContext `json:"reply_context"`
 	TTLSeconds   int          `json:"ttl_seconds"`
+	// UserID is the Slack user whose follow-ups continue the conversation
+	// ("" = anyone allowed).
+	UserID string `json:"user_id,omitempty"`
 }
 
 // Message is queue/messages/<state>/<id>.json (SPEC §3.3, §9.10).
@@ -290,6 +296,10 @@ type RawResult struct {
 	// own, required RetryCount that hides this one.
 	RetryCount int    `json:"retry_count,omitempty"`
 	SessionID  string `json:"session_id,omitempty"`
+	// TrackConversation asks to keep the conversation: the completion is
+	// posted as a conversation thread whose follow-ups resume the session
+	// (SPEC §9.10).
+	TrackConversation bool `json:"track_conversation,omitempty"`
 	// Usage and CostUSD are the attempt's token usage and cost (SPEC
 	// §10.6), for failed attempts too; CostUSD is nil when unpriced.
 	Usage   *Usage   `json:"usage,omitempty"`
@@ -336,7 +346,9 @@ type Result struct {
 	CompletedAt     string  `json:"completed_at"`
 	RetryCount      int     `json:"retry_count"`
 	CheckpointPath  string  `json:"checkpoint_path,omitempty"`
-	SoldierID       string  `json:"soldier_id,omitempty"`
+	// Workdir is kept for a tracked conversation's follow-up.
+	Workdir   string `json:"workdir,omitempty"`
+	SoldierID string `json:"soldier_id,omitempty"`
 }
 
 // InboxEvent is inbox/*.json as other tools drop it (SPEC §9.20).
