@@ -1,9 +1,11 @@
 package dashboard
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -259,5 +261,37 @@ func TestPage_IsServedWithoutOutsideSources(t *testing.T) {
 	}
 	if code, _ := get(t, url+"/nope"); code != 404 {
 		t.Errorf("/nope: %d", code)
+	}
+}
+
+func TestStart_PortTakenIsRetriedNotFatal(t *testing.T) {
+	l := newBase(t)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := taken.Addr().String()
+	s, err := New(Options{Layout: l, Listen: addr, Tmux: noTmux{}, RetryBind: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := s.Start(ctx); err != nil {
+		t.Fatalf("Start with the port taken: %v (the chamberlain must keep running)", err)
+	}
+	if s.Addr() != "" {
+		t.Fatalf("bound %s while the port was taken", s.Addr())
+	}
+	taken.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for s.Addr() == "" {
+		if time.Now().After(deadline) {
+			t.Fatal("never bound after the port freed")
+		}
+		time.Sleep(10 * time.Millisecond) // the retry runs in the background
+	}
+	if code, _ := get(t, "http://"+addr+"/api/v1/state"); code != 200 {
+		t.Fatalf("state after the late bind: %d", code)
 	}
 }
