@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +18,8 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // chromiumPath is Debian's chromium, which .ci/run installs. Locally a
@@ -243,5 +246,16 @@ func TestDashboard_BrowserSeesTheKingdomLive(t *testing.T) {
 	}
 	if success < 2 {
 		t.Fatalf("kingdom_tasks_total{outcome=\"success\"} = %v after two finished tasks", success)
+	}
+
+	// The JSON behind the page matches its documented schema.
+	sr, err := http.Get(url + "api/v1/state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(sr.Body)
+	sr.Body.Close()
+	if err := schema.Validate(schema.KindState, body); err != nil {
+		t.Fatalf("/api/v1/state does not match schemas/state.json: %v", err)
 	}
 }

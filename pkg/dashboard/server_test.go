@@ -19,6 +19,7 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
 )
 
@@ -213,6 +214,9 @@ func TestState_ShowsTasksSoldiersAndOutsideTextVerbatim(t *testing.T) {
 	code, body := get(t, url+"/api/v1/state")
 	if code != 200 {
 		t.Fatalf("state: %d %s", code, body)
+	}
+	if err := schema.Validate(schema.KindState, []byte(body)); err != nil {
+		t.Fatalf("state does not match schemas/state.json: %v\n%s", err, body)
 	}
 	var st State
 	if err := json.Unmarshal([]byte(body), &st); err != nil {
