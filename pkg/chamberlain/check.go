@@ -48,6 +48,7 @@ func (rep *Report) Table(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	p := func(format string, a ...any) { fmt.Fprintf(tw, format, a...) }
 	p("Kingdom health at %s\n\n", rep.Time.In(time.Local).Format("2006-01-02 15:04:05 MST"))
+	p("KINGDOM\t%s\n", rep.Verdict().line())
 	if rep.MetricsErr != nil {
 		p("HEALTH\tunknown (cannot evaluate: %v)\n", rep.MetricsErr)
 	} else {
@@ -66,6 +67,9 @@ func (rep *Report) Table(w io.Writer) error {
 	}
 	p("\nROLE\tSTATE\tHEARTBEAT AGE\tSESSION\tPID\n")
 	for _, ro := range rep.Roles {
+		if why := rep.RoleDown(ro); why != "" && ro.State != RoleDead {
+			ro.State = "down: " + why
+		}
 		age := "-"
 		if !ro.Heartbeat.IsZero() {
 			age = fmtAge(rep.Time.Sub(ro.Heartbeat))

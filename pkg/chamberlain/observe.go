@@ -69,6 +69,9 @@ type Report struct {
 
 	Queues []QueueDepth
 	Errors []string // things that could not be read
+	// ConfigErr is set when the installed manifests do not load: the roles
+	// start should run cannot be known (chamberlain --once exits 3).
+	ConfigErr error
 }
 
 // errNoChange aborts a sessions.json update that would change nothing.
@@ -235,6 +238,7 @@ func (r *Role) watchedRoles(rep *Report) []string {
 	ms, err := config.LoadManifests(r.l.GeneralsConfigDir())
 	if err != nil {
 		rep.Errors = append(rep.Errors, err.Error())
+		rep.ConfigErr = err
 	}
 	for _, m := range ms {
 		names = append(names, m.Name)

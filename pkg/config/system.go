@@ -40,6 +40,9 @@ type Runtime struct {
 	// EnvPassthrough names the only environment variables (beside KINGDOM_*)
 	// an engine sees (SPEC §9.17).
 	EnvPassthrough []string `yaml:"env_passthrough"`
+	// SecretEnv names more variables whose values are secrets: the one
+	// redactor matches their values exactly, like GH_TOKEN's (SPEC §10.14).
+	SecretEnv []string `yaml:"secret_env"`
 }
 
 // ClaudeEngine runs `claude -p` (SPEC §9.16).
@@ -134,6 +137,11 @@ func (s *System) Validate() error {
 		case strings.HasPrefix(name, "SLACK_") || strings.HasPrefix(name, "JIRA_"):
 			// SPEC §9.17: Slack and Jira tokens never reach an engine.
 			p.add(key, "expected a variable that is not a Slack or Jira secret, got %q", name)
+		}
+	}
+	for i, name := range s.Runtime.SecretEnv {
+		if !envNameRE.MatchString(name) {
+			p.add(fmt.Sprintf("runtime.secret_env[%d]", i), "expected an environment variable name, got %q", name)
 		}
 	}
 	if u := s.Git.CloneURL; u != "" && !strings.Contains(u, "{repo}") {

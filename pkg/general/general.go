@@ -23,6 +23,7 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/clock"
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
@@ -193,8 +194,8 @@ func (g *General) slots() int {
 }
 
 func (g *General) claim(ctx context.Context) error {
-	if g.slots() <= 0 {
-		return nil
+	if g.slots() <= 0 || control.Paused(g.o.Layout) {
+		return nil // paused by the operator: no new soldier (SPEC §10.11)
 	}
 	entries, err := g.tasks.List(layout.Pending)
 	if err != nil {

@@ -120,6 +120,7 @@ func (k *King) discard(ev *schema.Event, from, reason string) error {
 	if err := k.events.Move(from, layout.Completed, ev.ID); err != nil {
 		return err
 	}
+	k.markCompleted(ev.ID, reason)
 	k.em.Emit("event.discarded", map[string]any{"event_id": ev.ID, "event_type": ev.Type, "reason": reason})
 	k.log.Info("event discarded", "event", ev.ID, "type", ev.Type, "reason", reason)
 	return nil
@@ -245,6 +246,8 @@ func (k *King) recover() error {
 		case st == layout.Completed || st == layout.Rejected:
 			if err := k.events.Move(layout.Dispatched, layout.Completed, ev.ID); err != nil {
 				errs = append(errs, err)
+			} else {
+				k.markCompleted(ev.ID, "")
 			}
 		default:
 			var t schema.Task

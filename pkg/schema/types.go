@@ -108,6 +108,8 @@ const (
 	ReasonTimeout        = "Timeout"
 	ReasonInvalidResult  = "InvalidResult"
 	ReasonPromptTooLarge = "PromptTooLarge"
+	// ReasonCancelled: the operator cancelled the task (SPEC §10.11); terminal.
+	ReasonCancelled = "Cancelled"
 )
 
 // DefaultTerminal reports whether a failure with this reason fails the task

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/status"
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
@@ -23,6 +24,10 @@ type RoleStatus = status.Role
 // Status is the one-screen state of an installation (pkg/status reads it).
 type Status struct {
 	status.Kingdom
+	// Paused is the operator's pause (nil when not paused); Discarded counts
+	// the events no general took, from logs/events.log (operator.go).
+	Paused    *control.Pause
+	Discarded int
 }
 
 // ReadStatus gathers the status without changing anything.
@@ -31,7 +36,9 @@ func ReadStatus(ctx context.Context, l layout.Layout, tc *tmux.Client, now time.
 	if err != nil {
 		return nil, err
 	}
-	return &Status{Kingdom: *k}, nil
+	st := &Status{Kingdom: *k, Discarded: countDiscarded(l)}
+	st.Paused, _ = control.ReadPause(l)
+	return st, nil
 }
 
 // Print writes the status as a readable table.
@@ -71,6 +78,7 @@ func (s *Status) Print(w io.Writer) {
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nactive soldiers: %d\n", s.ActiveSoldiers)
+	s.printOperator(w)
 	if s.HealthErr != nil {
 		fmt.Fprintf(w, "health: unknown (%v)\n", s.HealthErr)
 		return
@@ -102,6 +110,10 @@ func Doctor(l layout.Layout, binDir string) []Check {
 		add(tool, err == nil, p, "install it: apt-get install "+tool)
 	}
 	all, cfgErr := config.LoadAll(l.ConfigDir())
+	if _, err := os.Stat(l.ConfigDir()); cfgErr == nil && err != nil {
+		// Defaults are not a valid configuration of an installation that is not there.
+		cfgErr = fmt.Errorf("not evaluated: no config directory (%v)", err)
+	}
 	if cfgErr != nil {
 		add("config", false, cfgErr.Error(), "fix the named file and key, then run `start doctor` again")
 	} else {
