@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
@@ -214,6 +215,14 @@ func TestDashboard_BrowserSeesTheKingdomLive(t *testing.T) {
 	if m := eval(`window.__noReload || 0`); m != 42 {
 		t.Fatalf("the page was reloaded (marker %d)", m)
 	}
+
+	// The operator pauses the kingdom (start pause's request file, which the
+	// king acts on): the page shows it.
+	waitText("admission running", "#pause", "running")
+	if _, err := control.Submit(k.L, control.Request{Action: control.ActionPause, By: "e2e"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	waitText("the pause", "#pause", "paused")
 
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {

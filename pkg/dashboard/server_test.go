@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
+	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
@@ -246,8 +248,26 @@ func TestState_ShowsTasksSoldiersAndOutsideTextVerbatim(t *testing.T) {
 	if st.Budget.DailyUSD == nil || *st.Budget.DailyUSD != 10 || st.Health.Level != "green" || !st.Health.Missing {
 		t.Errorf("budget %+v health %+v", st.Budget, st.Health)
 	}
-	if st.Pause.State == "" {
-		t.Errorf("pause state empty")
+	if st.Pause.State != "running" {
+		t.Errorf("pause %+v, want running (no paused.json)", st.Pause)
+	}
+
+	// The king's pause record (state/king/paused.json, pkg/control).
+	if err := atomicfile.WriteJSON(l.KingPaused(), control.Pause{Since: "2026-11-24T10:00:00Z", By: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	_, body = get(t, url+"/api/v1/state")
+	st = State{}
+	json.Unmarshal([]byte(body), &st)
+	if st.Pause != (PauseInfo{State: "paused", Since: "2026-11-24T10:00:00Z", Detail: "by alice"}) {
+		t.Errorf("pause %+v, want paused since 10:00 by alice", st.Pause)
+	}
+	os.WriteFile(l.KingPaused(), []byte("{broken"), 0o600)
+	_, body = get(t, url+"/api/v1/state")
+	st = State{}
+	json.Unmarshal([]byte(body), &st)
+	if st.Pause.State != "paused" {
+		t.Errorf("an unreadable pause record shows %+v, want paused (never lifted by accident)", st.Pause)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/health"
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
@@ -383,21 +383,26 @@ func clip(s string, n int) string {
 	return string(r[:n-1]) + "…"
 }
 
-// readPause reports the operator's pause (SPEC §10.11) from the king's
-// control state. An installation that has no pause support yet reads as
-// running when the control directory exists, else unknown.
+// readPause reports the operator's pause (SPEC §10.11) from
+// state/king/paused.json through pkg/control, which owns its format. As
+// there, an unreadable file counts as paused: a pause is never shown lifted
+// by accident.
 func readPause(l layout.Layout) PauseInfo {
-	paused := filepath.Join(l.StateDir(), "king", "paused")
-	if fi, err := os.Stat(paused); err == nil {
-		p := PauseInfo{State: "paused", Since: schemaTime(fi.ModTime())}
-		if b, err := queue.ReadLimited(paused, 4096); err == nil {
-			p.Detail = clip(strings.TrimSpace(string(b)), 200)
-		}
-		return p
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return PauseInfo{State: "unknown", Detail: err.Error()}
+	p, err := control.ReadPause(l)
+	switch {
+	case p == nil:
+		return PauseInfo{State: "running"}
+	case err != nil:
+		return PauseInfo{State: "paused", Detail: clip(err.Error(), 300)}
 	}
-	return PauseInfo{State: "unknown"}
+	pi := PauseInfo{State: "paused", Detail: clip(p.By, 200)}
+	if _, terr := time.Parse(time.RFC3339, p.Since); terr == nil {
+		pi.Since = p.Since
+	}
+	if pi.Detail != "" {
+		pi.Detail = "by " + pi.Detail
+	}
+	return pi
 }
 
 // readEnginePause reads state/king/engine-pause.json {engine: {until,
