@@ -265,34 +265,32 @@ type usage struct {
 
 const maxFile = 1 << 20
 
+// readJSON decodes a file another role owns; nil when it is missing,
+// too large or not JSON (the dashboard shows what it can).
+func readJSON[T any](path string) *T {
+	b, err := queue.ReadLimited(path, maxFile)
+	if err != nil {
+		return nil
+	}
+	var v T
+	if json.Unmarshal(b, &v) != nil {
+		return nil
+	}
+	return &v
+}
+
 func (s *Server) readTask(state, id string) *taskFile {
 	if !ids.Valid(id) {
 		return nil // sessions.json is data: an id becomes a path only once valid
 	}
-	b, err := queue.ReadLimited(filepath.Join(s.l.QueueState(layout.QTasks, state), id+".json"), maxFile)
-	if err != nil {
-		return nil
-	}
-	var t taskFile
-	if json.Unmarshal(b, &t) != nil {
-		return nil
-	}
-	return &t
+	return readJSON[taskFile](filepath.Join(s.l.QueueState(layout.QTasks, state), id+".json"))
 }
 
 func readResult(l layout.Layout, task string) *resultFile {
 	if !ids.Valid(task) {
 		return nil
 	}
-	b, err := queue.ReadLimited(l.ResultFinal(task), maxFile)
-	if err != nil {
-		return nil
-	}
-	var r resultFile
-	if json.Unmarshal(b, &r) != nil {
-		return nil
-	}
-	return &r
+	return readJSON[resultFile](l.ResultFinal(task))
 }
 
 // recentTasks are the newest n tasks in tasks/completed/ (by the time they
@@ -405,22 +403,24 @@ func readPause(l layout.Layout) PauseInfo {
 	return pi
 }
 
+// enginePausePath is state/king/engine-pause.json (SPEC §10.8), written by
+// the king once usage-limit pauses land; until then it is simply absent.
+func enginePausePath(l layout.Layout) string {
+	return filepath.Join(l.StateDir(), "king", "engine-pause.json")
+}
+
 // readEnginePause reads state/king/engine-pause.json {engine: {until,
 // reason}} (SPEC §10.8); missing means no engine is paused.
 func readEnginePause(l layout.Layout, now time.Time) []EnginePauseInfo {
 	out := []EnginePauseInfo{}
-	b, err := queue.ReadLimited(filepath.Join(l.StateDir(), "king", "engine-pause.json"), maxFile)
-	if err != nil {
-		return out
-	}
-	var m map[string]struct {
+	m := readJSON[map[string]struct {
 		Until  string `json:"until"`
 		Reason string `json:"reason"`
-	}
-	if json.Unmarshal(b, &m) != nil {
+	}](enginePausePath(l))
+	if m == nil {
 		return out
 	}
-	for eng, p := range m {
+	for eng, p := range *m {
 		e := EnginePauseInfo{Engine: eng, Until: p.Until, Reason: clip(p.Reason, 300)}
 		if t, err := time.Parse(time.RFC3339, p.Until); err == nil {
 			e.Active = t.After(now)
