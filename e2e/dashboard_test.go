@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/kingdom-dev/kingdom/pkg/control"
+	"github.com/kingdom-dev/kingdom/pkg/enginepause"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
@@ -71,7 +72,7 @@ watchdog:
   interval_seconds: 1
 `, filepath.Join(binDir, "demo-soldier")),
 		"config/sentinel.yaml": "polling:\n  inbox:\n    interval_seconds: 1\n",
-		"config/king.yaml":     "concurrency:\n  max_soldiers: 4\n",
+		"config/king.yaml":     "concurrency:\n  max_soldiers: 4\nbudget:\n  daily_usd: 5\n",
 		"config/envoy.yaml":    "slack:\n  default_channel: \"#dash\"\nintervals:\n  outbound_seconds: 1\n",
 		"config/chamberlain.yaml": `monitoring:
   interval_seconds: 2
@@ -108,6 +109,12 @@ const xssTitle = `<img src=x onerror=alert(1)>`
 func TestDashboard_BrowserSeesTheKingdomLive(t *testing.T) {
 	chromium := needChromium(t)
 	k := dashboardKingdom(t)
+	// codex hit a usage limit an hour ago (SPEC §10.8); this kingdom's
+	// general runs the command engine, so its work is not held back.
+	until := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	if err := enginepause.Save(k.L.EnginePause(), enginepause.File{"codex": {Until: until, Reason: "usage limit reached"}}); err != nil {
+		t.Fatal(err)
+	}
 	k.Start()
 	k.WaitRoles("sentinel", "king", "envoy", "chamberlain", "gen-web")
 	url := dashboardURL(k)
@@ -194,6 +201,8 @@ func TestDashboard_BrowserSeesTheKingdomLive(t *testing.T) {
 	waitText("the roles", "#roles", "sentinel", "king", "envoy", "chamberlain", "gen-web", "alive")
 	waitText("the queue depths", "#queues", "events", "tasks", "messages", "pending 0")
 	waitText("a live stream", "#conn", "live")
+	waitText("the budget", "#budget", "of $5.00")
+	waitText("the engine pause", "#engines", "codex paused until "+until, "usage limit reached")
 
 	// An inbox event: the live feed shows it, then recent tasks show its
 	// task, all without a reload.

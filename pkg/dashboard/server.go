@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/clock"
+	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/status"
 )
@@ -57,11 +58,11 @@ type Options struct {
 	RecentTasks int
 	// HeartbeatThreshold: a role whose heartbeat is older is not up.
 	HeartbeatThreshold time.Duration
-	// DailyBudgetUSD is the daily spending budget (nil = none).
-	DailyBudgetUSD *float64
-	Clock          clock.Clock
-	Tmux           status.Lister
-	Log            *slog.Logger
+	// Budget is king.yaml's budget block (SPEC §10.7; nil limits = none).
+	Budget config.KingBudget
+	Clock  clock.Clock
+	Tmux   status.Lister
+	Log    *slog.Logger
 }
 
 // Server serves the dashboard.
