@@ -3,6 +3,10 @@ GO        ?= go
 BIN       := $(CURDIR)/bin
 BINARIES  := start sentinel king general envoy chamberlain soldier-spawn
 DEMO_DIR  := $(CURDIR)/.demo
+# The version every binary prints with --version: the git description of the
+# checkout (tag, commit, -dirty), else "dev".
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -X github.com/kingdom-dev/kingdom/pkg/app.Version=$(VERSION)
 
 .PHONY: all build test check vet fmt-check bench demo demo-stop clean
 
@@ -10,7 +14,7 @@ all: build
 
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/ $(addprefix ./cmd/,$(BINARIES)) ./scripts/demo-soldier
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ $(addprefix ./cmd/,$(BINARIES)) ./scripts/demo-soldier
 
 # The contract CI runs: formatting, vet, every test under the race detector
 # (real tmux on private sockets, real git, local fake GitHub/Jira/Slack).

@@ -50,7 +50,7 @@ func loadConfig(l layout.Layout) (chamberlain.Config, error) {
 	if err != nil {
 		return chamberlain.Config{}, &app.ConfigError{Err: err}
 	}
-	return chamberlain.Config{Chamberlain: c, MaxSoldiers: k.Concurrency.MaxSoldiers, WatchdogInterval: s.WatchdogInterval()}, nil
+	return chamberlain.Config{Chamberlain: c, MaxSoldiers: k.Concurrency.MaxSoldiers, WatchdogInterval: s.WatchdogInterval(), Budget: k.Budget}, nil
 }
 
 func run(ctx context.Context, cmd *cli.Command) error {
@@ -70,9 +70,13 @@ func run(ctx context.Context, cmd *cli.Command) error {
 		Tmux: env.Tmux, Events: env.Events, Log: env.Log,
 	}, chamberlain.ModeDaemon)
 	defer role.Close()
+	served, err := dashboardRole(env, cfg, role)
+	if err != nil {
+		return err
+	}
 	opts := env.RunnerOptions(cmd)
 	opts.Interval = cfg.Chamberlain.MonitoringInterval()
-	return runner.Run(ctx, opts, role)
+	return runner.Run(ctx, opts, served)
 }
 
 // once prints one check. Beside a running daemon (it holds the leader lock)
@@ -80,14 +84,24 @@ func run(ctx context.Context, cmd *cli.Command) error {
 // refreshes resources.json and consumes internal events. It never kills,
 // restarts, cleans or alerts (SPEC §9.26).
 func once(ctx context.Context, cmd *cli.Command) error {
+	// Exit 3 when the kingdom cannot be evaluated (SPEC §10.12): no
+	// installation (and --once creates none), or a configuration that does
+	// not load.
+	unknown := func(err error) error {
+		return &app.CodeError{Code: chamberlain.VerdictUnknown, Err: fmt.Errorf("cannot evaluate: %v", err)}
+	}
+	base := layout.ResolveBase(cmd.String("base-dir"))
+	if fi, err := os.Stat(base); err != nil || !fi.IsDir() {
+		return unknown(fmt.Errorf("no installation at %s (use --base-dir or KINGDOM_BASE_DIR)", base))
+	}
 	// Log lines would garble the table: they go to logs/system.log only.
-	env, err := app.SetupWith(layout.RoleChamberlain, cmd.String("base-dir"), io.Discard)
+	env, err := app.SetupWith(layout.RoleChamberlain, base, io.Discard)
 	if err != nil {
-		return err
+		return unknown(err)
 	}
 	cfg, err := loadConfig(env.Layout)
 	if err != nil {
-		return err
+		return unknown(err)
 	}
 	l := env.Layout
 	deps := chamberlain.Deps{
@@ -137,8 +151,16 @@ func once(ctx context.Context, cmd *cli.Command) error {
 			return err
 		}
 	}
-	if code := rep.ExitCode(); code != 0 {
-		return &app.CodeError{Code: code}
+	v := rep.Verdict()
+	if cmd.Bool("json") {
+		// The document is resources.json's (resource health only); the
+		// kingdom's verdict goes to stderr and the exit code.
+		for _, p := range v.Problems {
+			fmt.Fprintln(os.Stderr, "chamberlain:", p)
+		}
+	}
+	if v.Code != 0 {
+		return &app.CodeError{Code: v.Code}
 	}
 	return nil
 }

@@ -31,7 +31,7 @@ func main() {
 				return &app.ConfigError{Err: err}
 			}
 			k, err := king.New(king.Options{
-				Layout: env.Layout, Config: cfg, Log: env.Log, Events: env.Events, Clock: env.Clock,
+				Layout: env.Layout, Config: cfg, Log: env.Log, Events: env.Events, Clock: env.Clock, Tmux: env.Tmux,
 			})
 			if err != nil {
 				return err

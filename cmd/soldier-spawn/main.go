@@ -17,6 +17,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/app"
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/redact"
 	"github.com/kingdom-dev/kingdom/pkg/soldier"
 )
 
@@ -50,6 +51,7 @@ func loadSystem(base string) (*config.System, error) {
 	if err != nil {
 		return nil, &app.ConfigError{Err: err}
 	}
+	redact.SetExtraNames(sys.Runtime.SecretEnv)
 	return sys, nil
 }
 

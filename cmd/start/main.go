@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/app"
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
 	"github.com/kingdom-dev/kingdom/pkg/start"
@@ -30,6 +32,23 @@ func main() {
 			{Name: "stop", Usage: "stop a running installation", Flags: []cli.Flag{app.BaseDirFlag()}, Action: stopCmd},
 			{Name: "status", Usage: "roles, heartbeats, queues, soldiers and health on one screen", Flags: []cli.Flag{app.BaseDirFlag()}, Action: statusCmd},
 			{Name: "doctor", Usage: "check prerequisites, with a fix for each failure", Flags: []cli.Flag{app.BaseDirFlag()}, Action: doctorCmd},
+			{Name: "pause", Usage: "admit no new task (events wait, schedules are held); running soldiers finish", Flags: []cli.Flag{app.BaseDirFlag()},
+				Action: func(ctx context.Context, c *cli.Command) error {
+					return controlCmd(ctx, c, control.Request{Action: control.ActionPause})
+				}},
+			{Name: "resume", Usage: "lift a pause", Flags: []cli.Flag{app.BaseDirFlag()},
+				Action: func(ctx context.Context, c *cli.Command) error {
+					return controlCmd(ctx, c, control.Request{Action: control.ActionResume})
+				}},
+			{Name: "tasks", Usage: "list tasks: state, general, attempt, age, cost (finished ones of the last 24 h)", Flags: []cli.Flag{
+				app.BaseDirFlag(),
+				&cli.BoolFlag{Name: "json", Usage: "print a JSON array"},
+				&cli.BoolFlag{Name: "all", Usage: "include every finished task"},
+			}, Action: tasksCmd},
+			{Name: "task", Usage: "act on one task", Commands: []*cli.Command{
+				{Name: "cancel", Usage: "cancel a pending or running task (its soldier's processes are killed); it ends failed/Cancelled, never retried",
+					ArgsUsage: "<task-id>", Flags: []cli.Flag{app.BaseDirFlag()}, Action: cancelCmd},
+			}},
 		},
 		Action: run,
 	})
@@ -48,6 +67,10 @@ func run(ctx context.Context, c *cli.Command) error {
 		env.Log.Info("installed default config file", "path", f)
 	}
 	leader, err := lockfile.TryLeader(env.Layout.LeaderLock(layout.RoleStart))
+	var held *lockfile.HeldError
+	if errors.As(err, &held) {
+		return fmt.Errorf("already running (pid %d): see `start status`, `start stop`: %w", held.PID, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -101,6 +124,67 @@ func statusCmd(ctx context.Context, c *cli.Command) error {
 	}
 	st.Print(os.Stdout)
 	return nil
+}
+
+// controlCmd drops a control request for the king (SPEC §10.11) and prints
+// its answer.
+func controlCmd(ctx context.Context, c *cli.Command, req control.Request) error {
+	l := layout.New(layout.ResolveBase(c.String("base-dir")))
+	if _, err := os.Stat(l.Base); err != nil {
+		return fmt.Errorf("no installation at %s (use --base-dir or KINGDOM_BASE_DIR)", l.Base)
+	}
+	req.By = start.Operator()
+	id, err := control.Submit(l, req, time.Now())
+	if err != nil {
+		return err
+	}
+	rep, err := control.WaitReply(ctx, l, id, controlWait)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(c.Root().Writer, rep.Message)
+	if !rep.OK {
+		return &app.CodeError{Code: 1}
+	}
+	return nil
+}
+
+// controlWait is how long a control command waits for the king's answer.
+const controlWait = 15 * time.Second
+
+func cancelCmd(ctx context.Context, c *cli.Command) error {
+	if c.Args().Len() != 1 {
+		return &app.CodeError{Code: app.ExitUsage, Err: errors.New("usage: start task cancel <task-id>")}
+	}
+	return controlCmd(ctx, c, control.Request{Action: control.ActionCancel, TaskID: c.Args().First()})
+}
+
+func tasksCmd(_ context.Context, c *cli.Command) error {
+	l := layout.New(layout.ResolveBase(c.String("base-dir")))
+	if _, err := os.Stat(l.Base); err != nil {
+		return fmt.Errorf("no installation at %s (use --base-dir or KINGDOM_BASE_DIR)", l.Base)
+	}
+	window := start.RecentWindow
+	if c.Bool("all") {
+		window = 0
+	}
+	rows, err := start.ListTasks(l, time.Now(), window)
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		if rows == nil {
+			rows = []start.TaskRow{}
+		}
+		b, err := json.MarshalIndent(rows, "", "  ")
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(c.Root().Writer, string(b))
+		return nil
+	}
+	p, _ := control.ReadPause(l)
+	return start.PrintTasks(c.Root().Writer, rows, p)
 }
 
 func doctorCmd(_ context.Context, c *cli.Command) error {

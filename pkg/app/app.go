@@ -34,6 +34,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
 	"github.com/kingdom-dev/kingdom/pkg/logging"
+	"github.com/kingdom-dev/kingdom/pkg/redact"
 	"github.com/kingdom-dev/kingdom/pkg/runner"
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
 )
@@ -93,6 +94,11 @@ func SetupWith(role, baseFlag string, stdout io.Writer) (*Env, error) {
 	// start's, so each loads kingdom.env itself (SPEC §9.13).
 	if _, err := config.ApplyEnvFile(l.EnvFile()); err != nil {
 		return nil, &ConfigError{Err: err}
+	}
+	// runtime.secret_env joins the redactor's names (SPEC §10.14). A bad
+	// system.yaml is reported by the role that loads it, not here.
+	if sys, err := config.LoadSystem(l.ConfigFile(config.SystemFile)); err == nil {
+		redact.SetExtraNames(sys.Runtime.SecretEnv)
 	}
 	atomicfile.SetRole(role)
 	log := logging.New(logging.Options{
@@ -185,6 +191,7 @@ func (e *CodeError) ExitCode() int { return e.Code }
 // Main runs cmd with a context cancelled by SIGTERM/SIGINT, prints a failing
 // error to stderr and exits with ExitCode. It is the only os.Exit.
 func Main(cmd *cli.Command) {
+	Prepare(cmd)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	err := cmd.Run(ctx, os.Args)
 	stop()

@@ -48,6 +48,7 @@ func (rep *Report) Table(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	p := func(format string, a ...any) { fmt.Fprintf(tw, format, a...) }
 	p("Kingdom health at %s\n\n", rep.Time.In(time.Local).Format("2006-01-02 15:04:05 MST"))
+	p("KINGDOM\t%s\n", rep.Verdict().line())
 	if rep.MetricsErr != nil {
 		p("HEALTH\tunknown (cannot evaluate: %v)\n", rep.MetricsErr)
 	} else {
@@ -66,6 +67,9 @@ func (rep *Report) Table(w io.Writer) error {
 	}
 	p("\nROLE\tSTATE\tHEARTBEAT AGE\tSESSION\tPID\n")
 	for _, ro := range rep.Roles {
+		if why := rep.RoleDown(ro); why != "" && ro.State != RoleDead {
+			ro.State = "down: " + why
+		}
 		age := "-"
 		if !ro.Heartbeat.IsZero() {
 			age = fmtAge(rep.Time.Sub(ro.Heartbeat))
@@ -89,6 +93,18 @@ func (rep *Report) Table(w io.Writer) error {
 	p("TOKENS\t%s  ($%.2f today, %d in / %d out)", tk.Status, tk.DailyCostUSD, tk.DailyInputTokens, tk.DailyOutputTokens)
 	if rep.TokenErr != nil {
 		p("  (%v)", rep.TokenErr)
+	}
+	if m := rep.Money; m != nil {
+		p("\nBUDGET\t%s", m.Budget.Describe())
+		switch {
+		case m.Budget.Exceeded:
+			p("  — used up: no new task starts today")
+		case m.Budget.Warning:
+			p("  — over 80%%")
+		}
+		for _, eng := range sortedKeys(m.Pauses) {
+			p("\nPAUSED\tengine %s until %s (%s)", eng, fmtLocal(m.Pauses[eng].Until), truncateText(m.Pauses[eng].Reason, 120))
+		}
 	}
 	p("\n\nQUEUE\tSTATE\tFILES\n")
 	for _, q := range rep.Queues {

@@ -22,6 +22,7 @@ type Chamberlain struct {
 	Report         DailyHour      `yaml:"report"`
 	Cleanup        DailyHour      `yaml:"cleanup"`
 	Sessions       SessionsConfig `yaml:"sessions"`
+	HTTP           HTTP           `yaml:"http"`
 }
 
 // Monitoring sets the chamberlain's tick.
@@ -137,6 +138,7 @@ func DefaultChamberlain() *Chamberlain {
 		Report:   DailyHour{Hour: 18},
 		Cleanup:  DailyHour{Hour: 3},
 		Sessions: SessionsConfig{OrphanGraceMinutes: 10},
+		HTTP:     DefaultHTTP(),
 	}
 }
 
@@ -157,6 +159,7 @@ func (c *Chamberlain) Validate() error {
 	ascending(&p, "thresholds", []string{"cpu_yellow", "cpu_orange", "cpu_red"}, []float64{t.CPUYellow, t.CPUOrange, t.CPURed})
 	ascending(&p, "thresholds", []string{"memory_yellow", "memory_orange", "memory_red"}, []float64{t.MemoryYellow, t.MemoryOrange, t.MemoryRed})
 	ascending(&p, "token_limits", []string{"warning_pct", "critical_pct"}, []float64{c.TokenLimits.WarningPct, c.TokenLimits.CriticalPct})
+	validateHTTP(c.HTTP, &p)
 	if c.TokenLimits.Enabled && c.TokenLimits.DailyBudgetUSD <= 0 {
 		p.add("token_limits.daily_budget_usd", "expected a positive number when token_limits.enabled is true, got %s", fmtFloat(c.TokenLimits.DailyBudgetUSD))
 	}

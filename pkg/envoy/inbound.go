@@ -218,7 +218,7 @@ func (e *Envoy) handleInbound(in Inbound) (followUp, error) {
 	}
 	var f followUp
 	if typ != EventThreadReply && !in.Console {
-		f.react = &reaction{in.Channel, in.TS, ReactionReceived}
+		f.react = &reaction{channel: in.Channel, ts: in.TS, name: ReactionReceived}
 	}
 	return f, nil
 }

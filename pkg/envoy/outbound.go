@@ -169,16 +169,20 @@ func (e *Envoy) resolve(m *schema.Message, s *State) (target, error) {
 	return t, nil
 }
 
-// text is what is posted for m: the content, with the completion emoji in
-// front of a final notification.
+// text is what is posted for m: the content as data (redacted and escaped,
+// SPEC §10.13), with the completion emoji in front of a final notification
+// as our markup.
 func text(m *schema.Message) string {
+	var t slackText
 	c := m.Content
-	if m.Final != nil {
-		if em := finalEmoji[*m.Final]; em != "" && !strings.HasPrefix(c, em) {
-			c = em + " " + c
+	if m.Final != nil && !isCancelled(m) {
+		if em := finalEmoji[*m.Final]; em != "" {
+			t.markup(em + " ")
+			c = strings.TrimPrefix(strings.TrimPrefix(c, em), " ")
 		}
 	}
-	return c
+	// The urgency mark is our markup too; it goes in front of everything.
+	return withUrgency(m, t.data(c).String())
 }
 
 // deliver sends one message. Order (crash safety): post → record the
@@ -246,6 +250,12 @@ func (e *Envoy) deliver(ctx context.Context, ent queue.Entry) error {
 		return fmt.Errorf("record delivery of %s: %w", m.ID, err)
 	}
 	for _, r := range react {
+		if r.remove {
+			if err := e.poster.Unreact(ctx, r.channel, r.ts, r.name); err != nil {
+				e.log.Warn("reaction not removed", "msg_id", m.ID, "reaction", r.name, "err", redact(err))
+			}
+			continue
+		}
 		if err := e.poster.React(ctx, r.channel, r.ts, r.name); err != nil {
 			e.log.Warn("reaction not added", "msg_id", m.ID, "reaction", r.name, "err", redact(err))
 		}
@@ -258,7 +268,10 @@ func (e *Envoy) deliver(ctx context.Context, ent queue.Entry) error {
 	return nil
 }
 
-type reaction struct{ channel, ts, name string }
+type reaction struct {
+	channel, ts, name string
+	remove            bool // take our reaction off instead of adding it
+}
 
 // bookkeep applies what a delivered message means for the state and returns
 // the reactions to add. It is idempotent: a repeat after a crash rewrites
@@ -300,8 +313,10 @@ func (e *Envoy) bookkeep(m *schema.Message, d Delivery, s *State) []reaction {
 			if mp, ok := s.Mappings[key]; ok && mp.SourceRef != nil {
 				src = mp.SourceRef
 			}
-			if src != nil && finalReaction[*m.Final] != "" {
-				out = append(out, reaction{src.Channel, src.TS, finalReaction[*m.Final]})
+			if src != nil && finalReactionOf(m) != "" {
+				// The work is done: ✅/❌/⏭️/🚫 replaces 👀.
+				out = append(out, reaction{src.Channel, src.TS, finalReactionOf(m), false},
+					reaction{src.Channel, src.TS, ReactionReceived, true})
 			}
 			delete(s.Mappings, key)
 			delete(s.Awaiting, key)

@@ -31,6 +31,8 @@ type poster interface {
 	Post(ctx context.Context, p post) (channel, ts string, err error)
 	// React adds the reaction name (without colons) to a message.
 	React(ctx context.Context, channel, ts, name string) error
+	// Unreact removes our reaction name from a message (gone already: nil).
+	Unreact(ctx context.Context, channel, ts, name string) error
 }
 
 // webPoster talks to the Slack Web API.
@@ -50,6 +52,15 @@ func (w *webPoster) React(ctx context.Context, channel, ts, name string) error {
 	err := w.api.AddReactionContext(ctx, name, slack.ItemRef{Channel: channel, Timestamp: ts})
 	var se slack.SlackErrorResponse
 	if errors.As(err, &se) && se.Err == "already_reacted" {
+		return nil
+	}
+	return err
+}
+
+func (w *webPoster) Unreact(ctx context.Context, channel, ts, name string) error {
+	err := w.api.RemoveReactionContext(ctx, name, slack.ItemRef{Channel: channel, Timestamp: ts})
+	var se slack.SlackErrorResponse
+	if errors.As(err, &se) && se.Err == "no_reaction" {
 		return nil
 	}
 	return err
@@ -83,10 +94,7 @@ func (c *consolePoster) nextTS() string {
 
 func (c *consolePoster) Post(_ context.Context, p post) (string, string, error) {
 	ts := c.nextTS()
-	where := p.Channel
-	if !strings.HasPrefix(where, "#") {
-		where = "#" + where
-	}
+	where := channelName(p.Channel)
 	if p.ThreadTS != "" {
 		where += " thread " + p.ThreadTS
 	}
@@ -102,7 +110,17 @@ func (c *consolePoster) Post(_ context.Context, p post) (string, string, error) 
 }
 
 func (c *consolePoster) React(_ context.Context, channel, ts, name string) error {
-	return c.write(fmt.Sprintf("#%s reaction :%s: on %s", channel, name, ts), "")
+	return c.write(fmt.Sprintf("%s reaction :%s: on %s", channelName(channel), name, ts), "")
+}
+
+func (c *consolePoster) Unreact(_ context.Context, channel, ts, name string) error {
+	return c.write(fmt.Sprintf("%s reaction :%s: removed from %s", channelName(channel), name, ts), "")
+}
+
+// channelName renders a channel for the console with exactly one '#'
+// (channels are configured both as "ops" and "#ops").
+func channelName(ch string) string {
+	return "#" + strings.TrimLeft(ch, "#")
 }
 
 // write prints one record: "[YYYY-MM-DD HH:MM:SS] head" and the text indented.

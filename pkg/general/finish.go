@@ -88,7 +88,7 @@ func (g *General) finish(ctx context.Context, t *schema.Task, sid string, starte
 			final.CheckpointPath = l.ResultCheckpoint(t.ID)
 		}
 	}
-	if err := atomicfile.WriteJSON(l.ResultFinal(t.ID), final); err != nil {
+	if err := writeRedactedJSON(l.ResultFinal(t.ID), final); err != nil {
 		// Leave the raw result: a restart finishes the task (§9.4 a).
 		g.log.Error("write final result", "task", t.ID, "err", err)
 		return

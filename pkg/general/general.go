@@ -23,6 +23,7 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/clock"
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
@@ -194,14 +195,17 @@ func (g *General) slots() int {
 }
 
 func (g *General) claim(ctx context.Context) error {
-	if g.slots() <= 0 {
-		return nil
+	if g.slots() <= 0 || control.Paused(g.o.Layout) {
+		return nil // paused by the operator: no new soldier (SPEC §10.11)
 	}
 	entries, err := g.pendingMine()
 	if err != nil {
 		return err
 	}
 	now := g.o.Clock.Now()
+	if len(entries) > 0 && g.enginePaused(now) {
+		return nil
+	}
 	for _, e := range entries {
 		if g.slots() <= 0 {
 			return nil

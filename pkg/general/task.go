@@ -11,6 +11,7 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/ids"
+	"github.com/kingdom-dev/kingdom/pkg/redact"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
 	"github.com/kingdom-dev/kingdom/pkg/soldier"
@@ -51,7 +52,7 @@ func (g *General) runTask(ctx context.Context, t *schema.Task) {
 		return
 	}
 	// Read only by the soldier started below; rewritten on every attempt.
-	if err := atomicfile.WritePrivate(l.Prompt(t.ID), []byte(prompt), 0o600); err != nil {
+	if err := atomicfile.WritePrivate(l.Prompt(t.ID), []byte(redact.String(prompt)), 0o600); err != nil {
 		g.synthetic(t.ID, schema.ResultFailed, schema.ReasonEngineError, "write prompt: "+err.Error())
 		g.finish(ctx, t, "", started, ws)
 		return
@@ -85,6 +86,7 @@ func (g *General) runTask(ctx context.Context, t *schema.Task) {
 // synthetic writes a raw result the general decided (no-replace: a result
 // the soldier published first wins, §9.5).
 func (g *General) synthetic(task, status, reason, msg string) {
+	msg = redact.String(msg)
 	r := schema.RawResult{TaskID: task, Status: status, Summary: msg, Error: msg, ErrorReason: reason}
 	b, err := jsonIndent(r)
 	if err == nil {

@@ -17,6 +17,11 @@ type admission struct {
 	snap     health.Snapshot
 	inFlight int
 	max      int
+	paused   string // why nothing is admitted ("" unless paused, control.go)
+	// money: budget and engine pauses (budget.go); moneyReason is the
+	// last refusal's reason.
+	money       *moneyGate
+	moneyReason string
 }
 
 func (k *King) admission() *admission {
@@ -25,14 +30,19 @@ func (k *King) admission() *admission {
 		k.log.Warn("resources.json unreadable; admitting as orange", "err", err)
 	}
 	n := k.tasks.Count(layout.Pending) + k.tasks.Count(layout.InProgress) + k.events.Count(layout.Petitioning)
-	return &admission{snap: snap, inFlight: n, max: k.cfg.Concurrency.MaxSoldiers}
+	a := &admission{snap: snap, inFlight: n, max: k.cfg.Concurrency.MaxSoldiers, money: k.moneyGate()}
+	k.applyPause(a)
+	return a
 }
 
 func (a *admission) accept(priority string) bool {
-	return a.snap.Admit(priority) && a.inFlight < a.max
+	return a.paused == "" && a.snap.Admit(priority) && a.inFlight < a.max
 }
 
 func (a *admission) denyReason(priority string) string {
+	if a.paused != "" {
+		return a.paused
+	}
 	if r := health.DenyReason(a.snap.Health, a.snap.TokenStatus, priority); r != "" {
 		if a.snap.Reason != "" {
 			r += " (" + a.snap.Reason + ")"
@@ -42,5 +52,5 @@ func (a *admission) denyReason(priority string) string {
 	if a.inFlight >= a.max {
 		return fmt.Sprintf("%d tasks in flight, max_soldiers %d", a.inFlight, a.max)
 	}
-	return ""
+	return a.moneyReason
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // admitWant is the admission table of SPEC §4.4 / seed 000, written out
@@ -97,7 +98,8 @@ func TestKing_ConcurrencyCapCountsPendingInProgressAndPetitions(t *testing.T) {
 	f.cfg.Concurrency.MaxSoldiers = 4
 	// Already in flight: one task in progress, one petition running.
 	writeJSON(t, f.l.QueueState(layout.QTasks, layout.InProgress)+"/task-20261120-001.json",
-		map[string]any{"id": "task-20261120-001"})
+		schema.Task{ID: "task-20261120-001", EventID: "evt-old", TargetGeneral: "gen-pr", Type: "github.issue.assigned",
+			Priority: "normal", CreatedAt: "2026-11-20T10:00:00Z", Status: schema.TaskInProgress})
 	f.event("evt-slack-msg-1", "slack.channel.message", "normal", withSource("slack"))
 	os.Rename(f.l.QueueState(layout.QEvents, layout.Pending)+"/evt-slack-msg-1.json",
 		f.l.QueueState(layout.QEvents, layout.Petitioning)+"/evt-slack-msg-1.json")

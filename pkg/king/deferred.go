@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/layout"
@@ -14,8 +15,8 @@ import (
 
 // Deferred events cost nothing until something that could admit them
 // changes (issue #17). An event processPending deferred is remembered by
-// id together with the admission state at the end of that walk (health,
-// token status, tasks in flight, max_soldiers, manifests). While the next
+// id together with the admission state at the end of that walk
+// (admissionKey). While the next
 // tick starts from the same state, no remembered event can be admitted —
 // each was refused under a state no better than this one — so only new
 // files in pending/ are read. Anything else (a result freed a slot, health
@@ -31,10 +32,27 @@ type deferredCache struct {
 // deferredRecheck bounds how long remembered deferrals are trusted.
 const deferredRecheck = 30 * time.Second
 
-// admissionKey is what admission depends on, apart from time.
+// admissionKey is what admission depends on: health, token status, tasks
+// in flight, max_soldiers, manifests, the operator's pause, today's spend
+// and which engine pauses are active now (one expiring changes the key).
 func (k *King) admissionKey(adm *admission) string {
-	return fmt.Sprintf("%s|%s|%d|%d|%s|%v", adm.snap.Health, adm.snap.TokenStatus, adm.inFlight, adm.max, k.mfSig,
-		adm.snap.Missing || adm.snap.Invalid || adm.snap.Stale)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s|%s|%d|%d|%s|%v|%s", adm.snap.Health, adm.snap.TokenStatus, adm.inFlight, adm.max, k.mfSig,
+		adm.snap.Missing || adm.snap.Invalid || adm.snap.Stale, adm.paused)
+	if g := adm.money; g != nil {
+		fmt.Fprintf(&b, "|%s|%g|%g|%d|%v|%v", g.status.Date, g.status.Ratio, g.status.CostUSD, g.status.Tokens, g.status.Warning, g.status.Exceeded)
+		engines := make([]string, 0, len(g.pauses))
+		for eng := range g.pauses {
+			engines = append(engines, eng)
+		}
+		sort.Strings(engines)
+		for _, eng := range engines {
+			if _, ok := g.pauses.Active(eng, g.now); ok {
+				b.WriteString("|paused:" + eng)
+			}
+		}
+	}
+	return b.String()
 }
 
 // rememberDeferred records an event deferred in this walk.

@@ -92,7 +92,7 @@ func (k *King) handleEvent(ev *schema.Event, adm *admission) error {
 	case ev.Type == TypeThreadReply:
 		return k.handleReply(ev, adm)
 	case k.petitionable(ev):
-		if !adm.accept(ev.Priority) {
+		if !adm.acceptFor(ev.Priority, "") {
 			k.deferred(ev, adm)
 			return nil
 		}
@@ -106,7 +106,7 @@ func (k *King) handleEvent(ev *schema.Event, adm *admission) error {
 	if !ok {
 		return k.discard(ev, layout.Pending, "no general subscribes to "+ev.Type)
 	}
-	if !adm.accept(ev.Priority) {
+	if !adm.acceptFor(ev.Priority, g) {
 		k.deferred(ev, adm)
 		return nil
 	}
@@ -127,6 +127,7 @@ func (k *King) discard(ev *schema.Event, from, reason string) error {
 	if err := k.events.Move(from, layout.Completed, ev.ID); err != nil {
 		return err
 	}
+	k.markCompleted(ev.ID, reason)
 	k.em.Emit("event.discarded", map[string]any{"event_id": ev.ID, "event_type": ev.Type, "reason": reason})
 	k.log.Info("event discarded", "event", ev.ID, "type", ev.Type, "reason", reason)
 	return nil
@@ -260,6 +261,8 @@ func (k *King) recover() error {
 		case st == layout.Completed || st == layout.Rejected:
 			if err := k.events.Move(layout.Dispatched, layout.Completed, ev.ID); err != nil {
 				errs = append(errs, err)
+			} else {
+				k.markCompleted(ev.ID, "")
 			}
 		default:
 			var t schema.Task

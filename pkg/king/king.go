@@ -32,6 +32,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/runner"
+	"github.com/kingdom-dev/kingdom/pkg/tmux"
 )
 
 // Options configures a King.
@@ -54,6 +55,9 @@ type Options struct {
 	// CrashAt names a point where the process SIGKILLs itself (tests of crash
 	// idempotency); empty: env KINGDOM_KING_CRASH_AT.
 	CrashAt string
+	// Tmux is the installation's tmux server, where `start task cancel`
+	// kills a soldier's session; nil: tmux.New().
+	Tmux *tmux.Client
 }
 
 // King is the router role. Create it with New; it is not safe for
@@ -89,6 +93,8 @@ type King struct {
 	intents  []dispatchIntent // admitted events awaiting the group commit
 	// deferCache remembers deferred pending events (deferred.go).
 	deferCache deferredCache
+	tm         *tmux.Client // soldier sessions, for cancel (control.go)
+	mon        money        // cost ledger, budget and engine pauses (budget.go)
 }
 
 // New builds a King. It loads the manifests once; later ticks reload them
@@ -127,12 +133,17 @@ func New(o Options) (*King, error) {
 		petExited:   map[string]bool{},
 		orphanSince: map[string]time.Time{},
 		wake:        make(chan struct{}, 1),
+		tm:          o.Tmux,
+	}
+	if k.tm == nil {
+		k.tm = tmux.New()
 	}
 	k.seq = taskSeq{path: o.Layout.KingTaskSeq()}
 	if len(k.petitionCmd) == 0 {
 		k.petitionCmd = []string{filepath.Join(BinDir(o.Layout), "soldier-spawn")}
 	}
-	for _, d := range []string{o.Layout.RoleStateDir(layout.RoleKing), o.Layout.PetitionResultsDir(), o.Layout.PetitionPromptsDir()} {
+	for _, d := range []string{o.Layout.RoleStateDir(layout.RoleKing), o.Layout.PetitionResultsDir(), o.Layout.PetitionPromptsDir(),
+		o.Layout.KingControlDir()} {
 		if err := layout.EnsureDir(d); err != nil {
 			return nil, err
 		}
@@ -162,6 +173,7 @@ func Watches(l layout.Layout) []runner.Watch {
 		{Dir: l.QueueState(layout.QEvents, layout.Pending), Match: isJSON},
 		{Dir: l.ResultsDir(), Match: IsFinalResultName},
 		{Dir: l.PetitionResultsDir(), Match: isJSON},
+		{Dir: l.KingControlDir(), Match: isJSON},
 	}
 }
 
@@ -208,6 +220,11 @@ func (k *King) Tick(ctx context.Context) error {
 		} else {
 			k.started = true
 		}
+	}
+	// Operator requests first, so a pause answered in this tick already
+	// holds this tick's admissions (control.go).
+	if err := k.processControl(nil); err != nil {
+		errs = append(errs, fmt.Errorf("control: %w", err))
 	}
 	// Results first: a slot a result frees admits the next event in this
 	// same tick (issue #17), as admission counts in-flight tasks after it.

@@ -248,8 +248,10 @@ func (k *King) reply(ev *schema.Event, text, kind, why string) error {
 		return err
 	}
 	if kind == "cannot_handle" {
+		k.markCompleted(ev.ID, "no general can handle it: "+why)
 		k.em.Emit("event.discarded", map[string]any{"event_id": ev.ID, "event_type": ev.Type, "reason": "no general can handle it: " + why})
 	} else {
+		k.markCompleted(ev.ID, "")
 		k.em.Emit("event.answered", map[string]any{"event_id": ev.ID, "event_type": ev.Type})
 	}
 	return nil

@@ -154,6 +154,16 @@ func (l Layout) PetitionResult(id string) string {
 }
 func (l Layout) PetitionPromptsDir() string { return l.p("state", "king", "petition-prompts") }
 
+// Operator control (SPEC §10.11, pkg/control): requests the king acts on,
+// its replies, the pause state and the record of cancelled tasks.
+func (l Layout) KingControlDir() string     { return l.p("state", "king", "control") }
+func (l Layout) KingControlReplies() string { return l.p("state", "king", "control", "replies") }
+func (l Layout) KingPaused() string         { return l.p("state", "king", "paused.json") }
+func (l Layout) KingCancelledDir() string   { return l.p("state", "king", "cancelled") }
+func (l Layout) KingCancelled(task string) string {
+	return l.p("state", "king", "cancelled", task+".json")
+}
+
 // Sentinel state.
 func (l Layout) SentinelGitHubState() string { return l.p("state", "sentinel", "github-state.json") }
 func (l Layout) SentinelJiraState() string   { return l.p("state", "sentinel", "jira-state.json") }

@@ -16,12 +16,12 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
+	"github.com/kingdom-dev/kingdom/pkg/redact"
 )
 
 // CatKey is the attribute naming a record's category.
@@ -170,80 +170,12 @@ func (h *handler) appendFile(line string) {
 	f.Close()
 }
 
-var secretPatterns = []*regexp.Regexp{
-	regexp.MustCompile(`xox[abposr]-[A-Za-z0-9-]+`),
-	regexp.MustCompile(`xapp-[A-Za-z0-9-]+`),
-	regexp.MustCompile(`gh[pousr]_[A-Za-z0-9]{16,}`),
-	regexp.MustCompile(`github_pat_[A-Za-z0-9_]{20,}`),
-	regexp.MustCompile(`sk-ant-[A-Za-z0-9_-]+`),
-	regexp.MustCompile(`sk-[A-Za-z0-9]{20,}`),
-	regexp.MustCompile(`(?i)(authorization:?\s*(bearer|basic|token)\s+)[^\s"']+`),
-	regexp.MustCompile(`(?i)\b(bearer|basic)\s+[A-Za-z0-9+/=._-]{8,}`),
-	regexp.MustCompile(`(?i)((token|password|secret|api_key)=)[^\s&"']+`),
-	regexp.MustCompile(`(?i)("[a-z_]*(token|password|secret|api_key)"\s*:\s*")(?:[^"\\]|\\.)+`),
-}
+// Redact replaces secrets with "[REDACTED]": the one redactor,
+// redact.String (SPEC §10.14).
+func Redact(s string) string { return redact.String(s) }
 
-var secretEnv = []string{
-	"SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "GH_TOKEN", "GITHUB_TOKEN", "JIRA_API_TOKEN",
-	"ANTHROPIC_API_KEY", "OPENAI_API_KEY",
-}
-
-// Redact replaces known secret shapes and the values of secret environment
-// variables with "[REDACTED]".
-func Redact(s string) string {
-	for _, k := range secretEnv {
-		if v := os.Getenv(k); len(v) >= 6 && strings.Contains(s, v) {
-			s = strings.ReplaceAll(s, v, "[REDACTED]")
-		}
-	}
-	for _, re := range secretPatterns {
-		s = re.ReplaceAllStringFunc(s, func(m string) string {
-			sub := re.FindStringSubmatch(m)
-			if len(sub) > 1 && sub[1] != "" && (strings.HasSuffix(strings.ToLower(sub[1]), "=") || strings.HasSuffix(sub[1], "\"")) ||
-				(len(sub) > 2 && strings.HasPrefix(strings.ToLower(sub[1]), "authorization")) {
-				return sub[1] + "[REDACTED]"
-			}
-			return "[REDACTED]"
-		})
-	}
-	return s
-}
-
-// MaybeSecret is a cheap pre-check: false means Redact would change nothing
-// that a secret pattern matches (env values aside), so hot paths can skip it.
-func MaybeSecret(s string) bool {
-	l := strings.ToLower(s)
-	for _, m := range []string{"xox", "xapp-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "bearer", "basic", "token", "password", "secret", "api_key"} {
-		if strings.Contains(l, m) {
-			return true
-		}
-	}
-	// "sk-" alone is everywhere ("task-…"): only an API-key shape counts.
-	for rest := s; ; {
-		i := strings.Index(rest, "sk-")
-		if i < 0 {
-			break
-		}
-		rest = rest[i+3:]
-		n := 0
-		for n < len(rest) && n < 20 && isAlnum(rest[n]) {
-			n++
-		}
-		if n == 20 || strings.HasPrefix(rest, "ant-") || strings.HasPrefix(rest, "proj-") {
-			return true
-		}
-	}
-	for _, k := range secretEnv {
-		if v := os.Getenv(k); len(v) >= 6 && strings.Contains(s, v) {
-			return true
-		}
-	}
-	return false
-}
+// MaybeSecret is a cheap pre-check: false means Redact would change nothing.
+func MaybeSecret(s string) bool { return redact.MaybeSecret(s) }
 
 // Discard returns a logger that drops everything (tests).
 func Discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
-
-func isAlnum(c byte) bool {
-	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
-}

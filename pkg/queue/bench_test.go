@@ -32,7 +32,7 @@ func BenchmarkQueue_PutClaimMove(b *testing.B) {
 func BenchmarkQueue_List1000(b *testing.B) {
 	_, q := newTree(b)
 	for i := 0; i < 1000; i++ {
-		id := fmt.Sprintf("evt-%d", i)
+		id := fmt.Sprintf("task-20261121-%04d", i)
 		q.Put(layout.Pending, id, item{ID: id, Priority: []string{"high", "normal", "low"}[i%3], CreatedAt: "2026-11-21T10:00:00Z"})
 	}
 	b.ResetTimer()

@@ -52,6 +52,7 @@ type Queue struct {
 	states  []string
 	em      *eventlog.Emitter
 	MaxSize int64
+	valid   validCache
 }
 
 // New returns the queue of kind (layout.QEvents, QTasks or QMessages).
@@ -282,7 +283,8 @@ func PriorityRank(p string) int {
 
 // List returns the files of state ordered by priority (high → normal → low),
 // then created_at (oldest first), then id (SPEC §9.23). Dot-files and
-// .reason files are ignored. A poison file (bad name, not JSON, too large) is
+// .reason files are ignored. A poison entry (bad name, not a regular file,
+// not JSON, too large, failing its kind's schema, id not its file name) is
 // moved to rejected/ on the way and not returned. A file that vanishes
 // between listing and reading is skipped.
 func (q *Queue) List(state string) ([]Entry, error) {
@@ -300,11 +302,11 @@ func (q *Queue) List(state string) ([]Entry, error) {
 	out := make([]Entry, 0, len(ents))
 	for _, de := range ents {
 		name := de.Name()
-		if atomicfile.IsTemp(name) || de.IsDir() {
+		if atomicfile.IsTemp(name) {
 			continue
 		}
 		if state == layout.Rejected {
-			if strings.HasSuffix(name, ".reason") {
+			if strings.HasSuffix(name, ".reason") || de.IsDir() {
 				continue
 			}
 		}
@@ -319,6 +321,10 @@ func (q *Queue) List(state string) ([]Entry, error) {
 			if state != layout.Rejected {
 				q.RejectFile(state, name, "unsafe id: "+ids.Check(id).Error())
 			}
+			continue
+		}
+		if !de.Type().IsRegular() && state != layout.Rejected {
+			q.RejectFile(state, name, notRegular(de.Type()))
 			continue
 		}
 		path := filepath.Join(dir, name)
@@ -338,6 +344,12 @@ func (q *Queue) List(state string) ([]Entry, error) {
 				q.RejectFile(state, name, "not valid JSON")
 			}
 			continue
+		}
+		if state != layout.Rejected {
+			if err := q.CheckDocument(id, b); err != nil {
+				q.RejectFile(state, name, err.Error())
+				continue
+			}
 		}
 		e := Entry{ID: id, State: state, Path: path, Priority: h.Priority, Data: b}
 		if t, err := time.Parse(time.RFC3339Nano, h.CreatedAt); err == nil {
@@ -360,7 +372,8 @@ func (q *Queue) List(state string) ([]Entry, error) {
 	return out, nil
 }
 
-// IDs returns the ids in state, unordered and unread (cheap).
+// IDs returns the ids of the regular files in state, unordered and unread
+// (cheap); it does not validate them (List and Count do).
 func (q *Queue) IDs(state string) ([]string, error) {
 	ents, err := os.ReadDir(q.Dir(state))
 	if err != nil {
@@ -371,17 +384,14 @@ func (q *Queue) IDs(state string) ([]string, error) {
 	}
 	out := make([]string, 0, len(ents))
 	for _, de := range ents {
+		if !de.Type().IsRegular() {
+			continue // poison: Count and List reject it
+		}
 		if id, ok := strings.CutSuffix(de.Name(), ".json"); ok && !atomicfile.IsTemp(de.Name()) {
 			out = append(out, id)
 		}
 	}
 	return out, nil
-}
-
-// Count returns the number of files in state (dot-files excluded).
-func (q *Queue) Count(state string) int {
-	idl, _ := q.IDs(state)
-	return len(idl)
 }
 
 // Reject moves state/<id>.json to rejected/ with a reason.

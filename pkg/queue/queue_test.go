@@ -16,6 +16,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // The test binary doubles as a helper process: KINGDOM_QUEUE_HELPER selects
@@ -46,6 +47,20 @@ type item struct {
 	ID        string `json:"id"`
 	Priority  string `json:"priority"`
 	CreatedAt string `json:"created_at"`
+}
+
+// MarshalJSON writes item as a schema-valid task (List rejects anything
+// else), defaulting what the test leaves empty.
+func (it item) MarshalJSON() ([]byte, error) {
+	t := schema.Task{ID: it.ID, EventID: "evt-test", TargetGeneral: "gen-test", Type: "test",
+		Priority: it.Priority, CreatedAt: it.CreatedAt, Status: schema.TaskPending}
+	if t.Priority == "" {
+		t.Priority = schema.PriorityNormal
+	}
+	if t.CreatedAt == "" {
+		t.CreatedAt = "2026-11-21T10:00:00Z"
+	}
+	return json.Marshal(t)
 }
 
 func helperClaim() {
@@ -163,13 +178,13 @@ func TestQueue_ListOrdersByPriorityThenAge(t *testing.T) {
 	put := func(id, prio string, age int) {
 		q.PutOnce(layout.Pending, id, item{ID: id, Priority: prio, CreatedAt: base.Add(time.Duration(age) * time.Minute).Format(time.RFC3339)})
 	}
-	put("low-old", "low", 0)
-	put("normal-new", "normal", 5)
-	put("high-new", "high", 9)
-	put("normal-old", "normal", 1)
-	put("high-old", "high", 2)
-	put("b-same", "normal", 3)
-	put("a-same", "normal", 3)
+	put("task-20261121-007", "low", 0)
+	put("task-20261121-006", "normal", 5)
+	put("task-20261121-002", "high", 9)
+	put("task-20261121-003", "normal", 1)
+	put("task-20261121-001", "high", 2)
+	put("task-20261121-005", "normal", 3)
+	put("task-20261121-004", "normal", 3)
 	es, err := q.List(layout.Pending)
 	if err != nil {
 		t.Fatal(err)
@@ -178,7 +193,7 @@ func TestQueue_ListOrdersByPriorityThenAge(t *testing.T) {
 	for _, e := range es {
 		got = append(got, e.ID)
 	}
-	want := []string{"high-old", "high-new", "normal-old", "a-same", "b-same", "normal-new", "low-old"}
+	want := []string{"task-20261121-001", "task-20261121-002", "task-20261121-003", "task-20261121-004", "task-20261121-005", "task-20261121-006", "task-20261121-007"}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("order\n got %v\nwant %v", got, want)
 	}
@@ -197,14 +212,14 @@ func TestQueue_PoisonFilesAreRejectedAndQueueFlows(t *testing.T) {
 	}
 	copy(big, `{"id":"big"}`)
 	os.WriteFile(filepath.Join(dir, "big.json"), big, 0o600)
-	q.PutOnce(layout.Pending, "good", item{ID: "good", Priority: "normal"})
+	q.PutOnce(layout.Pending, "task-20261121-100", item{ID: "task-20261121-100", Priority: "normal"})
 
 	es, err := q.List(layout.Pending)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(es) != 1 || es[0].ID != "good" {
-		t.Fatalf("listed %v, want only good", es)
+	if len(es) != 1 || es[0].ID != "task-20261121-100" {
+		t.Fatalf("listed %v, want only the good task", es)
 	}
 	rej := q.Dir(layout.Rejected)
 	for name, want := range map[string]string{
@@ -228,7 +243,7 @@ func TestQueue_PoisonFilesAreRejectedAndQueueFlows(t *testing.T) {
 		t.Errorf("system.file_rejected lines = %d, want 4", got)
 	}
 	// The queue keeps flowing.
-	if err := q.Claim(layout.Pending, layout.InProgress, "good"); err != nil {
+	if err := q.Claim(layout.Pending, layout.InProgress, "task-20261121-100"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -274,7 +289,8 @@ func helperWriter() {
 	fmt.Println("writing")
 	for i := 0; ; i++ {
 		id := fmt.Sprintf("evt-%d-%d", os.Getpid(), i)
-		q.Put(layout.Pending, id, map[string]any{"id": id, "payload": payload, "priority": "normal"})
+		q.Put(layout.Pending, id, schema.Event{ID: id, Type: "test", Source: schema.SourceInbox, Payload: map[string]any{"text": payload},
+			Priority: schema.PriorityNormal, CreatedAt: "2026-11-21T10:00:00Z", Status: schema.EventPending})
 	}
 }
 
@@ -346,9 +362,9 @@ func TestQueue_FIFOAndSymlinkAreRejectedNotFollowed(t *testing.T) {
 	secret := filepath.Join(t.TempDir(), "secret.json")
 	os.WriteFile(secret, []byte(`{"id":"secret"}`), 0o600)
 	os.Symlink(secret, filepath.Join(dir, "link.json"))
-	q.PutOnce(layout.Pending, "good", item{ID: "good"})
+	q.PutOnce(layout.Pending, "task-20261121-100", item{ID: "task-20261121-100"})
 	es, err := q.List(layout.Pending) // must not block on the FIFO
-	if err != nil || len(es) != 1 || es[0].ID != "good" {
+	if err != nil || len(es) != 1 || es[0].ID != "task-20261121-100" {
 		t.Fatalf("List = %v, %v; want only good", es, err)
 	}
 	for _, n := range []string{"fifo.json", "link.json"} {

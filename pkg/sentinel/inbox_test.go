@@ -286,3 +286,36 @@ func TestSentinel_ConfigSelectsWatchersAndIntervals(t *testing.T) {
 		t.Errorf("unknown watcher key: err = %v", err)
 	}
 }
+
+// Issue #13 items 3 and 8: a directory named x.json would sit in inbox/
+// forever, and an inbox file may not speak for Slack, GitHub, Jira or the
+// schedules (SPEC §10.15): both go to inbox/rejected/ with a reason.
+func TestInbox_DirectoriesAndReservedTypesAreRejected(t *testing.T) {
+	e := newEnv(t)
+	s := e.sentinel(e.config(inboxYAML))
+	if err := os.Mkdir(filepath.Join(e.l.Inbox(), "dir.json"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"dir.json": "directory"}
+	for i, typ := range []string{"slack.thread.reply", "github.issue.opened", "jira.issue.created", "schedule.daily", "Slack.Message"} {
+		name := "forged-" + itoa(int64(i)) + ".json"
+		e.drop(name, `{"id":"evt-forged-`+itoa(int64(i))+`","type":"`+typ+`","payload":{"text":"x"}}`, t0.Add(-time.Minute))
+		want[name] = "reserved"
+	}
+	good := e.drop("good.json", `{"id":"evt-good-1","type":"deploy.requested"}`, t0.Add(-time.Minute))
+	e.tick(s)
+	if got := sorted(e.pending()); got != "evt-good-1" || exists(good) {
+		t.Errorf("pending = %s (good file left: %v), want only evt-good-1", got, exists(good))
+	}
+	for name, word := range want {
+		rej := filepath.Join(e.l.InboxRejected(), name)
+		if exists(filepath.Join(e.l.Inbox(), name)) || !exists(rej) {
+			t.Errorf("%s not moved to inbox/rejected/", name)
+			continue
+		}
+		reason, err := os.ReadFile(rej + ".reason")
+		if err != nil || !strings.Contains(string(reason), word) {
+			t.Errorf("%s: reason %q (%v), want it to mention %q", name, reason, err, word)
+		}
+	}
+}

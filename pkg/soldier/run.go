@@ -194,16 +194,18 @@ func readStaging(path, task string) (map[string]any, error) {
 
 // publish writes the raw result with no-replace (§9.5).
 func publish(l layout.Layout, task string, raw map[string]any) error {
-	b, err := json.MarshalIndent(raw, "", "  ")
+	b, err := json.MarshalIndent(redactRaw(raw), "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode raw result %s: %w", task, err)
 	}
 	if err := atomicfile.CreateNoReplace(l.ResultRaw(task), append(b, '\n'), 0o600); err != nil {
 		if errors.Is(err, atomicfile.ErrExists) {
+			removeStaging(l.ResultStaging(task))
 			return nil // the general already decided (Timeout, SoldierDied)
 		}
 		return fmt.Errorf("publish raw result %s: %w", task, err)
 	}
+	removeStaging(l.ResultStaging(task))
 	return nil
 }
 
@@ -225,13 +227,17 @@ func executeTo(ctx context.Context, l layout.Layout, o RunOptions, inv *engine.I
 			return -1, err
 		}
 		defer f.Close()
-		stdoutLog = f
+		w, flush := redactedLog(f)
+		defer flush()
+		stdoutLog = w
 		g, err := os.OpenFile(l.SessionErr(o.SoldierID), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 		if err != nil {
 			return -1, err
 		}
 		defer g.Close()
-		stderrLog = g
+		w2, flush2 := redactedLog(g)
+		defer flush2()
+		stderrLog = w2
 	}
 
 	cmd := exec.CommandContext(ctx, inv.Path, inv.Args[1:]...)

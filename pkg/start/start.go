@@ -27,11 +27,12 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/status"
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
 )
 
 // CoreRoles are the always-on roles besides the generals.
-var CoreRoles = []string{layout.RoleSentinel, layout.RoleKing, layout.RoleEnvoy, layout.RoleChamberlain}
+var CoreRoles = status.CoreRoles
 
 // deathCountsWithin: only deaths this soon after launch count toward the
 // crash-loop guard (SPEC §9.14); a role that ran for an hour and then died

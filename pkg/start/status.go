@@ -12,72 +12,33 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
-	"github.com/kingdom-dev/kingdom/pkg/health"
+	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/lockfile"
-	"github.com/kingdom-dev/kingdom/pkg/queue"
-	"github.com/kingdom-dev/kingdom/pkg/sessions"
+	"github.com/kingdom-dev/kingdom/pkg/status"
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
 )
 
 // RoleStatus is one row of `start status`.
-type RoleStatus struct {
-	Name         string
-	SessionAlive bool
-	HeartbeatAge time.Duration // -1 when no heartbeat yet
-	LeaderPID    int           // 0 when nobody holds the lock
-}
+type RoleStatus = status.Role
 
-// Status is the one-screen state of an installation.
+// Status is the one-screen state of an installation (pkg/status reads it).
 type Status struct {
-	StartPID       int
-	Roles          []RoleStatus
-	Queues         map[string]map[string]int // kind → state → count
-	ActiveSoldiers int
-	Health         health.Snapshot
-	HealthErr      error
+	status.Kingdom
+	// Paused is the operator's pause (nil when not paused); Discarded counts
+	// the events no general took, from logs/events.log (operator.go).
+	Paused    *control.Pause
+	Discarded int
+	Money     *MoneyStatus // spend and engine pauses (money.go)
 }
 
 // ReadStatus gathers the status without changing anything.
 func ReadStatus(ctx context.Context, l layout.Layout, tc *tmux.Client, now time.Time) (*Status, error) {
-	st := &Status{Queues: map[string]map[string]int{}}
-	if held, pid := lockfile.Held(l.LeaderLock(layout.RoleStart)); held {
-		st.StartPID = pid
-	}
-	names := append([]string{}, CoreRoles...)
-	ms, _ := config.LoadManifests(l.GeneralsConfigDir()) // the valid ones, even beside a broken file
-	for _, m := range ms {
-		names = append(names, m.Name)
-	}
-	live, err := tc.List(ctx)
+	k, err := status.Read(ctx, l, tc, now)
 	if err != nil {
 		return nil, err
 	}
-	alive := map[string]bool{}
-	for _, s := range live {
-		alive[s.Name] = true
-	}
-	for _, n := range names {
-		rs := RoleStatus{Name: n, SessionAlive: alive[n], HeartbeatAge: -1}
-		if fi, err := os.Stat(l.Heartbeat(n)); err == nil {
-			rs.HeartbeatAge = now.Sub(fi.ModTime())
-		}
-		if held, pid := lockfile.Held(l.LeaderLock(n)); held {
-			rs.LeaderPID = pid
-		}
-		st.Roles = append(st.Roles, rs)
-	}
-	for _, kind := range []string{layout.QEvents, layout.QTasks, layout.QMessages} {
-		q := queue.New(l, kind, nil)
-		st.Queues[kind] = map[string]int{}
-		for _, s := range layout.QueueStates[kind] {
-			st.Queues[kind][s] = q.Count(s)
-		}
-	}
-	if es, err := sessions.New(l).List(); err == nil {
-		st.ActiveSoldiers = len(es)
-	}
-	st.Health, st.HealthErr = health.Read(l.Resources(), now)
+	st := &Status{Kingdom: *k, Discarded: countDiscarded(l), Money: readMoney(l, now)}
+	st.Paused, _ = control.ReadPause(l)
 	return st, nil
 }
 
@@ -118,6 +79,8 @@ func (s *Status) Print(w io.Writer) {
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nactive soldiers: %d\n", s.ActiveSoldiers)
+	s.printOperator(w)
+	s.Money.print(w)
 	if s.HealthErr != nil {
 		fmt.Fprintf(w, "health: unknown (%v)\n", s.HealthErr)
 		return
@@ -149,6 +112,10 @@ func Doctor(l layout.Layout, binDir string) []Check {
 		add(tool, err == nil, p, "install it: apt-get install "+tool)
 	}
 	all, cfgErr := config.LoadAll(l.ConfigDir())
+	if _, err := os.Stat(l.ConfigDir()); cfgErr == nil && err != nil {
+		// Defaults are not a valid configuration of an installation that is not there.
+		cfgErr = fmt.Errorf("not evaluated: no config directory (%v)", err)
+	}
 	if cfgErr != nil {
 		add("config", false, cfgErr.Error(), "fix the named file and key, then run `start doctor` again")
 	} else {

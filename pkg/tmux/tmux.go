@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/redact"
 )
 
 // EnvSocket names the private tmux socket used by the whole installation.
@@ -60,6 +62,10 @@ func (c *Client) run(ctx context.Context, a ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, to)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, c.args(a...)...)
+	// The first tmux call starts the server, which keeps this environment
+	// as its global one and hands it to every session: no secret may be in
+	// it (SPEC §10.14; roles read kingdom.env themselves).
+	cmd.Env = redact.CleanEnv(os.Environ())
 	var out, errb bytes.Buffer
 	cmd.Stdout = &out
 	cmd.Stderr = &errb

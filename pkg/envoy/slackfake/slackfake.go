@@ -401,7 +401,7 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 		writeJSON(w, map[string]any{"ok": true, "channel": call.Form.Get("channel"), "ts": ts,
 			"message": map[string]any{"text": call.Form.Get("text"), "ts": ts}})
-	case "reactions.add":
+	case "reactions.add", "reactions.remove":
 		writeJSON(w, map[string]any{"ok": true})
 	case "apps.connections.open":
 		writeJSON(w, map[string]any{"ok": true, "url": "ws://" + r.Host + "/link"})

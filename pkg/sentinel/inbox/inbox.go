@@ -98,6 +98,24 @@ func (w *Watcher) EveryTick() bool { return true }
 // readable, or the zero time.
 func (w *Watcher) NextReady() time.Time { return w.nextReady }
 
+// reservedPrefixes are the event type prefixes only Kingdom's own watchers
+// (the envoy for Slack, the sentinel's GitHub and Jira pollers, the king's
+// schedules) may produce: an inbox file claiming one would speak for them
+// (SPEC §10.15).
+var reservedPrefixes = []string{"slack.", "github.", "jira.", "schedule."}
+
+// ReservedPrefix returns the reserved prefix typ starts with (compared
+// without case), or "".
+func ReservedPrefix(typ string) string {
+	low := strings.ToLower(strings.TrimSpace(typ))
+	for _, p := range reservedPrefixes {
+		if strings.HasPrefix(low, p) {
+			return p
+		}
+	}
+	return ""
+}
+
 // Match reports whether a file name in inbox/ is an inbox event file.
 func Match(name string) bool {
 	return strings.HasSuffix(name, ".json") && !atomicfile.IsTemp(name)
@@ -126,10 +144,13 @@ func (w *Watcher) Fetch(context.Context) (*watcher.Batch, error) {
 			continue // vanished: normal
 		}
 		if !fi.Mode().IsRegular() {
+			// A directory named *.json is poison too: it would sit here
+			// forever (issue #13 item 3).
+			reason := "not a regular file"
 			if fi.IsDir() {
-				continue
+				reason += " (a directory)"
 			}
-			items = append(items, watcher.Item{Key: path, Skip: "not a regular file"})
+			items = append(items, watcher.Item{Key: path, Skip: reason})
 			continue
 		}
 		if ready := w.readyAt(name, fi); now.Before(ready) {
@@ -181,6 +202,9 @@ func (w *Watcher) decode(path string, fi fs.FileInfo, data []byte, now time.Time
 	in, err := schema.DecodeInboxEvent(data)
 	if err != nil {
 		return watcher.Item{Key: path, Skip: err.Error()}
+	}
+	if p := ReservedPrefix(in.Type); p != "" {
+		return watcher.Item{Key: path, Skip: fmt.Sprintf("type %q: the %s prefix is reserved for events Kingdom's own watchers admit (SPEC §10.15)", in.Type, p)}
 	}
 	id := in.ID
 	if id == "" {

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/kingdom-dev/kingdom/pkg/app"
+	"github.com/kingdom-dev/kingdom/pkg/chamberlain"
+	"github.com/kingdom-dev/kingdom/pkg/dashboard"
+	"github.com/kingdom-dev/kingdom/pkg/runner"
+)
+
+// withDashboard is the chamberlain role plus its HTTP server, which starts
+// once the leader lock is held (a standby chamberlain serves nothing).
+type withDashboard struct {
+	*chamberlain.Role
+	dash *dashboard.Server
+}
+
+func (w withDashboard) Start(ctx context.Context) error {
+	if s, ok := any(w.Role).(runner.Starter); ok {
+		if err := s.Start(ctx); err != nil {
+			return err
+		}
+	}
+	return w.dash.Start(ctx)
+}
+
+// dashboardRole adds the dashboard when chamberlain.yaml http.listen is set.
+// A listen address outside loopback without a token in $http.token_env is a
+// configuration error: the chamberlain refuses to start (exit 2).
+func dashboardRole(env *app.Env, cfg chamberlain.Config, role *chamberlain.Role) (runner.Role, error) {
+	h := cfg.Chamberlain.HTTP
+	if h.Listen == "" {
+		return role, nil
+	}
+	o := dashboard.Options{
+		Layout: env.Layout, Listen: h.Listen, Token: os.Getenv(h.TokenEnv), TokenEnv: h.TokenEnv,
+		MaxClients: h.MaxClients, HeartbeatThreshold: cfg.Chamberlain.HeartbeatThreshold(),
+		Clock: env.Clock, Tmux: env.Tmux, Log: env.Log,
+	}
+	if tl := cfg.Chamberlain.TokenLimits; tl.Enabled {
+		b := tl.DailyBudgetUSD
+		o.DailyBudgetUSD = &b
+	}
+	srv, err := dashboard.New(o)
+	if err != nil {
+		return nil, &app.ConfigError{Err: fmt.Errorf("chamberlain.yaml http: %w", err)}
+	}
+	return withDashboard{Role: role, dash: srv}, nil
+}

@@ -1,0 +1,155 @@
+package dashboard
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/clock"
+	"github.com/kingdom-dev/kingdom/pkg/eventlog"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/lockfile"
+	"github.com/kingdom-dev/kingdom/pkg/tmux"
+)
+
+// newBase returns a fresh runtime tree.
+func newBase(t testing.TB) layout.Layout {
+	t.Helper()
+	l := layout.New(t.TempDir())
+	if err := l.Ensure(); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// noTmux answers like a tmux server with no sessions.
+type noTmux struct{}
+
+func (noTmux) List(context.Context) ([]tmux.Session, error) { return nil, nil }
+
+// startServer serves the dashboard on a free loopback port until the test
+// ends and returns its base URL.
+func startServer(t testing.TB, o Options) (*Server, string) {
+	t.Helper()
+	if o.Listen == "" {
+		o.Listen = "127.0.0.1:0"
+	}
+	if o.Tmux == nil {
+		o.Tmux = noTmux{}
+	}
+	s, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return s, "http://" + s.Addr()
+}
+
+func emitter(l layout.Layout, actor string) *eventlog.Emitter {
+	return eventlog.NewEmitter(l.EventsLog(), l.RotateLock(), actor, clock.Real{})
+}
+
+// split renames events.log to its daily name the way the chamberlain does
+// (SPEC §9.11): under the rotation lock taken exclusively.
+func split(t testing.TB, l layout.Layout, day string) {
+	t.Helper()
+	err := lockfile.With(l.RotateLock(), func() error {
+		return os.Rename(l.EventsLog(), l.EventsLogDay(day))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sseEvent is one event read off a stream.
+type sseEvent struct {
+	ID, Data string
+}
+
+// sseClient reads a text/event-stream response.
+type sseClient struct {
+	resp *http.Response
+	br   *bufio.Reader
+	// Comments are the comment lines seen so far.
+	Comments []string
+}
+
+func openSSE(t testing.TB, url, lastID string, header ...string) *sseClient {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, b)
+	}
+	c := &sseClient{resp: resp, br: bufio.NewReader(resp.Body)}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func (c *sseClient) Close() { c.resp.Body.Close() }
+
+// Next returns the next event (comments are recorded and skipped).
+func (c *sseClient) Next() (sseEvent, error) {
+	var ev sseEvent
+	got := false
+	for {
+		line, err := c.br.ReadString('\n')
+		if err != nil {
+			return ev, err
+		}
+		line = strings.TrimRight(line, "\n")
+		switch {
+		case line == "":
+			if got {
+				return ev, nil
+			}
+		case strings.HasPrefix(line, ":"):
+			c.Comments = append(c.Comments, strings.TrimSpace(line[1:]))
+		case strings.HasPrefix(line, "id: "):
+			ev.ID, got = line[4:], true
+		case strings.HasPrefix(line, "data: "):
+			ev.Data, got = line[6:], true
+		}
+	}
+}
+
+// WaitComment reads until a comment starting with prefix arrives.
+func (c *sseClient) WaitComment(t testing.TB, prefix string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, cm := range c.Comments {
+			if strings.HasPrefix(cm, prefix) {
+				return
+			}
+		}
+		line, err := c.br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("stream ended before comment %q: %v", prefix, err)
+		}
+		if s, ok := strings.CutPrefix(strings.TrimRight(line, "\n"), ":"); ok {
+			c.Comments = append(c.Comments, strings.TrimSpace(s))
+		}
+	}
+	t.Fatalf("no comment %q", prefix)
+}

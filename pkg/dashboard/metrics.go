@@ -1,0 +1,244 @@
+package dashboard
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/tidwall/gjson"
+
+	"github.com/kingdom-dev/kingdom/pkg/health"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/status"
+)
+
+// metrics is /metrics. Gauges (queue depths, soldiers, health, roles,
+// engine pauses) are read from disk at each scrape; counters (tasks by
+// outcome, durations, cost, tokens, alerts, engine pauses, internal events)
+// move as the events log grows, counted from the start of the current
+// events.log when the server starts. The registry is the server's own, so
+// tests and several servers never share state.
+type metrics struct {
+	s   *Server
+	reg *prometheus.Registry
+
+	mu       sync.Mutex // serializes follow's reads (tests call sync)
+	rd       *reader
+	tasks    *prometheus.CounterVec
+	duration prometheus.Histogram
+	cost     prometheus.Counter
+	tokens   *prometheus.CounterVec
+	alerts   prometheus.Counter
+	pauses   *prometheus.CounterVec
+	events   *prometheus.CounterVec
+}
+
+const ns = "kingdom"
+
+var (
+	descQueue     = prometheus.NewDesc(ns+"_queue_depth", "Files in each queue state.", []string{"queue", "state"}, nil)
+	descSoldiers  = prometheus.NewDesc(ns+"_soldiers_running", "Soldiers registered in sessions.json.", nil, nil)
+	descHealth    = prometheus.NewDesc(ns+"_health_level", "Resource health: 0 green, 1 yellow, 2 orange, 3 red (stale or unreadable counts as orange).", nil, nil)
+	descRoleUp    = prometheus.NewDesc(ns+"_role_up", "1 when the role's tmux session is alive and its heartbeat is fresh.", []string{"role"}, nil)
+	descRoleAge   = prometheus.NewDesc(ns+"_role_heartbeat_age_seconds", "Seconds since the role's last heartbeat (absent when it never beat).", []string{"role"}, nil)
+	descPaused    = prometheus.NewDesc(ns+"_engine_paused", "1 while an engine is paused by a usage limit.", []string{"engine"}, nil)
+	descCostToday = prometheus.NewDesc(ns+"_daily_cost_usd", "Today's spend as the chamberlain last measured it.", nil, nil)
+)
+
+func newMetrics(s *Server) *metrics {
+	m := &metrics{
+		s:   s,
+		reg: prometheus.NewRegistry(),
+		tasks: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "tasks_total",
+			Help: "Finished tasks by outcome (success, skipped, failed, needs_human)."}, []string{"outcome"}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "task_duration_seconds",
+			Help:    "Duration of finished tasks.",
+			Buckets: []float64{1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200}}),
+		cost: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "cost_usd_total",
+			Help: "Cost of finished tasks in USD (SPEC §10.6)."}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "tokens_total",
+			Help: "Tokens used by finished tasks, by kind."}, []string{"kind"}),
+		alerts: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "alerts_sent_total",
+			Help: "Chamberlain alerts delivered by the envoy."}),
+		pauses: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "engine_pauses_total",
+			Help: "Usage-limit pauses of an engine (system.rate_limited)."}, []string{"engine"}),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "internal_events_total",
+			Help: "Internal events by category (event, task, soldier, system, recovery, message)."}, []string{"category"}),
+	}
+	for _, o := range []string{"success", "skipped", "failed", "needs_human"} {
+		m.tasks.WithLabelValues(o) // every outcome is present from the first scrape
+	}
+	m.reg.MustRegister(m.tasks, m.duration, m.cost, m.tokens, m.alerts, m.pauses, m.events, gauges{m})
+	return m
+}
+
+// handler counts what was appended up to now, then serves the scrape, so a
+// scrape never lags behind the log it reflects.
+func (m *metrics) handler() http.Handler {
+	h := promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m.sync()
+		h.ServeHTTP(w, r)
+	})
+}
+
+// follow counts events as they are appended, until ctx ends.
+func (m *metrics) follow(ctx context.Context) {
+	for {
+		wake := m.s.notify.wait()
+		m.sync()
+		select {
+		case <-ctx.Done():
+			return
+		case <-wake:
+		}
+	}
+}
+
+// sync counts every line appended since the last call.
+func (m *metrics) sync() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.rd == nil {
+		m.rd = newReader(m.s.l, Pos{})
+	}
+	if err := m.rd.read(func(line []byte, _ Pos) error {
+		m.count(line)
+		return nil
+	}); err != nil {
+		m.s.log.Warn("dashboard metrics: read events log", "err", err)
+	}
+}
+
+func (m *metrics) count(line []byte) {
+	ev := gjson.ParseBytes(line)
+	typ := ev.Get("type").String()
+	if typ == "" {
+		return
+	}
+	cat, _, _ := strings.Cut(typ, ".")
+	m.events.WithLabelValues(cat).Inc()
+	data := ev.Get("data")
+	switch typ {
+	case "task.completed", "task.failed", "task.needs_human":
+		outcome := strings.TrimPrefix(typ, "task.")
+		switch {
+		case typ == "task.completed" && data.Get("status").String() == "skipped":
+			outcome = "skipped"
+		case typ == "task.completed":
+			outcome = "success"
+		}
+		m.tasks.WithLabelValues(outcome).Inc()
+		m.taskFigures(data)
+	case "message.sent":
+		// Chamberlain alerts are msg-chamberlain-<kind>-…; the daily
+		// report is not an alert.
+		id := data.Get("msg_id").String()
+		if strings.HasPrefix(id, "msg-chamberlain-") && !strings.HasPrefix(id, "msg-chamberlain-report-") {
+			m.alerts.Inc()
+		}
+	case "system.rate_limited":
+		eng := data.Get("engine").String()
+		if eng == "" {
+			eng = "unknown"
+		}
+		m.pauses.WithLabelValues(eng).Inc()
+	}
+}
+
+// taskFigures adds a finished task's duration, cost and tokens: from the
+// event when it carries them (SPEC §10.6), else from its final result.
+func (m *metrics) taskFigures(data gjson.Result) {
+	var res *resultFile
+	result := func() *resultFile {
+		if res == nil {
+			res = readResult(m.s.l, data.Get("task_id").String())
+			if res == nil {
+				res = &resultFile{}
+			}
+		}
+		return res
+	}
+	if d := data.Get("duration_seconds"); d.Exists() {
+		m.duration.Observe(d.Float())
+	} else if r := result(); r.DurationSeconds != nil {
+		m.duration.Observe(*r.DurationSeconds)
+	}
+	if c := data.Get("cost_usd"); c.Type == gjson.Number {
+		m.cost.Add(max(c.Float(), 0))
+	} else if r := result(); r.CostUSD != nil {
+		m.cost.Add(max(*r.CostUSD, 0))
+	}
+	var u usage
+	if raw := data.Get("usage"); raw.IsObject() {
+		u = usage{raw.Get("input_tokens").Int(), raw.Get("output_tokens").Int(),
+			raw.Get("cache_read_input_tokens").Int(), raw.Get("cache_creation_input_tokens").Int()}
+	} else if r := result(); r.Usage != nil {
+		u = *r.Usage
+	}
+	for kind, v := range map[string]int64{"input": u.InputTokens, "output": u.OutputTokens,
+		"cache_read": u.CacheReadInputTokens, "cache_creation": u.CacheCreationInputTokens} {
+		if v > 0 {
+			m.tokens.WithLabelValues(kind).Add(float64(v))
+		}
+	}
+}
+
+// gauges reads the current state at scrape time.
+type gauges struct{ m *metrics }
+
+func (g gauges) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descQueue, descSoldiers, descHealth, descRoleUp, descRoleAge, descPaused, descCostToday} {
+		ch <- d
+	}
+}
+
+var healthLevels = map[string]float64{health.Green: 0, health.Yellow: 1, health.Orange: 2, health.Red: 3}
+
+func (g gauges) Collect(ch chan<- prometheus.Metric) {
+	s := g.m.s
+	now := s.clk.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var lister status.Lister = noSessions{}
+	if s.o.Tmux != nil {
+		lister = s.o.Tmux
+	}
+	k, err := status.Read(ctx, s.l, lister, now)
+	if err != nil {
+		k, _ = status.Read(ctx, s.l, noSessions{}, now)
+	}
+	for _, kind := range status.QueueKinds {
+		for _, st := range layout.QueueStates[kind] {
+			ch <- prometheus.MustNewConstMetric(descQueue, prometheus.GaugeValue, float64(k.Queues[kind][st]), kind, st)
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(descSoldiers, prometheus.GaugeValue, float64(k.ActiveSoldiers))
+	if lv, ok := healthLevels[k.Health.Health]; ok {
+		ch <- prometheus.MustNewConstMetric(descHealth, prometheus.GaugeValue, lv)
+	}
+	for _, r := range k.Roles {
+		up := 0.0
+		if r.SessionAlive && r.HeartbeatAge >= 0 && r.HeartbeatAge <= s.o.HeartbeatThreshold {
+			up = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descRoleUp, prometheus.GaugeValue, up, r.Name)
+		if r.HeartbeatAge >= 0 {
+			ch <- prometheus.MustNewConstMetric(descRoleAge, prometheus.GaugeValue, r.HeartbeatAge.Seconds(), r.Name)
+		}
+	}
+	for _, p := range readEnginePause(s.l, now) {
+		v := 0.0
+		if p.Active {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descPaused, prometheus.GaugeValue, v, p.Engine)
+	}
+	if res := k.Health.Resources; res != nil && res.Tokens != nil {
+		ch <- prometheus.MustNewConstMetric(descCostToday, prometheus.GaugeValue, res.Tokens.DailyCostUSD)
+	}
+}

@@ -1,0 +1,246 @@
+// Package dashboard is the chamberlain's HTTP face (SPEC §10.16, seed 004's
+// event stream): one embedded page that shows the kingdom at a glance,
+// /api/v1/state (the same data as JSON, schemas/state.json),
+// /api/v1/events (the internal events log as Server-Sent Events, each with a
+// resumable id) and /metrics (Prometheus text format).
+//
+// Drive it with s, err := dashboard.New(opts) — which refuses a listen
+// address outside loopback without a bearer token — then s.Start(ctx),
+// which binds the address and serves until ctx ends. It only reads the
+// runtime tree; it never writes to it.
+package dashboard
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/clock"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/status"
+)
+
+// Defaults of the options left zero.
+const (
+	DefaultMaxClients  = 20
+	DefaultKeepAlive   = 30 * time.Second // seed 004: a heartbeat every 30 s
+	DefaultPoll        = time.Second      // re-read even when inotify said nothing
+	DefaultRecentTasks = 20
+)
+
+// Options configure a Server.
+type Options struct {
+	Layout layout.Layout
+	// Listen is host:port ("127.0.0.1:8765"); port 0 picks a free one.
+	Listen string
+	// Token is the bearer token ("" = none; only allowed on loopback).
+	Token string
+	// TokenEnv names where Token came from, for error messages.
+	TokenEnv string
+	// MaxClients caps concurrent event-stream clients.
+	MaxClients int
+	// KeepAlive is the gap between SSE comment lines on a quiet stream.
+	KeepAlive time.Duration
+	// Poll is how often streams re-check the log without an inotify wake.
+	Poll time.Duration
+	// RecentTasks is how many finished tasks the state shows.
+	RecentTasks int
+	// HeartbeatThreshold: a role whose heartbeat is older is not up.
+	HeartbeatThreshold time.Duration
+	// DailyBudgetUSD is the daily spending budget (nil = none).
+	DailyBudgetUSD *float64
+	Clock          clock.Clock
+	Tmux           status.Lister
+	Log            *slog.Logger
+}
+
+// Server serves the dashboard.
+type Server struct {
+	o       Options
+	l       layout.Layout
+	clk     clock.Clock
+	log     *slog.Logger
+	notify  *notifier
+	metrics *metrics
+	mux     *http.ServeMux
+	tokenH  [32]byte
+
+	follow sync.Once
+
+	mu      sync.Mutex
+	clients int
+	addr    string
+}
+
+// ErrTokenRequired: the listen address is outside loopback and no token is
+// set.
+var ErrTokenRequired = errors.New("a bearer token is required outside loopback")
+
+// CheckListen validates a listen address and whether it needs a token: a
+// loopback host (127.0.0.0/8, ::1, localhost) may go without; any other
+// address, including an empty host (every interface), may not.
+func CheckListen(listen, token, tokenEnv string) error {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return fmt.Errorf("http.listen %q: expected host:port: %w", listen, err)
+	}
+	if port == "" {
+		return fmt.Errorf("http.listen %q: missing port", listen)
+	}
+	if token != "" || IsLoopback(host) {
+		return nil
+	}
+	where := "the environment variable named by http.token_env"
+	if tokenEnv != "" {
+		where = "$" + tokenEnv + " (http.token_env)"
+	}
+	return fmt.Errorf("http.listen %q is not a loopback address: set a bearer token in %s, or listen on 127.0.0.1: %w", listen, where, ErrTokenRequired)
+}
+
+// IsLoopback reports whether host names only this machine.
+func IsLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+// New checks the options and builds the server (nothing is bound yet).
+func New(o Options) (*Server, error) {
+	if err := CheckListen(o.Listen, o.Token, o.TokenEnv); err != nil {
+		return nil, err
+	}
+	if o.MaxClients <= 0 {
+		o.MaxClients = DefaultMaxClients
+	}
+	if o.KeepAlive <= 0 {
+		o.KeepAlive = DefaultKeepAlive
+	}
+	if o.Poll <= 0 {
+		o.Poll = DefaultPoll
+	}
+	if o.RecentTasks <= 0 {
+		o.RecentTasks = DefaultRecentTasks
+	}
+	if o.HeartbeatThreshold <= 0 {
+		o.HeartbeatThreshold = 120 * time.Second
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{o: o, l: o.Layout, clk: o.Clock, log: o.Log, notify: newNotifier()}
+	if o.Token != "" {
+		s.tokenH = sha256.Sum256([]byte(o.Token))
+	}
+	s.metrics = newMetrics(s)
+	s.mux = http.NewServeMux()
+	s.mux.HandleFunc("GET /{$}", s.handlePage)
+	s.mux.HandleFunc("GET /api/v1/state", s.handleState)
+	s.mux.HandleFunc("GET /api/v1/events", s.handleEvents)
+	s.mux.Handle("GET /metrics", s.metrics.handler())
+	return s, nil
+}
+
+// Handler is the whole dashboard behind the token check (for tests and
+// for embedding).
+func (s *Server) Handler() http.Handler { return s.auth(s.mux) }
+
+// Addr is the bound address once Start returned ("" before).
+func (s *Server) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addr
+}
+
+// Start binds the address, then serves in the background until ctx ends.
+// A bind failure is returned at once.
+func (s *Server) Start(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.o.Listen)
+	if err != nil {
+		return fmt.Errorf("dashboard listen %s: %w", s.o.Listen, err)
+	}
+	s.mu.Lock()
+	s.addr = ln.Addr().String()
+	s.mu.Unlock()
+	srv := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	s.Follow(ctx)
+	go func() {
+		<-ctx.Done()
+		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(shut)
+	}()
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("dashboard stopped", "err", err)
+		}
+	}()
+	s.log.Info("dashboard on http://" + s.addr + "/")
+	return nil
+}
+
+// Follow starts the background readers of the events log (the streams'
+// wake-ups and the metrics' counters) until ctx ends. Start calls it; a
+// caller serving Handler itself calls it once.
+func (s *Server) Follow(ctx context.Context) {
+	s.follow.Do(func() {
+		go s.notify.run(ctx, s.l, s.o.Poll, s.log)
+		go s.metrics.follow(ctx)
+	})
+}
+
+// auth requires the bearer token when one is set. HTTP Basic with the
+// token as password is accepted too, so a browser can open the page (it
+// asks once, then sends it with the page's own requests).
+func (s *Server) auth(next http.Handler) http.Handler {
+	if s.o.Token == "" {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.authorized(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Add("WWW-Authenticate", `Bearer realm="kingdom"`)
+		w.Header().Add("WWW-Authenticate", `Basic realm="kingdom"`)
+		http.Error(w, "unauthorized: send Authorization: Bearer <token>", http.StatusUnauthorized)
+	})
+}
+
+func (s *Server) authorized(r *http.Request) bool {
+	h := r.Header.Get("Authorization")
+	var given string
+	if t, ok := cutPrefixFold(h, "Bearer "); ok {
+		given = strings.TrimSpace(t)
+	} else if _, pw, ok := r.BasicAuth(); ok {
+		given = pw
+	} else {
+		return false
+	}
+	// Hashing first makes the compare constant-time in the length too.
+	g := sha256.Sum256([]byte(given))
+	return subtle.ConstantTimeCompare(g[:], s.tokenH[:]) == 1
+}
+
+func cutPrefixFold(s, prefix string) (string, bool) {
+	if len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix) {
+		return s[len(prefix):], true
+	}
+	return "", false
+}

@@ -1,0 +1,119 @@
+// Package proctree finds and kills a process's whole tree (Linux /proc),
+// for cancelling a soldier: its engine runs in its own process group, and
+// anything the agent started below it must go too.
+//
+//	tree := proctree.Descendants(panePID) // collect while the parents live
+//	... kill the tmux session ...
+//	proctree.Kill(tree)
+package proctree
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// Proc is one process of a tree.
+type Proc struct {
+	PID, PGID int
+}
+
+// stat reads the parent pid and process group of pid from /proc/<pid>/stat.
+func stat(pid int) (ppid, pgid int, ok bool) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0, 0, false
+	}
+	// The command name is in parentheses and may contain spaces: fields
+	// start after the last ')'. Then: state ppid pgrp …
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, 0, false
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 3 {
+		return 0, 0, false
+	}
+	ppid, err1 := strconv.Atoi(f[1])
+	pgid, err2 := strconv.Atoi(f[2])
+	return ppid, pgid, err1 == nil && err2 == nil
+}
+
+// Descendants returns root and every process below it, with their process
+// groups, root first.
+func Descendants(root int) []Proc {
+	if root <= 1 {
+		return nil
+	}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	children := map[int][]int{}
+	groups := map[int]int{}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		ppid, pgid, ok := stat(pid)
+		if !ok {
+			continue
+		}
+		children[ppid] = append(children[ppid], pid)
+		groups[pid] = pgid
+	}
+	if _, ok := groups[root]; !ok {
+		return nil
+	}
+	var out []Proc
+	queue := []int{root}
+	seen := map[int]bool{}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		out = append(out, Proc{PID: p, PGID: groups[p]})
+		queue = append(queue, children[p]...)
+	}
+	return out
+}
+
+// Kill sends SIGKILL to every process group of the tree other than the
+// caller's own, then to every process (one that left its group is still
+// found by pid). It never signals pid ≤ 1.
+func Kill(tree []Proc) {
+	self := syscall.Getpgrp()
+	done := map[int]bool{}
+	for _, p := range tree {
+		if p.PGID > 1 && p.PGID != self && !done[p.PGID] {
+			done[p.PGID] = true
+			_ = syscall.Kill(-p.PGID, syscall.SIGKILL)
+		}
+	}
+	for _, p := range tree {
+		if p.PID > 1 && p.PID != os.Getpid() {
+			_ = syscall.Kill(p.PID, syscall.SIGKILL)
+		}
+	}
+}
+
+// Alive reports whether pid still exists (a zombie counts as gone).
+func Alive(pid int) bool {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return false
+	}
+	return s[i+2] != 'Z'
+}

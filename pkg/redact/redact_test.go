@@ -1,0 +1,125 @@
+package redact
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestString_ExactValuesOfEverySecretVariable(t *testing.T) {
+	vals := map[string]string{
+		"GH_TOKEN":          "gh-plain-value-000001",
+		"GITHUB_TOKEN":      "github-plain-value-02",
+		"JIRA_API_TOKEN":    "jira-plain-value-0003",
+		"SLACK_BOT_TOKEN":   "slack-bot-plain-0004",
+		"SLACK_APP_TOKEN":   "slack-app-plain-0005",
+		"SLACK_OTHER_TOKEN": "slack-other-plain-06",
+		"ANTHROPIC_API_KEY": "anthropic-plain-0007",
+		"OPENAI_API_KEY":    "openai-plain-value-08",
+		"MY_DB_PASSWORD":    "db-plain-value-000009",
+	}
+	for k, v := range vals {
+		t.Setenv(k, v)
+	}
+	t.Setenv("NOT_A_SECRET", "ordinary-value-00010")
+	SetExtraNames([]string{"MY_DB_PASSWORD"})
+	defer SetExtraNames(nil)
+	var in strings.Builder
+	for _, v := range vals {
+		in.WriteString("a " + v + " b\n")
+	}
+	in.WriteString("ordinary-value-00010\n")
+	got := String(in.String())
+	for k, v := range vals {
+		if strings.Contains(got, v) {
+			t.Errorf("%s's value survived: %q", k, got)
+		}
+	}
+	if !strings.Contains(got, "ordinary-value-00010") {
+		t.Errorf("a variable that is no secret was redacted: %q", got)
+	}
+	if n := strings.Count(got, Marker); n != len(vals) {
+		t.Errorf("markers = %d, want %d: %q", n, len(vals), got)
+	}
+}
+
+func TestString_TokenShapes(t *testing.T) {
+	for _, s := range []string{
+		"xoxb-1234-5678-abcdef", "xapp-1-A0-123-abc", "ghp_abcdefghijklmnopqrstuvwxyz0123",
+		"github_pat_abcdefghijklmnopqrstuvwxyz", "sk-ant-api03-abcdefghijklmnop", "sk-proj-abcdefghijklmnopqrstuvwxyz",
+		"Authorization: Bearer abc.def.ghi", "https://x.invalid/?token=s3cr3tvalue&x=1",
+	} {
+		if got := String("x " + s + " y"); strings.Contains(got, s) || !strings.Contains(got, Marker) {
+			t.Errorf("String(%q) = %q", s, got)
+		}
+	}
+	// Ordinary ids stay readable.
+	for _, s := range []string{"msg-task-20261121-001-question-and-more", "task-20261121-001", "the basic idea"} {
+		if got := String(s); got != s {
+			t.Errorf("String(%q) = %q, want it unchanged", s, got)
+		}
+	}
+}
+
+func TestWriter_CatchesASecretSplitAcrossWrites(t *testing.T) {
+	t.Setenv("GH_TOKEN", "split-secret-value-42")
+	var out bytes.Buffer
+	w := NewWriter(&out)
+	w.Write([]byte(`{"env":"split-sec`))
+	w.Write([]byte("ret-value-42\"}\nnext line "))
+	w.Write([]byte("split-secret-value-42"))
+	if strings.Contains(out.String(), "next line") {
+		t.Errorf("a partial line was written before its end: %q", out.String())
+	}
+	w.Close()
+	if got := out.String(); strings.Contains(got, "split-secret-value-42") || strings.Count(got, Marker) != 2 {
+		t.Errorf("written %q", got)
+	}
+}
+
+func TestCleanEnv_DropsSecretVariables(t *testing.T) {
+	SetExtraNames([]string{"MY_DB_PASSWORD"})
+	defer SetExtraNames(nil)
+	got := CleanEnv([]string{"PATH=/bin", "GH_TOKEN=x", "SLACK_BOT_TOKEN=y", "JIRA_API_TOKEN=z", "MY_DB_PASSWORD=w", "HOME=/root", "SLACK_DEFAULT_CHANNEL=C1"})
+	if strings.Join(got, " ") != "PATH=/bin HOME=/root SLACK_DEFAULT_CHANNEL=C1" {
+		t.Errorf("CleanEnv = %v", got)
+	}
+}
+
+func TestJSON_KeepsNumbersAndRedactsStrings(t *testing.T) {
+	t.Setenv("GH_TOKEN", "json-secret-value-77")
+	got := string(JSON([]byte(`{"n": 12345678901234567890, "s": "x json-secret-value-77 y", "l": ["json-secret-value-77"]}` + "\n")))
+	if strings.Contains(got, "json-secret-value-77") || !strings.Contains(got, "12345678901234567890") || !strings.HasSuffix(got, "}\n") {
+		t.Errorf("JSON = %s", got)
+	}
+}
+
+// FuzzString: whatever surrounds a secret value, it never survives, and
+// valid UTF-8 stays valid.
+func FuzzString(f *testing.F) {
+	f.Add("before ", "after", []byte("a-secret-value"))
+	f.Add("token=", "&x=1", []byte("ghp_000000000000000000000"))
+	f.Add("", "", []byte("xxxxxx"))
+	f.Add("ééé", "\x00\n", []byte("aaaaaaaaaaaaaaaa"))
+	f.Fuzz(func(t *testing.T, pre, post string, raw []byte) {
+		// Secrets are tokens: letters, digits, - and _.
+		const alpha = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_"
+		sec := make([]byte, 0, len(raw))
+		for _, c := range raw {
+			sec = append(sec, alpha[int(c)%len(alpha)])
+		}
+		if len(sec) < MinValueLen || len(sec) > 200 || strings.Contains(Marker, string(sec)) {
+			return // a "secret" inside the marker itself cannot be told apart
+		}
+		t.Setenv("GH_TOKEN", string(sec))
+		in := pre + string(sec) + post
+		got := String(in)
+		if strings.Contains(got, string(sec)) {
+			t.Fatalf("String(%q) = %q keeps the secret", in, got)
+		}
+		if utf8.ValidString(in) && !utf8.ValidString(got) {
+			t.Fatalf("String(%q) = %q is not valid UTF-8", in, got)
+		}
+	})
+}

@@ -1,0 +1,32 @@
+package soldier
+
+import (
+	"io"
+	"os"
+
+	"github.com/kingdom-dev/kingdom/pkg/redact"
+)
+
+// This file holds the soldier's share of issue #13: what the agent prints
+// and returns passes the one redactor (SPEC §10.14) before it reaches disk,
+// and the agent's staging file does not outlive its publication.
+
+// redactedLog wraps a session-log file (logs/sessions/<soldier>.json|.err)
+// so every line is redacted; the returned close flushes a last partial line.
+func redactedLog(f *os.File) (io.Writer, func() error) {
+	w := redact.NewWriter(f)
+	return w, w.Close
+}
+
+// redactRaw redacts every string of a raw result before it is published.
+func redactRaw(raw map[string]any) map[string]any {
+	redact.Value(raw)
+	return raw
+}
+
+// removeStaging deletes the agent's staging result once the raw result
+// holds it (issue #13 item 9): it was written with the agent's umask and
+// would otherwise stay forever.
+func removeStaging(path string) {
+	_ = os.Remove(path)
+}

@@ -1,0 +1,134 @@
+package start
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/control"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/queue"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
+)
+
+// TaskRow is one line of `start tasks` (and one object of --json).
+type TaskRow struct {
+	ID      string `json:"id"`
+	State   string `json:"state"` // pending | in_progress | completed | rejected
+	Status  string `json:"status"`
+	General string `json:"general"`
+	Type    string `json:"type"`
+	// Attempt is retry_count + 1.
+	Attempt    int      `json:"attempt"`
+	CreatedAt  string   `json:"created_at"`
+	AgeSeconds int64    `json:"age_seconds"`
+	CostUSD    *float64 `json:"cost_usd"` // from the final result, when the engine reported it
+	Reason     string   `json:"error_reason,omitempty"`
+	NotBefore  string   `json:"not_before,omitempty"`
+}
+
+// RecentWindow is how far back `start tasks` lists finished tasks (all of
+// them with --all).
+const RecentWindow = 24 * time.Hour
+
+// ListTasks reads every task in pending/ and in_progress/, and the finished
+// ones created within window (0: all), oldest first.
+func ListTasks(l layout.Layout, now time.Time, window time.Duration) ([]TaskRow, error) {
+	q := queue.New(l, layout.QTasks, nil)
+	var rows []TaskRow
+	for _, st := range []string{layout.Pending, layout.InProgress, layout.Completed, layout.Rejected} {
+		es, err := q.List(st)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range es {
+			var t schema.Task
+			if e.Decode(&t) != nil || t.ID == "" {
+				continue
+			}
+			created, _ := schema.ParseTime(t.CreatedAt)
+			finished := st == layout.Completed || st == layout.Rejected
+			if finished && window > 0 && !created.IsZero() && now.Sub(created) > window {
+				continue
+			}
+			r := TaskRow{ID: t.ID, State: st, Status: t.Status, General: t.TargetGeneral, Type: t.Type,
+				Attempt: t.RetryCount + 1, CreatedAt: t.CreatedAt, NotBefore: t.NotBefore}
+			if !created.IsZero() {
+				r.AgeSeconds = int64(now.Sub(created).Seconds())
+			}
+			r.CostUSD, r.Reason = resultFacts(l, t.ID)
+			if rec := control.ReadCancelled(l, t.ID); rec != nil && r.Reason == "" && finished {
+				r.Reason = schema.ReasonCancelled
+			}
+			rows = append(rows, r)
+		}
+	}
+	sort.SliceStable(rows, func(i, j int) bool {
+		if rows[i].CreatedAt != rows[j].CreatedAt {
+			return rows[i].CreatedAt < rows[j].CreatedAt
+		}
+		return rows[i].ID < rows[j].ID
+	})
+	return rows, nil
+}
+
+// resultFacts reads cost_usd and error_reason from a task's final result.
+func resultFacts(l layout.Layout, task string) (*float64, string) {
+	b, err := queue.ReadLimited(l.ResultFinal(task), queue.DefaultMaxSize)
+	if err != nil {
+		return nil, ""
+	}
+	var r struct {
+		CostUSD     *float64 `json:"cost_usd"`
+		ErrorReason string   `json:"error_reason"`
+	}
+	if json.Unmarshal(b, &r) != nil {
+		return nil, ""
+	}
+	return r.CostUSD, r.ErrorReason
+}
+
+// PrintTasks writes the rows as a table.
+func PrintTasks(w io.Writer, rows []TaskRow, paused *control.Pause) error {
+	if paused != nil {
+		fmt.Fprintf(w, "PAUSED since %s by %s: no new task starts (`start resume`)\n\n", paused.Since, paused.By)
+	}
+	if len(rows) == 0 {
+		_, err := fmt.Fprintln(w, "no tasks")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TASK\tSTATE\tGENERAL\tTYPE\tATTEMPT\tAGE\tCOST\tOUTCOME")
+	for _, r := range rows {
+		cost := "-"
+		if r.CostUSD != nil {
+			cost = fmt.Sprintf("$%.2f", *r.CostUSD)
+		}
+		outcome := r.Status
+		if r.Reason != "" {
+			outcome += " (" + r.Reason + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.ID, r.State, r.General, r.Type, r.Attempt,
+			(time.Duration(r.AgeSeconds) * time.Second).String(), cost, outcome)
+	}
+	return tw.Flush()
+}
+
+// Operator names who made a control request: $SUDO_USER or $USER, @host.
+func Operator() string {
+	u := os.Getenv("SUDO_USER")
+	if u == "" {
+		u = os.Getenv("USER")
+	}
+	if u == "" {
+		u = "operator"
+	}
+	if h, err := os.Hostname(); err == nil && h != "" {
+		u += "@" + h
+	}
+	return u
+}

@@ -1,0 +1,109 @@
+// Package status reads the one-screen state of an installation without
+// changing anything: every role's tmux session, heartbeat age and leader
+// pid, the queue depths, the registered soldiers and the health snapshot.
+// `start status` prints it; the chamberlain's dashboard serves it.
+//
+// Drive it with status.Read(ctx, l, tmuxClient, now).
+package status
+
+import (
+	"context"
+	"os"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/health"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/lockfile"
+	"github.com/kingdom-dev/kingdom/pkg/queue"
+	"github.com/kingdom-dev/kingdom/pkg/sessions"
+	"github.com/kingdom-dev/kingdom/pkg/tmux"
+)
+
+// CoreRoles are the always-on roles besides the generals.
+var CoreRoles = []string{layout.RoleSentinel, layout.RoleKing, layout.RoleEnvoy, layout.RoleChamberlain}
+
+// QueueKinds are the three queues, in display order.
+var QueueKinds = []string{layout.QEvents, layout.QTasks, layout.QMessages}
+
+// Lister lists the live tmux sessions (tmux.Client does).
+type Lister interface {
+	List(ctx context.Context) ([]tmux.Session, error)
+}
+
+// Role is one role's row.
+type Role struct {
+	Name         string
+	SessionAlive bool
+	HeartbeatAge time.Duration // -1 when no heartbeat yet
+	LeaderPID    int           // 0 when nobody holds the lock
+}
+
+// Kingdom is the one-screen state of an installation.
+type Kingdom struct {
+	StartPID       int
+	Roles          []Role
+	Queues         map[string]map[string]int // kind → state → count
+	Soldiers       []sessions.Entry          // registered soldiers (sessions.json)
+	ActiveSoldiers int
+	Health         health.Snapshot
+	HealthErr      error
+}
+
+// RoleNames are the core roles followed by every installed general's name
+// (the valid manifests, even beside a broken file).
+func RoleNames(l layout.Layout) []string {
+	names := append([]string{}, CoreRoles...)
+	ms, _ := config.LoadManifests(l.GeneralsConfigDir())
+	for _, m := range ms {
+		names = append(names, m.Name)
+	}
+	return names
+}
+
+// Read gathers the state without changing anything. Only a failing tmux
+// listing is an error; everything else that cannot be read shows as absent.
+func Read(ctx context.Context, l layout.Layout, tc Lister, now time.Time) (*Kingdom, error) {
+	st := &Kingdom{Queues: map[string]map[string]int{}}
+	if held, pid := lockfile.Held(l.LeaderLock(layout.RoleStart)); held {
+		st.StartPID = pid
+	}
+	live, err := tc.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	alive := map[string]bool{}
+	for _, s := range live {
+		alive[s.Name] = true
+	}
+	for _, n := range RoleNames(l) {
+		rs := Role{Name: n, SessionAlive: alive[n], HeartbeatAge: -1}
+		if fi, err := os.Stat(l.Heartbeat(n)); err == nil {
+			rs.HeartbeatAge = now.Sub(fi.ModTime())
+		}
+		if held, pid := lockfile.Held(l.LeaderLock(n)); held {
+			rs.LeaderPID = pid
+		}
+		st.Roles = append(st.Roles, rs)
+	}
+	st.Queues = QueueDepths(l)
+	if es, err := sessions.New(l).List(); err == nil {
+		st.Soldiers = es
+		st.ActiveSoldiers = len(es)
+	}
+	st.Health, st.HealthErr = health.Read(l.Resources(), now)
+	return st, nil
+}
+
+// QueueDepths counts the files in every state of every queue.
+func QueueDepths(l layout.Layout) map[string]map[string]int {
+	out := map[string]map[string]int{}
+	for _, kind := range QueueKinds {
+		q := queue.New(l, kind, nil)
+		out[kind] = map[string]int{}
+		for _, s := range layout.QueueStates[kind] {
+			out[kind][s] = q.Count(s)
+		}
+	}
+	return out
+}
