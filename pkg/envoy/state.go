@@ -94,11 +94,19 @@ func (s *State) liveConversation(channel, threadTS string, now time.Time) (Conve
 // store loads and saves State. Every change is a read-modify-write of the
 // files under one mutex, so the socket goroutine and the tick never lose
 // each other's updates, and the files on disk are always the truth.
+//
+// Only the envoy (its single leader) writes these files, so the state is
+// read from disk once and then kept in memory (issue #17: no re-read and
+// re-parse of every file for every message); writes still go to disk at
+// once, atomically, for each file whose content changed.
 type store struct {
 	mu    sync.Mutex
 	l     layout.Layout
 	log   *slog.Logger
 	files []stateFile
+
+	cached *State
+	raw    [][]byte // each file's bytes as last read or written
 }
 
 type stateFile struct {
@@ -161,7 +169,7 @@ func (st *store) load() (*State, [][]byte, error) {
 func (st *store) view(fn func(*State)) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	s, _, err := st.load()
+	s, _, err := st.current()
 	if err != nil {
 		return err
 	}
@@ -169,16 +177,30 @@ func (st *store) view(fn func(*State)) error {
 	return nil
 }
 
+// current returns the in-memory state, loading it on first use.
+func (st *store) current() (*State, [][]byte, error) {
+	if st.cached == nil {
+		s, raw, err := st.load()
+		if err != nil {
+			return nil, nil, err
+		}
+		st.cached, st.raw = s, raw
+	}
+	return st.cached, st.raw, nil
+}
+
 // update runs fn on the current state and writes back (atomically, 0600)
 // every file whose content changed.
 func (st *store) update(fn func(*State) error) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	s, raw, err := st.load()
+	s, raw, err := st.current()
 	if err != nil {
 		return err
 	}
 	if err := fn(s); err != nil {
+		// fn may have changed the state half-way: the disk is the truth.
+		st.cached = nil
 		return err
 	}
 	for i, f := range st.files {
@@ -194,8 +216,10 @@ func (st *store) update(fn func(*State) error) error {
 			continue
 		}
 		if err := atomicfile.WriteFile(f.path, b, 0o600); err != nil {
+			st.cached = nil // memory ran ahead of the disk: reload next time
 			return err
 		}
+		raw[i] = b
 	}
 	return nil
 }
