@@ -107,6 +107,12 @@ type store struct {
 
 	cached *State
 	raw    [][]byte // each file's bytes as last read or written
+
+	// The delivery journal (journal.go): deliveries recorded since the
+	// files were last written, and those a restart must replay.
+	journal *os.File
+	dirty   bool
+	replay  []journalEntry
 }
 
 type stateFile struct {
@@ -162,6 +168,14 @@ func (st *store) load() (*State, [][]byte, error) {
 	if s.Deliveries == nil {
 		s.Deliveries = map[string]Delivery{}
 	}
+	entries, err := st.readJournal()
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, je := range entries {
+		s.Deliveries[je.ID] = je.D
+	}
+	st.replay = append(st.replay, entries...)
 	return s, raw, nil
 }
 
@@ -203,6 +217,12 @@ func (st *store) update(fn func(*State) error) error {
 		st.cached = nil
 		return err
 	}
+	return st.writeChanged(s, raw)
+}
+
+// writeChanged writes (atomically, 0600) every file whose content changed,
+// then empties the delivery journal: the files now hold all it recorded.
+func (st *store) writeChanged(s *State, raw [][]byte) error {
 	for i, f := range st.files {
 		b, err := json.MarshalIndent(f.get(s), "", "  ")
 		if err != nil {
@@ -221,5 +241,5 @@ func (st *store) update(fn func(*State) error) error {
 		}
 		raw[i] = b
 	}
-	return nil
+	return st.truncateJournal()
 }
