@@ -208,7 +208,7 @@ func TestLoad_ErrorsNameFileLineAndKey(t *testing.T) {
 		{"hour out of range", ChamberlainFile, "report:\n  hour: 24\n",
 			[]string{":2: report.hour: expected an integer from 0 to 23, got 24"}},
 		{"thresholds out of order", ChamberlainFile, "thresholds:\n  cpu_yellow: 85\n",
-			[]string{":1: thresholds.cpu_orange: expected more than cpu_yellow (85), got 80"}},
+			[]string{":1: thresholds.cpu_orange: expected at least cpu_yellow (85), got 80"}},
 		{"command engine needs argv", SystemFile, "runtime:\n  engine: command\n",
 			[]string{"runtime.command.argv: expected a non-empty list when runtime.engine is command"}},
 		{"unknown placeholder", SystemFile, "runtime:\n  command:\n    argv: [x, \"{prompt}\"]\n",
