@@ -44,7 +44,7 @@ func TestRealEngines_ClaudeAsDedicatedUser(t *testing.T) {
 	}
 	// The user must reach the CLI; a checkout under a private home is not
 	// reachable, so the binary is copied out then.
-	if err := asUser(cli, "--version").Run(); err != nil {
+	if err := asUser("test", "-x", cli).Run(); err != nil {
 		cli = copyExecutable(t, cli, filepath.Join(root, "claude"))
 	}
 	spawn := copyExecutable(t, filepath.Join(binDir, "soldier-spawn"), filepath.Join(root, "soldier-spawn"))
