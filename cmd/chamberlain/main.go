@@ -50,7 +50,7 @@ func loadConfig(l layout.Layout) (chamberlain.Config, error) {
 	if err != nil {
 		return chamberlain.Config{}, &app.ConfigError{Err: err}
 	}
-	return chamberlain.Config{Chamberlain: c, MaxSoldiers: k.Concurrency.MaxSoldiers, WatchdogInterval: s.WatchdogInterval()}, nil
+	return chamberlain.Config{Chamberlain: c, MaxSoldiers: k.Concurrency.MaxSoldiers, WatchdogInterval: s.WatchdogInterval(), Budget: k.Budget}, nil
 }
 
 func run(ctx context.Context, cmd *cli.Command) error {
@@ -123,6 +123,9 @@ func once(ctx context.Context, cmd *cli.Command) error {
 	}
 	if held {
 		deps.Log = slog.New(slog.DiscardHandler) // a reader writes nothing, not even logs
+		// The daemon's fresh sample answers at once (no 1 s CPU window).
+		deps.Metrics = &chamberlain.DaemonMetrics{Sys: chamberlain.NewSystemMetrics(l.Base),
+			ResourcesPath: l.Resources(), MaxAge: 2 * cfg.Chamberlain.MonitoringInterval(), Clock: env.Clock}
 		rep, tickErr = chamberlain.Check(ctx, l, cfg, deps)
 	} else {
 		defer leader.Release()

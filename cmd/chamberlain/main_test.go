@@ -151,3 +151,34 @@ func TestOnce_CannotEvaluateExits3(t *testing.T) {
 		t.Fatalf("bad manifest: exit %d, want 3", code)
 	}
 }
+
+// Beside a daemon, --once takes CPU from the daemon's fresh resources.json
+// instead of sampling a window of its own (SPEC §9.26, issue #15).
+func TestOnce_BesideDaemonUsesTheDaemonsFreshCPUSample(t *testing.T) {
+	l := setup(t)
+	doc := fmt.Sprintf(`{"timestamp":%q,"system":{"cpu_percent":73.5,"memory_percent":1,"disk_percent":1,"load_average":[0,0,0]},"sessions":{"soldiers_active":0,"soldiers_max":4,"list":[]},"health":"yellow"}`,
+		schema.FormatTime(time.Now().Add(-5*time.Second)))
+	if err := os.WriteFile(l.Resources(), []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	leader, err := lockfile.TryLeader(l.LeaderLock(layout.RoleChamberlain))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer leader.Release()
+	out, code := runOnce(t, "--base-dir", l.Base, "--once", "--json")
+	if code > 2 {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+	var got struct {
+		System struct {
+			CPU float64 `json:"cpu_percent"`
+		} `json:"system"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if got.System.CPU != 73.5 {
+		t.Errorf("cpu_percent = %v, want the daemon's 73.5", got.System.CPU)
+	}
+}

@@ -113,9 +113,18 @@ func CreateNoReplace(path string, data []byte, perm os.FileMode) error {
 // RenameNoReplace renames oldPath to newPath unless newPath exists (then
 // ErrExists). A missing oldPath returns an error satisfying fs.ErrNotExist.
 func RenameNoReplace(oldPath, newPath string) error {
+	if err := renameNoReplace(oldPath, newPath); err != nil {
+		return err
+	}
+	syncDir(filepath.Dir(newPath))
+	return nil
+}
+
+// renameNoReplace is RenameNoReplace without the directory fsync (Group
+// syncs each directory once per commit).
+func renameNoReplace(oldPath, newPath string) error {
 	err := unix.Renameat2(unix.AT_FDCWD, oldPath, unix.AT_FDCWD, newPath, unix.RENAME_NOREPLACE)
 	if err == nil {
-		syncDir(filepath.Dir(newPath))
 		return nil
 	}
 	switch {

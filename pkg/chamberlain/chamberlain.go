@@ -55,6 +55,8 @@ type Config struct {
 	// WatchdogInterval is system.yaml watchdog.interval_seconds: how long
 	// start takes to relaunch a missing session.
 	WatchdogInterval time.Duration
+	// Budget is king.yaml's budget block (SPEC §10.7).
+	Budget config.KingBudget
 }
 
 // Deps are the chamberlain's connections to the world.
@@ -219,6 +221,7 @@ func (r *Role) Tick(ctx context.Context) error {
 	if err := r.consume(); err != nil {
 		errs = append(errs, err)
 	}
+	r.recordDaily(rep.Money)
 	if r.mode == ModeDaemon {
 		if err := r.act(ctx, rep, now); err != nil {
 			// Alerts and recovery failing must not hide the rest; logged,

@@ -94,6 +94,18 @@ func (rep *Report) Table(w io.Writer) error {
 	if rep.TokenErr != nil {
 		p("  (%v)", rep.TokenErr)
 	}
+	if m := rep.Money; m != nil {
+		p("\nBUDGET\t%s", m.Budget.Describe())
+		switch {
+		case m.Budget.Exceeded:
+			p("  — used up: no new task starts today")
+		case m.Budget.Warning:
+			p("  — over 80%%")
+		}
+		for _, eng := range sortedKeys(m.Pauses) {
+			p("\nPAUSED\tengine %s until %s (%s)", eng, fmtLocal(m.Pauses[eng].Until), truncateText(m.Pauses[eng].Reason, 120))
+		}
+	}
 	p("\n\nQUEUE\tSTATE\tFILES\n")
 	for _, q := range rep.Queues {
 		p("%s\t%s\t%d\n", q.Queue, q.State, q.Count)

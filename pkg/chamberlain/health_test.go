@@ -51,7 +51,7 @@ func TestTick_WritesResourcesAndHealthTransitions(t *testing.T) {
 	if err := json.Unmarshal(b, &res); err != nil {
 		t.Fatal(err)
 	}
-	if res.Health != Green || res.System.CPUPercent != 60 || res.Sessions.SoldiersMax != 3 || res.Tokens == nil || res.Tokens.Status != TokenUnknown {
+	if res.Health != Green || res.System.CPUPercent != 60 || res.Sessions.SoldiersMax != 3 || res.Tokens == nil || res.Tokens.Status != TokenOK { // from the cost ledger (SPEC §10.6): nothing spent yet is ok, not unknown
 		t.Fatalf("resources = %+v", res)
 	}
 	if n := len(e.events("system.health_changed")); n != 0 {

@@ -102,7 +102,11 @@ func (m *SystemMetrics) Sample(ctx context.Context) (Sample, error) {
 	}
 	s.CPU = busyPercent(*m.prev, now)
 	m.prev = &now
+	return m.rest(ctx, s)
+}
 
+// rest reads memory, disk and load into s (cheap: no window).
+func (m *SystemMetrics) rest(ctx context.Context, s Sample) (Sample, error) {
 	vm, err := mem.VirtualMemoryWithContext(ctx)
 	if err != nil {
 		return s, fmt.Errorf("read memory: %w", err)

@@ -67,6 +67,9 @@ type Report struct {
 	Tokens   Tokens
 	TokenErr error
 
+	// Money is today's spend, budget and engine pauses (money.go).
+	Money *Money
+
 	Queues []QueueDepth
 	Errors []string // things that could not be read
 	// ConfigErr is set when the installed manifests do not load: the roles
@@ -99,6 +102,7 @@ func (r *Role) observe(ctx context.Context, now time.Time) (*Report, error) {
 		errs = append(errs, err)
 	}
 	r.observeRoles(now, rep)
+	r.observeMoney(now, rep)
 	r.observeTokens(now, rep)
 	for _, q := range []struct{ kind, state string }{
 		{layout.QEvents, layout.Pending}, {layout.QEvents, layout.Petitioning}, {layout.QEvents, layout.Dispatched},
@@ -131,6 +135,13 @@ func (r *Role) observe(ctx context.Context, now time.Time) (*Report, error) {
 		}
 		tk := rep.Tokens
 		res.Tokens = &tk
+		if m := rep.Money; m != nil {
+			b := m.Budget
+			res.Budget = &b
+			if len(m.Pauses) > 0 {
+				res.EnginePauses = m.Pauses
+			}
+		}
 		rep.Resources = res
 	}
 	return rep, errors.Join(errs...)
@@ -283,7 +294,7 @@ func (r *Role) observeRoles(now time.Time, rep *Report) {
 // (each call outside the daemon).
 func (r *Role) observeTokens(now time.Time, rep *Report) {
 	if r.mode != ModeDaemon || r.lastTokens.IsZero() || now.Sub(r.lastTokens) >= r.c.TokenMonitoringInterval() || now.Before(r.lastTokens) {
-		r.tokens, r.tokenErr = ReadTokens(r.c.StatsPath(), localDate(now), r.c)
+		r.tokens, r.tokenErr = r.ledgerTokens(now, rep.Money)
 		r.lastTokens = now
 	}
 	rep.Tokens, rep.TokenErr = r.tokens, r.tokenErr

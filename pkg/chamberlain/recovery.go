@@ -61,6 +61,7 @@ func (r *Role) act(ctx context.Context, rep *Report, now time.Time) error {
 	if err := al.evaluate(now, kinds, conds); err != nil {
 		errs = append(errs, err.Error())
 	}
+	errs = append(errs, r.moneyAlerts(rep, now)...)
 	// Persist what was sent at once, not at the end of the tick: alert ids
 	// carry the send time, so a crash before the save would re-send them
 	// under new ids after a restart.

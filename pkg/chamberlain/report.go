@@ -12,6 +12,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/spend"
 )
 
 // DailyReport is seed 001's daily_report document
@@ -25,6 +26,8 @@ type DailyReport struct {
 	Tasks              ReportTasks        `json:"tasks"`
 	Soldiers           ReportSoldiers     `json:"soldiers"`
 	AvgDurationSeconds map[string]float64 `json:"avg_duration_seconds"`
+	// Spend is the day's cost ledger totals (SPEC §10.6).
+	Spend *spend.Summary `json:"spend,omitempty"`
 }
 
 // ReportTasks counts task outcomes.
@@ -57,6 +60,10 @@ func (r *Role) dailyReport(now time.Time) error {
 		if n > 0 {
 			doc.AvgDurationSeconds[g] = round1(acc.DurSum[g] / float64(n))
 		}
+	}
+	if d, err := spend.Load(r.l.SpendDay(doc.Date), doc.Date); err == nil {
+		s := d.Summary()
+		doc.Spend = &s
 	}
 	ymd := local.Format("20060102")
 	if err := atomicfile.WriteJSON(r.l.DailyReport(ymd), doc); err != nil {
@@ -92,6 +99,12 @@ func reportText(d DailyReport) string {
 			b.WriteString("; average duration")
 		}
 		fmt.Fprintf(&b, " %s %s", g, (time.Duration(d.AvgDurationSeconds[g]) * time.Second).String())
+	}
+	if s := d.Spend; s != nil {
+		fmt.Fprintf(&b, "; spent $%.2f, %d tokens over %d attempts", s.Totals.CostUSD, s.Totals.Tokens, s.Totals.Attempts)
+		for _, g := range sortedKeys(s.Generals) {
+			fmt.Fprintf(&b, " (%s $%.2f)", g, s.Generals[g].CostUSD)
+		}
 	}
 	return b.String()
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/spend"
 )
 
 // AnomalyState is state/chamberlain/anomaly-state.json: what the event
@@ -99,6 +100,9 @@ type Stats struct {
 	Generals     map[string]*GeneralStats `json:"generals"`
 	Events       int64                    `json:"events_consumed"`
 	CorruptLines int64                    `json:"corrupt_lines"`
+	// Daily is each host-local day's spend from the king's cost ledger,
+	// overall and per general and engine (SPEC §10.6), the last 31 days.
+	Daily map[string]spend.Summary `json:"daily,omitempty"`
 }
 
 // StatsTotals are seed 000's counters.

@@ -179,7 +179,7 @@ func ascending(p *problems, section string, names []string, vals []float64) {
 	}
 }
 
-func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 
 // MonitoringInterval is the chamberlain's tick.
 func (c *Chamberlain) MonitoringInterval() time.Duration {

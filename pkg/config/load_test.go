@@ -188,7 +188,7 @@ func TestLoad_ErrorsNameFileLineAndKey(t *testing.T) {
 		{"list element", SystemFile, "runtime:\n  env_passthrough:\n    - PATH\n    - {a: b}\n",
 			[]string{":4: runtime.env_passthrough[1]: expected a string, got a mapping"}},
 		{"unknown top-level key", KingFile, "retyr:\n  max_attempts: 1\n",
-			[]string{":1: retyr: unknown key (known: slack, retry, concurrency, petition, schedules, intervals)"}},
+			[]string{":1: retyr: unknown key (known: slack, retry, concurrency, petition, schedules, intervals, budget)"}},
 		{"unknown nested key", ChamberlainFile, "thresholds:\n  cpu_yelow: 50\n",
 			[]string{":2: thresholds.cpu_yelow: unknown key (known: cpu_yellow,"}},
 		{"unknown watcher", SentinelFile, "polling:\n  inbox: {}\n  gihub:\n    interval_seconds: 5\n",

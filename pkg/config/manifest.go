@@ -37,6 +37,8 @@ type Manifest struct {
 	Schedules        []Schedule     `yaml:"schedules"`
 	Instructions     string         `yaml:"instructions"` // added to the workspace's CLAUDE.md/AGENTS.md
 	Memory           ManifestMemory `yaml:"memory"`
+	// BudgetUSD overrides king.yaml budget.task_usd for this general's tasks.
+	BudgetUSD *float64 `yaml:"budget_usd" check:"min=0,max=100000"`
 
 	// File is the path the manifest was loaded from; empty when built in code.
 	File string `yaml:"-"`

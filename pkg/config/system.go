@@ -43,6 +43,10 @@ type Runtime struct {
 	// SecretEnv names more variables whose values are secrets: the one
 	// redactor matches their values exactly, like GH_TOKEN's (SPEC §10.14).
 	SecretEnv []string `yaml:"secret_env"`
+
+	// UsageLimitFallbackMinutes is how long an engine is paused after a
+	// usage limit whose reset time it did not name (SPEC §10.8).
+	UsageLimitFallbackMinutes int `yaml:"usage_limit_fallback_minutes" check:"min=1,max=10080"`
 }
 
 // ClaudeEngine runs `claude -p` (SPEC §9.16).
@@ -99,7 +103,8 @@ func DefaultSystem() *System {
 				"PATH", "HOME", "LANG", "TZ",
 				"GH_TOKEN", "GITHUB_TOKEN", "ANTHROPIC_API_KEY", "OPENAI_API_KEY",
 			},
-			SecretEnv: []string{},
+			SecretEnv:                 []string{},
+			UsageLimitFallbackMinutes: 60,
 		},
 		Git: Git{CloneURL: "https://github.com/{repo}.git"},
 		Watchdog: Watchdog{
@@ -178,3 +183,8 @@ func (s *System) CrashLoopWindow() time.Duration { return minutes(s.Watchdog.Cra
 
 // StopGrace is how long a role gets after SIGTERM before it is killed.
 func (s *System) StopGrace() time.Duration { return seconds(s.Watchdog.StopGraceSeconds) }
+
+// UsageLimitFallback is the pause after a usage limit without a reset time.
+func (s *System) UsageLimitFallback() time.Duration {
+	return minutes(s.Runtime.UsageLimitFallbackMinutes)
+}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
 )
 
@@ -143,7 +144,7 @@ func TestMetrics_ParseAndMoveWithATask(t *testing.T) {
 	l := newBase(t)
 	_, url := startServer(t, Options{Layout: l})
 	q := queue.New(l, layout.QEvents, nil)
-	q.Put(layout.Pending, "evt-1", map[string]any{"id": "evt-1"})
+	q.Put(layout.Pending, "evt-1", validEvent("evt-1"))
 	os.WriteFile(l.Resources(), []byte(`{"timestamp":"`+time.Now().UTC().Format(time.RFC3339)+`","system":{"cpu_percent":10,"memory_percent":10,"disk_percent":10,"load_average":[0,0,0]},"sessions":{"soldiers_active":0,"soldiers_max":3,"list":[]},"health":"yellow"}`), 0o600)
 
 	before := scrape(t, url)
@@ -196,11 +197,12 @@ func TestState_ShowsTasksSoldiersAndOutsideTextVerbatim(t *testing.T) {
 	now := time.Now()
 	tasks := queue.New(l, layout.QTasks, nil)
 	xss := `<img src=x onerror=alert(1)>`
-	tasks.Put(layout.Completed, "task-20261124-001", map[string]any{"id": "task-20261124-001", "target_general": "gen-pr",
-		"type": "github.pr.review_requested", "payload": map[string]any{"subject_title": xss}, "status": "completed"})
+	tasks.Put(layout.Completed, "task-20261124-001", validTask("task-20261124-001", "github.pr.review_requested",
+		map[string]any{"subject_title": xss}, "completed"))
 	os.WriteFile(l.ResultFinal("task-20261124-001"), []byte(`{"task_id":"task-20261124-001","status":"failed","summary":"<b>bold</b>","error":"boom","error_reason":"AgentFailed","general":"gen-pr","duration_seconds":7.5,"completed_at":"2026-11-24T10:00:00Z","retry_count":0,"cost_usd":1.5}`), 0o600)
-	tasks.Put(layout.InProgress, "task-20261124-002", map[string]any{"id": "task-20261124-002", "target_general": "gen-pr",
-		"type": "demo", "payload": map[string]any{"text": "deploy"}, "status": "in_progress", "cost_usd": 0.1})
+	running := validTask("task-20261124-002", "demo", map[string]any{"text": "deploy"}, "in_progress")
+	running["cost_usd"] = 0.1 // spent by earlier attempts
+	tasks.Put(layout.InProgress, "task-20261124-002", running)
 	sessions.New(l).Add(sessions.Entry{ID: "soldier-1-a", TaskID: "task-20261124-002", General: "gen-pr", StartedAt: now.Add(-90 * time.Second)})
 	sessions.New(l).Add(sessions.Entry{ID: "soldier-1-b", TaskID: "../../etc/passwd", General: "gen-pr", StartedAt: now})
 	os.MkdirAll(filepath.Join(l.StateDir(), "king"), 0o700)
@@ -260,4 +262,19 @@ func TestPage_IsServedWithoutOutsideSources(t *testing.T) {
 	if code, _ := get(t, url+"/nope"); code != 404 {
 		t.Errorf("/nope: %d", code)
 	}
+}
+
+// validEvent and validTask are schema-valid queue documents: the queue
+// rejects anything else as poison (issue #13).
+func validEvent(id string) schema.Event {
+	return schema.Event{ID: id, Type: "inbox.demo", Source: "inbox", Payload: map[string]any{},
+		Priority: "normal", CreatedAt: schema.FormatTime(time.Now()), Status: "pending"}
+}
+
+func validTask(id, typ string, payload map[string]any, status string) map[string]any {
+	b, _ := json.Marshal(schema.Task{ID: id, EventID: "evt-" + id, TargetGeneral: "gen-pr", Type: typ, Payload: payload,
+		Priority: "normal", CreatedAt: schema.FormatTime(time.Now()), Status: status})
+	var m map[string]any
+	json.Unmarshal(b, &m)
+	return m
 }

@@ -73,6 +73,7 @@ type General struct {
 	reconciled    bool
 	lastReconcile time.Time
 	raw           rawWatch
+	others        map[string]bool // pending task ids addressed elsewhere (pending.go)
 }
 
 // New returns the general described by o.Manifest.
@@ -197,11 +198,14 @@ func (g *General) claim(ctx context.Context) error {
 	if g.slots() <= 0 || control.Paused(g.o.Layout) {
 		return nil // paused by the operator: no new soldier (SPEC §10.11)
 	}
-	entries, err := g.tasks.List(layout.Pending)
+	entries, err := g.pendingMine()
 	if err != nil {
 		return err
 	}
 	now := g.o.Clock.Now()
+	if len(entries) > 0 && g.enginePaused(now) {
+		return nil
+	}
 	for _, e := range entries {
 		if g.slots() <= 0 {
 			return nil

@@ -51,7 +51,8 @@ func (g *General) runTask(ctx context.Context, t *schema.Task) {
 		g.finish(ctx, t, "", started, ws)
 		return
 	}
-	if err := atomicfile.WriteFile(l.Prompt(t.ID), []byte(redact.String(prompt)), 0o600); err != nil {
+	// Read only by the soldier started below; rewritten on every attempt.
+	if err := atomicfile.WritePrivate(l.Prompt(t.ID), []byte(redact.String(prompt)), 0o600); err != nil {
 		g.synthetic(t.ID, schema.ResultFailed, schema.ReasonEngineError, "write prompt: "+err.Error())
 		g.finish(ctx, t, "", started, ws)
 		return

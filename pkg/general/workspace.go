@@ -227,16 +227,18 @@ func (g *General) writeTaskFiles(t *schema.Task, ws workspace) error {
 		}
 		return []byte(b.String())
 	}
-	if err := atomicfile.WriteFile(filepath.Join(ws.TaskDir, "CLAUDE.md"), compose(claudeExtra), 0o600); err != nil {
+	// These are read only by the soldier started after them and rewritten
+	// on every attempt: written in place (atomicfile.WritePrivate).
+	if err := atomicfile.WritePrivate(filepath.Join(ws.TaskDir, "CLAUDE.md"), compose(claudeExtra), 0o600); err != nil {
 		return err
 	}
-	if err := atomicfile.WriteFile(filepath.Join(ws.TaskDir, "AGENTS.md"), compose(codexExtra), 0o600); err != nil {
+	if err := atomicfile.WritePrivate(filepath.Join(ws.TaskDir, "AGENTS.md"), compose(codexExtra), 0o600); err != nil {
 		return err
 	}
 	tf := TaskFile{TaskID: t.ID, General: g.name, Type: t.Type, Repo: ws.Repo, RepoDir: ws.RepoDir,
 		ResultPath: l.ResultStaging(t.ID), HeartbeatPath: l.ResultHeartbeat(t.ID), RetryCount: t.RetryCount}
 	b, _ := json.MarshalIndent(tf, "", "  ")
-	return atomicfile.WriteFile(filepath.Join(ws.TaskDir, ".kingdom-task.json"), append(b, '\n'), 0o600)
+	return atomicfile.WritePrivate(filepath.Join(ws.TaskDir, ".kingdom-task.json"), append(b, '\n'), 0o600)
 }
 
 func readOr(path, def string) string {

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
+	"github.com/kingdom-dev/kingdom/pkg/enginepause"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/spend"
 )
 
 // StaleAfter is how old resources.json may be before its health no longer
@@ -26,6 +28,11 @@ type Resources struct {
 	Health    string       `json:"health"`
 	// Tokens is nil when token monitoring is off; readers then see unknown.
 	Tokens *Tokens `json:"tokens,omitempty"`
+	// Budget is today's spend against king.yaml's budget and EnginePauses
+	// the engines paused by a usage limit (SPEC §10.7, §10.8). Both are for
+	// people and dashboards; admission reads the king's own files.
+	Budget       *spend.Status                `json:"budget,omitempty"`
+	EnginePauses map[string]enginepause.Pause `json:"engine_pauses,omitempty"`
 }
 
 // SystemStats are the host metrics in percent, and the 1/5/15 minute load.

@@ -18,6 +18,10 @@ type admission struct {
 	inFlight int
 	max      int
 	paused   string // why nothing is admitted ("" unless paused, control.go)
+	// money: budget and engine pauses (budget.go); moneyReason is the
+	// last refusal's reason.
+	money       *moneyGate
+	moneyReason string
 }
 
 func (k *King) admission() *admission {
@@ -26,7 +30,7 @@ func (k *King) admission() *admission {
 		k.log.Warn("resources.json unreadable; admitting as orange", "err", err)
 	}
 	n := k.tasks.Count(layout.Pending) + k.tasks.Count(layout.InProgress) + k.events.Count(layout.Petitioning)
-	a := &admission{snap: snap, inFlight: n, max: k.cfg.Concurrency.MaxSoldiers}
+	a := &admission{snap: snap, inFlight: n, max: k.cfg.Concurrency.MaxSoldiers, money: k.moneyGate()}
 	k.applyPause(a)
 	return a
 }
@@ -48,5 +52,5 @@ func (a *admission) denyReason(priority string) string {
 	if a.inFlight >= a.max {
 		return fmt.Sprintf("%d tasks in flight, max_soldiers %d", a.inFlight, a.max)
 	}
-	return ""
+	return a.moneyReason
 }

@@ -127,3 +127,37 @@ func TestKing_CrashDuringDispatchLeavesExactlyOneTask(t *testing.T) {
 		})
 	}
 }
+
+// A king killed inside a group commit (the first dispatched copy renamed,
+// the others not yet) leaves every event recoverable: after a restart each
+// has exactly one task and one thread_start (issue #15.2).
+func TestKing_CrashInsideADispatchBatchLeavesExactlyOneTaskEach(t *testing.T) {
+	f := newFixture(t, genPR)
+	evs := []string{"evt-1", "evt-2", "evt-3", "evt-4"}
+	for _, id := range evs {
+		f.event(id, "github.pr.review_requested", "normal")
+	}
+	runKilled(t, f.l.Base, CrashInDispatchBatch)
+	if got := len(f.ids(layout.QEvents, layout.Dispatched)); got != 1 {
+		t.Fatalf("dispatched copies before the kill = %d, want 1 (killed after the first rename)", got)
+	}
+	eq(t, "pending copies before the kill", len(f.ids(layout.QEvents, layout.Pending)), len(evs))
+
+	f.newKing()
+	f.tick()
+	f.tick()
+	eqList(t, "events/pending", f.ids(layout.QEvents, layout.Pending))
+	eq(t, "events/dispatched", len(f.ids(layout.QEvents, layout.Dispatched)), len(evs))
+	taskIDs := map[string]bool{}
+	for _, id := range evs {
+		eq(t, "tasks for "+id, f.tasksForEvent(id), 1)
+		ev, _ := f.eventFile(layout.Dispatched, id)
+		if taskIDs[ev.TaskID] {
+			t.Errorf("task id %s issued twice", ev.TaskID)
+		}
+		taskIDs[ev.TaskID] = true
+		eq(t, "thread_start of "+ev.TaskID, f.messagesWithID("msg-"+ev.TaskID+"-start"), 1)
+	}
+	eq(t, "messages in total", len(f.ids(layout.QMessages, layout.Pending)), len(evs))
+	eq(t, "task.created", len(f.internal("task.created")), len(evs))
+}

@@ -56,6 +56,8 @@ func (k *King) processPending(adm *admission) error {
 		return err
 	}
 	var errs []error
+	k.batching, k.intents = true, nil // nothing left by a panicked tick
+	defer func() { k.batching = false }()
 	for _, e := range entries {
 		ev, _, err := decodeEvent(e.Data)
 		if err != nil {
@@ -78,6 +80,9 @@ func (k *King) processPending(adm *admission) error {
 			errs = append(errs, fmt.Errorf("event %s: %w", ev.ID, err))
 		}
 	}
+	// The admitted events are dispatched together (batch.go).
+	k.batching = false
+	errs = append(errs, k.flushDispatches())
 	return errors.Join(errs...)
 }
 
@@ -89,7 +94,7 @@ func (k *King) handleEvent(ev *schema.Event, adm *admission) error {
 	case ev.Type == TypeThreadReply:
 		return k.handleReply(ev, adm)
 	case k.petitionable(ev):
-		if !adm.accept(ev.Priority) {
+		if !adm.acceptFor(ev.Priority, "") {
 			k.deferred(ev, adm)
 			return nil
 		}
@@ -103,7 +108,7 @@ func (k *King) handleEvent(ev *schema.Event, adm *admission) error {
 	if !ok {
 		return k.discard(ev, layout.Pending, "no general subscribes to "+ev.Type)
 	}
-	if !adm.accept(ev.Priority) {
+	if !adm.acceptFor(ev.Priority, g) {
 		k.deferred(ev, adm)
 		return nil
 	}
@@ -135,6 +140,9 @@ func (k *King) discard(ev *schema.Event, from, reason string) error {
 // thread_start → emit. from is "" for schedules, whose event is born in
 // dispatched/ (there the no-replace write is the dedupe, §9.22).
 func (k *King) dispatch(ev *schema.Event, general, from string) error {
+	if k.queueDispatch(ev, general, from) {
+		return nil // group-committed at the end of processPending (batch.go)
+	}
 	id, err := k.seq.next(k.now().In(k.loc), func(id string) bool { _, ok := k.tasks.Find(id); return ok })
 	if err != nil {
 		return err
@@ -173,13 +181,18 @@ func (k *King) createTask(ev *schema.Event, general string, recovered bool) erro
 	if _, err := k.putMessage(threadStart(ev, t)); err != nil {
 		return err
 	}
+	k.taskCreated(ev, t, general, recovered)
+	return nil
+}
+
+// taskCreated emits and logs a created task.
+func (k *King) taskCreated(ev *schema.Event, t *schema.Task, general string, recovered bool) {
 	k.em.Emit("task.created", map[string]any{"task_id": t.ID, "event_type": ev.Type, "target_general": general, "priority": t.Priority})
 	k.em.Emit("event.dispatched", map[string]any{"event_id": ev.ID, "task_id": t.ID, "target_general": general})
 	if t.Type == schema.TaskTypeResume {
 		k.em.Emit("task.resumed", map[string]any{"task_id": t.ID, "original_task_id": t.OriginalTaskID})
 	}
 	k.log.Info("task created", "task", t.ID, "event", ev.ID, "general", general, "type", t.Type, "recovered", recovered)
-	return nil
 }
 
 // buildTask derives the task of a dispatched event. It depends only on the

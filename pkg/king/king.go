@@ -89,7 +89,10 @@ type King struct {
 	orphanSince map[string]time.Time // task → first seen without its general
 	orphanScan  time.Time            // last scan for orphaned tasks
 
-	tm *tmux.Client // soldier sessions, for cancel (control.go)
+	tm       *tmux.Client     // soldier sessions, for cancel (control.go)
+	mon      money            // cost ledger, budget and engine pauses (budget.go)
+	batching bool             // processPending: dispatch records (batch.go)
+	intents  []dispatchIntent // admitted events awaiting the group commit
 }
 
 // New builds a King. It loads the manifests once; later ticks reload them

@@ -21,13 +21,7 @@ func msgReplyID(event string) string       { return "msg-" + event + "-reply" }
 // putMessage queues m unless its id is already in any messages state.
 // It reports whether it wrote the message.
 func (k *King) putMessage(m *schema.Message) (bool, error) {
-	if m.CreatedAt == "" {
-		m.CreatedAt = schema.FormatTime(k.now())
-	}
-	if m.Urgency == "" {
-		m.Urgency = schema.UrgencyNormal
-	}
-	m.Status = schema.MessagePending
+	k.fillMessage(m)
 	err := k.msgs.PutOnce(layout.Pending, m.ID, m)
 	if errors.Is(err, queue.ErrExists) {
 		return false, nil
@@ -36,6 +30,17 @@ func (k *King) putMessage(m *schema.Message) (bool, error) {
 		return false, fmt.Errorf("queue message %s: %w", m.ID, err)
 	}
 	return true, nil
+}
+
+// fillMessage sets a new message's defaults.
+func (k *King) fillMessage(m *schema.Message) {
+	if m.CreatedAt == "" {
+		m.CreatedAt = schema.FormatTime(k.now())
+	}
+	if m.Urgency == "" {
+		m.Urgency = schema.UrgencyNormal
+	}
+	m.Status = schema.MessagePending
 }
 
 // sourceRef returns {channel, ts} of a Slack-originated event, else nil.

@@ -63,7 +63,7 @@ func (k *King) processResults() error {
 			k.log.Debug("result of another attempt ignored", "task", id, "result_retry_count", res.RetryCount, "task_retry_count", t.RetryCount)
 			continue
 		}
-		if err := k.finish(&t, res); err != nil {
+		if err := k.finishAttempt(&t, res, b); err != nil {
 			errs = append(errs, fmt.Errorf("task %s: %w", id, err))
 		}
 	}
@@ -147,7 +147,7 @@ func (k *King) finalMessages(t *schema.Task, res *schema.Result, final string) e
 		"duration_seconds": res.DurationSeconds, "task_type": t.Type, "repo": t.Repo}
 	switch {
 	case final == schema.FinalDone:
-		content = fmt.Sprintf("✅ %s finished %s: %s", t.TargetGeneral, t.ID, truncate(res.Summary, 3000))
+		content = fmt.Sprintf("✅ %s finished %s%s: %s", t.TargetGeneral, t.ID, k.costNote(t, res), truncate(res.Summary, 3000))
 	case final == schema.FinalSkipped:
 		content = fmt.Sprintf("⏭️ %s skipped %s: %s", t.TargetGeneral, t.ID, truncate(firstNonEmpty(res.Reason, res.Summary), 3000))
 		ctx["reason"] = res.Reason
@@ -158,8 +158,8 @@ func (k *King) finalMessages(t *schema.Task, res *schema.Result, final string) e
 		ctx["retry_count"] = t.RetryCount
 	default:
 		attempts := t.RetryCount + 1
-		content = fmt.Sprintf("❌ %s failed %s after %d attempt%s (%s): %s", t.TargetGeneral, t.ID, attempts,
-			plural(attempts), firstNonEmpty(res.ErrorReason, res.Status), truncate(firstNonEmpty(res.Error, res.Summary), 3000))
+		content = fmt.Sprintf("❌ %s failed %s after %d attempt%s%s (%s): %s", t.TargetGeneral, t.ID, attempts,
+			plural(attempts), k.costNote(t, res), firstNonEmpty(res.ErrorReason, res.Status), truncate(firstNonEmpty(res.Error, res.Summary), 3000))
 		ctx["error_reason"] = res.ErrorReason
 		ctx["error"] = truncate(res.Error, 3000)
 		ctx["retry_count"] = t.RetryCount
@@ -240,7 +240,7 @@ func (k *King) complete(t *schema.Task, status, evType string, data map[string]a
 	if err := k.tasks.Move(layout.InProgress, layout.Completed, t.ID); err != nil {
 		return err
 	}
-	k.em.EmitAs(evType, t.TargetGeneral, data)
+	k.em.EmitAs(evType, t.TargetGeneral, k.withTotals(t, data))
 	k.log.Info("task finished", "task", t.ID, "general", t.TargetGeneral, "status", status)
 	return nil
 }

@@ -52,7 +52,7 @@ func (k *King) handleReply(ev *schema.Event, adm *admission) error {
 	if reason != "" {
 		return k.discard(ev, layout.Pending, reason)
 	}
-	if !adm.accept(schema.PriorityHigh) {
+	if !adm.acceptFor(schema.PriorityHigh, rc.General) {
 		k.deferred(ev, adm)
 		return nil
 	}

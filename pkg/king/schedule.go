@@ -100,7 +100,7 @@ func (k *King) processSchedules(adm *admission) error {
 				changed = true
 				continue
 			}
-			if !adm.accept(schema.PriorityNormal) {
+			if !adm.acceptFor(schema.PriorityNormal, m.Name) {
 				k.log.Debug("schedule held", "schedule", key, "reason", adm.denyReason(schema.PriorityNormal))
 				continue
 			}

@@ -69,3 +69,36 @@ func (s *taskSeq) next(now time.Time, exists func(string) bool) (string, error) 
 	s.day, s.n = day, n
 	return id, nil
 }
+
+// nextN reserves n task ids for the day of now with one persisted write
+// (issue #15: a batch of dispatches pays one fsync'd sequence write, not
+// one each). A crash after it leaves unused numbers unused: ids are never
+// reissued, gaps are harmless.
+func (s *taskSeq) nextN(now time.Time, n int, exists func(string) bool) ([]string, error) {
+	if !s.loaded {
+		if err := s.load(); err != nil {
+			return nil, err
+		}
+	}
+	day := now.Format("20060102")
+	last := s.n
+	if s.day != day {
+		last = 0
+	}
+	out := make([]string, 0, n)
+	for len(out) < n {
+		last++
+		id := fmt.Sprintf("task-%s-%03d", day, last)
+		if !exists(id) {
+			out = append(out, id)
+		}
+	}
+	if n == 0 {
+		return out, nil
+	}
+	if err := atomicfile.WriteFile(s.path, []byte(fmt.Sprintf("%s:%d\n", day, last)), 0o600); err != nil {
+		return nil, fmt.Errorf("write task-seq: %w", err)
+	}
+	s.day, s.n = day, last
+	return out, nil
+}

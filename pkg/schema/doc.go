@@ -13,8 +13,9 @@
 //	}
 //
 // Validate checks bytes against one Kind without decoding them; producers
-// may call it on what they are about to write. Schemas are compiled once,
-// on first use, and are safe for concurrent use.
+// may call it on what they are about to write. Each kind's schema is
+// compiled on its first use (a process pays only for the kinds it
+// validates) and is safe for concurrent use.
 //
 // Timestamps are strings in the JSON and in the Go types; build them with
 // FormatTime (RFC 3339, UTC, 'Z', SPEC §9.23) and read them with ParseTime.

@@ -270,6 +270,9 @@ type RawResult struct {
 	NotifyChannel string         `json:"notify_channel,omitempty"`
 	Proclamation  *Proclamation  `json:"proclamation,omitempty"`
 	Metrics       map[string]any `json:"metrics,omitempty"`
+	// ResetsAt (RFC 3339) is when a UsageLimited engine accepts work again
+	// (SPEC §10.8).
+	ResetsAt string `json:"resets_at,omitempty"`
 	// RetryCount is the attempt, when the writer knows it. Result has its
 	// own, required RetryCount that hides this one.
 	RetryCount int    `json:"retry_count,omitempty"`

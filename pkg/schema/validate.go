@@ -106,61 +106,67 @@ func (e *syntaxError) Error() string {
 func (e *syntaxError) Is(target error) bool { return target == ErrInvalid || target == ErrNotJSON }
 func (e *syntaxError) Unwrap() error        { return e.err }
 
+// The compiler is made once; each kind's schema is compiled the first time
+// it is used, so a process pays only for the documents it validates (a
+// soldier validates one raw result). The loader serves only the embedded
+// documents a compile asks for (the kind's schema and defs.json); nothing
+// is fetched or read from disk.
 var (
-	compileOnce sync.Once
-	compiled    map[Kind]*jsonschema.Schema
-	compileErr  error
+	compileMu sync.Mutex
+	compiler  *jsonschema.Compiler
+	compiled  = map[Kind]*jsonschema.Schema{}
 )
 
-// compileAll compiles every schema in schemas.FS once. Formats are asserted
+// schemaFor compiles kind's schema on first use. Formats are asserted
 // (created_at must really be a date-time), which draft 2020-12 leaves off by
 // default.
-func compileAll() (map[Kind]*jsonschema.Schema, error) {
-	compileOnce.Do(func() {
+func schemaFor(k Kind) (*jsonschema.Schema, error) {
+	compileMu.Lock()
+	defer compileMu.Unlock()
+	if s, ok := compiled[k]; ok {
+		return s, nil
+	}
+	known := false
+	for _, kk := range Kinds() {
+		known = known || kk == k
+	}
+	if !known {
+		return nil, fmt.Errorf("validate: unknown kind %q", k)
+	}
+	if compiler == nil {
 		c := jsonschema.NewCompiler()
 		c.AssertFormat()
-		// Only our embedded documents resolve; nothing is fetched or read
-		// from disk.
-		c.UseLoader(noLoader{})
-		files, err := fs.Glob(schemas.FS, "*.json")
-		if err != nil {
-			compileErr = fmt.Errorf("list schemas: %w", err)
-			return
-		}
-		for _, name := range files {
-			data, err := schemas.FS.ReadFile(name)
-			if err != nil {
-				compileErr = fmt.Errorf("read schema %s: %w", name, err)
-				return
-			}
-			doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
-			if err != nil {
-				compileErr = fmt.Errorf("parse schema %s: %w", name, err)
-				return
-			}
-			if err := c.AddResource(schemas.BaseURL+name, doc); err != nil {
-				compileErr = fmt.Errorf("add schema %s: %w", name, err)
-				return
-			}
-		}
-		m := make(map[Kind]*jsonschema.Schema)
-		for _, k := range Kinds() {
-			s, err := c.Compile(k.URL())
-			if err != nil {
-				compileErr = fmt.Errorf("compile schema %s: %w", k, err)
-				return
-			}
-			m[k] = s
-		}
-		compiled = m
-	})
-	return compiled, compileErr
+		c.UseLoader(embedLoader{})
+		compiler = c
+	}
+	s, err := compiler.Compile(k.URL())
+	if err != nil {
+		// A broken embedded schema is a programming error; a fresh
+		// compiler next time keeps no half-added resources.
+		compiler = nil
+		return nil, fmt.Errorf("compile schema %s: %w", k, err)
+	}
+	compiled[k] = s
+	return s, nil
 }
 
-type noLoader struct{}
+// embedLoader resolves schema URLs to the embedded documents.
+type embedLoader struct{}
 
-func (noLoader) Load(url string) (any, error) {
-	return nil, fmt.Errorf("schema %s is not embedded", url)
+func (embedLoader) Load(url string) (any, error) {
+	name, ok := strings.CutPrefix(url, schemas.BaseURL)
+	if !ok || strings.Contains(name, "/") {
+		return nil, fmt.Errorf("schema %s is not embedded", url)
+	}
+	data, err := fs.ReadFile(schemas.FS, name)
+	if err != nil {
+		return nil, fmt.Errorf("schema %s is not embedded: %w", url, err)
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("parse schema %s: %w", name, err)
+	}
+	return doc, nil
 }
 
 // Validate checks that data is JSON and satisfies kind's schema. Errors
@@ -172,13 +178,9 @@ func Validate(kind Kind, data []byte) error {
 }
 
 func validate(kind Kind, data []byte) (any, error) {
-	all, err := compileAll()
+	sch, err := schemaFor(kind)
 	if err != nil {
 		return nil, err
-	}
-	sch, ok := all[kind]
-	if !ok {
-		return nil, fmt.Errorf("validate: unknown kind %q", kind)
 	}
 	if !json.Valid(data) {
 		// json.Unmarshal describes the syntax error (offset and character).

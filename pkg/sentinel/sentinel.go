@@ -185,7 +185,27 @@ func (s *Sentinel) Watches() []runner.Watch {
 	return []runner.Watch{{Dir: s.o.Layout.Inbox(), Match: inbox.Match}}
 }
 
-// Wake fires when an inbox file that was too young becomes old enough.
+// Start runs the inbox's close-write notifier (SPEC §9.20); without it
+// inbox files follow the age rule.
+func (s *Sentinel) Start(ctx context.Context) error {
+	if s.inbox == nil {
+		return nil
+	}
+	if err := s.inbox.Start(ctx, s.wake); err != nil {
+		s.o.Log.Warn("inbox: no close-write notification; files wait until 1 s old", "err", err)
+	}
+	return nil
+}
+
+func (s *Sentinel) wake() {
+	select {
+	case s.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+// Wake fires when an inbox file that was too young becomes old enough, or
+// one was closed by its writer or renamed in.
 func (s *Sentinel) Wake() <-chan struct{} { return s.wakeCh }
 
 type everyTick interface{ EveryTick() bool }
@@ -297,10 +317,5 @@ func (s *Sentinel) armInboxWake() {
 		return
 	}
 	d := ready.Sub(s.o.Clock.Now()) + 10*time.Millisecond
-	s.timer = time.AfterFunc(d, func() {
-		select {
-		case s.wakeCh <- struct{}{}:
-		default:
-		}
-	})
+	s.timer = time.AfterFunc(d, s.wake)
 }

@@ -28,6 +28,7 @@ type Status struct {
 	// the events no general took, from logs/events.log (operator.go).
 	Paused    *control.Pause
 	Discarded int
+	Money     *MoneyStatus // spend and engine pauses (money.go)
 }
 
 // ReadStatus gathers the status without changing anything.
@@ -36,7 +37,7 @@ func ReadStatus(ctx context.Context, l layout.Layout, tc *tmux.Client, now time.
 	if err != nil {
 		return nil, err
 	}
-	st := &Status{Kingdom: *k, Discarded: countDiscarded(l)}
+	st := &Status{Kingdom: *k, Discarded: countDiscarded(l), Money: readMoney(l, now)}
 	st.Paused, _ = control.ReadPause(l)
 	return st, nil
 }
@@ -79,6 +80,7 @@ func (s *Status) Print(w io.Writer) {
 	tw.Flush()
 	fmt.Fprintf(w, "\nactive soldiers: %d\n", s.ActiveSoldiers)
 	s.printOperator(w)
+	s.Money.print(w)
 	if s.HealthErr != nil {
 		fmt.Fprintf(w, "health: unknown (%v)\n", s.HealthErr)
 		return

@@ -1,9 +1,16 @@
 // Package inbox is the sentinel's inbox watcher (SPEC §4.3, §9.20): other
 // tools drop `{id?, type, repo?, payload?, priority?}` JSON files into
-// inbox/ (dot-temp, then rename). Each *.json file at least MinAge old
-// becomes an event (source inbox) under its given id, else
+// inbox/ (dot-temp, then rename). Each *.json file that is complete becomes
+// an event (source inbox) under its given id, else
 // evt-inbox-<basename>-<mtime unix>; it is deleted once queued (or found to
 // be a duplicate). Invalid files move to inbox/rejected/ with a .reason.
+//
+// Complete means (SPEC §9.20 as changed): it arrived by rename
+// (IN_MOVED_TO) or its writer closed it (IN_CLOSE_WRITE) — taken at once;
+// a file opened for writing and not closed waits for its close (or
+// StallAge unchanged); a file with no inotify history (present at start,
+// after a queue overflow, no inotify) or an empty one is taken once its
+// mtime is MinAge old, i.e. stable across that re-check.
 package inbox
 
 import (
@@ -38,6 +45,7 @@ type Config struct {
 	RejectedDir string // inbox/rejected/
 	Interval    time.Duration
 	MinAge      time.Duration // default DefaultMinAge
+	StallAge    time.Duration // default DefaultStallAge
 	MaxSize     int64         // default queue.DefaultMaxSize
 	Clock       clock.Clock
 	Log         *slog.Logger
@@ -50,6 +58,7 @@ type Watcher struct {
 	// nextReady is when the youngest waiting file becomes old enough (zero
 	// when none waits).
 	nextReady time.Time
+	track     *tracker
 }
 
 // New returns the watcher.
@@ -63,13 +72,16 @@ func New(cfg Config) *Watcher {
 	if cfg.MinAge <= 0 {
 		cfg.MinAge = DefaultMinAge
 	}
+	if cfg.StallAge <= 0 {
+		cfg.StallAge = DefaultStallAge
+	}
 	if cfg.MaxSize <= 0 {
 		cfg.MaxSize = queue.DefaultMaxSize
 	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = 10 * time.Second
 	}
-	return &Watcher{cfg: cfg}
+	return &Watcher{cfg: cfg, track: newTracker()}
 }
 
 // Name implements watcher.Watcher.
@@ -141,9 +153,10 @@ func (w *Watcher) Fetch(context.Context) (*watcher.Batch, error) {
 			items = append(items, watcher.Item{Key: path, Skip: reason})
 			continue
 		}
-		if ready := fi.ModTime().Add(w.cfg.MinAge); now.Before(ready) {
+		if ready := w.readyAt(name, fi); now.Before(ready) {
 			// Possibly still being written by a producer that does not
-			// rename into place: wait (SPEC §9.20).
+			// rename into place: wait (SPEC §9.20). A writer's close wakes
+			// the sentinel sooner.
 			if w.nextReady.IsZero() || ready.Before(w.nextReady) {
 				w.nextReady = ready
 			}
@@ -157,6 +170,20 @@ func (w *Watcher) Fetch(context.Context) (*watcher.Batch, error) {
 		return nil, nil
 	}
 	return &watcher.Batch{Items: items}, nil
+}
+
+// readyAt is when the file may be read (SPEC §9.20): at once when
+// complete, else once its mtime is old enough.
+func (w *Watcher) readyAt(name string, fi fs.FileInfo) time.Time {
+	switch w.track.state(name) {
+	case stateComplete:
+		if fi.Size() > 0 {
+			return time.Time{}
+		}
+	case stateWriting:
+		return fi.ModTime().Add(w.cfg.StallAge)
+	}
+	return fi.ModTime().Add(w.cfg.MinAge)
 }
 
 // parse reads one file; ok is false when it vanished meanwhile (normal).

@@ -1,0 +1,192 @@
+package chamberlain
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/enginepause"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/spend"
+)
+
+func usd(v float64) *float64 { return &v }
+
+// spendLedger writes today's ledger with the given attempts.
+func (e *env) spendLedger(entries map[string]spend.Entry) {
+	e.t.Helper()
+	date := spend.Date(e.clk.Now())
+	d, err := spend.Load(e.l.SpendDay(date), date)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for k, v := range entries {
+		d.Put(k, v)
+	}
+	if err := spend.Save(e.l.SpendDay(date), d); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) messagesOf(kind string) []schema.Message {
+	var out []schema.Message
+	for _, m := range e.messages() {
+		if m.Context["kind"] == kind {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func TestMoney_TokensAndStatsComeFromTheLedger(t *testing.T) {
+	e := newEnv(t, time.Date(2026, 11, 21, 12, 0, 0, 0, time.Local))
+	e.cfg.Budget = spend.Budget{DailyUSD: usd(10)}
+	e.spendLedger(map[string]spend.Entry{
+		"task-20261121-001#0#a": {Task: "task-20261121-001", General: "gen-pr", Engine: "claude", CostUSD: usd(0.25),
+			Usage: spend.Usage{InputTokens: 100, OutputTokens: 50, CacheReadInputTokens: 1000}},
+		"task-20261121-001#1#b": {Task: "task-20261121-001", General: "gen-pr", Engine: "claude", CostUSD: usd(0.5),
+			Usage: spend.Usage{InputTokens: 200, OutputTokens: 70}},
+		"task-20261121-002#0#c": {Task: "task-20261121-002", General: "gen-ops", Engine: "codex",
+			Usage: spend.Usage{InputTokens: 10, OutputTokens: 5}},
+	})
+	r := e.role(ModeOnce)
+	e.tick(r)
+
+	b, err := os.ReadFile(e.l.Resources())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := schema.Validate(schema.KindResources, b); err != nil {
+		t.Fatalf("resources.json invalid: %v\n%s", err, b)
+	}
+	var res Resources
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Tokens == nil || res.Tokens.Status != TokenOK || res.Tokens.DailyCostUSD != 0.75 ||
+		res.Tokens.DailyInputTokens != 1310 || res.Tokens.DailyOutputTokens != 125 {
+		t.Errorf("tokens = %+v", res.Tokens)
+	}
+	if res.Budget == nil || res.Budget.CostUSD != 0.75 || res.Budget.DailyUSD == nil || *res.Budget.DailyUSD != 10 {
+		t.Errorf("budget = %+v", res.Budget)
+	}
+
+	var st Stats
+	sb, err := os.ReadFile(e.l.StatsJSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(sb, &st); err != nil {
+		t.Fatal(err)
+	}
+	day := st.Daily[spend.Date(e.clk.Now())]
+	if day.Totals.CostUSD != 0.75 || day.Totals.Attempts != 3 {
+		t.Errorf("stats daily totals = %+v", day.Totals)
+	}
+	if day.Generals["gen-pr"].CostUSD != 0.75 || day.Generals["gen-ops"].Tokens != 15 || day.Engines["codex"].Unpriced != 1 {
+		t.Errorf("stats per general/engine = %+v / %+v", day.Generals, day.Engines)
+	}
+
+	var out strings.Builder
+	if err := r.Last.Table(&out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "BUDGET") || !strings.Contains(out.String(), "$0.75 of $10.00") {
+		t.Errorf("table lacks today's spend against the budget:\n%s", out.String())
+	}
+}
+
+func TestMoney_BudgetThresholdsAlertOnceEachPerDay(t *testing.T) {
+	e := newEnv(t, time.Date(2026, 11, 21, 12, 0, 0, 0, time.Local))
+	e.cfg.Budget = spend.Budget{DailyUSD: usd(1)}
+	r := e.role(ModeDaemon)
+	e.spendLedger(map[string]spend.Entry{"a#0#a": {Task: "a", General: "gen-pr", Engine: "claude", CostUSD: usd(0.5)}})
+	e.tick(r)
+	if n := len(e.messagesOf(KindBudget)); n != 0 {
+		t.Fatalf("budget alerts at 50%% = %d", n)
+	}
+	e.spendLedger(map[string]spend.Entry{"b#0#b": {Task: "b", General: "gen-pr", Engine: "claude", CostUSD: usd(0.35)}})
+	for range 3 {
+		e.clk.Advance(time.Minute)
+		e.tick(r)
+	}
+	if n := len(e.messagesOf(KindBudget)); n != 1 {
+		t.Fatalf("budget alerts at 85%% = %d, want 1", n)
+	}
+	e.spendLedger(map[string]spend.Entry{"c#0#c": {Task: "c", General: "gen-pr", Engine: "claude", CostUSD: usd(0.2)}})
+	for range 3 {
+		e.clk.Advance(time.Minute)
+		e.tick(r)
+	}
+	ms := e.messagesOf(KindBudget)
+	if len(ms) != 2 {
+		t.Fatalf("budget alerts at 105%% = %d, want 2", len(ms))
+	}
+	var exceeded int
+	for _, m := range ms {
+		if strings.Contains(m.Content, "used up") {
+			exceeded++
+		}
+	}
+	if exceeded != 1 {
+		t.Errorf("exceeded alerts = %d, want 1", exceeded)
+	}
+	if r.Last.Resources.Tokens.Status != TokenCritical {
+		t.Errorf("token status past the budget = %s, want critical", r.Last.Resources.Tokens.Status)
+	}
+	e.clk.Advance(24 * time.Hour) // a new day: nothing spent, nothing alerted
+	e.tick(r)
+	if n := len(e.messagesOf(KindBudget)); n != 2 {
+		t.Errorf("budget alerts after the day changed = %d, want still 2", n)
+	}
+	if r.Last.Money.Budget.CostUSD != 0 {
+		t.Errorf("spend on the new day = %v", r.Last.Money.Budget.CostUSD)
+	}
+}
+
+func TestMoney_EnginePauseAlertsOnceAndRecovers(t *testing.T) {
+	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.Local)
+	e := newEnv(t, now)
+	r := e.role(ModeDaemon)
+	until := now.Add(10 * time.Minute)
+	if err := enginepause.Save(e.l.EnginePause(), enginepause.File{"claude": {Until: schema.FormatTime(until), Reason: "You've hit your limit"}}); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		e.tick(r)
+		e.clk.Advance(2 * time.Minute)
+	}
+	if n := len(e.messagesOf(KindPause)); n != 1 {
+		t.Fatalf("pause alerts = %d, want 1", n)
+	}
+	if p := r.Last.Resources.EnginePauses["claude"]; p.Until != schema.FormatTime(until) {
+		t.Errorf("resources engine_pauses = %+v", r.Last.Resources.EnginePauses)
+	}
+	var out strings.Builder
+	r.Last.Table(&out)
+	if !strings.Contains(out.String(), "PAUSED") || !strings.Contains(out.String(), "engine claude until") {
+		t.Errorf("table lacks the pause:\n%s", out.String())
+	}
+	e.clk.Set(until.Add(time.Second))
+	for range 3 {
+		e.tick(r)
+		e.clk.Advance(time.Minute)
+	}
+	var recovered int
+	for _, m := range e.messagesOf(KindRecovered) {
+		if strings.Contains(m.Content, "engine claude resumed") {
+			recovered++
+		}
+	}
+	if recovered != 1 {
+		t.Errorf("recovered notes = %d, want 1", recovered)
+	}
+	if n := len(e.messagesOf(KindPause)); n != 1 {
+		t.Errorf("pause alerts after the end = %d, want 1", n)
+	}
+	if n := len(e.messagesOf(KindFailures)); n != 0 {
+		t.Errorf("failure anomalies = %d", n)
+	}
+}

@@ -1,0 +1,243 @@
+package engine
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// limitNow is the fake "now" of the table: the day of codex's measured
+// "try again at Apr 28th, 2026 10:03 PM".
+var limitNow = time.Date(2026, 4, 28, 12, 0, 0, 0, time.UTC)
+
+func mustZone(t *testing.T, name string) *time.Location {
+	t.Helper()
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		t.Fatalf("load zone %s: %v", name, err)
+	}
+	return loc
+}
+
+func TestLimitWatch_EveryShapeInEngines(t *testing.T) {
+	epoch := time.Unix(1777400000, 0).UTC() // 2026-04-28T18:13:20Z
+	fallback := 60 * time.Minute
+	codexLocal := time.Date(2026, 4, 28, 22, 3, 0, 0, time.Local)
+	if !codexLocal.After(limitNow.Add(MinLimitPause)) {
+		codexLocal = limitNow.Add(MinLimitPause)
+	}
+	type line struct {
+		stdout string
+		stderr string
+	}
+	cases := []struct {
+		name   string
+		engine string
+		lines  []line
+		want   time.Time // zero: no limit
+		parsed bool
+		reason string // substring of Reason
+	}{
+		{name: "claude pipe epoch as result text", engine: "claude",
+			lines: []line{{stdout: `{"type":"result","subtype":"success","is_error":true,"result":"Claude AI usage limit reached|1777400000","session_id":"s"}`}},
+			want:  epoch, parsed: true, reason: "Claude AI usage limit reached"},
+		{name: "claude pipe epoch on plain stdout", engine: "claude",
+			lines: []line{{stdout: `Claude AI usage limit reached|1777400000`}},
+			want:  epoch, parsed: true},
+		{name: "claude pipe epoch in milliseconds on stderr", engine: "claude",
+			lines: []line{{stderr: "Claude AI usage limit reached|1777400000000\n"}},
+			want:  epoch, parsed: true},
+		{name: "claude will reset at 9am Chicago", engine: "claude",
+			lines: []line{{stdout: `{"type":"result","is_error":true,"result":"Claude usage limit reached. Your limit will reset at 9am (America/Chicago).","api_error_status":null}`}},
+			want:  time.Date(2026, 4, 28, 9, 0, 0, 0, mustZone(t, "America/Chicago")), parsed: true, reason: "will reset at 9am"},
+		{name: "claude hit your limit resets 8pm Berlin", engine: "claude",
+			lines: []line{{stdout: `{"type":"result","is_error":true,"result":"You've hit your limit · resets 8pm (Europe/Berlin)"}`}},
+			want:  time.Date(2026, 4, 28, 20, 0, 0, 0, mustZone(t, "Europe/Berlin")), parsed: true, reason: "hit your limit"},
+		{name: "claude session limit already past today means tomorrow", engine: "claude",
+			lines: []line{{stdout: `{"type":"result","is_error":true,"result":"You've hit your session limit · resets 9am (Europe/Berlin)"}`}},
+			want:  time.Date(2026, 4, 29, 9, 0, 0, 0, mustZone(t, "Europe/Berlin")), parsed: true, reason: "session limit"},
+		{name: "claude out of extra usage", engine: "claude",
+			lines: []line{{stdout: `{"type":"result","is_error":true,"result":"You're out of extra usage · resets 1pm (America/Los_Angeles)"}`}},
+			want:  time.Date(2026, 4, 28, 13, 0, 0, 0, mustZone(t, "America/Los_Angeles")), parsed: true, reason: "extra usage"},
+		{name: "claude API error 429 without a time falls back", engine: "claude",
+			lines: []line{{stdout: `{"type":"result","is_error":true,"api_error_status":429,"result":"API Error: Request rejected (429) · The usage limit has been reached"}`}},
+			want:  limitNow.Add(fallback), reason: "Request rejected (429)"},
+		{name: "claude rate_limit_event rejected then 429 result", engine: "claude",
+			lines: []line{
+				{stdout: `{"type":"system","subtype":"init","session_id":"s"}`},
+				{stdout: `{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":1777400000,"rateLimitType":"five_hour"}}`},
+				{stdout: `{"type":"system","subtype":"api_retry","attempt":1,"retry_delay_ms":500,"error_status":429}`},
+				{stdout: `{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"result":"API Error: Request rejected (429) · The usage limit has been reached"}`},
+			},
+			want: epoch, parsed: true, reason: "usage limit"},
+		{name: "claude rate_limit_event rejected then an error result with other text", engine: "claude",
+			lines: []line{
+				{stdout: `{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":1777400000,"rateLimitType":"seven_day"}}`},
+				{stdout: `{"type":"result","is_error":true,"result":"Something else"}`},
+			},
+			want: epoch, parsed: true, reason: "seven_day"},
+		{name: "claude allowed rate_limit_event is no limit", engine: "claude",
+			lines: []line{
+				{stdout: `{"type":"rate_limit_event","rate_limit_info":{"status":"allowed","resetsAt":1777400000}}`},
+				{stdout: `{"type":"result","is_error":false,"result":"done"}`},
+			}},
+		{name: "claude rejected event but the run succeeded", engine: "claude",
+			lines: []line{
+				{stdout: `{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":1777400000}}`},
+				{stdout: `{"type":"result","is_error":false,"result":"done"}`},
+			}},
+		{name: "claude agent text mentioning a limit in a success", engine: "claude",
+			lines: []line{{stdout: `{"type":"result","is_error":false,"result":"I fixed the usage limit reached banner; resets 8pm"}`}}},
+		{name: "claude assistant message mentioning a limit", engine: "claude",
+			lines: []line{{stdout: `{"type":"assistant","message":{"content":[{"type":"text","text":"You've hit your limit · resets 8pm (Europe/Berlin)"}]}}`}}},
+		{name: "claude other API error", engine: "claude",
+			lines: []line{{stdout: `{"type":"result","is_error":true,"api_error_status":400,"result":"API Error: 400 credit balance too low"}`}}},
+		{name: "codex error event", engine: "codex",
+			lines: []line{{stdout: `{"type":"error","message":"You've hit your usage limit. Upgrade to Pro (https://openai.com/chatgpt/pricing) or try again later."}`}},
+			want:  limitNow.Add(fallback), reason: "usage limit"},
+		{name: "codex turn.failed with a dated reset", engine: "codex",
+			lines: []line{
+				{stdout: `{"type":"thread.started","thread_id":"0199a213-81c0-7800-8aa1-bbab2a035a53"}`},
+				{stdout: `{"type":"turn.failed","error":{"message":"You've hit your usage limit. Visit https://chatgpt.com/codex/settings/usage to purchase more credits or try again at Apr 28th, 2026 10:03 PM."}}`},
+			},
+			want: codexLocal, parsed: true, reason: "try again at Apr 28th"},
+		{name: "codex usage_limit_reached event", engine: "codex",
+			lines: []line{{stdout: `{"type":"usage_limit_reached","resets_at":1777400000,"resets_in_seconds":22400}`}},
+			want:  epoch, parsed: true},
+		{name: "codex usage_limit_reached with only resets_in_seconds", engine: "codex",
+			lines: []line{{stdout: `{"type":"usage_limit_reached","resets_in_seconds":600}`}},
+			want:  limitNow.Add(10 * time.Minute), parsed: true},
+		{name: "codex error carrying the API error object", engine: "codex",
+			lines: []line{{stdout: `{"type":"error","message":"unexpected status 429 Too Many Requests: {\"error\":{\"type\":\"usage_limit_reached\",\"message\":\"The usage limit has been reached\",\"resets_at\":1777400000}}"}`}},
+			want:  epoch, parsed: true},
+		{name: "codex quota exceeded", engine: "codex",
+			lines: []line{{stdout: `{"type":"turn.failed","error":{"message":"Quota exceeded. Check your plan and billing details."}}`}},
+			want:  limitNow.Add(fallback), reason: "Quota exceeded"},
+		{name: "codex quota exceeded on stderr", engine: "codex",
+			lines: []line{{stderr: "ERROR: Quota exceeded. Check your plan and billing details.\n"}},
+			want:  limitNow.Add(fallback)},
+		{name: "codex agent message about quotas is no limit", engine: "codex",
+			lines: []line{{stdout: `{"type":"item.completed","item":{"type":"agent_message","text":"Quota exceeded. Check your plan and billing details."}}`}}},
+		{name: "codex other failure", engine: "codex",
+			lines: []line{{stdout: `{"type":"turn.failed","error":{"message":"stream disconnected before completion"}}`}}},
+		{name: "codex try again in a duration", engine: "codex",
+			lines: []line{{stdout: `{"type":"error","message":"You've hit your usage limit. Try again in 2 hours 5 minutes."}`}},
+			want:  limitNow.Add(2*time.Hour + 5*time.Minute), parsed: true},
+		{name: "a reset in the past is held for the minimum pause", engine: "claude",
+			lines: []line{{stderr: "Claude AI usage limit reached|1700000000"}},
+			want:  limitNow.Add(MinLimitPause), parsed: true},
+		{name: "a reset absurdly far ahead falls back", engine: "claude",
+			lines: []line{{stderr: "Claude AI usage limit reached|4102444800"}},
+			want:  limitNow.Add(fallback)},
+		{name: "command engine stdout", engine: "command",
+			lines: []line{{stdout: "You've hit your limit · resets 8pm (Europe/Berlin)"}},
+			want:  time.Date(2026, 4, 28, 20, 0, 0, 0, mustZone(t, "Europe/Berlin")), parsed: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := NewLimitWatch(c.engine)
+			for _, l := range c.lines {
+				if l.stdout != "" {
+					w.Line([]byte(l.stdout))
+				}
+				if l.stderr != "" {
+					w.Text(l.stderr)
+				}
+			}
+			lim, ok := w.Limit(limitNow, fallback)
+			if c.want.IsZero() {
+				if ok {
+					t.Fatalf("got limit %+v, want none", lim)
+				}
+				return
+			}
+			if !ok {
+				t.Fatalf("no limit recognised, want resets at %s", c.want.UTC())
+			}
+			if !lim.ResetsAt.Equal(c.want) {
+				t.Errorf("resets at %s, want %s", lim.ResetsAt.UTC(), c.want.UTC())
+			}
+			if lim.Parsed != c.parsed {
+				t.Errorf("parsed %v, want %v", lim.Parsed, c.parsed)
+			}
+			if lim.Reason == "" || !strings.Contains(lim.Reason, c.reason) {
+				t.Errorf("reason %q, want it to contain %q", lim.Reason, c.reason)
+			}
+		})
+	}
+}
+
+func TestLimitWatch_DefaultFallbackIsAnHour(t *testing.T) {
+	w := NewLimitWatch("claude")
+	w.Text("Quota exceeded.")
+	lim, ok := w.Limit(limitNow, 0)
+	if !ok || !lim.ResetsAt.Equal(limitNow.Add(time.Hour)) {
+		t.Fatalf("got %+v ok=%v, want now+60m", lim, ok)
+	}
+}
+
+func TestParseWallReset_Forms(t *testing.T) {
+	berlin := mustZone(t, "Europe/Berlin")
+	cases := []struct {
+		text string
+		want time.Time
+	}{
+		{"resets 9:30pm (Europe/Berlin)", time.Date(2026, 4, 28, 21, 30, 0, 0, berlin)},
+		{"resets 12am (Europe/Berlin)", time.Date(2026, 4, 29, 0, 0, 0, 0, berlin)},
+		{"resets 12pm (Europe/Berlin)", time.Date(2026, 4, 29, 12, 0, 0, 0, berlin)},
+		{"resets at 21:00 (UTC)", time.Date(2026, 4, 28, 21, 0, 0, 0, time.UTC)},
+		{"resets Nov 25, 9am (Europe/Berlin)", time.Date(2026, 11, 25, 9, 0, 0, 0, berlin)},
+		{"resets Jan 3 at 9am (Europe/Berlin)", time.Date(2027, 1, 3, 9, 0, 0, 0, berlin)},
+		{"try again at Apr 28th, 2026 10:03 PM (UTC)", time.Date(2026, 4, 28, 22, 3, 0, 0, time.UTC)},
+		{"try again at September 1st 2026 1:05 a.m. (UTC)", time.Date(2026, 9, 1, 1, 5, 0, 0, time.UTC)},
+	}
+	for _, c := range cases {
+		t.Run(c.text, func(t *testing.T) {
+			r, ok := parseWallReset(c.text)
+			if !ok {
+				t.Fatalf("not parsed")
+			}
+			if got := r.next(limitNow); !got.Equal(c.want) {
+				t.Fatalf("got %s, want %s", got, c.want)
+			}
+		})
+	}
+	for _, s := range []string{"resets 2 times", "resets 25pm (UTC)", "resets 13am", "resets 24:00 (UTC)"} {
+		if r, ok := parseWallReset(s); ok {
+			t.Errorf("%q parsed as %+v, want no clock", s, r)
+		}
+	}
+}
+
+func FuzzLimitWatch(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"result","is_error":true,"api_error_status":429,"result":"API Error: Request rejected (429) · The usage limit has been reached"}`,
+		`{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":1777400000}}`,
+		`Claude AI usage limit reached|1777400000`,
+		`You've hit your limit · resets 8pm (Europe/Berlin)`,
+		`{"type":"turn.failed","error":{"message":"You've hit your usage limit. try again at Apr 28th, 2026 10:03 PM."}}`,
+		`{"type":"usage_limit_reached","resets_at":1777400000,"resets_in_seconds":1}`,
+		`Quota exceeded. Check your plan and billing details.`,
+		`resets Nov 31, 99pm (Mars/Olympus)`,
+	} {
+		f.Add("claude", s)
+		f.Add("codex", s)
+	}
+	f.Fuzz(func(t *testing.T, eng, out string) {
+		w := NewLimitWatch(eng)
+		for _, l := range strings.Split(out, "\n") {
+			w.Line([]byte(l))
+		}
+		w.Text(out)
+		lim, ok := w.Limit(limitNow, 30*time.Minute)
+		if !ok {
+			return
+		}
+		if d := lim.ResetsAt.Sub(limitNow); d < MinLimitPause || d > MaxLimitPause {
+			t.Fatalf("reset %s is %s from now, outside [%s, %s]", lim.ResetsAt, d, MinLimitPause, MaxLimitPause)
+		}
+		if lim.Reason == "" {
+			t.Fatal("a limit without a reason")
+		}
+	})
+}

@@ -1,0 +1,92 @@
+// Package enginepause is state/king/engine-pause.json (SPEC §10.8): the
+// engines paused by a usage limit and until when. The king writes it when a
+// result says UsageLimited; the king's admission, the generals (which hold
+// back their pending tasks of a paused engine), the chamberlain and
+// `start status` read it.
+//
+//	p, err := enginepause.Load(l.EnginePause())
+//	if until, ok := p.Active(engine, now); ok { /* wait until `until` */ }
+package enginepause
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sort"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
+)
+
+// Pause is one engine's pause.
+type Pause struct {
+	Until  string `json:"until"` // RFC 3339 UTC
+	Reason string `json:"reason"`
+	// Since is when the pause began; the task that hit the limit is Task.
+	Since string `json:"since,omitempty"`
+	Task  string `json:"task_id,omitempty"`
+}
+
+// UntilTime parses Until; zero when it does not parse.
+func (p Pause) UntilTime() time.Time {
+	t, err := schema.ParseTime(p.Until)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
+// File is the whole document: engine → pause.
+type File map[string]Pause
+
+// maxFile bounds the read; the document holds one entry per engine.
+const maxFile = 1 << 20
+
+// Load reads the pause file; a missing file means no pause. A corrupt file
+// is reported with an empty result (nothing is paused by garbage).
+func Load(path string) (File, error) {
+	f := File{}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return f, nil
+	}
+	if err != nil {
+		return f, fmt.Errorf("read engine pauses %s: %w", path, err)
+	}
+	if len(b) > maxFile {
+		return f, fmt.Errorf("read engine pauses %s: %d bytes, over the limit", path, len(b))
+	}
+	if err := json.Unmarshal(b, &f); err != nil {
+		return File{}, fmt.Errorf("decode engine pauses %s: %w", path, err)
+	}
+	if f == nil {
+		f = File{}
+	}
+	return f, nil
+}
+
+// Save writes the file (0600, write-then-rename).
+func Save(path string, f File) error { return atomicfile.WriteJSON(path, f) }
+
+// Active reports whether engine is paused at now, and until when.
+func (f File) Active(engine string, now time.Time) (time.Time, bool) {
+	p, ok := f[engine]
+	if !ok {
+		return time.Time{}, false
+	}
+	u := p.UntilTime()
+	return u, u.After(now)
+}
+
+// Engines lists the engines in the file, sorted.
+func (f File) Engines() []string {
+	out := make([]string, 0, len(f))
+	for e := range f {
+		out = append(out, e)
+	}
+	sort.Strings(out)
+	return out
+}

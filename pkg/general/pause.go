@@ -1,0 +1,26 @@
+package general
+
+import (
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/enginepause"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
+)
+
+// enginePaused reports whether this general's engine is paused by a usage
+// limit at now (SPEC §10.8: the king records the pause; no task of that
+// engine starts until it ends, including tasks already in pending/). An
+// unreadable pause file pauses nothing.
+func (g *General) enginePaused(now time.Time) bool {
+	pf, err := enginepause.Load(g.o.Layout.EnginePause())
+	if err != nil {
+		g.log.Warn("engine pauses unreadable", "err", err)
+		return false
+	}
+	eng := g.o.System.EngineFor(g.o.Manifest)
+	until, ok := pf.Active(eng, now)
+	if ok {
+		g.log.Debug("engine paused; pending tasks wait", "engine", eng, "until", schema.FormatTime(until))
+	}
+	return ok
+}

@@ -1,0 +1,56 @@
+package general
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/clock"
+	"github.com/kingdom-dev/kingdom/pkg/enginepause"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
+)
+
+// A pending task of a paused engine waits for the pause's end, even when it
+// was queued before the pause (SPEC §10.8); a pause of another engine holds
+// nothing.
+func TestGeneral_PendingTasksWaitForTheirEnginesPause(t *testing.T) {
+	now := time.Now()
+	fc := clock.NewFake(now)
+	e := newEnv(t, withClock(fc))
+	e.start()
+	pause := func(engine string, until time.Time) {
+		t.Helper()
+		if err := enginepause.Save(e.l.EnginePause(), enginepause.File{engine: {Until: schema.FormatTime(until), Reason: "limit"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pending := func(id string) bool {
+		_, err := os.Stat(filepath.Join(e.l.QueueState(layout.QTasks, layout.Pending), id+".json"))
+		return err == nil
+	}
+	pause("claude", now.Add(time.Hour))
+	e.task("task-20260101-070")
+	if err := e.g.Tick(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !pending("task-20260101-070") {
+		t.Fatal("a task of the paused engine started")
+	}
+	pause("codex", now.Add(time.Hour)) // only another engine is paused now
+	e.scenario("", map[string]any{"mode": "success"})
+	e.final("task-20260101-070")
+
+	pause("claude", now.Add(time.Hour))
+	e.task("task-20260101-071")
+	if err := e.g.Tick(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !pending("task-20260101-071") {
+		t.Fatal("a task of the paused engine started")
+	}
+	fc.Advance(time.Hour + time.Second) // the pause ends
+	e.final("task-20260101-071")
+}

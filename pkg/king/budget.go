@@ -1,0 +1,296 @@
+package king
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
+	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/enginepause"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/spend"
+)
+
+// Money and limits (SPEC §10.6–§10.8), the king's side:
+//
+//   - every attempt's cost goes into the day's ledger (pkg/spend) when its
+//     final result is processed, before the rename that marks the result
+//     done; the entry's key makes a repeat after a crash count nothing;
+//   - admission holds back work the budget or an engine pause forbids;
+//   - crossing 80 % and 100 % of the daily budget is announced once a day.
+
+// Failure reasons of §10.7 and §10.8.
+const (
+	ReasonUsageLimited   = "UsageLimited"
+	ReasonBudgetExceeded = "BudgetExceeded"
+)
+
+// attemptMoney is what a final result says about its attempt's cost and
+// limit, read from the file's own bytes (fields of §10.6 and §10.8).
+type attemptMoney struct {
+	Usage    *spend.Usage `json:"usage"`
+	CostUSD  *float64     `json:"cost_usd"`
+	ResetsAt string       `json:"resets_at"`
+}
+
+func decodeMoney(b []byte) attemptMoney {
+	var m attemptMoney
+	if json.Unmarshal(b, &m) != nil {
+		return attemptMoney{}
+	}
+	if m.CostUSD != nil && (math.IsNaN(*m.CostUSD) || math.IsInf(*m.CostUSD, 0) || *m.CostUSD < 0) {
+		m.CostUSD = nil
+	}
+	return m
+}
+
+// money is the king's memory of the ledger: the day it last loaded (the
+// king is the only writer, so the copy stays true).
+type money struct {
+	sys *config.System
+	day *spend.Day
+}
+
+// budgetMarks is state/king/budget.json: the thresholds today's spend has
+// already crossed, so each is announced once a day.
+type budgetMarks struct {
+	Date     string `json:"date"`
+	Warned   bool   `json:"warned"`
+	Exceeded bool   `json:"exceeded"`
+}
+
+// system is system.yaml (engines, usage-limit fallback), loaded once.
+func (k *King) system() *config.System {
+	if k.mon.sys == nil {
+		sys, err := config.LoadSystem(k.l.ConfigFile(config.SystemFile))
+		if err != nil {
+			k.log.Warn("system.yaml unusable; engine defaults assumed", "err", err)
+			sys = config.DefaultSystem()
+		}
+		k.mon.sys = sys
+	}
+	return k.mon.sys
+}
+
+// engineOf is the engine general's soldiers run (manifest, else system).
+func (k *King) engineOf(general string) string {
+	return k.system().EngineFor(k.routes.Manifest(general))
+}
+
+// ledger returns the day's ledger, loading it when the day changed.
+func (k *King) ledger(date string) (*spend.Day, error) {
+	if k.mon.day != nil && k.mon.day.Date == date {
+		return k.mon.day, nil
+	}
+	d, err := spend.Load(k.l.SpendDay(date), date)
+	if errors.Is(err, spend.ErrCorrupt) {
+		// Keep the broken file for a human and count on from zero, rather
+		// than stop processing results.
+		aside := k.l.SpendDay(date) + fmt.Sprintf(".corrupt-%d", k.now().Unix())
+		if rerr := os.Rename(k.l.SpendDay(date), aside); rerr != nil {
+			return nil, err
+		}
+		k.log.Error("spend ledger corrupt; moved aside, counting from zero", "file", aside, "err", err)
+		d, err = spend.Load(k.l.SpendDay(date), date)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if date == spend.Date(k.now()) {
+		k.mon.day = d
+	}
+	return d, nil
+}
+
+// recordAttempt puts one attempt's cost into the ledger of the day it
+// completed, once.
+func (k *King) recordAttempt(t *schema.Task, res *schema.Result, m attemptMoney) error {
+	at := k.now()
+	if ct, err := schema.ParseTime(res.CompletedAt); err == nil {
+		at = ct
+	}
+	date := spend.Date(at)
+	d, err := k.ledger(date)
+	if err != nil {
+		return err
+	}
+	key := spend.Key(t.ID, res.RetryCount, firstNonEmpty(res.SoldierID, res.CompletedAt))
+	e := spend.Entry{
+		Task: t.ID, Attempt: res.RetryCount, General: t.TargetGeneral, Engine: k.engineOf(t.TargetGeneral),
+		CostUSD: m.CostUSD, Status: res.Status, ErrorReason: res.ErrorReason, At: schema.FormatTime(at),
+	}
+	if m.Usage != nil {
+		e.Usage = *m.Usage
+	}
+	if !d.Put(key, e) {
+		return nil // recorded before a crash
+	}
+	if err := spend.Save(k.l.SpendDay(date), d); err != nil {
+		delete(d.Attempts, key)
+		return fmt.Errorf("record the cost of %s: %w", t.ID, err)
+	}
+	return nil
+}
+
+// taskTotals sums a task's attempts over the days it lived.
+func (k *King) taskTotals(t *schema.Task) spend.Totals {
+	var tot spend.Totals
+	now := k.now()
+	from := now
+	if ct, err := schema.ParseTime(t.CreatedAt); err == nil && ct.Before(now) && now.Sub(ct) < 31*24*time.Hour {
+		from = ct
+	}
+	seen := map[string]bool{}
+	for day := from; ; day = day.Add(24 * time.Hour) {
+		if day.After(now) {
+			day = now
+		}
+		date := spend.Date(day)
+		if !seen[date] {
+			seen[date] = true
+			if d, err := k.ledger(date); err == nil {
+				tot.Merge(d.TaskTotals(t.ID))
+			}
+		}
+		if !day.Before(now) {
+			break
+		}
+	}
+	return tot
+}
+
+// withTotals adds the task's totals over its attempts to a task.* event.
+func (k *King) withTotals(t *schema.Task, data map[string]any) map[string]any {
+	tot := k.taskTotals(t)
+	data["cost_usd"] = tot.CostUSD
+	data["usage"] = tot.Usage
+	data["attempts_costed"] = tot.Attempts
+	return data
+}
+
+// costNote is the cost and duration line of a completion message.
+func (k *King) costNote(t *schema.Task, res *schema.Result) string {
+	tot := k.taskTotals(t)
+	d := time.Duration(res.DurationSeconds * float64(time.Second)).Round(time.Second)
+	cost := fmt.Sprintf("$%.2f", tot.CostUSD)
+	if tot.Attempts > 0 && tot.Unpriced == tot.Attempts {
+		cost = fmt.Sprintf("%d tokens", tot.Tokens)
+	}
+	return fmt.Sprintf(" (%s, %s)", d, cost)
+}
+
+// budgetStatus is today's spend against the daily budget.
+func (k *King) budgetStatus() (spend.Status, error) {
+	date := spend.Date(k.now())
+	d, err := k.ledger(date)
+	if err != nil {
+		return spend.Status{Date: date}, err
+	}
+	return spend.Evaluate(date, d.Summary().Totals, k.cfg.Budget), nil
+}
+
+// budgetCrossings emits system.budget_warning and system.budget_exceeded
+// the first time today's spend reaches 80 % and 100 % of the daily budget.
+// The mark is saved before the event: a crash in between loses one event
+// rather than announcing it twice (the chamberlain's alert keys on the day).
+func (k *King) budgetCrossings(s spend.Status) error {
+	if !s.Warning {
+		return nil
+	}
+	var marks budgetMarks
+	if b, err := os.ReadFile(k.l.BudgetState()); err == nil {
+		_ = json.Unmarshal(b, &marks) // a broken file: announce again
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("read budget marks: %w", err)
+	}
+	if marks.Date != s.Date {
+		marks = budgetMarks{Date: s.Date}
+	}
+	warn := s.Warning && !marks.Warned
+	exceed := s.Exceeded && !marks.Exceeded
+	if !warn && !exceed {
+		return nil
+	}
+	marks.Warned = marks.Warned || s.Warning
+	marks.Exceeded = marks.Exceeded || s.Exceeded
+	if err := atomicfile.WriteJSON(k.l.BudgetState(), marks); err != nil {
+		return fmt.Errorf("write budget marks: %w", err)
+	}
+	data := map[string]any{"date": s.Date, "cost_usd": s.CostUSD, "tokens": s.Tokens,
+		"daily_usd": s.DailyUSD, "daily_tokens": s.DailyTokens, "ratio": math.Round(s.Ratio*1000) / 1000}
+	if warn {
+		k.em.Emit("system.budget_warning", data)
+		k.log.Warn("daily budget 80% reached: " + s.Describe())
+	}
+	if exceed {
+		k.em.Emit("system.budget_exceeded", data)
+		k.log.Warn("daily budget used up: " + s.Describe())
+	}
+	return nil
+}
+
+// moneyGate is one tick's view of the budget and the engine pauses.
+type moneyGate struct {
+	k      *King
+	status spend.Status
+	pauses enginepause.File
+	now    time.Time
+}
+
+// moneyGate reads today's budget status and the engine pauses, and
+// announces budget thresholds newly crossed.
+func (k *King) moneyGate() *moneyGate {
+	g := &moneyGate{k: k, now: k.now()}
+	s, err := k.budgetStatus()
+	if err != nil {
+		k.log.Warn("spend ledger unreadable; budget not enforced this tick", "err", err)
+	}
+	g.status = s
+	if spend.Limited(k.cfg.Budget) {
+		if err := k.budgetCrossings(s); err != nil {
+			k.log.Warn("budget thresholds", "err", err)
+		}
+	}
+	p, err := enginepause.Load(k.l.EnginePause())
+	if err != nil {
+		k.log.Warn("engine pauses unreadable", "err", err)
+	}
+	g.pauses = p
+	return g
+}
+
+// deny says why a task of priority for general (""= not yet known) may not
+// start now, or "".
+func (g *moneyGate) deny(priority, general string) string {
+	if general != "" {
+		eng := g.k.engineOf(general)
+		if until, ok := g.pauses.Active(eng, g.now); ok {
+			return fmt.Sprintf("engine %s paused by a usage limit until %s", eng, schema.FormatTime(until))
+		}
+	}
+	ok, why := spend.Admit(g.status, spend.TaskBudget(g.k.cfg.Budget, g.k.routes.Manifest(general)), priority)
+	if !ok {
+		return why
+	}
+	return ""
+}
+
+// acceptFor is accept plus the money rules for a task of general.
+func (a *admission) acceptFor(priority, general string) bool {
+	if !a.accept(priority) {
+		return false
+	}
+	if a.money == nil {
+		return true
+	}
+	if r := a.money.deny(priority, general); r != "" {
+		a.moneyReason = r
+		return false
+	}
+	return true
+}

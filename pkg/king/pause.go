@@ -1,0 +1,93 @@
+package king
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/enginepause"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
+)
+
+// usageLimited handles an attempt stopped by a usage limit (SPEC §10.8):
+// the engine is paused until the reset, the task goes back to pending/
+// with not_before at the reset and the same retry_count (no attempt is
+// counted), and system.rate_limited is emitted once per pause. Each step is
+// idempotent, so a repeat after a crash finishes the job without a second
+// event.
+func (k *King) usageLimited(t *schema.Task, res *schema.Result, m attemptMoney) error {
+	now := k.now()
+	until, err := schema.ParseTime(m.ResetsAt)
+	if err != nil || !until.After(now) {
+		if err == nil {
+			// The reset passed while the result waited: run again now.
+			until = now
+		} else {
+			until = now.Add(k.system().UsageLimitFallback())
+		}
+	}
+	eng := k.engineOf(t.TargetGeneral)
+	if err := k.pauseEngine(eng, until, res.Error, t.ID); err != nil {
+		return err
+	}
+	t.NotBefore = schema.FormatTime(until)
+	t.Status = TaskRetrying
+	if err := k.tasks.Put(layout.InProgress, t.ID, t); err != nil {
+		return err
+	}
+	if err := k.requeue(t); err != nil {
+		return err
+	}
+	k.em.Emit("task.retry_scheduled", map[string]any{
+		"task_id": t.ID, "retry_count": t.RetryCount, "not_before": t.NotBefore,
+		"error_reason": ReasonUsageLimited, "general": t.TargetGeneral, "engine": eng, "attempt_counted": false,
+	})
+	k.log.Info("task held by a usage limit", "task", t.ID, "engine", eng, "until", t.NotBefore)
+	return nil
+}
+
+// pauseEngine records engine's pause until `until` in engine-pause.json,
+// extending a shorter one. A new pause (none was active) emits
+// system.rate_limited; the file is written first, so a crash in between
+// loses the event rather than doubling it (the chamberlain alerts from the
+// file).
+func (k *King) pauseEngine(engine string, until time.Time, reason, task string) error {
+	now := k.now()
+	pf, err := enginepause.Load(k.l.EnginePause())
+	if err != nil {
+		k.log.Warn("engine pauses unreadable; starting the file afresh", "err", err)
+		pf = enginepause.File{}
+	}
+	cur, had := pf[engine]
+	active := had && cur.UntilTime().After(now)
+	if active && !until.After(cur.UntilTime()) {
+		return nil // the same pause, recorded already
+	}
+	p := enginepause.Pause{Until: schema.FormatTime(until), Reason: truncate(reason, 500), Since: schema.FormatTime(now), Task: task}
+	if active {
+		p.Since = cur.Since
+	}
+	pf[engine] = p
+	if err := enginepause.Save(k.l.EnginePause(), pf); err != nil {
+		return fmt.Errorf("record the pause of engine %s: %w", engine, err)
+	}
+	if !active {
+		k.em.Emit("system.rate_limited", map[string]any{"engine": engine, "until": p.Until, "reason": p.Reason, "task_id": task})
+		k.log.Warn(fmt.Sprintf("engine %s paused by a usage limit until %s", engine, p.Until))
+	}
+	return nil
+}
+
+// finishAttempt records the attempt's cost, then acts on its result: a
+// usage limit pauses the engine and re-queues the task; anything else goes
+// through finish.
+func (k *King) finishAttempt(t *schema.Task, res *schema.Result, b []byte) error {
+	m := decodeMoney(b)
+	if err := k.recordAttempt(t, res, m); err != nil {
+		return err
+	}
+	if res.ErrorReason == ReasonUsageLimited && (res.Status == schema.ResultFailed || res.Status == schema.ResultKilled) {
+		return k.usageLimited(t, res, m)
+	}
+	return k.finish(t, res)
+}
