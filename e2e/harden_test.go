@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
 	"github.com/kingdom-dev/kingdom/pkg/proctree"
 )
@@ -97,4 +99,102 @@ func freeze(t *testing.T, pid int) {
 		t.Fatalf("freeze pid %d: %v", pid, err)
 	}
 	t.Cleanup(func() { close(done) })
+}
+
+// evil is the adversarial text of issue #13 item 1.
+const evil = "Fix typo <!channel> <https://evil.example|https://github.com/login>"
+
+// Issue #13 items 1 and 2 on the real binaries: a GitHub title reaches
+// Slack escaped; an agent that prints its token and kingdom.env leaves no
+// secret in Slack, session logs, results or events; and the tmux server's
+// environment holds no secret.
+func TestKingdom_OutsideTextEscapedAndSecretsRedactedEverywhere(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: starts the whole kingdom")
+	}
+	k := newConnectedKingdom(t)
+	secrets := []string{"ghp_e2etesttoken0000000000", "jira-e2e-token", "xoxb-e2e-bot", "xapp-e2e-app"}
+
+	k.gh.add(map[string]any{
+		"id": "7101", "unread": true, "reason": "review_requested", "updated_at": "2026-11-21T12:00:00Z",
+		"subject":    map[string]any{"title": evil, "url": "https://api.github.com/repos/acme/widgets/pulls/43", "type": "PullRequest"},
+		"repository": map[string]any{"full_name": "acme/widgets"},
+		"url":        "https://api.github.com/notifications/threads/7101",
+	})
+	var gtask string
+	k.Eventually("the thread_start of the GitHub task", 90*time.Second, func() bool {
+		for _, st := range []string{layout.Pending, layout.InProgress, layout.Completed} {
+			for _, tk := range k.TaskList(st) {
+				if strings.HasPrefix(tk.EventID, "evt-github-7101-") {
+					gtask = tk.ID
+				}
+			}
+		}
+		return gtask != "" && k.Msgs.Exists(layout.Sent, "msg-"+gtask+"-start")
+	})
+
+	k.DropInbox("leak", map[string]any{"id": "evt-e2e-leak-1", "type": "test.leak", "payload": map[string]any{"leak": evil}})
+	var ltask string
+	k.Eventually("the ❌ of the leaking agent", 90*time.Second, func() bool {
+		if tk := k.TaskForEvent("evt-e2e-leak-1"); tk != nil {
+			ltask = tk.ID
+			return k.Msgs.Exists(layout.Sent, "msg-"+ltask+"-failed")
+		}
+		return false
+	})
+
+	var escaped, failedPost bool
+	for _, c := range k.slack.Calls("chat.postMessage") {
+		text := c.Form.Get("text")
+		if strings.Contains(text, "<!channel>") || strings.Contains(text, "<https://evil") {
+			t.Errorf("outside text posted unescaped: %q", text)
+		}
+		escaped = escaped || strings.Contains(text, "&lt;!channel&gt;")
+		if strings.Contains(text, "❌") && strings.Contains(text, ltask) {
+			failedPost = true
+			if !strings.Contains(text, "[REDACTED]") {
+				t.Errorf("the ❌ shows no redaction marker: %q", text)
+			}
+		}
+		for _, s := range secrets {
+			if strings.Contains(text, s) {
+				t.Errorf("secret %q posted to Slack: %q", s, text)
+			}
+		}
+	}
+	if !escaped || !failedPost {
+		t.Fatalf("escaped title seen: %v, ❌ seen: %v", escaped, failedPost)
+	}
+
+	// Every file the kingdom wrote: session logs, results, events, logs.
+	var scanned int
+	filepath.WalkDir(k.L.Base, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.HasPrefix(p, k.L.ConfigDir()) {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil
+		}
+		scanned++
+		for _, s := range secrets {
+			if strings.Contains(string(b), s) {
+				t.Errorf("secret %q written to %s", s, strings.TrimPrefix(p, k.L.Base))
+			}
+		}
+		return nil
+	})
+	if logs, _ := filepath.Glob(filepath.Join(k.L.SessionLogsDir(), "*")); len(logs) == 0 || scanned < 20 {
+		t.Fatalf("session logs %v, %d files scanned: the scan proves nothing", logs, scanned)
+	}
+
+	out, err := exec.Command("tmux", "-L", k.Tmux.Socket, "show-environment", "-g").CombinedOutput()
+	if err != nil {
+		t.Fatalf("show-environment -g: %v: %s", err, out)
+	}
+	for _, s := range secrets {
+		if strings.Contains(string(out), s) {
+			t.Errorf("the tmux server's global environment holds %q", s)
+		}
+	}
 }
