@@ -133,7 +133,7 @@ func TestKingdom_OutsideTextEscapedAndSecretsRedactedEverywhere(t *testing.T) {
 		return gtask != "" && k.Msgs.Exists(layout.Sent, "msg-"+gtask+"-start")
 	})
 
-	k.DropInbox("leak", map[string]any{"id": "evt-e2e-leak-1", "type": "test.leak", "payload": map[string]any{"leak": evil}})
+	k.DropInbox("leak", map[string]any{"id": "evt-e2e-leak-1", "type": "test.leak", "priority": "high", "payload": map[string]any{"leak": evil}})
 	var ltask string
 	k.Eventually("the ❌ of the leaking agent", 90*time.Second, func() bool {
 		if tk := k.TaskForEvent("evt-e2e-leak-1"); tk != nil {
@@ -195,6 +195,59 @@ func TestKingdom_OutsideTextEscapedAndSecretsRedactedEverywhere(t *testing.T) {
 	for _, s := range secrets {
 		if strings.Contains(string(out), s) {
 			t.Errorf("the tmux server's global environment holds %q", s)
+		}
+	}
+}
+
+// Issue #13 item 5 on the real binaries: sessions.json truncated while a
+// soldier works. The registry is rebuilt from what is true (the task's
+// soldier-id), so the chamberlain does not kill the live soldier as an
+// orphan, and the task finishes on its first attempt.
+func TestKingdom_TruncatedRegistryKillsNoLiveSoldier(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: starts the whole kingdom")
+	}
+	k := NewKingdom(t, map[string]string{
+		"config/system.yaml":   "runtime:\n  engine: claude\n  claude:\n    command: " + filepath.Join(binDir, "fakeclaude") + "\n    args: []\nwatchdog:\n  interval_seconds: 1\n",
+		"config/sentinel.yaml": "polling:\n  inbox:\n    interval_seconds: 1\n",
+		// Orphan grace 0: an unregistered soldier session is killed at once.
+		// A loaded test machine must not hold admission (health red).
+		"config/chamberlain.yaml": "monitoring:\n  interval_seconds: 1\nsessions:\n  orphan_grace_minutes: 0\n" +
+			"thresholds:\n  cpu_yellow: 98\n  cpu_orange: 99\n  cpu_red: 100\n  memory_yellow: 95\n  memory_orange: 98\n  memory_red: 99\n",
+		"config/generals/gen-dev.yaml": "name: gen-dev\ndescription: test work\ntimeout_seconds: 300\nmax_concurrent: 2\nsubscribes: [\"test.*\"]\n",
+	})
+	k.Start()
+	k.WaitRoles("sentinel", "king", "chamberlain", "gen-dev")
+	k.DropInbox("hold", map[string]any{"id": "evt-e2e-hold-1", "type": "test.hold", "priority": "high", "payload": map[string]any{"hold_file": "release-hold"}})
+	var task, soldier string
+	k.Eventually("the soldier to run and be registered", 60*time.Second, func() bool {
+		tk := k.TaskForEvent("evt-e2e-hold-1")
+		if tk == nil {
+			return false
+		}
+		task = tk.ID
+		b, err := os.ReadFile(k.L.ResultSoldierID(task))
+		soldier = strings.TrimSpace(string(b))
+		reg, _ := os.ReadFile(k.L.SessionsJSON())
+		return err == nil && soldier != "" && strings.Contains(string(reg), soldier)
+	})
+	reg, _ := os.ReadFile(k.L.SessionsJSON())
+	if err := os.WriteFile(k.L.SessionsJSON(), reg[:len(reg)/2], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Several chamberlain ticks (1 s each) see the truncated registry.
+	time.Sleep(4 * time.Second)
+	if ok, err := k.Tmux.Has(t.Context(), soldier); err != nil || !ok {
+		t.Fatalf("soldier %s killed after the registry was truncated (has=%v, %v)", soldier, ok, err)
+	}
+	os.WriteFile(filepath.Join(k.L.Base, "release-hold"), nil, 0o600)
+	k.Eventually("the task to finish", 60*time.Second, func() bool { return k.Result(task) != nil })
+	if r := k.Result(task); r == nil || r.Status != "success" || r.RetryCount != 0 {
+		t.Fatalf("result %+v, want success on the first attempt", r)
+	}
+	for _, ev := range k.InternalEvents() {
+		if ev.Type == "recovery.session_killed" || ev.Type == "soldier.killed" {
+			t.Errorf("%s: %s", ev.Type, ev.Data)
 		}
 	}
 }

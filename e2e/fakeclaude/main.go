@@ -11,6 +11,8 @@
 //   - payload.leak on a first run: prints its GH_TOKEN and the base dir's
 //     kingdom.env to stdout and stderr, and fails (terminal) quoting them
 //     and payload.leak's text (a hostile or careless agent);
+//   - payload.hold_file: waits until that file (under the base dir) exists,
+//     then succeeds (a soldier that stays alive while the test acts);
 //   - a resume task: requires --resume sess-<original task> and succeeds;
 //   - otherwise success.
 package main
@@ -86,6 +88,14 @@ func main() {
 		time.Sleep(100 * time.Millisecond)
 		syscall.Kill(os.Getppid(), syscall.SIGKILL)
 		os.Exit(137)
+	case t.Payload["hold_file"] != nil:
+		for {
+			if _, err := os.Stat(filepath.Join(base, fmt.Sprint(t.Payload["hold_file"]))); err == nil {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		res["status"], res["summary"] = "success", "held, then done"
 	case t.Payload["leak"] != nil:
 		env, _ := os.ReadFile(filepath.Join(base, "config", "kingdom.env"))
 		dump := fmt.Sprintf("GH_TOKEN=%s %s", os.Getenv("GH_TOKEN"), strings.ReplaceAll(string(env), "\n", " "))
