@@ -11,9 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/envoy/slackfake"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
 	"github.com/kingdom-dev/kingdom/pkg/proctree"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // Issue #13 item 7, on the real binaries: a sentinel frozen (stopped) keeps
@@ -249,5 +251,86 @@ func TestKingdom_TruncatedRegistryKillsNoLiveSoldier(t *testing.T) {
 		if ev.Type == "recovery.session_killed" || ev.Type == "soldier.killed" {
 			t.Errorf("%s: %s", ev.Type, ev.Data)
 		}
+	}
+}
+
+// Issue #13 item 4 on the real binaries: the envoy's state directory sits on
+// a 2 MiB tmpfs that fills up. The envoy posts nothing it cannot record
+// (before: the same message every tick), alerts once, and posts the message
+// exactly once when space comes back.
+func TestKingdom_EnvoyOnAFullDiskPostsNothingItCannotRecord(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: starts the whole kingdom")
+	}
+	slack := slackfake.New()
+	t.Cleanup(slack.Close)
+	k := NewKingdom(t, map[string]string{
+		"config/system.yaml":   "watchdog:\n  interval_seconds: 1\n",
+		"config/sentinel.yaml": "polling:\n  inbox:\n    interval_seconds: 1\n",
+		"config/envoy.yaml":    "slack:\n  api_url: " + slack.APIURL() + "\n  default_channel: C0KINGDOM\n  allowed_users: [UHUMAN]\nintervals:\n  outbound_seconds: 1\n",
+		"config/kingdom.env":   "SLACK_BOT_TOKEN=xoxb-e2e-bot\nSLACK_APP_TOKEN=xapp-e2e-app\n",
+	})
+	envoyState := k.L.RoleStateDir(layout.RoleEnvoy)
+	os.MkdirAll(envoyState, 0o700)
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", envoyState).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs (needs root): %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", envoyState).Run() })
+	k.Start()
+	k.WaitRoles("envoy")
+	if err := slack.WaitConnected(30 * time.Second); err != nil {
+		t.Fatalf("envoy never connected: %v", err)
+	}
+	// Fill the envoy's filesystem.
+	filler := filepath.Join(envoyState, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4096)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			break
+		}
+	}
+	for {
+		if _, err := f.Write(buf[:1]); err != nil {
+			break
+		}
+	}
+	f.Close()
+	before := len(slack.Calls("chat.postMessage"))
+	id := "msg-e2e-disk-1"
+	m := schema.Message{ID: id, Type: schema.MessageNotification, Urgency: schema.UrgencyNormal, Content: "hello from a full disk",
+		Context: map[string]any{}, CreatedAt: schema.FormatTime(time.Now()), Status: schema.MessagePending}
+	if err := k.Msgs.PutOnce(layout.Pending, id, m); err != nil {
+		t.Fatal(err)
+	}
+	k.Eventually("the one alert", 30*time.Second, func() bool { return len(slack.Calls("chat.postMessage")) > before })
+	// Five outbound intervals: before the fix, five posts of the message.
+	time.Sleep(5 * time.Second)
+	var alerts, posts int
+	for _, c := range slack.Calls("chat.postMessage")[before:] {
+		switch text := c.Form.Get("text"); {
+		case strings.Contains(text, "outbound messages are held"):
+			alerts++
+		case strings.Contains(text, "hello from a full disk"):
+			posts++
+		}
+	}
+	if alerts != 1 || posts != 0 {
+		t.Fatalf("on a full disk: %d alerts and %d posts of the message, want 1 and 0", alerts, posts)
+	}
+	os.Remove(filler)
+	k.Eventually("the message sent", 30*time.Second, func() bool { return k.Msgs.Exists(layout.Sent, id) })
+	time.Sleep(2 * time.Second) // two more intervals: nothing is posted again
+	posts = 0
+	for _, c := range slack.Calls("chat.postMessage")[before:] {
+		if strings.Contains(c.Form.Get("text"), "hello from a full disk") {
+			posts++
+		}
+	}
+	if posts != 1 {
+		t.Fatalf("the message was posted %d times, want once", posts)
 	}
 }
