@@ -170,11 +170,14 @@ func (c *Chamberlain) Validate() error {
 	return p.err()
 }
 
-// ascending requires vals to increase strictly (yellow < orange < red).
+// ascending requires vals not to decrease (yellow ≤ orange ≤ red). Equal
+// levels are allowed: since a metric must be strictly above a level to reach
+// it, cpu_yellow = cpu_orange = cpu_red = 100 turns CPU gating off (a busy
+// build machine, a test kingdom).
 func ascending(p *problems, section string, names []string, vals []float64) {
 	for i := 1; i < len(vals); i++ {
-		if vals[i] <= vals[i-1] {
-			p.add(section+"."+names[i], "expected more than %s (%s), got %s", names[i-1], fmtFloat(vals[i-1]), fmtFloat(vals[i]))
+		if vals[i] < vals[i-1] {
+			p.add(section+"."+names[i], "expected at least %s (%s), got %s", names[i-1], fmtFloat(vals[i-1]), fmtFloat(vals[i]))
 		}
 	}
 }

@@ -254,10 +254,10 @@ func (e *Envoy) deliver(ctx context.Context, ent queue.Entry) error {
 	}
 
 	var react []reaction
-	if err := e.st.update(func(s *State) error {
-		s.Deliveries[m.ID] = d
+	// The delivery is journaled durably; the state files follow at the end
+	// of the tick (journal.go).
+	if err := e.st.record(m.ID, d, func(s *State) {
 		react = e.bookkeep(m, d, s)
-		return nil
 	}); err != nil {
 		e.setUnrecorded(m.ID, &d)
 		return e.holdForDisk(ctx, fmt.Errorf("record delivery of %s: %w", m.ID, err))
@@ -349,7 +349,7 @@ func (e *Envoy) bookkeep(m *schema.Message, d Delivery, s *State) []reaction {
 			rc.ThreadTS = thread
 		}
 		s.Conversations[convKey(d.Channel, thread)] = Conversation{Channel: d.Channel, ThreadTS: thread,
-			ReplyContext: &rc, ExpiresAt: schema.FormatTime(e.clock.Now().Add(ttl))}
+			ReplyContext: &rc, ExpiresAt: schema.FormatTime(e.clock.Now().Add(ttl)), UserID: tc.UserID}
 	}
 	return out
 }
