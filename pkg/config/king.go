@@ -35,32 +35,32 @@ type KingSlack struct {
 // KingRetry: a retryable failure is re-queued while retry_count <
 // MaxAttempts, after BackoffSeconds·2^retry_count (capped).
 type KingRetry struct {
-	MaxAttempts       int `yaml:"max_attempts" check:"min=0"`
-	BackoffSeconds    int `yaml:"backoff_seconds" check:"min=0"`
-	MaxBackoffSeconds int `yaml:"max_backoff_seconds" check:"min=0"`
+	MaxAttempts       int `yaml:"max_attempts" check:"min=0,max=100"`
+	BackoffSeconds    int `yaml:"backoff_seconds" check:"min=0,max=86400"`
+	MaxBackoffSeconds int `yaml:"max_backoff_seconds" check:"min=0,max=86400"`
 }
 
 // KingConcurrency is the admission limit on soldiers in flight.
 type KingConcurrency struct {
-	MaxSoldiers int `yaml:"max_soldiers" check:"min=1"`
+	MaxSoldiers int `yaml:"max_soldiers" check:"min=1,max=1000"`
 }
 
 // Petition configures the classifier for Slack DMs and mentions.
 type Petition struct {
 	Enabled        bool   `yaml:"enabled"`
 	Model          string `yaml:"model"`
-	TimeoutSeconds int    `yaml:"timeout_seconds" check:"min=1"`
+	TimeoutSeconds int    `yaml:"timeout_seconds" check:"min=1,max=3600"`
 }
 
 // KingSchedules configures manifest schedules.
 type KingSchedules struct {
-	CatchUpHours int `yaml:"catch_up_hours" check:"min=0"` // a run missed within this window fires once
+	CatchUpHours int `yaml:"catch_up_hours" check:"min=0,max=720"` // a run missed within this window fires once
 }
 
 // KingIntervals are the fallback polling periods; inotify wakes the king sooner.
 type KingIntervals struct {
-	EventsSeconds  int `yaml:"events_seconds" check:"min=1"`
-	ResultsSeconds int `yaml:"results_seconds" check:"min=1"`
+	EventsSeconds  int `yaml:"events_seconds" check:"min=1,max=3600"`
+	ResultsSeconds int `yaml:"results_seconds" check:"min=1,max=3600"`
 }
 
 // DefaultKing returns king.yaml's defaults.
@@ -112,7 +112,7 @@ func (k *King) PetitionTimeout() time.Duration { return seconds(k.Petition.Timeo
 
 // CatchUpWindow is how far back a missed schedule run still fires.
 func (k *King) CatchUpWindow() time.Duration {
-	return time.Duration(k.Schedules.CatchUpHours) * time.Hour
+	return hours(k.Schedules.CatchUpHours)
 }
 
 // EventsInterval is the fallback period for scanning pending events.

@@ -74,16 +74,16 @@ type Git struct {
 
 // Watchdog configures start's supervision of role sessions.
 type Watchdog struct {
-	IntervalSeconds  int       `yaml:"interval_seconds" check:"min=1"`
+	IntervalSeconds  int       `yaml:"interval_seconds" check:"min=1,max=86400"`
 	CrashLoop        CrashLoop `yaml:"crash_loop"`
-	StopGraceSeconds int       `yaml:"stop_grace_seconds" check:"min=0"`
+	StopGraceSeconds int       `yaml:"stop_grace_seconds" check:"min=0,max=3600"`
 }
 
 // CrashLoop: a role that died MaxRestarts times within WindowMinutes is not
 // restarted again.
 type CrashLoop struct {
-	MaxRestarts   int `yaml:"max_restarts" check:"min=1"`
-	WindowMinutes int `yaml:"window_minutes" check:"min=1"`
+	MaxRestarts   int `yaml:"max_restarts" check:"min=1,max=1000"`
+	WindowMinutes int `yaml:"window_minutes" check:"min=1,max=10080"`
 }
 
 // Log configures the human-readable logs.
