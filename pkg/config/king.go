@@ -47,9 +47,25 @@ type KingConcurrency struct {
 
 // Petition configures the classifier for Slack DMs and mentions.
 type Petition struct {
-	Enabled        bool   `yaml:"enabled"`
-	Model          string `yaml:"model"`
-	TimeoutSeconds int    `yaml:"timeout_seconds" check:"min=1,max=3600"`
+	Enabled bool `yaml:"enabled"`
+	// Model is the older single model key; it applies to claude only, and
+	// only when Models names no claude model.
+	Model string `yaml:"model"`
+	// Models is the classifier's model per engine ("" = the CLI's default).
+	Models         map[string]string `yaml:"models"`
+	TimeoutSeconds int               `yaml:"timeout_seconds" check:"min=1,max=3600"`
+}
+
+// ModelFor is the classifier's model for engine (SPEC §10.9): a claude
+// model name never reaches codex.
+func (p Petition) ModelFor(engine string) string {
+	if m, ok := p.Models[engine]; ok {
+		return m
+	}
+	if engine == EngineClaude {
+		return p.Model
+	}
+	return ""
 }
 
 // KingSchedules configures manifest schedules.
@@ -68,7 +84,7 @@ func DefaultKing() *King {
 	return &King{
 		Retry:       KingRetry{MaxAttempts: 2, BackoffSeconds: 60, MaxBackoffSeconds: 3600},
 		Concurrency: KingConcurrency{MaxSoldiers: 3},
-		Petition:    Petition{Enabled: true, Model: "haiku", TimeoutSeconds: 15},
+		Petition:    Petition{Enabled: true, Models: map[string]string{EngineClaude: "haiku", EngineCodex: ""}, TimeoutSeconds: 15},
 		Schedules:   KingSchedules{CatchUpHours: 24},
 		Intervals:   KingIntervals{EventsSeconds: 10, ResultsSeconds: 10},
 	}

@@ -83,7 +83,8 @@ func TestDefaults_AreValid(t *testing.T) {
 func TestDefaults_MatchSpec(t *testing.T) {
 	s := DefaultSystem()
 	if s.Runtime.Engine != "claude" || s.Runtime.Claude.Command != "claude" || s.Runtime.Codex.Command != "codex" ||
-		!reflect.DeepEqual(s.Runtime.Claude.Args, []string{"--permission-mode", "bypassPermissions"}) ||
+		!reflect.DeepEqual(s.Runtime.Claude.Args, []string{"--permission-mode", "acceptEdits", "--allowedTools", "Bash(git:*),Bash(gh:*)"}) ||
+		!reflect.DeepEqual(s.Runtime.Codex.Args, []string{"--sandbox", "workspace-write", "-c", "sandbox_workspace_write.network_access=true"}) ||
 		s.Git.CloneURL != "https://github.com/{repo}.git" || s.WatchdogInterval() != time.Minute ||
 		s.Watchdog.CrashLoop.MaxRestarts != 5 || s.CrashLoopWindow() != 10*time.Minute || s.StopGrace() != 10*time.Second ||
 		s.Log.Level != "info" || len(s.Runtime.EnvPassthrough) != 8 {
@@ -91,7 +92,8 @@ func TestDefaults_MatchSpec(t *testing.T) {
 	}
 	k := DefaultKing()
 	if k.Retry != (KingRetry{2, 60, 3600}) || k.Concurrency.MaxSoldiers != 3 ||
-		k.Petition != (Petition{true, "haiku", 15}) || k.CatchUpWindow() != 24*time.Hour ||
+		!reflect.DeepEqual(k.Petition, Petition{Enabled: true, Models: map[string]string{"claude": "haiku", "codex": ""}, TimeoutSeconds: 15}) ||
+		k.Petition.ModelFor("codex") != "" || k.Petition.ModelFor("claude") != "haiku" || k.CatchUpWindow() != 24*time.Hour ||
 		k.EventsInterval() != 10*time.Second || k.ResultsInterval() != 10*time.Second {
 		t.Errorf("king defaults: %+v", k)
 	}

@@ -161,6 +161,9 @@ func (e *Envoy) Watches() []runner.Watch {
 // every pending message, oldest first.
 func (e *Envoy) Tick(ctx context.Context) error {
 	var errs []error
+	if err := e.replayJournal(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := e.ProcessConsoleInbox(ctx); err != nil {
 		errs = append(errs, err)
 	}
@@ -168,6 +171,10 @@ func (e *Envoy) Tick(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	if err := e.sendPending(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	// The deliveries of this tick reach the state files once (journal.go).
+	if err := e.st.flush(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

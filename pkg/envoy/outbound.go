@@ -254,10 +254,10 @@ func (e *Envoy) deliver(ctx context.Context, ent queue.Entry) error {
 	}
 
 	var react []reaction
-	if err := e.st.update(func(s *State) error {
-		s.Deliveries[m.ID] = d
+	// The delivery is journaled durably; the state files follow at the end
+	// of the tick (journal.go).
+	if err := e.st.record(m.ID, d, func(s *State) {
 		react = e.bookkeep(m, d, s)
-		return nil
 	}); err != nil {
 		e.setUnrecorded(m.ID, &d)
 		return e.holdForDisk(ctx, fmt.Errorf("record delivery of %s: %w", m.ID, err))

@@ -236,6 +236,14 @@ func (g *General) writeTaskFiles(t *schema.Task, ws workspace) error {
 	if err := atomicfile.WritePrivate(filepath.Join(ws.TaskDir, "AGENTS.md"), compose(codexExtra), 0o600); err != nil {
 		return err
 	}
+	// Codex reads AGENTS.md only from its cwd and the git root, not from
+	// the task dir above them (SPEC §10.10): place it in the cwd too, unless
+	// the repo has its own (git ignores ours through info/exclude).
+	if inCwd := filepath.Join(ws.RepoDir, "AGENTS.md"); !exists(inCwd) {
+		if err := atomicfile.WriteFile(inCwd, compose(codexExtra), 0o600); err != nil {
+			return err
+		}
+	}
 	tf := TaskFile{TaskID: t.ID, General: g.name, Type: t.Type, Repo: ws.Repo, RepoDir: ws.RepoDir,
 		ResultPath: l.ResultStaging(t.ID), HeartbeatPath: l.ResultHeartbeat(t.ID), RetryCount: t.RetryCount}
 	b, _ := json.MarshalIndent(tf, "", "  ")

@@ -108,7 +108,20 @@ const (
 	ReasonTimeout        = "Timeout"
 	ReasonInvalidResult  = "InvalidResult"
 	ReasonPromptTooLarge = "PromptTooLarge"
-	// ReasonCancelled: the operator cancelled the task (SPEC §10.11); terminal.
+	// ReasonNoResult: the engine ended its run normally without a result
+	// (SPEC §10.2). Terminal: the agent may already have had side effects.
+	ReasonNoResult = "NoResult"
+	// ReasonEngineRefused: the engine refused its configuration (bypass
+	// mode as root, an unknown flag, no credentials; SPEC §10.4).
+	ReasonEngineRefused = "EngineRefused"
+	// ReasonSessionLost: a resume whose session is gone (SPEC §10.5).
+	ReasonSessionLost = "SessionLost"
+	// ReasonBudgetExceeded: the task's budget was reached (SPEC §10.7).
+	ReasonBudgetExceeded = "BudgetExceeded"
+	// ReasonUsageLimited: the engine hit a usage or rate limit; the task
+	// is re-queued without counting an attempt (SPEC §10.8).
+	ReasonUsageLimited = "UsageLimited"
+	// ReasonCancelled: an operator cancelled the task (SPEC §10.11).
 	ReasonCancelled = "Cancelled"
 )
 
@@ -287,6 +300,32 @@ type RawResult struct {
 	// posted as a conversation thread whose follow-ups resume the session
 	// (SPEC §9.10).
 	TrackConversation bool `json:"track_conversation,omitempty"`
+	// Usage and CostUSD are the attempt's token usage and cost (SPEC
+	// §10.6), for failed attempts too; CostUSD is nil when unpriced.
+	Usage   *Usage   `json:"usage,omitempty"`
+	CostUSD *float64 `json:"cost_usd,omitempty"`
+}
+
+// Usage is the token usage of one engine run (SPEC §10.6).
+type Usage struct {
+	InputTokens              int64 `json:"input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+}
+
+// Add returns u + v; a nil operand counts as zero.
+func (u *Usage) Add(v *Usage) *Usage {
+	var out Usage
+	for _, x := range []*Usage{u, v} {
+		if x != nil {
+			out.InputTokens += x.InputTokens
+			out.OutputTokens += x.OutputTokens
+			out.CacheReadInputTokens += x.CacheReadInputTokens
+			out.CacheCreationInputTokens += x.CacheCreationInputTokens
+		}
+	}
+	return &out
 }
 
 // IsTerminal reports whether a failure must not be retried: the result's
