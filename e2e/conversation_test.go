@@ -69,11 +69,11 @@ func TestConversation_FollowUpInTheDMThreadContinuesIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	rc, _ := ev.Payload["reply_context"].(map[string]any)
-	if ev.Type != "slack.thread.reply" || rc["task_id"] != first || rc["general"] != "gen-herald" || rc["session_id"] != "sess-"+first {
+	if ev.Type != "slack.thread.reply" || rc["task_id"] != first || rc["general"] != "gen-herald" || rc["session_id"] != res.SessionID || res.SessionID == "" {
 		t.Fatalf("follow-up event %s with reply_context %v", ev.Type, rc)
 	}
 	tk := k.TaskForEvent(replyID)
-	if tk.Type != schema.TaskTypeResume || tk.TargetGeneral != "gen-herald" || tk.SessionID != "sess-"+first {
+	if tk.Type != schema.TaskTypeResume || tk.TargetGeneral != "gen-herald" || tk.SessionID != res.SessionID {
 		t.Fatalf("follow-up task %+v", tk)
 	}
 	var call struct {
@@ -85,8 +85,8 @@ func TestConversation_FollowUpInTheDMThreadContinuesIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	json.Unmarshal(cb, &call)
-	if call.Resume != "sess-"+first || call.Cwd != res.Workdir {
-		t.Fatalf("follow-up ran with resume %q in %q, want sess-%s in %q", call.Resume, call.Cwd, first, res.Workdir)
+	if call.Resume != res.SessionID || call.Cwd != res.Workdir {
+		t.Fatalf("follow-up ran with resume %q in %q, want %s in %q", call.Resume, call.Cwd, res.SessionID, res.Workdir)
 	}
 	var answered bool
 	for _, p := range k.posts("D0HUMAN", dmTS) {
