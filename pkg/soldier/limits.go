@@ -1,6 +1,7 @@
 package soldier
 
 import (
+	"math"
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
@@ -81,4 +82,17 @@ func applyMoney(raw map[string]any, eng string, po *engine.Outcome, stderrTail s
 	raw["summary"] = raw["error"]
 	delete(raw, "terminal")
 	return true
+}
+
+// codexCost prices a codex run's tokens with runtime.codex.pricing (codex
+// reports no cost); nil when unpriced or not codex.
+func codexCost(sys *config.System, eng string, u *schema.Usage) *float64 {
+	if eng != config.EngineCodex || u == nil || sys == nil || sys.Runtime.Codex.Pricing == nil {
+		return nil
+	}
+	p := sys.Runtime.Codex.Pricing
+	c := (float64(u.InputTokens+u.CacheCreationInputTokens)*p.InputPerMTok +
+		float64(u.CacheReadInputTokens)*p.CachedInputPerMTok + float64(u.OutputTokens)*p.OutputPerMTok) / 1e6
+	c = math.Round(c*1e8) / 1e8
+	return &c
 }

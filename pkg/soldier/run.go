@@ -178,6 +178,8 @@ func Run(ctx context.Context, o RunOptions) (*Outcome, error) {
 	}
 	if po.CostUSD != nil {
 		out.Raw["cost_usd"] = *po.CostUSD
+	} else if c := codexCost(o.System, inv.Engine, po.Usage); c != nil {
+		out.Raw["cost_usd"] = *c
 	}
 	forgetSession(o, inv, env, out)
 	return out, publish(l, task, out.Raw)
