@@ -242,3 +242,19 @@ func TestPos_RoundTrip(t *testing.T) {
 		t.Fatalf("ParsePos(%q) = %v, %v", p.String(), q, err)
 	}
 }
+
+func TestEvents_TruncatedLogStartsOver(t *testing.T) {
+	l := newBase(t)
+	os.WriteFile(l.EventsLog(), []byte(`{"type":"a","data":{"n":0}}`+"\n"+`{"type":"a","data":{"n":1}}`+"\n"), 0o600)
+	rd := newReader(l, Pos{})
+	defer rd.close()
+	var got []int
+	collect := func(line []byte, _ Pos) error { got = append(got, eventN(t, string(line))); return nil }
+	rd.read(collect)
+	// Truncated in place by hand, then written again.
+	os.WriteFile(l.EventsLog(), []byte(`{"type":"a","data":{"n":2}}`+"\n"), 0o600)
+	rd.read(collect)
+	if fmt.Sprint(got) != "[0 1 2]" {
+		t.Fatalf("read %v, want [0 1 2]", got)
+	}
+}
