@@ -289,8 +289,14 @@ func TestKingdom_EndToEnd(t *testing.T) {
 			return false
 		})
 		res := k.Result(resume)
-		if res == nil || res.Status != "success" || res.SessionID != "sess-"+first {
-			t.Fatalf("resume result %+v, want success with session sess-%s", res, first)
+		// The soldier chose the first run's --session-id; the resume used it.
+		var call struct {
+			SessionID string `json:"session_id"`
+		}
+		b, _ := os.ReadFile(filepath.Join(k.L.Base, "fake-calls", first+"-0.json"))
+		json.Unmarshal(b, &call)
+		if res == nil || res.Status != "success" || call.SessionID == "" || res.SessionID != call.SessionID {
+			t.Fatalf("resume result %+v, want success with session %q", res, call.SessionID)
 		}
 		if rt := taskPayload(k.Kingdom, resume)["text"]; rt != "staging" {
 			t.Errorf("resume task text = %v", rt)

@@ -132,26 +132,6 @@ func TestOnce_ReadOnlyBesideDaemon(t *testing.T) {
 	}
 }
 
-func TestOnce_CannotEvaluateExits3(t *testing.T) {
-	missing := filepath.Join(t.TempDir(), "nowhere")
-	if _, code := runOnce(t, "--base-dir", missing, "--once"); code != 3 {
-		t.Fatalf("missing base dir: exit %d, want 3", code)
-	}
-	if _, err := os.Stat(missing); err == nil {
-		t.Fatal("--once created the missing base dir")
-	}
-	l := setup(t)
-	os.WriteFile(l.ConfigFile("chamberlain.yaml"), []byte("thresholds: [1, 2]\n"), 0o600)
-	if _, code := runOnce(t, "--base-dir", l.Base, "--once"); code != 3 {
-		t.Fatalf("bad chamberlain.yaml: exit %d, want 3", code)
-	}
-	os.Remove(l.ConfigFile("chamberlain.yaml"))
-	os.WriteFile(l.GeneralManifest("gen-x"), []byte("name: gen-x\nsubscribes: nope: [\n"), 0o600)
-	if _, code := runOnce(t, "--base-dir", l.Base, "--once"); code != 3 {
-		t.Fatalf("bad manifest: exit %d, want 3", code)
-	}
-}
-
 // Beside a daemon, --once takes CPU from the daemon's fresh resources.json
 // instead of sampling a window of its own (SPEC §9.26, issue #15).
 func TestOnce_BesideDaemonUsesTheDaemonsFreshCPUSample(t *testing.T) {
@@ -180,5 +160,25 @@ func TestOnce_BesideDaemonUsesTheDaemonsFreshCPUSample(t *testing.T) {
 	}
 	if got.System.CPU != 73.5 {
 		t.Errorf("cpu_percent = %v, want the daemon's 73.5", got.System.CPU)
+	}
+}
+
+func TestOnce_CannotEvaluateExits3(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "nowhere")
+	if _, code := runOnce(t, "--base-dir", missing, "--once"); code != 3 {
+		t.Fatalf("missing base dir: exit %d, want 3", code)
+	}
+	if _, err := os.Stat(missing); err == nil {
+		t.Fatal("--once created the missing base dir")
+	}
+	l := setup(t)
+	os.WriteFile(l.ConfigFile("chamberlain.yaml"), []byte("thresholds: [1, 2]\n"), 0o600)
+	if _, code := runOnce(t, "--base-dir", l.Base, "--once"); code != 3 {
+		t.Fatalf("bad chamberlain.yaml: exit %d, want 3", code)
+	}
+	os.Remove(l.ConfigFile("chamberlain.yaml"))
+	os.WriteFile(l.GeneralManifest("gen-x"), []byte("name: gen-x\nsubscribes: nope: [\n"), 0o600)
+	if _, code := runOnce(t, "--base-dir", l.Base, "--once"); code != 3 {
+		t.Fatalf("bad manifest: exit %d, want 3", code)
 	}
 }

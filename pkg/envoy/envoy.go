@@ -81,6 +81,8 @@ type Envoy struct {
 	seenEvt map[string]time.Time // Slack event_ids handled (redelivery dedupe)
 	// holdUntil pauses outbound sends after a long Retry-After.
 	holdUntil time.Time
+	// disk holds sends while the state cannot be written (diskhold.go).
+	disk diskState
 }
 
 // New builds the envoy. It does no I/O.
@@ -159,6 +161,9 @@ func (e *Envoy) Watches() []runner.Watch {
 // every pending message, oldest first.
 func (e *Envoy) Tick(ctx context.Context) error {
 	var errs []error
+	if err := e.replayJournal(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := e.ProcessConsoleInbox(ctx); err != nil {
 		errs = append(errs, err)
 	}
@@ -166,6 +171,10 @@ func (e *Envoy) Tick(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	if err := e.sendPending(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	// The deliveries of this tick reach the state files once (journal.go).
+	if err := e.st.flush(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

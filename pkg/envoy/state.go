@@ -47,6 +47,8 @@ type Conversation struct {
 	ThreadTS     string               `json:"thread_ts"`
 	ReplyContext *schema.ReplyContext `json:"reply_context"`
 	ExpiresAt    string               `json:"expires_at"`
+	// UserID: only this user's follow-ups continue it ("" = any allowed user).
+	UserID string `json:"user_id,omitempty"`
 }
 
 // Delivery is one entry of state/envoy/deliveries.json, keyed by message
@@ -94,11 +96,25 @@ func (s *State) liveConversation(channel, threadTS string, now time.Time) (Conve
 // store loads and saves State. Every change is a read-modify-write of the
 // files under one mutex, so the socket goroutine and the tick never lose
 // each other's updates, and the files on disk are always the truth.
+//
+// Only the envoy (its single leader) writes these files, so the state is
+// read from disk once and then kept in memory (issue #17: no re-read and
+// re-parse of every file for every message); writes still go to disk at
+// once, atomically, for each file whose content changed.
 type store struct {
 	mu    sync.Mutex
 	l     layout.Layout
 	log   *slog.Logger
 	files []stateFile
+
+	cached *State
+	raw    [][]byte // each file's bytes as last read or written
+
+	// The delivery journal (journal.go): deliveries recorded since the
+	// files were last written, and those a restart must replay.
+	journal *os.File
+	dirty   bool
+	replay  []journalEntry
 }
 
 type stateFile struct {
@@ -154,6 +170,14 @@ func (st *store) load() (*State, [][]byte, error) {
 	if s.Deliveries == nil {
 		s.Deliveries = map[string]Delivery{}
 	}
+	entries, err := st.readJournal()
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, je := range entries {
+		s.Deliveries[je.ID] = je.D
+	}
+	st.replay = append(st.replay, entries...)
 	return s, raw, nil
 }
 
@@ -161,7 +185,7 @@ func (st *store) load() (*State, [][]byte, error) {
 func (st *store) view(fn func(*State)) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	s, _, err := st.load()
+	s, _, err := st.current()
 	if err != nil {
 		return err
 	}
@@ -169,18 +193,38 @@ func (st *store) view(fn func(*State)) error {
 	return nil
 }
 
+// current returns the in-memory state, loading it on first use.
+func (st *store) current() (*State, [][]byte, error) {
+	if st.cached == nil {
+		s, raw, err := st.load()
+		if err != nil {
+			return nil, nil, err
+		}
+		st.cached, st.raw = s, raw
+	}
+	return st.cached, st.raw, nil
+}
+
 // update runs fn on the current state and writes back (atomically, 0600)
 // every file whose content changed.
 func (st *store) update(fn func(*State) error) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	s, raw, err := st.load()
+	s, raw, err := st.current()
 	if err != nil {
 		return err
 	}
 	if err := fn(s); err != nil {
+		// fn may have changed the state half-way: the disk is the truth.
+		st.cached = nil
 		return err
 	}
+	return st.writeChanged(s, raw)
+}
+
+// writeChanged writes (atomically, 0600) every file whose content changed,
+// then empties the delivery journal: the files now hold all it recorded.
+func (st *store) writeChanged(s *State, raw [][]byte) error {
 	for i, f := range st.files {
 		b, err := json.MarshalIndent(f.get(s), "", "  ")
 		if err != nil {
@@ -194,8 +238,10 @@ func (st *store) update(fn func(*State) error) error {
 			continue
 		}
 		if err := atomicfile.WriteFile(f.path, b, 0o600); err != nil {
+			st.cached = nil // memory ran ahead of the disk: reload next time
 			return err
 		}
+		raw[i] = b
 	}
-	return nil
+	return st.truncateJournal()
 }

@@ -51,7 +51,7 @@ func encodeDispatched(ev *schema.Event, general string) ([]byte, error) {
 // processPending handles pending events in priority, then age order
 // (queue.List). A deferred event stays untouched in pending/.
 func (k *King) processPending(adm *admission) error {
-	entries, err := k.events.List(layout.Pending)
+	entries, err := k.pendingEntries(adm) // deferred.go: known deferrals skipped
 	if err != nil {
 		return err
 	}
@@ -83,10 +83,14 @@ func (k *King) processPending(adm *admission) error {
 	// The admitted events are dispatched together (batch.go).
 	k.batching = false
 	errs = append(errs, k.flushDispatches())
+	k.endPendingWalk(adm, errors.Join(errs...) != nil)
 	return errors.Join(errs...)
 }
 
 func (k *King) handleEvent(ev *schema.Event, adm *admission) error {
+	if reason := forgedReason(ev); reason != "" {
+		return k.discard(ev, layout.Pending, reason)
+	}
 	switch {
 	case ev.Type == TypeThreadReply:
 		return k.handleReply(ev, adm)
@@ -117,6 +121,7 @@ func (k *King) handleEvent(ev *schema.Event, adm *admission) error {
 }
 
 func (k *King) deferred(ev *schema.Event, adm *admission) {
+	k.rememberDeferred(ev.ID)
 	k.log.Debug("event deferred", "event", ev.ID, "priority", ev.Priority, "reason", adm.denyReason(ev.Priority))
 }
 

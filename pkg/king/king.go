@@ -89,10 +89,12 @@ type King struct {
 	orphanSince map[string]time.Time // task → first seen without its general
 	orphanScan  time.Time            // last scan for orphaned tasks
 
-	tm       *tmux.Client     // soldier sessions, for cancel (control.go)
-	mon      money            // cost ledger, budget and engine pauses (budget.go)
 	batching bool             // processPending: dispatch records (batch.go)
 	intents  []dispatchIntent // admitted events awaiting the group commit
+	// deferCache remembers deferred pending events (deferred.go).
+	deferCache deferredCache
+	tm         *tmux.Client // soldier sessions, for cancel (control.go)
+	mon        money        // cost ledger, budget and engine pauses (budget.go)
 }
 
 // New builds a King. It loads the manifests once; later ticks reload them
@@ -206,8 +208,8 @@ func (k *King) signal() {
 }
 
 // Tick runs one round (SPEC §4.4): recovery at startup and after a failed
-// tick, then (1) pending
-// events, (2) petitions, (3) task results, (4) schedules. Each step runs even
+// tick, then (1) task results (first, so the slots they free are used at
+// once), (2) pending events, (3) petitions, (4) schedules. Each step runs even
 // when an earlier one failed; the errors are joined.
 func (k *King) Tick(ctx context.Context) error {
 	k.reloadManifests()
@@ -224,6 +226,11 @@ func (k *King) Tick(ctx context.Context) error {
 	if err := k.processControl(nil); err != nil {
 		errs = append(errs, fmt.Errorf("control: %w", err))
 	}
+	// Results first: a slot a result frees admits the next event in this
+	// same tick (issue #17), as admission counts in-flight tasks after it.
+	if err := k.processResults(); err != nil {
+		errs = append(errs, fmt.Errorf("results: %w", err))
+	}
 	adm := k.admission()
 	steps := []struct {
 		name string
@@ -231,7 +238,6 @@ func (k *King) Tick(ctx context.Context) error {
 	}{
 		{"pending events", k.processPending},
 		{"petitions", k.processPetitions},
-		{"results", func(*admission) error { return k.processResults() }},
 		{"schedules", k.processSchedules},
 		{"orphaned tasks", k.processOrphans},
 	}

@@ -102,3 +102,55 @@ func (a *Admitter) PruneSeen(age time.Duration, now time.Time) (int, error) {
 	}
 	return n, nil
 }
+
+// AdmitBatch admits many events with one group commit (issue #15.2): each
+// new id's file is staged, all are committed together (temps fsynced in
+// parallel, one directory fsync), then the seen markers are written. It
+// returns one error per event, as Admit would: nil, one wrapping
+// ErrDuplicate, or a failure (the event is then retried later).
+func (a *Admitter) AdmitBatch(idl []string, evs []any) []error {
+	errs := make([]error, len(idl))
+	b := NewBatch()
+	staged := make([]*Staged, len(idl))
+	for i, id := range idl {
+		if err := ids.Check(id); err != nil {
+			errs[i] = fmt.Errorf("admit event: %w", err)
+			continue
+		}
+		if a.Seen(id) {
+			errs[i] = fmt.Errorf("admit %s: %w", id, ErrDuplicate)
+			continue
+		}
+		s, err := b.PutOnce(a.Events, layout.Pending, id, evs[i])
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		staged[i] = s
+	}
+	if err := b.Commit(); err != nil {
+		for i, s := range staged {
+			if s != nil && s.Err() == nil {
+				// Whether this one landed is unknown: report the failure;
+				// a retry finds it queued and calls it a duplicate.
+				errs[i] = fmt.Errorf("admit %s: %w", idl[i], err)
+			}
+		}
+	}
+	for i, s := range staged {
+		if s == nil || errs[i] != nil {
+			continue
+		}
+		if err := s.Err(); err != nil {
+			if errors.Is(err, ErrExists) {
+				a.MarkSeen(idl[i])
+				errs[i] = fmt.Errorf("admit %s: %w", idl[i], ErrDuplicate)
+			} else {
+				errs[i] = err
+			}
+			continue
+		}
+		errs[i] = a.MarkSeen(idl[i])
+	}
+	return errs
+}

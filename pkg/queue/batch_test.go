@@ -54,3 +54,42 @@ func TestBatch_PutsAcrossQueuesAppearAtCommitAndPutOnceRefusesKnownIDs(t *testin
 		t.Error("committed files missing")
 	}
 }
+
+func TestAdmitBatch_NewSeenQueuedAndRepeatedIDs(t *testing.T) {
+	l, _ := newTree(t)
+	events := queue.New(l, layout.QEvents, nil)
+	a := queue.NewAdmitter(l, events)
+	if err := a.MarkSeen("evt-seen"); err != nil {
+		t.Fatal(err)
+	}
+	if err := events.Put(layout.Dispatched, "evt-queued", map[string]any{"id": "evt-queued"}); err != nil {
+		t.Fatal(err)
+	}
+	idl := []string{"evt-a", "evt-seen", "evt-queued", "evt-b", "evt-a", "../bad"}
+	evs := make([]any, len(idl))
+	for i, id := range idl {
+		evs[i] = map[string]any{"id": id}
+	}
+	errs := a.AdmitBatch(idl, evs)
+	want := []string{"ok", "dup", "dup", "ok", "dup", "err"}
+	for i, w := range want {
+		got := "ok"
+		switch {
+		case errors.Is(errs[i], queue.ErrDuplicate):
+			got = "dup"
+		case errs[i] != nil:
+			got = "err"
+		}
+		if got != w {
+			t.Errorf("%s: %v, want %s", idl[i], errs[i], w)
+		}
+	}
+	for _, id := range []string{"evt-a", "evt-b", "evt-queued"} {
+		if !a.Seen(id) {
+			t.Errorf("%s has no seen marker", id)
+		}
+	}
+	if !events.Exists(layout.Pending, "evt-a") || !events.Exists(layout.Pending, "evt-b") || events.Exists(layout.Pending, "evt-queued") {
+		t.Error("pending/ does not hold exactly the new events")
+	}
+}

@@ -250,10 +250,9 @@ func (s *Sentinel) poll(ctx context.Context, w watcher.Watcher) (err error) {
 	if b == nil {
 		return nil
 	}
-	res := make([]watcher.Result, len(b.Items))
+	res := s.emitBatch(b.Items, log) // admit.go: one group commit per round
 	var failed []error
-	for i, it := range b.Items {
-		res[i] = s.Emit(it, log)
+	for i := range b.Items {
 		if res[i].Outcome == watcher.Failed {
 			failed = append(failed, errors.New(res[i].Reason))
 		}
@@ -271,9 +270,18 @@ func (s *Sentinel) Emit(it watcher.Item, log *slog.Logger) watcher.Result {
 	if log == nil {
 		log = s.o.Log
 	}
+	if r, ok := s.check(it, log); !ok {
+		return r
+	}
+	return s.outcome(it, s.admit.Admit(it.Event.ID, it.Event), log)
+}
+
+// check refuses an item that was skipped or whose event does not fit the
+// schema; ok means it may be admitted.
+func (s *Sentinel) check(it watcher.Item, log *slog.Logger) (watcher.Result, bool) {
 	if it.Skip != "" {
 		log.Warn("bad input skipped, nothing queued for it", "item", it.Key, "reason", it.Skip)
-		return watcher.Result{Outcome: watcher.Skipped, Reason: it.Skip}
+		return watcher.Result{Outcome: watcher.Skipped, Reason: it.Skip}, false
 	}
 	data, err := json.Marshal(it.Event)
 	if err == nil {
@@ -282,9 +290,14 @@ func (s *Sentinel) Emit(it watcher.Item, log *slog.Logger) watcher.Result {
 	if err != nil {
 		reason := "event does not fit the schema: " + err.Error()
 		log.Warn("bad input skipped, nothing queued for it", "item", it.Key, "event_id", it.Event.ID, "reason", reason)
-		return watcher.Result{Outcome: watcher.Skipped, Reason: reason}
+		return watcher.Result{Outcome: watcher.Skipped, Reason: reason}, false
 	}
-	err = s.admit.Admit(it.Event.ID, it.Event)
+	return watcher.Result{}, true
+}
+
+// outcome turns the admission's error into the item's result, emitting
+// event.detected for a new event.
+func (s *Sentinel) outcome(it watcher.Item, err error, log *slog.Logger) watcher.Result {
 	switch {
 	case err == nil:
 		log.Info("event queued", "event_id", it.Event.ID, "type", it.Event.Type, "priority", it.Event.Priority)
@@ -298,6 +311,32 @@ func (s *Sentinel) Emit(it watcher.Item, log *slog.Logger) watcher.Result {
 	}
 	log.Error("queue event failed; retried next round", "event_id", it.Event.ID, "err", err)
 	return watcher.Result{Outcome: watcher.Failed, Reason: err.Error()}
+}
+
+// emitBatch is Emit for a whole round: the admissible events are admitted
+// with one group commit (queue.Admitter.AdmitBatch, issue #15.2).
+func (s *Sentinel) emitBatch(items []watcher.Item, log *slog.Logger) []watcher.Result {
+	res := make([]watcher.Result, len(items))
+	var idx []int
+	var idl []string
+	var evs []any
+	for i, it := range items {
+		r, ok := s.check(it, log)
+		if !ok {
+			res[i] = r
+			continue
+		}
+		idx = append(idx, i)
+		idl = append(idl, it.Event.ID)
+		evs = append(evs, it.Event)
+	}
+	if len(idl) == 0 {
+		return res
+	}
+	for j, err := range s.admit.AdmitBatch(idl, evs) {
+		res[idx[j]] = s.outcome(items[idx[j]], err, log)
+	}
+	return res
 }
 
 // armInboxWake schedules a wake-up for when a waiting inbox file becomes

@@ -1,0 +1,61 @@
+package envoy
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"testing"
+
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+)
+
+// An envoy that died after journaling a delivery and moving its message to
+// sent/, but before the end-of-tick write of the state files, loses
+// nothing: the next envoy replays the journal and the thread mapping is
+// there; the message is not posted again (issue #17).
+func TestJournal_ReplayAfterACrashBeforeTheFilesWereWritten(t *testing.T) {
+	h := newHarness(t, setup{console: true})
+	h.put(message("msg-task-20261121-001-start", "thread_start", "task-20261121-001"))
+	// A tick's work without its final flush: what a kill at that instant
+	// leaves on disk.
+	if err := h.e.sendPending(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if s := h.msgState("msg-task-20261121-001-start"); s != "sent" {
+		t.Fatalf("message in %q, want sent", s)
+	}
+	if b, err := os.ReadFile(h.l.EnvoyThreadMappings()); err == nil && len(b) > 3 {
+		t.Fatalf("mappings written before the flush: %s", b)
+	}
+	posted := h.stdout.Len()
+
+	// The restarted envoy (same tree, fresh process state).
+	h2 := newHarness(t, setup{console: true})
+	h2.l = h.l
+	e2, err := New(Options{Layout: h.l, Config: h.e.cfg, Events: h.e.em, Clock: h.clock, Stdout: h2.stdout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2.e = e2
+	h2.tick()
+	b, err := os.ReadFile(h.l.EnvoyThreadMappings())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mappings map[string]ThreadMapping
+	if err := json.Unmarshal(b, &mappings); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := mappings["task-20261121-001"]; !ok {
+		t.Errorf("thread mapping lost across the crash: %s", b)
+	}
+	if h2.stdout.Len() != 0 || h.stdout.Len() != posted {
+		t.Errorf("message posted again after the restart: %q", h2.stdout.String())
+	}
+	if fi, err := os.Stat(journalPath(h.l)); err != nil || fi.Size() != 0 {
+		t.Errorf("journal not emptied after the files were written: %v %v", fi, err)
+	}
+	if s := h.msgState("msg-task-20261121-001-start"); s != layout.Sent {
+		t.Errorf("message in %q", s)
+	}
+}
