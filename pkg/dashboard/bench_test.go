@@ -266,4 +266,12 @@ func BenchmarkDashboard_State1000Tasks(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(ms(percentile(d, 0.5)), "p50-ms")
 	b.ReportMetric(ms(percentile(d, 0.99)), "p99-ms")
+	// The floor beside it: one `tmux list-sessions` (a process per request).
+	var tl []time.Duration
+	for k := 0; k < 50; k++ {
+		t := time.Now()
+		tc.List(ctx)
+		tl = append(tl, time.Since(t))
+	}
+	b.ReportMetric(ms(percentile(tl, 0.5)), "limit-tmux-list-p50-ms")
 }
