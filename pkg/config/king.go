@@ -22,9 +22,9 @@ type King struct {
 // codex's tokens × runtime.codex.pricing); tokens count every token the
 // model processed, which is what a subscription plan's quota tracks.
 type KingBudget struct {
-	DailyUSD    *float64 `yaml:"daily_usd" check:"min=0"`    // a day's spend (host local day)
-	TaskUSD     *float64 `yaml:"task_usd" check:"min=0"`     // one task's budget; a manifest's budget_usd overrides it
-	DailyTokens *int64   `yaml:"daily_tokens" check:"min=0"` // a day's tokens
+	DailyUSD    *float64 `yaml:"daily_usd" check:"min=0,max=1000000"`          // a day's spend (host local day)
+	TaskUSD     *float64 `yaml:"task_usd" check:"min=0,max=1000000"`           // one task's budget; a manifest's budget_usd overrides it
+	DailyTokens *int64   `yaml:"daily_tokens" check:"min=0,max=1000000000000"` // a day's tokens
 }
 
 // KingSlack holds the channel for messages not tied to a thread.

@@ -38,7 +38,7 @@ type Manifest struct {
 	Instructions     string         `yaml:"instructions"` // added to the workspace's CLAUDE.md/AGENTS.md
 	Memory           ManifestMemory `yaml:"memory"`
 	// BudgetUSD overrides king.yaml budget.task_usd for this general's tasks.
-	BudgetUSD *float64 `yaml:"budget_usd" check:"min=0"`
+	BudgetUSD *float64 `yaml:"budget_usd" check:"min=0,max=1000000"`
 	// TrackConversation keeps the conversation of a Slack-originated task
 	// that succeeded: a follow-up in its thread from the same user resumes
 	// the session (SPEC §9.10). gen-herald sets it.

@@ -46,7 +46,7 @@ type Runtime struct {
 
 	// UsageLimitFallbackMinutes is how long an engine is paused after a
 	// usage limit whose reset time it did not name (SPEC §10.8).
-	UsageLimitFallbackMinutes int `yaml:"usage_limit_fallback_minutes" check:"min=1"`
+	UsageLimitFallbackMinutes int `yaml:"usage_limit_fallback_minutes" check:"min=1,max=10080"`
 }
 
 // ClaudeEngine runs `claude -p` (SPEC §9.16).

@@ -17,7 +17,7 @@ func TestReadPause_FollowsTheKingsPauseFile(t *testing.T) {
 	if err := atomicfile.WriteJSON(l.KingPaused(), control.Pause{Since: "2026-11-24T20:00:00Z", By: "alice@host"}); err != nil {
 		t.Fatal(err)
 	}
-	if p := readPause(l); p.State != "paused" || p.Since != "2026-11-24T20:00:00Z" || p.Detail != "paused by alice@host" {
+	if p := readPause(l); p.State != "paused" || p.Since != "2026-11-24T20:00:00Z" || p.Detail != "by alice@host" {
 		t.Fatalf("paused: %+v", p)
 	}
 }
