@@ -279,7 +279,7 @@ func TestState_ShowsTasksSoldiersAndOutsideTextVerbatim(t *testing.T) {
 	_, body = get(t, url+"/api/v1/state")
 	st = State{}
 	json.Unmarshal([]byte(body), &st)
-	if st.Pause != (PauseInfo{State: "paused", Since: "2026-11-24T10:00:00Z", Detail: "paused by alice"}) {
+	if st.Pause != (PauseInfo{State: "paused", Since: "2026-11-24T10:00:00Z", Detail: "by alice"}) {
 		t.Errorf("pause %+v, want paused since 10:00 by alice", st.Pause)
 	}
 	os.WriteFile(l.KingPaused(), []byte("{broken"), 0o600)
