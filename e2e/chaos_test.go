@@ -33,7 +33,7 @@ watchdog:
 		"config/sentinel.yaml":    "polling:\n  inbox:\n    interval_seconds: 1\n",
 		"config/king.yaml":        "concurrency:\n  max_soldiers: 9\nretry:\n  max_attempts: 5\n  backoff_seconds: 1\n  max_backoff_seconds: 2\n",
 		"config/envoy.yaml":       "slack:\n  default_channel: \"#chaos\"\nintervals:\n  outbound_seconds: 1\n",
-		"config/chamberlain.yaml": "thresholds:\n  cpu_yellow: 98\n  cpu_orange: 99\n  cpu_red: 100\n  memory_yellow: 95\n  memory_orange: 98\n  memory_red: 99\n",
+		"config/chamberlain.yaml": "thresholds:\n  cpu_yellow: 100\n  cpu_orange: 100\n  cpu_red: 100\n  memory_yellow: 95\n  memory_orange: 98\n  memory_red: 99\n",
 	}
 	// Three chaos generals share the work (start also installs the
 	// built-in generals; they receive nothing here).
@@ -62,7 +62,7 @@ func TestChaos_RolesKilledWhileEventsFlow(t *testing.T) {
 		t.Skip("crash chaos takes minutes: set KINGDOM_CHAOS=1 (.ci/run does)")
 	}
 	const events = 500
-	k := chaosKingdom(t, 10000)
+	k := chaosKingdom(t, 1000) // above the kills it plans (SPEC §9.33); 1000 is the key's ceiling
 	k.Start()
 	roles := []string{"sentinel", "king", "envoy", "chamberlain", "gen-a", "gen-b", "gen-c"}
 	k.WaitRoles(roles...)

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +18,10 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/kingdom-dev/kingdom/pkg/control"
+	"github.com/kingdom-dev/kingdom/pkg/enginepause"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // chromiumPath is Debian's chromium, which .ci/run installs. Locally a
@@ -67,13 +72,13 @@ watchdog:
   interval_seconds: 1
 `, filepath.Join(binDir, "demo-soldier")),
 		"config/sentinel.yaml": "polling:\n  inbox:\n    interval_seconds: 1\n",
-		"config/king.yaml":     "concurrency:\n  max_soldiers: 4\n",
+		"config/king.yaml":     "concurrency:\n  max_soldiers: 4\nbudget:\n  daily_usd: 5\n",
 		"config/envoy.yaml":    "slack:\n  default_channel: \"#dash\"\nintervals:\n  outbound_seconds: 1\n",
 		"config/chamberlain.yaml": `monitoring:
   interval_seconds: 2
 thresholds:
-  cpu_yellow: 98
-  cpu_orange: 99
+  cpu_yellow: 100
+  cpu_orange: 100
   cpu_red: 100
   memory_yellow: 95
   memory_orange: 98
@@ -104,6 +109,12 @@ const xssTitle = `<img src=x onerror=alert(1)>`
 func TestDashboard_BrowserSeesTheKingdomLive(t *testing.T) {
 	chromium := needChromium(t)
 	k := dashboardKingdom(t)
+	// codex hit a usage limit an hour ago (SPEC §10.8); this kingdom's
+	// general runs the command engine, so its work is not held back.
+	until := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	if err := enginepause.Save(k.L.EnginePause(), enginepause.File{"codex": {Until: until, Reason: "usage limit reached"}}); err != nil {
+		t.Fatal(err)
+	}
 	k.Start()
 	k.WaitRoles("sentinel", "king", "envoy", "chamberlain", "gen-web")
 	url := dashboardURL(k)
@@ -190,6 +201,8 @@ func TestDashboard_BrowserSeesTheKingdomLive(t *testing.T) {
 	waitText("the roles", "#roles", "sentinel", "king", "envoy", "chamberlain", "gen-web", "alive")
 	waitText("the queue depths", "#queues", "events", "tasks", "messages", "pending 0")
 	waitText("a live stream", "#conn", "live")
+	waitText("the budget", "#budget", "of $5.00")
+	waitText("the engine pause", "#engines", "codex paused until "+until, "usage limit reached")
 
 	// An inbox event: the live feed shows it, then recent tasks show its
 	// task, all without a reload.
@@ -211,6 +224,14 @@ func TestDashboard_BrowserSeesTheKingdomLive(t *testing.T) {
 	if m := eval(`window.__noReload || 0`); m != 42 {
 		t.Fatalf("the page was reloaded (marker %d)", m)
 	}
+
+	// The operator pauses the kingdom (start pause's request file, which the
+	// king acts on): the page shows it.
+	waitText("admission running", "#pause", "running")
+	if _, err := control.Submit(k.L, control.Request{Action: control.ActionPause, By: "e2e"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	waitText("the pause", "#pause", "paused")
 
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
@@ -243,5 +264,16 @@ func TestDashboard_BrowserSeesTheKingdomLive(t *testing.T) {
 	}
 	if success < 2 {
 		t.Fatalf("kingdom_tasks_total{outcome=\"success\"} = %v after two finished tasks", success)
+	}
+
+	// The JSON behind the page matches its documented schema.
+	sr, err := http.Get(url + "api/v1/state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(sr.Body)
+	sr.Body.Close()
+	if err := schema.Validate(schema.KindState, body); err != nil {
+		t.Fatalf("/api/v1/state does not match schemas/state.json: %v", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // runBin runs one of the built binaries against the kingdom and returns its
@@ -36,9 +37,10 @@ func (k *Kingdom) orphanRoles() {
 	k.start = nil
 }
 
-// calmThresholds keep a loaded test machine green, so the verdict is about
-// the roles.
-const calmThresholds = "thresholds:\n  cpu_yellow: 98\n  cpu_orange: 99\n  cpu_red: 100\n  memory_yellow: 97\n  memory_orange: 98\n  memory_red: 99\n"
+// calmThresholds keep a loaded test machine green as far as they can (the
+// CPU reads 100% while nine roles start on a busy machine), and a short
+// monitoring interval lets such a spike pass quickly.
+const calmThresholds = "monitoring:\n  interval_seconds: 2\nthresholds:\n  cpu_yellow: 100\n  cpu_orange: 100\n  cpu_red: 100\n  memory_yellow: 97\n  memory_orange: 98\n  memory_red: 99\n"
 
 // chamberlain --once tells the truth about the kingdom (SPEC §10.12): all
 // well → 0; a general down → 1 naming it; the king killed → 2 naming it;
@@ -52,10 +54,14 @@ func TestChamberlainOnce_TellsTheTruthAboutRoles(t *testing.T) {
 	k.WaitRoles("sentinel", "king", "envoy", "chamberlain", "gen-pr", "gen-herald", "gen-briefing")
 	k.orphanRoles()
 
-	out, code := k.runBin("chamberlain", "--once")
-	if code != 0 {
-		t.Fatalf("all roles up: exit %d, want 0\n%s", code, out)
-	}
+	var out string
+	var code int
+	// Every role is up; a CPU spike of the shared test machine may still
+	// read orange for a moment.
+	k.Eventually("chamberlain --once to exit 0", 60*time.Second, func() bool {
+		out, code = k.runBin("chamberlain", "--once")
+		return code == 0
+	})
 	if !strings.Contains(out, "KINGDOM") || !strings.Contains(out, "OK") {
 		t.Fatalf("no verdict line:\n%s", out)
 	}

@@ -38,11 +38,7 @@ func dashboardRole(env *app.Env, cfg chamberlain.Config, role *chamberlain.Role)
 	o := dashboard.Options{
 		Layout: env.Layout, Listen: h.Listen, Token: os.Getenv(h.TokenEnv), TokenEnv: h.TokenEnv,
 		MaxClients: h.MaxClients, HeartbeatThreshold: cfg.Chamberlain.HeartbeatThreshold(),
-		Clock: env.Clock, Tmux: env.Tmux, Log: env.Log,
-	}
-	if tl := cfg.Chamberlain.TokenLimits; tl.Enabled {
-		b := tl.DailyBudgetUSD
-		o.DailyBudgetUSD = &b
+		Budget: cfg.Budget, Clock: env.Clock, Tmux: env.Tmux, Log: env.Log,
 	}
 	srv, err := dashboard.New(o)
 	if err != nil {

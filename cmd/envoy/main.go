@@ -67,7 +67,7 @@ func run(ctx context.Context, c *cli.Command) error {
 
 func reply(ctx context.Context, c *cli.Command) error {
 	if c.Args().Len() != 2 {
-		return &app.CodeError{Code: app.ExitError, Err: errors.New(`usage: envoy reply <task-id> "text"`)}
+		return &app.CodeError{Code: app.ExitUsage, Err: errors.New(`usage: envoy reply <task-id> "text"`)}
 	}
 	env, err := app.Setup(layout.RoleEnvoy, c)
 	if err != nil {

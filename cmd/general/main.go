@@ -66,7 +66,7 @@ func main() {
 				Flags:     []cli.Flag{app.BaseDirFlag()},
 				Action: func(ctx context.Context, c *cli.Command) error {
 					if c.Args().Len() != 1 {
-						return errors.New("usage: general install PATH")
+						return &app.CodeError{Code: app.ExitUsage, Err: errors.New("usage: general install PATH")}
 					}
 					l := layout.New(layout.ResolveBase(c.String("base-dir")))
 					name, err := general.Install(l, c.Args().First())
@@ -84,7 +84,7 @@ func main() {
 				Flags:     []cli.Flag{app.BaseDirFlag()},
 				Action: func(ctx context.Context, c *cli.Command) error {
 					if c.Args().Len() != 1 {
-						return errors.New("usage: general uninstall NAME")
+						return &app.CodeError{Code: app.ExitUsage, Err: errors.New("usage: general uninstall NAME")}
 					}
 					l := layout.New(layout.ResolveBase(c.String("base-dir")))
 					if err := general.Uninstall(l, c.Args().First()); err != nil {

@@ -120,7 +120,7 @@ func main() {
 					}
 					return soldier.Petition(ctx, soldier.PetitionOptions{
 						BaseDir: base, EventID: c.String("event"), PromptFile: c.String("prompt"), Out: c.String("out"),
-						Timeout: to, Model: king.Petition.Model, System: sys, Environ: os.Environ(),
+						Timeout: to, Models: king.Petition.ModelFor, System: sys, Environ: os.Environ(),
 					})
 				},
 			},

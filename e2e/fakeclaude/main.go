@@ -8,7 +8,8 @@
 //   - payload.die_first on attempt 0: SIGKILLs its parent soldier runner (the
 //     soldier's session dies without a result);
 //   - payload.needs_human on a first run: asks a question;
-//   - a resume task: requires --resume sess-<original task> and succeeds;
+//   - a resume task: requires --resume <the --session-id its original task
+//     was given> and succeeds;
 //   - otherwise success.
 package main
 
@@ -38,10 +39,13 @@ func main() {
 			os.Exit(64)
 		}
 	}
-	resume := ""
+	resume, sessionID := "", ""
 	for i := 0; i+1 < len(args); i++ {
-		if args[i] == "--resume" {
+		switch args[i] {
+		case "--resume":
 			resume = args[i+1]
+		case "--session-id":
+			sessionID = args[i+1]
 		}
 	}
 	base, id, resultPath := os.Getenv("KINGDOM_BASE_DIR"), os.Getenv("KINGDOM_TASK_ID"), os.Getenv("KINGDOM_RESULT_PATH")
@@ -49,7 +53,7 @@ func main() {
 	if len(prompt) == 0 {
 		fail("empty prompt on stdin")
 	}
-	record(base, id, args, resume)
+	record(base, id, args, resume, sessionID)
 	if strings.HasPrefix(id, "evt-") {
 		gen := "gen-herald"
 		if ev := readJSON(filepath.Join(base, "queue", "events", "petitioning", id+".json")); ev != nil {
@@ -68,14 +72,15 @@ func main() {
 		b, _ := json.Marshal(m)
 		json.Unmarshal(b, &t)
 	}
-	session := "sess-" + id
+	session := sessionID
 	fmt.Printf(`{"type":"system","subtype":"init","session_id":%q}`+"\n", session)
 	res := map[string]any{"task_id": id}
 	switch {
 	case t.Type == "resume":
 		orig, _ := t.Payload["original_task_id"].(string)
-		if resume != "sess-"+orig {
-			fail(fmt.Sprintf("resume token %q, want sess-%s", resume, orig))
+		first := readJSON(filepath.Join(base, "fake-calls", orig+"-0.json"))
+		if first == nil || first["session_id"] == "" || resume != first["session_id"] {
+			fail(fmt.Sprintf("resume token %q, want the session id of %s's first run (%v)", resume, orig, first))
 		}
 		session = resume
 		res["status"], res["summary"] = "success", fmt.Sprintf("resumed %s with the human's answer", orig)
@@ -101,11 +106,11 @@ func finish(session, text string) {
 	fmt.Println(string(line))
 }
 
-func record(base, id string, args []string, resume string) {
+func record(base, id string, args []string, resume, sessionID string) {
 	dir := filepath.Join(base, "fake-calls")
 	os.MkdirAll(dir, 0o700)
 	cwd, _ := os.Getwd()
-	b, _ := json.Marshal(map[string]any{"task_id": id, "argv": args, "resume": resume, "cwd": cwd})
+	b, _ := json.Marshal(map[string]any{"task_id": id, "argv": args, "resume": resume, "session_id": sessionID, "cwd": cwd})
 	for n := 0; ; n++ {
 		f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("%s-%d.json", id, n)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 		if err == nil {

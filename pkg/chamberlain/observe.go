@@ -203,6 +203,8 @@ func (r *Role) observeSessions(ctx context.Context, now time.Time, rep *Report) 
 		es, rerr := readRegistry(r.l.SessionsJSON())
 		if rerr != nil {
 			rep.Errors = append(rep.Errors, rerr.Error())
+			// What is true on disk, not an empty list (issue #13 item 5).
+			es = sessions.Rebuild(r.l)
 		}
 		ss, err := r.tm.List(ctx)
 		if err != nil {

@@ -27,12 +27,12 @@ type Chamberlain struct {
 
 // Monitoring sets the chamberlain's tick.
 type Monitoring struct {
-	IntervalSeconds int `yaml:"interval_seconds" check:"min=1"`
+	IntervalSeconds int `yaml:"interval_seconds" check:"min=1,max=86400"`
 }
 
 // Heartbeat: a role whose heartbeat is older than the threshold is dead.
 type Heartbeat struct {
-	ThresholdSeconds int `yaml:"threshold_seconds" check:"min=1"`
+	ThresholdSeconds int `yaml:"threshold_seconds" check:"min=1,max=86400"`
 }
 
 // Thresholds are percentages; a metric strictly above a level reaches it.
@@ -48,9 +48,9 @@ type Thresholds struct {
 
 // Anomaly sets the detectors' limits.
 type Anomaly struct {
-	ConsecutiveFailures int `yaml:"consecutive_failures" check:"min=1"` // per general, reset by a success
-	TimeoutSpike        int `yaml:"timeout_spike" check:"min=1"`        // timeouts within one hour
-	EventStaleMinutes   int `yaml:"event_stale_minutes" check:"min=1"`  // detected but not dispatched
+	ConsecutiveFailures int `yaml:"consecutive_failures" check:"min=1,max=1000"` // per general, reset by a success
+	TimeoutSpike        int `yaml:"timeout_spike" check:"min=1,max=10000"`       // timeouts within one hour
+	EventStaleMinutes   int `yaml:"event_stale_minutes" check:"min=1,max=10080"` // detected but not dispatched
 }
 
 // AutoRecovery chooses which dead roles are restarted rather than alerted.
@@ -61,19 +61,19 @@ type AutoRecovery struct {
 
 // Retention sets how long each kind of file is kept.
 type Retention struct {
-	LogMaxMB              int `yaml:"log_max_mb" check:"min=1"`
-	LogsDays              int `yaml:"logs_days" check:"min=1"`
-	ResultsDays           int `yaml:"results_days" check:"min=1"`
-	QueueDays             int `yaml:"queue_days" check:"min=1"`
-	PromptsDays           int `yaml:"prompts_days" check:"min=1"`
-	SessionLogsDays       int `yaml:"session_logs_days" check:"min=1"`
-	SeenDays              int `yaml:"seen_days" check:"min=1"`
-	FailedDays            int `yaml:"failed_days" check:"min=1"`
-	RejectedDays          int `yaml:"rejected_days" check:"min=1"`
-	PetitionDays          int `yaml:"petition_days" check:"min=1"`
-	AwaitedDays           int `yaml:"awaited_days" check:"min=1"`
-	TaskDirsDays          int `yaml:"task_dirs_days" check:"min=1"`
-	ThreadMappingWarnDays int `yaml:"thread_mapping_warn_days" check:"min=1"`
+	LogMaxMB              int `yaml:"log_max_mb" check:"min=1,max=102400"`
+	LogsDays              int `yaml:"logs_days" check:"min=1,max=3650"`
+	ResultsDays           int `yaml:"results_days" check:"min=1,max=3650"`
+	QueueDays             int `yaml:"queue_days" check:"min=1,max=3650"`
+	PromptsDays           int `yaml:"prompts_days" check:"min=1,max=3650"`
+	SessionLogsDays       int `yaml:"session_logs_days" check:"min=1,max=3650"`
+	SeenDays              int `yaml:"seen_days" check:"min=1,max=3650"`
+	FailedDays            int `yaml:"failed_days" check:"min=1,max=3650"`
+	RejectedDays          int `yaml:"rejected_days" check:"min=1,max=3650"`
+	PetitionDays          int `yaml:"petition_days" check:"min=1,max=3650"`
+	AwaitedDays           int `yaml:"awaited_days" check:"min=1,max=3650"`
+	TaskDirsDays          int `yaml:"task_dirs_days" check:"min=1,max=3650"`
+	ThreadMappingWarnDays int `yaml:"thread_mapping_warn_days" check:"min=1,max=3650"`
 }
 
 // LogMaxBytes is log_max_mb in bytes.
@@ -87,28 +87,28 @@ type DailyHour struct {
 // TokenLimits sets the daily token budget.
 type TokenLimits struct {
 	Enabled                   bool    `yaml:"enabled"`
-	DailyBudgetUSD            float64 `yaml:"daily_budget_usd" check:"min=0"`
+	DailyBudgetUSD            float64 `yaml:"daily_budget_usd" check:"min=0,max=1000000"`
 	WarningPct                float64 `yaml:"warning_pct" check:"pct"`
 	CriticalPct               float64 `yaml:"critical_pct" check:"pct"`
-	MonitoringIntervalSeconds int     `yaml:"monitoring_interval_seconds" check:"min=1"`
+	MonitoringIntervalSeconds int     `yaml:"monitoring_interval_seconds" check:"min=1,max=86400"`
 	StatsPath                 string  `yaml:"stats_path" check:"nonempty"` // "~/" is the home directory
 }
 
 // Pricing is USD per million tokens.
 type Pricing struct {
-	InputPerMTok     float64 `yaml:"input_per_mtok" check:"min=0"`
-	OutputPerMTok    float64 `yaml:"output_per_mtok" check:"min=0"`
-	CacheReadPerMTok float64 `yaml:"cache_read_per_mtok" check:"min=0"`
+	InputPerMTok     float64 `yaml:"input_per_mtok" check:"min=0,max=10000"`
+	OutputPerMTok    float64 `yaml:"output_per_mtok" check:"min=0,max=10000"`
+	CacheReadPerMTok float64 `yaml:"cache_read_per_mtok" check:"min=0,max=10000"`
 }
 
 // Alerts limits repeats of an alert while its condition lasts.
 type Alerts struct {
-	RepeatMinutes int `yaml:"repeat_minutes" check:"min=1"`
+	RepeatMinutes int `yaml:"repeat_minutes" check:"min=1,max=10080"`
 }
 
 // SessionsConfig configures session reconciliation.
 type SessionsConfig struct {
-	OrphanGraceMinutes int `yaml:"orphan_grace_minutes" check:"min=0"`
+	OrphanGraceMinutes int `yaml:"orphan_grace_minutes" check:"min=0,max=10080"`
 }
 
 // DefaultChamberlain returns chamberlain.yaml's defaults.
@@ -166,11 +166,14 @@ func (c *Chamberlain) Validate() error {
 	return p.err()
 }
 
-// ascending requires vals to increase strictly (yellow < orange < red).
+// ascending requires vals not to decrease (yellow ≤ orange ≤ red). Equal
+// levels are allowed: since a metric must be strictly above a level to reach
+// it, cpu_yellow = cpu_orange = cpu_red = 100 turns CPU gating off (a busy
+// build machine, a test kingdom).
 func ascending(p *problems, section string, names []string, vals []float64) {
 	for i := 1; i < len(vals); i++ {
-		if vals[i] <= vals[i-1] {
-			p.add(section+"."+names[i], "expected more than %s (%s), got %s", names[i-1], fmtFloat(vals[i-1]), fmtFloat(vals[i]))
+		if vals[i] < vals[i-1] {
+			p.add(section+"."+names[i], "expected at least %s (%s), got %s", names[i-1], fmtFloat(vals[i-1]), fmtFloat(vals[i]))
 		}
 	}
 }

@@ -15,7 +15,7 @@ type HTTP struct {
 	// TokenEnv names the environment variable holding the bearer token.
 	TokenEnv string `yaml:"token_env" check:"nonempty"`
 	// MaxClients caps concurrent live event streams.
-	MaxClients int `yaml:"max_clients" check:"min=1"`
+	MaxClients int `yaml:"max_clients" check:"min=1,max=10000"`
 }
 
 // DefaultHTTP is the dashboard's default: off.

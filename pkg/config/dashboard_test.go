@@ -20,7 +20,7 @@ func TestChamberlainHTTP_DefaultsOffAndValidates(t *testing.T) {
 		{"http:\n  listen: 127.0.0.1:99999\n", ":2: http.listen: expected a port number from 0 to 65535"},
 		{"http:\n  listen: \"bad host!:80\"\n", ":2: http.listen: expected an IP address or host name"},
 		{"http:\n  token_env: \"my token\"\n", ":2: http.token_env: expected the name of an environment variable"},
-		{"http:\n  max_clients: 0\n", ":2: http.max_clients: expected a positive integer"},
+		{"http:\n  max_clients: 0\n", ":2: http.max_clients: expected an integer from 1 to 10000"},
 	} {
 		p := filepath.Join(dir, "chamberlain.yaml")
 		os.WriteFile(p, []byte(tc.body), 0o600)

@@ -29,13 +29,13 @@ type EnvoySlack struct {
 
 // EnvoyIntervals are the envoy's periods.
 type EnvoyIntervals struct {
-	OutboundSeconds        int `yaml:"outbound_seconds" check:"min=1"`
-	ConversationTTLSeconds int `yaml:"conversation_ttl_seconds" check:"min=1"`
+	OutboundSeconds        int `yaml:"outbound_seconds" check:"min=1,max=3600"`
+	ConversationTTLSeconds int `yaml:"conversation_ttl_seconds" check:"min=1,max=2592000"`
 }
 
 // EnvoyRetry bounds Slack sends ("3 attempts in total", SPEC §9.28).
 type EnvoyRetry struct {
-	MaxAttempts int `yaml:"max_attempts" check:"min=1"`
+	MaxAttempts int `yaml:"max_attempts" check:"min=1,max=100"`
 }
 
 // DefaultEnvoy returns envoy.yaml's defaults.

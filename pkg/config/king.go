@@ -22,9 +22,9 @@ type King struct {
 // codex's tokens × runtime.codex.pricing); tokens count every token the
 // model processed, which is what a subscription plan's quota tracks.
 type KingBudget struct {
-	DailyUSD    *float64 `yaml:"daily_usd" check:"min=0"`    // a day's spend (host local day)
-	TaskUSD     *float64 `yaml:"task_usd" check:"min=0"`     // one task's budget; a manifest's budget_usd overrides it
-	DailyTokens *int64   `yaml:"daily_tokens" check:"min=0"` // a day's tokens
+	DailyUSD    *float64 `yaml:"daily_usd" check:"min=0,max=1000000"`          // a day's spend (host local day)
+	TaskUSD     *float64 `yaml:"task_usd" check:"min=0,max=1000000"`           // one task's budget; a manifest's budget_usd overrides it
+	DailyTokens *int64   `yaml:"daily_tokens" check:"min=0,max=1000000000000"` // a day's tokens
 }
 
 // KingSlack holds the channel for messages not tied to a thread.
@@ -35,32 +35,48 @@ type KingSlack struct {
 // KingRetry: a retryable failure is re-queued while retry_count <
 // MaxAttempts, after BackoffSeconds·2^retry_count (capped).
 type KingRetry struct {
-	MaxAttempts       int `yaml:"max_attempts" check:"min=0"`
-	BackoffSeconds    int `yaml:"backoff_seconds" check:"min=0"`
-	MaxBackoffSeconds int `yaml:"max_backoff_seconds" check:"min=0"`
+	MaxAttempts       int `yaml:"max_attempts" check:"min=0,max=100"`
+	BackoffSeconds    int `yaml:"backoff_seconds" check:"min=0,max=86400"`
+	MaxBackoffSeconds int `yaml:"max_backoff_seconds" check:"min=0,max=86400"`
 }
 
 // KingConcurrency is the admission limit on soldiers in flight.
 type KingConcurrency struct {
-	MaxSoldiers int `yaml:"max_soldiers" check:"min=1"`
+	MaxSoldiers int `yaml:"max_soldiers" check:"min=1,max=1000"`
 }
 
 // Petition configures the classifier for Slack DMs and mentions.
 type Petition struct {
-	Enabled        bool   `yaml:"enabled"`
-	Model          string `yaml:"model"`
-	TimeoutSeconds int    `yaml:"timeout_seconds" check:"min=1"`
+	Enabled bool `yaml:"enabled"`
+	// Model is the older single model key; it applies to claude only, and
+	// only when Models names no claude model.
+	Model string `yaml:"model"`
+	// Models is the classifier's model per engine ("" = the CLI's default).
+	Models         map[string]string `yaml:"models"`
+	TimeoutSeconds int               `yaml:"timeout_seconds" check:"min=1,max=3600"`
+}
+
+// ModelFor is the classifier's model for engine (SPEC §10.9): a claude
+// model name never reaches codex.
+func (p Petition) ModelFor(engine string) string {
+	if m, ok := p.Models[engine]; ok {
+		return m
+	}
+	if engine == EngineClaude {
+		return p.Model
+	}
+	return ""
 }
 
 // KingSchedules configures manifest schedules.
 type KingSchedules struct {
-	CatchUpHours int `yaml:"catch_up_hours" check:"min=0"` // a run missed within this window fires once
+	CatchUpHours int `yaml:"catch_up_hours" check:"min=0,max=720"` // a run missed within this window fires once
 }
 
 // KingIntervals are the fallback polling periods; inotify wakes the king sooner.
 type KingIntervals struct {
-	EventsSeconds  int `yaml:"events_seconds" check:"min=1"`
-	ResultsSeconds int `yaml:"results_seconds" check:"min=1"`
+	EventsSeconds  int `yaml:"events_seconds" check:"min=1,max=3600"`
+	ResultsSeconds int `yaml:"results_seconds" check:"min=1,max=3600"`
 }
 
 // DefaultKing returns king.yaml's defaults.
@@ -68,7 +84,7 @@ func DefaultKing() *King {
 	return &King{
 		Retry:       KingRetry{MaxAttempts: 2, BackoffSeconds: 60, MaxBackoffSeconds: 3600},
 		Concurrency: KingConcurrency{MaxSoldiers: 3},
-		Petition:    Petition{Enabled: true, Model: "haiku", TimeoutSeconds: 15},
+		Petition:    Petition{Enabled: true, Models: map[string]string{EngineClaude: "haiku", EngineCodex: ""}, TimeoutSeconds: 15},
 		Schedules:   KingSchedules{CatchUpHours: 24},
 		Intervals:   KingIntervals{EventsSeconds: 10, ResultsSeconds: 10},
 	}
@@ -112,7 +128,7 @@ func (k *King) PetitionTimeout() time.Duration { return seconds(k.Petition.Timeo
 
 // CatchUpWindow is how far back a missed schedule run still fires.
 func (k *King) CatchUpWindow() time.Duration {
-	return time.Duration(k.Schedules.CatchUpHours) * time.Hour
+	return hours(k.Schedules.CatchUpHours)
 }
 
 // EventsInterval is the fallback period for scanning pending events.

@@ -83,7 +83,8 @@ func TestDefaults_AreValid(t *testing.T) {
 func TestDefaults_MatchSpec(t *testing.T) {
 	s := DefaultSystem()
 	if s.Runtime.Engine != "claude" || s.Runtime.Claude.Command != "claude" || s.Runtime.Codex.Command != "codex" ||
-		!reflect.DeepEqual(s.Runtime.Claude.Args, []string{"--permission-mode", "bypassPermissions"}) ||
+		!reflect.DeepEqual(s.Runtime.Claude.Args, []string{"--permission-mode", "acceptEdits", "--allowedTools", "Bash(git:*),Bash(gh:*)"}) ||
+		!reflect.DeepEqual(s.Runtime.Codex.Args, []string{"--sandbox", "workspace-write", "-c", "sandbox_workspace_write.network_access=true"}) ||
 		s.Git.CloneURL != "https://github.com/{repo}.git" || s.WatchdogInterval() != time.Minute ||
 		s.Watchdog.CrashLoop.MaxRestarts != 5 || s.CrashLoopWindow() != 10*time.Minute || s.StopGrace() != 10*time.Second ||
 		s.Log.Level != "info" || len(s.Runtime.EnvPassthrough) != 8 {
@@ -91,7 +92,8 @@ func TestDefaults_MatchSpec(t *testing.T) {
 	}
 	k := DefaultKing()
 	if k.Retry != (KingRetry{2, 60, 3600}) || k.Concurrency.MaxSoldiers != 3 ||
-		k.Petition != (Petition{true, "haiku", 15}) || k.CatchUpWindow() != 24*time.Hour ||
+		!reflect.DeepEqual(k.Petition, Petition{Enabled: true, Models: map[string]string{"claude": "haiku", "codex": ""}, TimeoutSeconds: 15}) ||
+		k.Petition.ModelFor("codex") != "" || k.Petition.ModelFor("claude") != "haiku" || k.CatchUpWindow() != 24*time.Hour ||
 		k.EventsInterval() != 10*time.Second || k.ResultsInterval() != 10*time.Second {
 		t.Errorf("king defaults: %+v", k)
 	}
@@ -176,7 +178,7 @@ type errCase struct {
 func TestLoad_ErrorsNameFileLineAndKey(t *testing.T) {
 	cases := []errCase{
 		{"bad type", KingFile, "retry:\n  max_attempts: abc\n",
-			[]string{":2: retry.max_attempts: expected a non-negative integer, got \"abc\""}},
+			[]string{":2: retry.max_attempts: expected an integer from 0 to 100, got \"abc\""}},
 		{"bad type at top", KingFile, "retry: 3\n",
 			[]string{":1: retry: expected a mapping, got \"3\""}},
 		{"list for a scalar", SystemFile, "runtime:\n  engine: [claude]\n",
@@ -184,7 +186,7 @@ func TestLoad_ErrorsNameFileLineAndKey(t *testing.T) {
 		{"bool", EnvoyFile, "slack:\n  allow_all: yes please\n",
 			[]string{":2: slack.allow_all: expected true or false, got \"yes please\""}},
 		{"float", ChamberlainFile, "pricing:\n  input_per_mtok: cheap\n",
-			[]string{":2: pricing.input_per_mtok: expected a non-negative number, got \"cheap\""}},
+			[]string{":2: pricing.input_per_mtok: expected a number from 0 to 10000, got \"cheap\""}},
 		{"list element", SystemFile, "runtime:\n  env_passthrough:\n    - PATH\n    - {a: b}\n",
 			[]string{":4: runtime.env_passthrough[1]: expected a string, got a mapping"}},
 		{"unknown top-level key", KingFile, "retyr:\n  max_attempts: 1\n",
@@ -200,13 +202,13 @@ func TestLoad_ErrorsNameFileLineAndKey(t *testing.T) {
 		{"bad enum", SystemFile, "runtime:\n  engine: gpt\n",
 			[]string{":2: runtime.engine: expected one of claude|codex|command, got \"gpt\""}},
 		{"negative", KingFile, "retry:\n  max_attempts: -1\n",
-			[]string{":2: retry.max_attempts: expected a non-negative integer, got -1"}},
+			[]string{":2: retry.max_attempts: expected an integer from 0 to 100, got -1"}},
 		{"zero positive", KingFile, "\nconcurrency:\n  max_soldiers: 0\n",
-			[]string{":3: concurrency.max_soldiers: expected a positive integer, got 0"}},
+			[]string{":3: concurrency.max_soldiers: expected an integer from 1 to 1000, got 0"}},
 		{"hour out of range", ChamberlainFile, "report:\n  hour: 24\n",
 			[]string{":2: report.hour: expected an integer from 0 to 23, got 24"}},
 		{"thresholds out of order", ChamberlainFile, "thresholds:\n  cpu_yellow: 85\n",
-			[]string{":1: thresholds.cpu_orange: expected more than cpu_yellow (85), got 80"}},
+			[]string{":1: thresholds.cpu_orange: expected at least cpu_yellow (85), got 80"}},
 		{"command engine needs argv", SystemFile, "runtime:\n  engine: command\n",
 			[]string{"runtime.command.argv: expected a non-empty list when runtime.engine is command"}},
 		{"unknown placeholder", SystemFile, "runtime:\n  command:\n    argv: [x, \"{prompt}\"]\n",

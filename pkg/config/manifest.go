@@ -27,8 +27,8 @@ const (
 type Manifest struct {
 	Name             string         `yaml:"name"` // ^gen-[a-z][a-z0-9-]*$; session and state dir name
 	Description      string         `yaml:"description"`
-	TimeoutSeconds   int            `yaml:"timeout_seconds" check:"min=1"`
-	MaxConcurrent    int            `yaml:"max_concurrent" check:"min=1"`
+	TimeoutSeconds   int            `yaml:"timeout_seconds" check:"min=1,max=604800"`
+	MaxConcurrent    int            `yaml:"max_concurrent" check:"min=1,max=1000"`
 	DefaultRepo      string         `yaml:"default_repo"` // owner/name, used when an event has none
 	Engine           string         `yaml:"engine" check:"opt,oneof=claude|codex|command"`
 	SupportedEngines []string       `yaml:"supported_engines" check:"oneof=claude|codex|command"`
@@ -38,7 +38,11 @@ type Manifest struct {
 	Instructions     string         `yaml:"instructions"` // added to the workspace's CLAUDE.md/AGENTS.md
 	Memory           ManifestMemory `yaml:"memory"`
 	// BudgetUSD overrides king.yaml budget.task_usd for this general's tasks.
-	BudgetUSD *float64 `yaml:"budget_usd" check:"min=0"`
+	BudgetUSD *float64 `yaml:"budget_usd" check:"min=0,max=1000000"`
+	// TrackConversation keeps the conversation of a Slack-originated task
+	// that succeeded: a follow-up in its thread from the same user resumes
+	// the session (SPEC §9.10). gen-herald sets it.
+	TrackConversation bool `yaml:"track_conversation"`
 
 	// File is the path the manifest was loaded from; empty when built in code.
 	File string `yaml:"-"`
@@ -57,7 +61,7 @@ type Schedule struct {
 
 // ManifestMemory bounds the general's learned memory.
 type ManifestMemory struct {
-	MaxKB int `yaml:"max_kb" check:"min=1"`
+	MaxKB int `yaml:"max_kb" check:"min=1,max=10240"`
 }
 
 // DefaultManifest returns a manifest's defaults (without a name).

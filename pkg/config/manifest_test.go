@@ -86,7 +86,7 @@ func TestLoadManifest_Errors(t *testing.T) {
 		{"bad mode", "name: gen-a\nmode: yolo\n", `:2: mode: expected one of automation|harnessed_dev, got "yolo"`},
 		{"bad subscription", "name: gen-a\nsubscribes: [\"github pr\"]\n", `:2: subscribes[0]: expected an event type`},
 		{"bad default repo", "name: gen-a\ndefault_repo: https://github.com/a/b\n", `:2: default_repo: expected owner/name`},
-		{"bad timeout", "name: gen-a\ntimeout_seconds: 0\n", `:2: timeout_seconds: expected a positive integer, got 0`},
+		{"bad timeout", "name: gen-a\ntimeout_seconds: 0\n", `:2: timeout_seconds: expected an integer from 1 to 604800, got 0`},
 		{"non-string payload key", "name: gen-a\nschedules:\n  - name: n\n    cron: \"* * * * *\"\n    task_type: t\n    payload:\n      nested: {1: x}\n",
 			`:6: schedules[0].payload: expected a mapping with string keys`},
 		{"unknown key", "name: gen-a\ntimeout: 5\n", `:2: timeout: unknown key (known: name, description, timeout_seconds,`},
@@ -173,7 +173,7 @@ func TestLoadAll_CollectsEveryError(t *testing.T) {
 	}
 	msg := err.Error()
 	for _, want := range []string{
-		filepath.Join(dir, KingFile) + ":2: retry.max_attempts: expected a non-negative integer, got \"abc\"",
+		filepath.Join(dir, KingFile) + ":2: retry.max_attempts: expected an integer from 0 to 100, got \"abc\"",
 		filepath.Join(dir, SentinelFile) + ":2: polling.gihub: unknown key (known: github, jira, inbox)",
 		filepath.Join(dir, SystemFile) + ":2: runtime.engine: expected one of claude|codex|command, got \"gpt\"",
 		filepath.Join(dir, "generals", "gen-a.yaml") + ":3: schedules[0].cron:",

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"math"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -39,10 +40,24 @@ func ExpandHome(path string) string {
 }
 
 // Days converts a retention period in days to a duration.
-func Days(n int) time.Duration { return time.Duration(n) * 24 * time.Hour }
+func Days(n int) time.Duration { return scale(n, 24*time.Hour) }
 
-func seconds(n int) time.Duration { return time.Duration(n) * time.Second }
-func minutes(n int) time.Duration { return time.Duration(n) * time.Minute }
+func seconds(n int) time.Duration { return scale(n, time.Second) }
+func minutes(n int) time.Duration { return scale(n, time.Minute) }
+func hours(n int) time.Duration   { return scale(n, time.Hour) }
+
+// scale is n units, saturated at the largest (smallest) Duration instead of
+// wrapping: 999999 days must never become a negative or tiny duration
+// (issue #13 item 6; the keys' ranges stop such values earlier).
+func scale(n int, unit time.Duration) time.Duration {
+	switch {
+	case n > 0 && int64(n) > math.MaxInt64/int64(unit):
+		return math.MaxInt64
+	case n < 0 && int64(n) < math.MinInt64/int64(unit):
+		return math.MinInt64
+	}
+	return time.Duration(n) * unit
+}
 
 var (
 	envNameRE   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)

@@ -26,9 +26,9 @@ type Polling struct {
 
 // GitHubWatcher polls GitHub notifications.
 type GitHubWatcher struct {
-	IntervalSeconds int         `yaml:"interval_seconds" check:"min=1"`
+	IntervalSeconds int         `yaml:"interval_seconds" check:"min=1,max=86400"`
 	APIURL          string      `yaml:"api_url" check:"nonempty"`
-	TimeoutSeconds  int         `yaml:"timeout_seconds" check:"min=1"`
+	TimeoutSeconds  int         `yaml:"timeout_seconds" check:"min=1,max=3600"`
 	Scope           GitHubScope `yaml:"scope"`
 }
 
@@ -40,9 +40,9 @@ type GitHubScope struct {
 
 // JiraWatcher polls a Jira JQL search.
 type JiraWatcher struct {
-	IntervalSeconds int       `yaml:"interval_seconds" check:"min=1"`
+	IntervalSeconds int       `yaml:"interval_seconds" check:"min=1,max=86400"`
 	URL             string    `yaml:"url"`
-	TimeoutSeconds  int       `yaml:"timeout_seconds" check:"min=1"`
+	TimeoutSeconds  int       `yaml:"timeout_seconds" check:"min=1,max=3600"`
 	Scope           JiraScope `yaml:"scope"`
 }
 
@@ -53,7 +53,7 @@ type JiraScope struct {
 
 // InboxWatcher reads inbox/*.json.
 type InboxWatcher struct {
-	IntervalSeconds int `yaml:"interval_seconds" check:"min=1"`
+	IntervalSeconds int `yaml:"interval_seconds" check:"min=1,max=86400"`
 }
 
 // Enabled reports whether the watcher runs (its section is present).

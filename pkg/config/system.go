@@ -46,7 +46,7 @@ type Runtime struct {
 
 	// UsageLimitFallbackMinutes is how long an engine is paused after a
 	// usage limit whose reset time it did not name (SPEC §10.8).
-	UsageLimitFallbackMinutes int `yaml:"usage_limit_fallback_minutes" check:"min=1"`
+	UsageLimitFallbackMinutes int `yaml:"usage_limit_fallback_minutes" check:"min=1,max=10080"`
 }
 
 // ClaudeEngine runs `claude -p` (SPEC §9.16).
@@ -56,11 +56,25 @@ type ClaudeEngine struct {
 	Args    []string `yaml:"args"`  // appended after Kingdom's own flags
 }
 
-// CodexEngine runs `codex exec`.
+// CodexEngine runs `codex exec` (SPEC §10.10).
 type CodexEngine struct {
 	Command string `yaml:"command" check:"nonempty"`
 	Model   string `yaml:"model"`
+	// Args are exec-level flags placed before `resume`, so a resumed run
+	// gets them again (its sandbox above all).
+	Args []string `yaml:"args"`
 }
+
+// DefaultClaudeArgs work as root and as a dedicated user (SPEC §10.4):
+// bypassPermissions is refused as root, acceptEdits lets the agent edit
+// files in its cwd, and the allowed Bash patterns let a review agent run
+// git and gh. The result comes back as structured output, so nothing must
+// be written outside the cwd.
+var DefaultClaudeArgs = []string{"--permission-mode", "acceptEdits", "--allowedTools", "Bash(git:*),Bash(gh:*)"}
+
+// DefaultCodexArgs let the agent write in its cwd (the task's repo) and
+// reach the network for git and gh; the codex default is read-only.
+var DefaultCodexArgs = []string{"--sandbox", "workspace-write", "-c", "sandbox_workspace_write.network_access=true"}
 
 // CommandEngine runs any argv with Placeholders substituted.
 type CommandEngine struct {
@@ -74,16 +88,16 @@ type Git struct {
 
 // Watchdog configures start's supervision of role sessions.
 type Watchdog struct {
-	IntervalSeconds  int       `yaml:"interval_seconds" check:"min=1"`
+	IntervalSeconds  int       `yaml:"interval_seconds" check:"min=1,max=86400"`
 	CrashLoop        CrashLoop `yaml:"crash_loop"`
-	StopGraceSeconds int       `yaml:"stop_grace_seconds" check:"min=0"`
+	StopGraceSeconds int       `yaml:"stop_grace_seconds" check:"min=0,max=3600"`
 }
 
 // CrashLoop: a role that died MaxRestarts times within WindowMinutes is not
 // restarted again.
 type CrashLoop struct {
-	MaxRestarts   int `yaml:"max_restarts" check:"min=1"`
-	WindowMinutes int `yaml:"window_minutes" check:"min=1"`
+	MaxRestarts   int `yaml:"max_restarts" check:"min=1,max=1000"`
+	WindowMinutes int `yaml:"window_minutes" check:"min=1,max=10080"`
 }
 
 // Log configures the human-readable logs.
@@ -96,8 +110,8 @@ func DefaultSystem() *System {
 	return &System{
 		Runtime: Runtime{
 			Engine:  EngineClaude,
-			Claude:  ClaudeEngine{Command: "claude", Args: []string{"--permission-mode", "bypassPermissions"}},
-			Codex:   CodexEngine{Command: "codex"},
+			Claude:  ClaudeEngine{Command: "claude", Args: append([]string(nil), DefaultClaudeArgs...)},
+			Codex:   CodexEngine{Command: "codex", Args: append([]string(nil), DefaultCodexArgs...)},
 			Command: CommandEngine{Argv: []string{}},
 			EnvPassthrough: []string{
 				"PATH", "HOME", "LANG", "TZ",

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/health"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/spend"
 	"github.com/kingdom-dev/kingdom/pkg/status"
 )
 
@@ -46,7 +47,8 @@ var (
 	descRoleUp    = prometheus.NewDesc(ns+"_role_up", "1 when the role's tmux session is alive and its heartbeat is fresh.", []string{"role"}, nil)
 	descRoleAge   = prometheus.NewDesc(ns+"_role_heartbeat_age_seconds", "Seconds since the role's last heartbeat (absent when it never beat).", []string{"role"}, nil)
 	descPaused    = prometheus.NewDesc(ns+"_engine_paused", "1 while an engine is paused by a usage limit.", []string{"engine"}, nil)
-	descCostToday = prometheus.NewDesc(ns+"_daily_cost_usd", "Today's spend as the chamberlain last measured it.", nil, nil)
+	descCostToday = prometheus.NewDesc(ns+"_spend_today_usd", "Today's spend in the king's cost ledger (host-local day).", nil, nil)
+	descBudget    = prometheus.NewDesc(ns+"_budget_used_ratio", "Today's spend over the tighter daily budget of king.yaml (absent without one).", nil, nil)
 )
 
 func newMetrics(s *Server) *metrics {
@@ -192,7 +194,7 @@ func (m *metrics) taskFigures(data gjson.Result) {
 type gauges struct{ m *metrics }
 
 func (g gauges) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descQueue, descSoldiers, descHealth, descRoleUp, descRoleAge, descPaused, descCostToday} {
+	for _, d := range []*prometheus.Desc{descQueue, descSoldiers, descHealth, descRoleUp, descRoleAge, descPaused, descCostToday, descBudget} {
 		ch <- d
 	}
 }
@@ -238,7 +240,12 @@ func (g gauges) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(descPaused, prometheus.GaugeValue, v, p.Engine)
 	}
-	if res := k.Health.Resources; res != nil && res.Tokens != nil {
-		ch <- prometheus.MustNewConstMetric(descCostToday, prometheus.GaugeValue, res.Tokens.DailyCostUSD)
+	date := spend.Date(now)
+	if day, err := spend.Load(s.l.SpendDay(date), date); err == nil {
+		tot := day.Summary().Totals
+		ch <- prometheus.MustNewConstMetric(descCostToday, prometheus.GaugeValue, tot.CostUSD)
+		if spend.Limited(s.o.Budget) {
+			ch <- prometheus.MustNewConstMetric(descBudget, prometheus.GaugeValue, spend.Evaluate(date, tot, s.o.Budget).Ratio)
+		}
 	}
 }

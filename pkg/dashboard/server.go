@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/clock"
+	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/status"
 )
@@ -51,15 +52,17 @@ type Options struct {
 	KeepAlive time.Duration
 	// Poll is how often streams re-check the log without an inotify wake.
 	Poll time.Duration
+	// RetryBind is how often a server that could not bind tries again.
+	RetryBind time.Duration
 	// RecentTasks is how many finished tasks the state shows.
 	RecentTasks int
 	// HeartbeatThreshold: a role whose heartbeat is older is not up.
 	HeartbeatThreshold time.Duration
-	// DailyBudgetUSD is the daily spending budget (nil = none).
-	DailyBudgetUSD *float64
-	Clock          clock.Clock
-	Tmux           status.Lister
-	Log            *slog.Logger
+	// Budget is king.yaml's budget block (SPEC §10.7; nil limits = none).
+	Budget config.KingBudget
+	Clock  clock.Clock
+	Tmux   status.Lister
+	Log    *slog.Logger
 }
 
 // Server serves the dashboard.
@@ -128,6 +131,9 @@ func New(o Options) (*Server, error) {
 	if o.Poll <= 0 {
 		o.Poll = DefaultPoll
 	}
+	if o.RetryBind <= 0 {
+		o.RetryBind = 30 * time.Second
+	}
 	if o.RecentTasks <= 0 {
 		o.RecentTasks = DefaultRecentTasks
 	}
@@ -164,13 +170,37 @@ func (s *Server) Addr() string {
 	return s.addr
 }
 
-// Start binds the address, then serves in the background until ctx ends.
-// A bind failure is returned at once.
+// Start binds the address and serves in the background until ctx ends.
+// A dashboard that cannot bind (the port is taken) must not take the
+// chamberlain's health duties down with it: the failure is logged and the
+// bind retried every Options.RetryBind until it succeeds.
 func (s *Server) Start(ctx context.Context) error {
+	s.Follow(ctx)
 	ln, err := net.Listen("tcp", s.o.Listen)
-	if err != nil {
-		return fmt.Errorf("dashboard listen %s: %w", s.o.Listen, err)
+	if err == nil {
+		s.serve(ctx, ln)
+		return nil
 	}
+	s.log.Error("dashboard cannot listen; retrying", "addr", s.o.Listen, "err", err)
+	go func() {
+		t := time.NewTicker(s.o.RetryBind)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if ln, err := net.Listen("tcp", s.o.Listen); err == nil {
+				s.serve(ctx, ln)
+				return
+			}
+		}
+	}()
+	return nil
+}
+
+func (s *Server) serve(ctx context.Context, ln net.Listener) {
 	s.mu.Lock()
 	s.addr = ln.Addr().String()
 	s.mu.Unlock()
@@ -179,7 +209,6 @@ func (s *Server) Start(ctx context.Context) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
-	s.Follow(ctx)
 	go func() {
 		<-ctx.Done()
 		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -192,7 +221,6 @@ func (s *Server) Start(ctx context.Context) error {
 		}
 	}()
 	s.log.Info("dashboard on http://" + s.addr + "/")
-	return nil
 }
 
 // Follow starts the background readers of the events log (the streams'

@@ -1,12 +1,16 @@
 package dashboard
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,9 +19,14 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
+	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
+	"github.com/kingdom-dev/kingdom/pkg/spend"
 )
 
 func TestCheckListen_OutsideLoopbackNeedsAToken(t *testing.T) {
@@ -143,7 +152,7 @@ func TestMetrics_ParseAndMoveWithATask(t *testing.T) {
 	l := newBase(t)
 	_, url := startServer(t, Options{Layout: l})
 	q := queue.New(l, layout.QEvents, nil)
-	q.Put(layout.Pending, "evt-1", map[string]any{"id": "evt-1"})
+	q.Put(layout.Pending, "evt-1", validEvent("evt-1"))
 	os.WriteFile(l.Resources(), []byte(`{"timestamp":"`+time.Now().UTC().Format(time.RFC3339)+`","system":{"cpu_percent":10,"memory_percent":10,"disk_percent":10,"load_average":[0,0,0]},"sessions":{"soldiers_active":0,"soldiers_max":3,"list":[]},"health":"yellow"}`), 0o600)
 
 	before := scrape(t, url)
@@ -191,26 +200,44 @@ func TestMetrics_ParseAndMoveWithATask(t *testing.T) {
 	}
 }
 
+func ptr[T any](v T) *T { return &v }
+
 func TestState_ShowsTasksSoldiersAndOutsideTextVerbatim(t *testing.T) {
 	l := newBase(t)
 	now := time.Now()
 	tasks := queue.New(l, layout.QTasks, nil)
 	xss := `<img src=x onerror=alert(1)>`
-	tasks.Put(layout.Completed, "task-20261124-001", map[string]any{"id": "task-20261124-001", "target_general": "gen-pr",
-		"type": "github.pr.review_requested", "payload": map[string]any{"subject_title": xss}, "status": "completed"})
-	os.WriteFile(l.ResultFinal("task-20261124-001"), []byte(`{"task_id":"task-20261124-001","status":"failed","summary":"<b>bold</b>","error":"boom","error_reason":"AgentFailed","general":"gen-pr","duration_seconds":7.5,"completed_at":"2026-11-24T10:00:00Z","retry_count":0,"cost_usd":1.5}`), 0o600)
-	tasks.Put(layout.InProgress, "task-20261124-002", map[string]any{"id": "task-20261124-002", "target_general": "gen-pr",
-		"type": "demo", "payload": map[string]any{"text": "deploy"}, "status": "in_progress", "cost_usd": 0.1})
+	tasks.Put(layout.Completed, "task-20261124-001", validTask("task-20261124-001", "github.pr.review_requested",
+		map[string]any{"subject_title": xss}, "completed"))
+	os.WriteFile(l.ResultFinal("task-20261124-001"), []byte(`{"task_id":"task-20261124-001","status":"failed","summary":"<b>bold</b>","error":"boom","error_reason":"AgentFailed","general":"gen-pr","duration_seconds":7.5,"completed_at":"2026-11-24T10:00:00Z","retry_count":1,"cost_usd":1.0}`), 0o600)
+	tasks.Put(layout.InProgress, "task-20261124-002", validTask("task-20261124-002", "demo", map[string]any{"text": "deploy"}, "in_progress"))
+	// Today's cost ledger (the king's): task 001 cost 0.5 + 1.0 over two
+	// attempts, the running task 0.1 in its first, failed attempt.
+	date := spend.Date(now)
+	day, _ := spend.Load(l.SpendDay(date), date)
+	for i, e := range []spend.Entry{
+		{Task: "task-20261124-001", Attempt: 0, General: "gen-pr", Engine: "claude", CostUSD: ptr(0.5), Status: "failed"},
+		{Task: "task-20261124-001", Attempt: 1, General: "gen-pr", Engine: "claude", CostUSD: ptr(1.0), Status: "failed"},
+		{Task: "task-20261124-002", Attempt: 0, General: "gen-pr", Engine: "claude", CostUSD: ptr(0.1), Status: "failed"},
+	} {
+		e.At = schema.FormatTime(now)
+		day.Put(spend.Key(e.Task, e.Attempt, strconv.Itoa(i)), e)
+	}
+	if err := spend.Save(l.SpendDay(date), day); err != nil {
+		t.Fatal(err)
+	}
 	sessions.New(l).Add(sessions.Entry{ID: "soldier-1-a", TaskID: "task-20261124-002", General: "gen-pr", StartedAt: now.Add(-90 * time.Second)})
 	sessions.New(l).Add(sessions.Entry{ID: "soldier-1-b", TaskID: "../../etc/passwd", General: "gen-pr", StartedAt: now})
 	os.MkdirAll(filepath.Join(l.StateDir(), "king"), 0o700)
 	os.WriteFile(filepath.Join(l.StateDir(), "king", "engine-pause.json"), []byte(`{"claude":{"until":"`+now.Add(time.Hour).UTC().Format(time.RFC3339)+`","reason":"usage limit"},"codex":{"until":"2000-01-01T00:00:00Z","reason":"old"}}`), 0o600)
-	budget := 10.0
-	_, url := startServer(t, Options{Layout: l, DailyBudgetUSD: &budget})
+	_, url := startServer(t, Options{Layout: l, Budget: config.KingBudget{DailyUSD: ptr(10.0)}})
 
 	code, body := get(t, url+"/api/v1/state")
 	if code != 200 {
 		t.Fatalf("state: %d %s", code, body)
+	}
+	if err := schema.Validate(schema.KindState, []byte(body)); err != nil {
+		t.Fatalf("state does not match schemas/state.json: %v\n%s", err, body)
 	}
 	var st State
 	if err := json.Unmarshal([]byte(body), &st); err != nil {
@@ -237,11 +264,30 @@ func TestState_ShowsTasksSoldiersAndOutsideTextVerbatim(t *testing.T) {
 	if len(st.EnginePause) != 2 || !st.EnginePause[0].Active || st.EnginePause[1].Active {
 		t.Errorf("engine pause %+v", st.EnginePause)
 	}
-	if st.Budget.DailyUSD == nil || *st.Budget.DailyUSD != 10 || st.Health.Level != "green" || !st.Health.Missing {
+	if b := st.Budget; b.DailyUSD == nil || *b.DailyUSD != 10 || math.Abs(b.SpentTodayUSD-1.6) > 1e-9 || b.Attempts != 3 ||
+		b.Percent == nil || math.Abs(*b.Percent-16) > 1e-9 || b.Warning || b.Exceeded || st.Health.Level != "green" || !st.Health.Missing {
 		t.Errorf("budget %+v health %+v", st.Budget, st.Health)
 	}
-	if st.Pause.State == "" {
-		t.Errorf("pause state empty")
+	if st.Pause.State != "running" {
+		t.Errorf("pause %+v, want running (no paused.json)", st.Pause)
+	}
+
+	// The king's pause record (state/king/paused.json, pkg/control).
+	if err := atomicfile.WriteJSON(l.KingPaused(), control.Pause{Since: "2026-11-24T10:00:00Z", By: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	_, body = get(t, url+"/api/v1/state")
+	st = State{}
+	json.Unmarshal([]byte(body), &st)
+	if st.Pause != (PauseInfo{State: "paused", Since: "2026-11-24T10:00:00Z", Detail: "by alice"}) {
+		t.Errorf("pause %+v, want paused since 10:00 by alice", st.Pause)
+	}
+	os.WriteFile(l.KingPaused(), []byte("{broken"), 0o600)
+	_, body = get(t, url+"/api/v1/state")
+	st = State{}
+	json.Unmarshal([]byte(body), &st)
+	if st.Pause.State != "paused" {
+		t.Errorf("an unreadable pause record shows %+v, want paused (never lifted by accident)", st.Pause)
 	}
 }
 
@@ -260,4 +306,51 @@ func TestPage_IsServedWithoutOutsideSources(t *testing.T) {
 	if code, _ := get(t, url+"/nope"); code != 404 {
 		t.Errorf("/nope: %d", code)
 	}
+}
+
+func TestStart_PortTakenIsRetriedNotFatal(t *testing.T) {
+	l := newBase(t)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := taken.Addr().String()
+	s, err := New(Options{Layout: l, Listen: addr, Tmux: noTmux{}, RetryBind: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := s.Start(ctx); err != nil {
+		t.Fatalf("Start with the port taken: %v (the chamberlain must keep running)", err)
+	}
+	if s.Addr() != "" {
+		t.Fatalf("bound %s while the port was taken", s.Addr())
+	}
+	taken.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for s.Addr() == "" {
+		if time.Now().After(deadline) {
+			t.Fatal("never bound after the port freed")
+		}
+		time.Sleep(10 * time.Millisecond) // the retry runs in the background
+	}
+	if code, _ := get(t, "http://"+addr+"/api/v1/state"); code != 200 {
+		t.Fatalf("state after the late bind: %d", code)
+	}
+}
+
+// validEvent and validTask are schema-valid queue documents: the queue
+// rejects anything else as poison (issue #13).
+func validEvent(id string) schema.Event {
+	return schema.Event{ID: id, Type: "inbox.demo", Source: "inbox", Payload: map[string]any{},
+		Priority: "normal", CreatedAt: schema.FormatTime(time.Now()), Status: "pending"}
+}
+
+func validTask(id, typ string, payload map[string]any, status string) map[string]any {
+	b, _ := json.Marshal(schema.Task{ID: id, EventID: "evt-" + id, TargetGeneral: "gen-pr", Type: typ, Payload: payload,
+		Priority: "normal", CreatedAt: schema.FormatTime(time.Now()), Status: status})
+	var m map[string]any
+	json.Unmarshal(b, &m)
+	return m
 }

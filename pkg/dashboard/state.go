@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,11 +12,14 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/kingdom-dev/kingdom/pkg/control"
+	"github.com/kingdom-dev/kingdom/pkg/enginepause"
 	"github.com/kingdom-dev/kingdom/pkg/health"
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/spend"
 	"github.com/kingdom-dev/kingdom/pkg/status"
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
 )
@@ -63,7 +65,7 @@ type SoldierInfo struct {
 	Title          string   `json:"title"`
 	StartedAt      string   `json:"started_at"`
 	ElapsedSeconds float64  `json:"elapsed_seconds"`
-	CostUSD        *float64 `json:"cost_usd"` // spent so far by the task's earlier attempts; null: unknown
+	CostUSD        *float64 `json:"cost_usd"` // spent so far by the task's finished attempts (today's ledger); null: none recorded
 }
 
 // TaskInfo is one finished task.
@@ -101,11 +103,17 @@ type TokensInfo struct {
 	DailyOutputTokens *int64   `json:"daily_output_tokens"`
 }
 
-// BudgetInfo is the daily budget against today's spend.
+// BudgetInfo is king.yaml's daily budget against today's spend in the
+// king's ledger (SPEC §10.6, §10.7).
 type BudgetInfo struct {
 	DailyUSD      *float64 `json:"daily_usd"`
-	SpentTodayUSD *float64 `json:"spent_today_usd"`
-	Percent       *float64 `json:"percent"`
+	DailyTokens   *int64   `json:"daily_tokens"`
+	SpentTodayUSD float64  `json:"spent_today_usd"`
+	TokensToday   int64    `json:"tokens_today"`
+	Attempts      int      `json:"attempts_today"`
+	Percent       *float64 `json:"percent"` // of the tighter daily limit; null without one
+	Warning       bool     `json:"warning"`
+	Exceeded      bool     `json:"exceeded"`
 }
 
 // PauseInfo is the operator's pause (SPEC §10.11).
@@ -172,16 +180,21 @@ func (s *Server) Snapshot(ctx context.Context) (*State, error) {
 		st.Roles = append(st.Roles, ri)
 	}
 	st.Queues = k.Queues
+	date := spend.Date(now)
+	day, err := spend.Load(s.l.SpendDay(date), date)
+	if err != nil {
+		st.Errors = append(st.Errors, err.Error())
+	}
 	for _, e := range k.Soldiers {
 		si := SoldierInfo{ID: e.ID, TaskID: e.TaskID, General: e.General,
 			StartedAt: schema.FormatTime(e.StartedAt), ElapsedSeconds: now.Sub(e.StartedAt).Seconds()}
 		if t := s.readTask(layout.InProgress, e.TaskID); t != nil {
 			si.Title = t.title()
-			si.CostUSD = t.CostUSD
 		}
+		si.CostUSD = taskCost(day, e.TaskID)
 		st.Soldiers = append(st.Soldiers, si)
 	}
-	st.RecentTasks = s.recentTasks(s.o.RecentTasks)
+	st.RecentTasks = s.recentTasks(s.o.RecentTasks, day)
 	st.Health = healthInfo(k.Health)
 	if k.HealthErr != nil {
 		st.Errors = append(st.Errors, k.HealthErr.Error())
@@ -193,9 +206,12 @@ func (s *Server) Snapshot(ctx context.Context) (*State, error) {
 		st.Tokens.DailyInputTokens = &t.DailyInputTokens
 		st.Tokens.DailyOutputTokens = &t.DailyOutputTokens
 	}
-	st.Budget = BudgetInfo{DailyUSD: s.o.DailyBudgetUSD, SpentTodayUSD: st.Tokens.DailyCostUSD}
-	if b, sp := st.Budget.DailyUSD, st.Budget.SpentTodayUSD; b != nil && sp != nil && *b > 0 {
-		p := *sp / *b * 100
+	tot := day.Summary().Totals
+	bs := spend.Evaluate(date, tot, s.o.Budget)
+	st.Budget = BudgetInfo{DailyUSD: bs.DailyUSD, DailyTokens: bs.DailyTokens, SpentTodayUSD: bs.CostUSD,
+		TokensToday: bs.Tokens, Attempts: tot.Attempts, Warning: bs.Warning, Exceeded: bs.Exceeded}
+	if spend.Limited(s.o.Budget) {
+		p := bs.Ratio * 100
 		st.Budget.Percent = &p
 	}
 	st.Pause = readPause(s.l)
@@ -217,6 +233,16 @@ func healthInfo(h health.Snapshot) HealthInfo {
 	return hi
 }
 
+// taskCost is what a task's recorded attempts cost today (the king's
+// ledger); nil when none is recorded or none was priced.
+func taskCost(day *spend.Day, task string) *float64 {
+	t := day.TaskTotals(task)
+	if t.Attempts == 0 || t.Unpriced == t.Attempts {
+		return nil
+	}
+	return &t.CostUSD
+}
+
 // taskFile is the part of a task file the dashboard shows. Cost fields are
 // optional: older files have none.
 type taskFile struct {
@@ -225,7 +251,6 @@ type taskFile struct {
 	Type          string         `json:"type"`
 	Payload       map[string]any `json:"payload"`
 	Status        string         `json:"status"`
-	CostUSD       *float64       `json:"cost_usd"`
 }
 
 // titleKeys are the payload fields that name a task, most specific first.
@@ -265,39 +290,37 @@ type usage struct {
 
 const maxFile = 1 << 20
 
+// readJSON decodes a file another role owns; nil when it is missing,
+// too large or not JSON (the dashboard shows what it can).
+func readJSON[T any](path string) *T {
+	b, err := queue.ReadLimited(path, maxFile)
+	if err != nil {
+		return nil
+	}
+	var v T
+	if json.Unmarshal(b, &v) != nil {
+		return nil
+	}
+	return &v
+}
+
 func (s *Server) readTask(state, id string) *taskFile {
 	if !ids.Valid(id) {
 		return nil // sessions.json is data: an id becomes a path only once valid
 	}
-	b, err := queue.ReadLimited(filepath.Join(s.l.QueueState(layout.QTasks, state), id+".json"), maxFile)
-	if err != nil {
-		return nil
-	}
-	var t taskFile
-	if json.Unmarshal(b, &t) != nil {
-		return nil
-	}
-	return &t
+	return readJSON[taskFile](filepath.Join(s.l.QueueState(layout.QTasks, state), id+".json"))
 }
 
 func readResult(l layout.Layout, task string) *resultFile {
 	if !ids.Valid(task) {
 		return nil
 	}
-	b, err := queue.ReadLimited(l.ResultFinal(task), maxFile)
-	if err != nil {
-		return nil
-	}
-	var r resultFile
-	if json.Unmarshal(b, &r) != nil {
-		return nil
-	}
-	return &r
+	return readJSON[resultFile](l.ResultFinal(task))
 }
 
 // recentTasks are the newest n tasks in tasks/completed/ (by the time they
 // got there), each with its final result when it is still on disk.
-func (s *Server) recentTasks(n int) []TaskInfo {
+func (s *Server) recentTasks(n int, day *spend.Day) []TaskInfo {
 	dir := s.l.QueueState(layout.QTasks, layout.Completed)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -331,13 +354,15 @@ func (s *Server) recentTasks(n int) []TaskInfo {
 		t := s.readTask(layout.Completed, c.id)
 		if t != nil {
 			ti.General, ti.Type, ti.Title, ti.Outcome = t.TargetGeneral, t.Type, t.title(), t.Status
-			ti.CostUSD = t.CostUSD
 		}
+		// The task's total over its attempts when today's ledger has them,
+		// else the last attempt's own figure.
+		ti.CostUSD = taskCost(day, c.id)
 		if r := readResult(s.l, c.id); r != nil {
 			ti.Outcome = r.Status
 			ti.ErrorReason = r.ErrorReason
 			ti.DurationSeconds = r.DurationSeconds
-			if r.CostUSD != nil {
+			if ti.CostUSD == nil && r.CostUSD != nil {
 				ti.CostUSD = r.CostUSD
 			}
 			if r.CompletedAt != "" {
@@ -383,45 +408,37 @@ func clip(s string, n int) string {
 	return string(r[:n-1]) + "…"
 }
 
-// readPause reports the operator's pause (SPEC §10.11) from the king's
-// control state. An installation that has no pause support yet reads as
-// running when the control directory exists, else unknown.
+// readPause reports the operator's pause (SPEC §10.11) from
+// state/king/paused.json through pkg/control, which owns its format. As
+// there, an unreadable file counts as paused: a pause is never shown lifted
+// by accident.
 func readPause(l layout.Layout) PauseInfo {
-	paused := filepath.Join(l.StateDir(), "king", "paused")
-	if fi, err := os.Stat(paused); err == nil {
-		p := PauseInfo{State: "paused", Since: schemaTime(fi.ModTime())}
-		if b, err := queue.ReadLimited(paused, 4096); err == nil {
-			p.Detail = clip(strings.TrimSpace(string(b)), 200)
-		}
-		return p
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return PauseInfo{State: "unknown", Detail: err.Error()}
+	p, err := control.ReadPause(l)
+	switch {
+	case p == nil:
+		return PauseInfo{State: "running"}
+	case err != nil:
+		return PauseInfo{State: "paused", Detail: clip(err.Error(), 300)}
 	}
-	return PauseInfo{State: "unknown"}
+	pi := PauseInfo{State: "paused", Detail: clip(p.By, 200)}
+	if _, terr := time.Parse(time.RFC3339, p.Since); terr == nil {
+		pi.Since = p.Since
+	}
+	if pi.Detail != "" {
+		pi.Detail = "by " + pi.Detail
+	}
+	return pi
 }
 
-// readEnginePause reads state/king/engine-pause.json {engine: {until,
-// reason}} (SPEC §10.8); missing means no engine is paused.
+// readEnginePause reads state/king/engine-pause.json (SPEC §10.8) through
+// pkg/enginepause; missing means no engine is paused.
 func readEnginePause(l layout.Layout, now time.Time) []EnginePauseInfo {
 	out := []EnginePauseInfo{}
-	b, err := queue.ReadLimited(filepath.Join(l.StateDir(), "king", "engine-pause.json"), maxFile)
-	if err != nil {
-		return out
+	f, _ := enginepause.Load(l.EnginePause())
+	for _, eng := range f.Engines() {
+		p := f[eng]
+		_, active := f.Active(eng, now)
+		out = append(out, EnginePauseInfo{Engine: eng, Until: p.Until, Reason: clip(p.Reason, 300), Active: active})
 	}
-	var m map[string]struct {
-		Until  string `json:"until"`
-		Reason string `json:"reason"`
-	}
-	if json.Unmarshal(b, &m) != nil {
-		return out
-	}
-	for eng, p := range m {
-		e := EnginePauseInfo{Engine: eng, Until: p.Until, Reason: clip(p.Reason, 300)}
-		if t, err := time.Parse(time.RFC3339, p.Until); err == nil {
-			e.Active = t.After(now)
-		}
-		out = append(out, e)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Engine < out[j].Engine })
 	return out
 }

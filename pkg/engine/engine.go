@@ -26,14 +26,28 @@ var ErrMissing = errors.New("engine executable not found")
 
 // Spec describes one engine run.
 type Spec struct {
-	Engine     string // claude | codex | command
-	System     *config.System
-	Model      string // overrides the configured model (petitions)
-	Resume     string // resume token (session id)
+	Engine string // claude | codex | command
+	System *config.System
+	Model  string // overrides the configured model (petitions)
+	// Resume is the resume token of an earlier run (validated by Build).
+	Resume string
+	// SessionID is the claude session id the soldier chose for a new run
+	// (--session-id); ignored on resume and by the other engines.
+	SessionID  string
 	PromptFile string
 	Workdir    string
 	TaskID     string
 	ResultPath string
+	// ResultSchema asks for the result as structured output (SPEC §10.1):
+	// claude gets it as --json-schema; codex reads SchemaFile (written by
+	// the caller with the strict form) and writes its last message to
+	// LastMessageFile.
+	ResultSchema    []byte
+	SchemaFile      string
+	LastMessageFile string
+	// Petition locks the run down (SPEC §10.9): no tools, no session
+	// persistence, never the configured args (bypass mode).
+	Petition bool
 }
 
 // Invocation is a ready-to-run engine process.
@@ -47,7 +61,8 @@ type Invocation struct {
 }
 
 // Build returns the invocation of s. A missing executable is reported as
-// an error matching ErrMissing.
+// an error matching ErrMissing; a malformed resume token or session id as
+// one matching ErrBadSession.
 func Build(s Spec) (*Invocation, error) {
 	if s.System == nil {
 		s.System = config.DefaultSystem()
@@ -56,11 +71,35 @@ func Build(s Spec) (*Invocation, error) {
 	var argv []string
 	inv := &Invocation{Engine: s.Engine, Dir: s.Workdir}
 	switch s.Engine {
+	case config.EngineClaude, config.EngineCodex:
+		if err := CheckSessionID(s.Engine, s.Resume); s.Resume != "" && err != nil {
+			return nil, err
+		}
+	}
+	switch s.Engine {
 	case config.EngineClaude:
-		argv = ClaudeArgs(rt.Claude.Command, pick(s.Model, rt.Claude.Model), s.Resume, rt.Claude.Args)
+		if s.Resume == "" && s.SessionID != "" {
+			if err := CheckSessionID(s.Engine, s.SessionID); err != nil {
+				return nil, err
+			}
+		}
+		if s.Petition {
+			argv = ClaudePetitionArgs(rt.Claude.Command, pick(s.Model, rt.Claude.Model))
+		} else {
+			argv = ClaudeArgs(ClaudeRun{Command: rt.Claude.Command, Model: pick(s.Model, rt.Claude.Model),
+				Resume: s.Resume, SessionID: s.SessionID, Schema: s.ResultSchema, Extra: rt.Claude.Args})
+		}
 		inv.StdinPrompt = true
 	case config.EngineCodex:
-		argv = CodexArgs(rt.Codex.Command, pick(s.Model, rt.Codex.Model), s.Resume)
+		if s.Petition {
+			argv = CodexPetitionArgs(rt.Codex.Command, pick(s.Model, rt.Codex.Model))
+		} else {
+			r := CodexRun{Command: rt.Codex.Command, Model: pick(s.Model, rt.Codex.Model), Resume: s.Resume, Extra: rt.Codex.Args}
+			if len(s.ResultSchema) > 0 {
+				r.SchemaFile, r.LastMessageFile = s.SchemaFile, s.LastMessageFile
+			}
+			argv = CodexArgs(r)
+		}
 		inv.StdinPrompt = true
 	case config.EngineCommand:
 		if len(rt.Command.Argv) == 0 {
@@ -94,28 +133,83 @@ func pick(a, b string) string {
 	return b
 }
 
+// ClaudeRun are the parts of a claude task invocation.
+type ClaudeRun struct {
+	Command, Model string
+	Resume         string // --resume (an earlier session), else
+	SessionID      string // --session-id (the soldier's choice for a new one)
+	Schema         []byte // --json-schema
+	Extra          []string
+}
+
 // ClaudeArgs is `<command> -p --output-format stream-json --verbose
-// [--model M] [--resume T] <args…>` (SPEC §9.16).
-func ClaudeArgs(command, model, resume string, extra []string) []string {
+// [--model M] [--resume T | --session-id U] [--json-schema S] <extra…>`
+// (SPEC §9.16, §10.1, §10.5).
+func ClaudeArgs(r ClaudeRun) []string {
+	a := []string{r.Command, "-p", "--output-format", "stream-json", "--verbose"}
+	if r.Model != "" {
+		a = append(a, "--model", r.Model)
+	}
+	switch {
+	case r.Resume != "":
+		a = append(a, "--resume", r.Resume)
+	case r.SessionID != "":
+		a = append(a, "--session-id", r.SessionID)
+	}
+	if len(r.Schema) > 0 {
+		a = append(a, "--json-schema", string(r.Schema))
+	}
+	return append(a, r.Extra...)
+}
+
+// ClaudePetitionArgs runs the classifier with no tools and no session
+// persistence, in the default permission mode (SPEC §10.9).
+func ClaudePetitionArgs(command, model string) []string {
 	a := []string{command, "-p", "--output-format", "stream-json", "--verbose"}
 	if model != "" {
 		a = append(a, "--model", model)
 	}
-	if resume != "" {
-		a = append(a, "--resume", resume)
-	}
-	return append(a, extra...)
+	return append(a, "--tools", "", "--no-session-persistence")
 }
 
-// CodexArgs is `<command> exec --json [--model M] [resume TOKEN] -`; the
-// trailing "-" makes codex read the prompt from stdin.
-func CodexArgs(command, model, resume string) []string {
-	a := []string{command, "exec", "--json", "--skip-git-repo-check"}
+// CodexRun are the parts of a codex task invocation.
+type CodexRun struct {
+	Command, Model string
+	Resume         string
+	// Extra are runtime.codex.args: exec-level flags, before `resume`.
+	Extra           []string
+	SchemaFile      string // --output-schema
+	LastMessageFile string // -o
+}
+
+// CodexArgs is `<command> exec --json --skip-git-repo-check [--model M]
+// <extra…> [--output-schema F -o F] [resume TOKEN] -`. Every exec-level
+// flag precedes `resume`, so a resumed run gets the same sandbox (SPEC
+// §10.10); the trailing "-" makes codex read the prompt from stdin.
+func CodexArgs(r CodexRun) []string {
+	a := []string{r.Command, "exec", "--json", "--skip-git-repo-check"}
+	if r.Model != "" {
+		a = append(a, "--model", r.Model)
+	}
+	a = append(a, r.Extra...)
+	if r.SchemaFile != "" {
+		a = append(a, "--output-schema", r.SchemaFile)
+	}
+	if r.LastMessageFile != "" {
+		a = append(a, "-o", r.LastMessageFile)
+	}
+	if r.Resume != "" {
+		a = append(a, "resume", r.Resume)
+	}
+	return append(a, "-")
+}
+
+// CodexPetitionArgs runs the classifier in the read-only sandbox without
+// keeping a session (SPEC §10.9).
+func CodexPetitionArgs(command, model string) []string {
+	a := []string{command, "exec", "--json", "--skip-git-repo-check", "--sandbox", "read-only", "--ephemeral"}
 	if model != "" {
 		a = append(a, "--model", model)
-	}
-	if resume != "" {
-		a = append(a, "resume", resume)
 	}
 	return append(a, "-")
 }

@@ -2,32 +2,79 @@ package engine
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 func TestClaudeArgs_ExactInvocation(t *testing.T) {
-	got := ClaudeArgs("claude", "opus", "sess-1", []string{"--permission-mode", "bypassPermissions"})
-	want := []string{"claude", "-p", "--output-format", "stream-json", "--verbose", "--model", "opus", "--resume", "sess-1", "--permission-mode", "bypassPermissions"}
+	got := ClaudeArgs(ClaudeRun{Command: "claude", Model: "opus", Resume: "sess-1", SessionID: "ignored", Extra: []string{"--permission-mode", "acceptEdits"}})
+	want := []string{"claude", "-p", "--output-format", "stream-json", "--verbose", "--model", "opus", "--resume", "sess-1", "--permission-mode", "acceptEdits"}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %q\nwant %q", got, want)
 	}
-	got = ClaudeArgs("claude", "", "", nil)
-	want = []string{"claude", "-p", "--output-format", "stream-json", "--verbose"}
+	got = ClaudeArgs(ClaudeRun{Command: "claude", SessionID: "u-1", Schema: []byte(`{"type":"object"}`)})
+	want = []string{"claude", "-p", "--output-format", "stream-json", "--verbose", "--session-id", "u-1", "--json-schema", `{"type":"object"}`}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %q want %q", got, want)
 	}
 }
 
-func TestCodexArgs_ResumeToken(t *testing.T) {
-	got := CodexArgs("codex", "", "tok")
-	want := []string{"codex", "exec", "--json", "--skip-git-repo-check", "resume", "tok", "-"}
+func TestCodexArgs_ExecFlagsBeforeResume(t *testing.T) {
+	got := CodexArgs(CodexRun{Command: "codex", Resume: "tok", Extra: []string{"--sandbox", "workspace-write"}, SchemaFile: "/s.json", LastMessageFile: "/o.txt"})
+	want := []string{"codex", "exec", "--json", "--skip-git-repo-check", "--sandbox", "workspace-write", "--output-schema", "/s.json", "-o", "/o.txt", "resume", "tok", "-"}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %q want %q", got, want)
+	}
+}
+
+func TestPetitionArgs_NoToolsNoSessionNoConfiguredArgs(t *testing.T) {
+	sys := config.DefaultSystem()
+	sys.Runtime.Claude.Command, sys.Runtime.Codex.Command = "true", "true"
+	sys.Runtime.Claude.Args = []string{"--permission-mode", "bypassPermissions"}
+	inv, err := Build(Spec{Engine: "claude", System: sys, Model: "haiku", Petition: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"true", "-p", "--output-format", "stream-json", "--verbose", "--model", "haiku", "--tools", "", "--no-session-persistence"}
+	if !reflect.DeepEqual(inv.Args, want) {
+		t.Fatalf("claude petition %q, want %q", inv.Args, want)
+	}
+	inv, err = Build(Spec{Engine: "codex", System: sys, Petition: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = []string{"true", "exec", "--json", "--skip-git-repo-check", "--sandbox", "read-only", "--ephemeral", "-"}
+	if !reflect.DeepEqual(inv.Args, want) {
+		t.Fatalf("codex petition %q, want %q", inv.Args, want)
+	}
+}
+
+func TestBuild_ResumeTokenValidatedBeforeArgv(t *testing.T) {
+	sys := config.DefaultSystem()
+	sys.Runtime.Claude.Command, sys.Runtime.Codex.Command = "true", "true"
+	for _, tok := range []string{"--settings=/tmp/evil.json", "../../etc", "abc", "11111111-2222-4333-8444-55555555555g"} {
+		for _, eng := range []string{"claude", "codex"} {
+			if _, err := Build(Spec{Engine: eng, System: sys, Resume: tok}); !errors.Is(err, ErrBadSession) {
+				t.Errorf("%s resume %q: err %v, want ErrBadSession", eng, tok, err)
+			}
+		}
+	}
+	if _, err := Build(Spec{Engine: "claude", System: sys, SessionID: "--settings"}); !errors.Is(err, ErrBadSession) {
+		t.Errorf("claude session id not validated: %v", err)
+	}
+	id := NewSessionID()
+	inv, err := Build(Spec{Engine: "claude", System: sys, SessionID: id})
+	if err != nil || !strings.Contains(strings.Join(inv.Args, " "), "--session-id "+id) {
+		t.Fatalf("fresh session id %s: %v %+v", id, err, inv)
+	}
+	if _, err := Build(Spec{Engine: "codex", System: sys, Resume: "01a20f2d-4a8a-7990-ac76-a404c2689399"}); err != nil {
+		t.Errorf("codex thread id refused: %v", err)
 	}
 }
 
@@ -82,34 +129,136 @@ func TestClaudeParser_SessionAndResultLine(t *testing.T) {
 	for _, l := range []string{
 		`{"type":"system","subtype":"init","session_id":"s-init"}`,
 		`not json at all`,
-		`{"type":"assistant","message":{"content":[]},"session_id":"s-init"}`,
-		`{"type":"result","subtype":"success","is_error":false,"result":"{\"general\":\"gen-pr\"}","session_id":"s-final","usage":{"input_tokens":10,"output_tokens":3},"total_cost_usd":0.01}`,
+		`{"type":"assistant","message":{"content":[{"type":"text","text":"thinking aloud"}]},"session_id":"s-init"}`,
+		`{"type":"result","subtype":"success","is_error":false,"result":"{\"general\":\"gen-pr\"}","session_id":"s-final","usage":{"input_tokens":10,"output_tokens":3,"cache_read_input_tokens":7,"cache_creation_input_tokens":2},"total_cost_usd":0.01,"structured_output":{"status":"success","summary":"ok"}}`,
 	} {
 		p.Line([]byte(l))
 	}
-	if p.SessionID() != "s-final" {
-		t.Errorf("session = %q", p.SessionID())
+	o := p.Outcome()
+	if o.SessionID != "s-final" || !o.Ended || o.IsError {
+		t.Errorf("outcome %+v", o)
 	}
-	if p.FinalText() != `{"general":"gen-pr"}` || p.IsError() {
-		t.Errorf("final = %q err=%v", p.FinalText(), p.IsError())
+	if o.FinalText != `{"general":"gen-pr"}` {
+		t.Errorf("final = %q", o.FinalText)
 	}
-	if p.Usage()["input_tokens"].(float64) != 10 || p.Usage()["total_cost_usd"].(float64) != 0.01 {
-		t.Errorf("usage = %v", p.Usage())
+	if o.Usage == nil || *o.Usage != (schema.Usage{InputTokens: 10, OutputTokens: 3, CacheReadInputTokens: 7, CacheCreationInputTokens: 2}) || o.CostUSD == nil || *o.CostUSD != 0.01 {
+		t.Errorf("usage = %+v cost %v", o.Usage, o.CostUSD)
+	}
+	if string(o.Structured) != `{"status":"success","summary":"ok"}` {
+		t.Errorf("structured = %s", o.Structured)
 	}
 }
 
-func TestCodexParser_BestEffort(t *testing.T) {
+// Lines as the real claude 2.1.328 prints them (ENGINES.md).
+func TestClaudeParser_ReasonsAndSignals(t *testing.T) {
+	p := NewParser("claude")
+	if p.Line([]byte(`{"type":"system","subtype":"api_retry","attempt":1,"retry_delay_ms":500,"error_status":429}`)) {
+		t.Error("api_retry counted as progress")
+	}
+	if !p.Line([]byte(`{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":1764000000,"rateLimitType":"five_hour"}}`)) {
+		t.Error("rate_limit_event not progress")
+	}
+	p.Line([]byte(`{"type":"result","subtype":"success","is_error":true,"api_error_status":400,"result":"Credit balance is too low","session_id":"s","total_cost_usd":0,"usage":{"input_tokens":0,"output_tokens":0},"permission_denials":[{"tool_name":"Bash","tool_input":{"command":"rm -rf /x"}}],"errors":["boom"]}`))
+	o := p.Outcome()
+	kinds := []string{}
+	for _, s := range o.Signals {
+		kinds = append(kinds, s.Kind)
+	}
+	if !reflect.DeepEqual(kinds, []string{"api_retry", "rate_limit_event", "result"}) {
+		t.Errorf("signals %v", kinds)
+	}
+	r := o.Reason()
+	for _, want := range []string{"API error status 400", "Credit balance is too low", "boom", "permission denied: Bash(rm -rf /x)"} {
+		if !strings.Contains(r, want) {
+			t.Errorf("reason %q lacks %q", r, want)
+		}
+	}
+}
+
+func TestCodexParser_ThreadTextUsageAndFailure(t *testing.T) {
 	p := NewParser("codex")
-	p.Line([]byte(`{"type":"thread.started","thread_id":"th-1"}`))
-	p.Line([]byte(`{"type":"item.completed","item":{"type":"agent_message","text":"done"}}`))
-	if p.SessionID() != "th-1" || p.FinalText() != "done" {
-		t.Fatalf("got %q %q", p.SessionID(), p.FinalText())
+	for _, l := range []string{
+		`{"type":"thread.started","thread_id":"01a20f2d-4a8a-7990-ac76-a404c2689399"}`,
+		`{"type":"item.completed","item":{"id":"item_0","type":"error","message":"Model metadata for x not found"}}`,
+		`{"type":"turn.started"}`,
+		`{"type":"item.completed","item":{"id":"item_1","type":"agent_message","text":"done"}}`,
+		`{"type":"turn.completed","usage":{"input_tokens":200,"cached_input_tokens":50,"output_tokens":40}}`,
+	} {
+		p.Line([]byte(l))
+	}
+	o := p.Outcome()
+	if o.SessionID != "01a20f2d-4a8a-7990-ac76-a404c2689399" || o.FinalText != "done" || !o.Ended || o.IsError {
+		t.Fatalf("outcome %+v", o)
+	}
+	if *o.Usage != (schema.Usage{InputTokens: 150, OutputTokens: 40, CacheReadInputTokens: 50}) || o.CostUSD != nil {
+		t.Fatalf("usage %+v cost %v", o.Usage, o.CostUSD)
 	}
 	q := NewParser("codex")
-	q.Line([]byte(`{"id":"0","msg":{"type":"session_configured","session_id":"old-1"}}`))
-	q.Line([]byte(`{"id":"1","msg":{"type":"agent_message","message":"hi"}}`))
-	if q.SessionID() != "old-1" || q.FinalText() != "hi" {
-		t.Fatalf("got %q %q", q.SessionID(), q.FinalText())
+	q.Line([]byte(`{"type":"error","message":"Missing environment variable: ` + "`OPENAI_API_KEY`" + `."}`))
+	q.Line([]byte(`{"type":"turn.failed","error":{"message":"You've hit your usage limit."}}`))
+	o = q.Outcome()
+	if !o.IsError || len(o.Signals) != 2 || o.Signals[1].Kind != "turn.failed" || !strings.Contains(o.Reason(), "usage limit") {
+		t.Fatalf("outcome %+v", o)
+	}
+}
+
+func TestClassify(t *testing.T) {
+	ended := &Outcome{Ended: true, FinalText: "I looked and found nothing to do."}
+	for name, tc := range map[string]struct {
+		engine  string
+		resumed bool
+		code    int
+		o       *Outcome
+		stderr  string
+		reason  string
+		want    string
+	}{
+		"bypass as root":  {"claude", false, 1, &Outcome{}, "--dangerously-skip-permissions cannot be used with root/sudo privileges for security reasons", schema.ReasonEngineRefused, "acceptEdits"},
+		"unknown flag":    {"claude", false, 1, &Outcome{}, "error: unknown option '--bogus'", schema.ReasonEngineRefused, "runtime.claude.args"},
+		"codex bad flag":  {"codex", false, 2, &Outcome{}, "error: unexpected argument '--bogus' found", schema.ReasonEngineRefused, "runtime.codex.args"},
+		"not logged in":   {"claude", false, 1, &Outcome{Ended: true, IsError: true, FinalText: "Not logged in · Please run /login"}, "", schema.ReasonEngineRefused, "ANTHROPIC_API_KEY"},
+		"codex no key":    {"codex", false, 1, &Outcome{Ended: true, IsError: true, Errors: []string{"Missing environment variable: `OPENAI_API_KEY`."}}, "", schema.ReasonEngineRefused, "OPENAI_API_KEY"},
+		"claude lost":     {"claude", true, 1, &Outcome{Ended: true, IsError: true, Subtype: "error_during_execution", Errors: []string{"No conversation found with session ID: x"}}, "", schema.ReasonSessionLost, "No conversation found"},
+		"codex lost":      {"codex", true, 1, &Outcome{}, "Error: thread/resume: thread/resume failed: no rollout found for thread id x", schema.ReasonSessionLost, "no rollout found"},
+		"no result":       {"claude", false, 0, ended, "", schema.ReasonNoResult, "nothing to do"},
+		"never complied":  {"claude", false, 1, &Outcome{Ended: true, IsError: true, Subtype: "error_max_structured_output_retries"}, "", schema.ReasonNoResult, "error_max_structured_output_retries"},
+		"api error":       {"claude", false, 1, &Outcome{Ended: true, IsError: true, APIErrorStatus: 400, FinalText: "Credit balance is too low"}, "", schema.ReasonEngineError, "Credit balance is too low"},
+		"crash":           {"codex", false, 139, &Outcome{}, "segfault", schema.ReasonEngineError, "segfault"},
+		"not lost if new": {"claude", false, 1, &Outcome{Ended: true, IsError: true, Errors: []string{"No conversation found with session ID: x"}}, "", schema.ReasonEngineError, "No conversation"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := Classify(tc.engine, tc.resumed, tc.code, tc.o, tc.stderr, "system.yaml")
+			if f.Reason != tc.reason || !strings.Contains(f.Message(), tc.want) {
+				t.Fatalf("got %s %q, want %s ~%q", f.Reason, f.Message(), tc.reason, tc.want)
+			}
+		})
+	}
+}
+
+func TestClaudeProjectDir_AndRemove(t *testing.T) {
+	cfg := t.TempDir()
+	cwd := "/tmp/kingdom.x/workspace/gen-a/tasks/task-20260101-001/repo"
+	dir := ClaudeProjectDir(cfg, cwd)
+	if filepath.Base(dir) != "-tmp-kingdom-x-workspace-gen-a-tasks-task-20260101-001-repo" {
+		t.Fatalf("project dir %s", dir)
+	}
+	id := NewSessionID()
+	os.MkdirAll(filepath.Join(dir, "memory"), 0o700)
+	os.WriteFile(filepath.Join(dir, id+".jsonl"), []byte("{}"), 0o600)
+	if err := RemoveClaudeSession(cfg, cwd, "../../x"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, id+".jsonl")); err != nil {
+		t.Fatal("a malformed id removed something")
+	}
+	if err := RemoveClaudeSession(cfg, cwd, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("project dir left: %v", err)
+	}
+	if ClaudeConfigDir([]string{"HOME=/h"}) != "/h/.claude" || ClaudeConfigDir([]string{"HOME=/h", "CLAUDE_CONFIG_DIR=/c"}) != "/c" {
+		t.Fatal("config dir")
 	}
 }
 
@@ -132,8 +281,7 @@ func FuzzParsers(f *testing.F) {
 		for _, e := range []string{"claude", "codex", "command"} {
 			p := NewParser(e)
 			p.Line(line)
-			_ = p.SessionID()
-			_ = p.FinalText()
+			_ = p.Outcome().Reason()
 		}
 		var m map[string]any
 		ExtractJSONObject(string(line), &m)

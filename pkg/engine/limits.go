@@ -40,9 +40,9 @@ type Limit struct {
 const DefaultLimitFallback = 60 * time.Minute
 
 // MinLimitPause is the shortest pause: a reset already in the past (clock
-// skew, a stale message) must not turn a limited engine into a tight loop
-// of attempts that are never counted.
-const MinLimitPause = time.Minute
+// skew, a stale message, a time shown to the minute) must not turn a
+// limited engine into a tight loop of attempts that are never counted.
+const MinLimitPause = 15 * time.Second
 
 // MaxLimitPause bounds a parsed reset: the longest window the engines have
 // is seven days; anything further is a misparse and the fallback is used.
@@ -280,7 +280,7 @@ func (w *LimitWatch) Limit(now time.Time, fallback time.Duration) (Limit, bool) 
 // limitRE matches every wording of a usage or rate limit the engines have
 // used (ENGINES.md), case-insensitively.
 var limitRE = regexp.MustCompile(`(?i)(usage limit (?:reached|has been reached|exceeded)` +
-	`|hit your (?:\w+ )?limit` +
+	`|hit your (?:[\w-]+ )?limit` +
 	`|out of extra usage` +
 	`|quota exceeded` +
 	`|usage_limit_reached` +
@@ -519,4 +519,27 @@ func parseRelative(s string) (time.Duration, bool) {
 		}
 	}
 	return d, d > 0
+}
+
+// apiRetryRE matches claude's stream-json line announcing that the CLI
+// itself retries a failed API call ({"type":"system","subtype":"api_retry",
+// …}); the key order is the CLI's, spaces tolerated.
+var apiRetryRE = regexp.MustCompile(`^\{\s*"type"\s*:\s*"system"\s*,\s*"subtype"\s*:\s*"api_retry"`)
+
+// IsRetryLine reports whether an engine output line is the CLI retrying an
+// API call, which is not progress: it must not extend a soldier's heartbeat
+// (SPEC §10.8), or a limited engine retrying for minutes would look alive.
+func IsRetryLine(line []byte) bool {
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 || line[0] != '{' || !bytes.Contains(line, []byte(`"api_retry"`)) {
+		return false
+	}
+	if apiRetryRE.Match(line) {
+		return true
+	}
+	var m struct {
+		Type    string `json:"type"`
+		Subtype string `json:"subtype"`
+	}
+	return json.Unmarshal(line, &m) == nil && m.Type == "system" && m.Subtype == "api_retry"
 }

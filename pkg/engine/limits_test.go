@@ -59,6 +59,19 @@ func TestLimitWatch_EveryShapeInEngines(t *testing.T) {
 		{name: "claude out of extra usage", engine: "claude",
 			lines: []line{{stdout: `{"type":"result","is_error":true,"result":"You're out of extra usage · resets 1pm (America/Los_Angeles)"}`}},
 			want:  time.Date(2026, 4, 28, 13, 0, 0, 0, mustZone(t, "America/Los_Angeles")), parsed: true, reason: "extra usage"},
+		{name: "claude subscription rate_limit_event and its own 5-hour text (measured, 2.1.328)", engine: "claude",
+			lines: []line{
+				{stdout: `{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":1777400000,"rateLimitType":"five_hour","isUsingOverage":false},"uuid":"u","session_id":"s"}`},
+				{stdout: `{"type":"assistant","message":{"content":[{"type":"text","text":"You've hit your 5-hour limit · resets Apr 28, 2026, 6:13pm (UTC)"}]}}`},
+				{stdout: `{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"result":"You've hit your 5-hour limit · resets Apr 28, 2026, 6:13pm (UTC)"}`},
+			},
+			want: epoch, parsed: true, reason: "5-hour limit"},
+		{name: "claude 5-hour text alone", engine: "claude",
+			lines: []line{{stdout: `{"type":"result","is_error":true,"result":"You've hit your 5-hour limit · resets Apr 28, 2026, 6:13pm (UTC)"}`}},
+			want:  time.Date(2026, 4, 28, 18, 13, 0, 0, time.UTC), parsed: true},
+		{name: "claude API-key 429 relaying the server's words (measured)", engine: "claude",
+			lines: []line{{stdout: `{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"result":"API Error: Request rejected (429) · You've hit your limit · resets 8pm (Europe/Berlin)"}`}},
+			want:  time.Date(2026, 4, 28, 20, 0, 0, 0, mustZone(t, "Europe/Berlin")), parsed: true},
 		{name: "claude API error 429 without a time falls back", engine: "claude",
 			lines: []line{{stdout: `{"type":"result","is_error":true,"api_error_status":429,"result":"API Error: Request rejected (429) · The usage limit has been reached"}`}},
 			want:  limitNow.Add(fallback), reason: "Request rejected (429)"},
@@ -101,6 +114,12 @@ func TestLimitWatch_EveryShapeInEngines(t *testing.T) {
 				{stdout: `{"type":"turn.failed","error":{"message":"You've hit your usage limit. Visit https://chatgpt.com/codex/settings/usage to purchase more credits or try again at Apr 28th, 2026 10:03 PM."}}`},
 			},
 			want: codexLocal, parsed: true, reason: "try again at Apr 28th"},
+		{name: "codex 0.169 error and turn.failed with a curly apostrophe (measured)", engine: "codex",
+			lines: []line{
+				{stdout: `{"type":"error","message":"You’ve hit your usage limit. Upgrade to Pro (https://chatgpt.com/explore/pro), visit https://chatgpt.com/settings/usage to purchase more credits or try again at Apr 28th, 2026 6:13 PM."}`},
+				{stdout: `{"type":"turn.failed","error":{"message":"You’ve hit your usage limit. Upgrade to Pro (https://chatgpt.com/explore/pro), visit https://chatgpt.com/settings/usage to purchase more credits or try again at Apr 28th, 2026 6:13 PM."}}`},
+			},
+			want: time.Date(2026, 4, 28, 18, 13, 0, 0, time.Local), parsed: true, reason: "usage limit"},
 		{name: "codex usage_limit_reached event", engine: "codex",
 			lines: []line{{stdout: `{"type":"usage_limit_reached","resets_at":1777400000,"resets_in_seconds":22400}`}},
 			want:  epoch, parsed: true},
@@ -240,4 +259,22 @@ func FuzzLimitWatch(f *testing.F) {
 			t.Fatal("a limit without a reason")
 		}
 	})
+}
+
+func TestIsRetryLine(t *testing.T) {
+	for _, c := range []struct {
+		line string
+		want bool
+	}{
+		{`{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"retry_delay_ms":526,"error_status":429,"error":"rate_limit"}`, true},
+		{`{"subtype":"api_retry","type":"system","attempt":2}`, true},
+		{`{"type":"system","subtype":"init","session_id":"s"}`, false},
+		{`{"type":"assistant","message":{"content":[{"type":"text","text":"\"api_retry\""}]}}`, false},
+		{`api_retry`, false},
+		{``, false},
+	} {
+		if got := IsRetryLine([]byte(c.line)); got != c.want {
+			t.Errorf("%s: %v, want %v", c.line, got, c.want)
+		}
+	}
 }

@@ -3,24 +3,111 @@ package engine
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
-// Parser reads an engine's stdout line by line.
+// Parser reads an engine's stdout line by line into an Outcome.
 type Parser interface {
-	// Line consumes one stdout line (without the newline).
-	Line(line []byte)
-	// SessionID is the resume token, "" when none was seen.
-	SessionID() string
-	// FinalText is the agent's last answer text, "" when none was seen.
-	FinalText() string
-	// Usage is the token usage of the run (claude's result line), or nil.
-	Usage() map[string]any
-	// IsError reports whether the engine's own final record said the run
-	// failed (claude: is_error on the result line).
-	IsError() bool
+	// Line consumes one stdout line (without the newline). It reports
+	// whether the line is progress: claude's api_retry lines (the CLI
+	// retrying the API by itself) are not, so they do not keep a stuck
+	// soldier's heartbeat fresh (SPEC §10.8).
+	Line(line []byte) (progress bool)
+	// Outcome is what the lines said so far.
+	Outcome() *Outcome
+}
+
+// Outcome is what an engine's output said about its run.
+type Outcome struct {
+	// SessionID is the resume token ("" when none was seen).
+	SessionID string
+	// FinalText is the agent's last answer text (claude's result, else
+	// its last assistant text; codex's last agent message).
+	FinalText string
+	// Structured is claude's structured_output (SPEC §10.1), or nil.
+	Structured json.RawMessage
+	// Ended: the engine's own final record was seen (claude's result
+	// line, codex's turn.completed or turn.failed).
+	Ended bool
+	// IsError: the final record said the run failed (claude is_error,
+	// codex turn.failed).
+	IsError bool
+	// Subtype is claude's result subtype (success, error_during_execution,
+	// error_max_turns, error_max_budget_usd, …).
+	Subtype        string
+	TerminalReason string
+	APIErrorStatus int
+	// Errors are claude's errors[], codex's turn.failed and error texts.
+	Errors []string
+	// PermissionDenials are claude's denied tool calls, one line each.
+	PermissionDenials []string
+	Usage             *schema.Usage
+	// CostUSD is claude's total_cost_usd; nil for codex (no cost field).
+	CostUSD *float64
+	// Signals are the lines a usage-limit classifier reads (claude
+	// rate_limit_event and system/api_retry, codex error and turn.failed),
+	// in order.
+	Signals []Signal
+}
+
+// Signal is one engine record about limits or failures, kept whole.
+type Signal struct {
+	// Kind: "rate_limit_event", "api_retry", "result" (claude's final line
+	// when is_error); "error", "turn.failed", "usage_limit_reached" (codex).
+	// Raw is the whole line, so engine.LimitWatch.Line can read it.
+	Kind string
+	// Text is the record's message, when it has one.
+	Text string
+	// Raw is the JSON line.
+	Raw json.RawMessage
+}
+
+// maxSignals bounds the signals kept from one run.
+const maxSignals = 64
+
+func (o *Outcome) signal(kind, text string, line []byte) {
+	if len(o.Signals) >= maxSignals {
+		o.Signals = o.Signals[1:]
+	}
+	o.Signals = append(o.Signals, Signal{Kind: kind, Text: text, Raw: append(json.RawMessage(nil), line...)})
+}
+
+// Reason is what the engine itself said about a failed run (SPEC §10.3):
+// subtype, API status, errors, permission denials and, for an error, its
+// final text. Not redacted or bounded: the caller does both.
+func (o *Outcome) Reason() string {
+	var parts []string
+	if o.Subtype != "" && o.Subtype != "success" {
+		parts = append(parts, "subtype "+o.Subtype)
+	}
+	if o.APIErrorStatus != 0 {
+		parts = append(parts, fmt.Sprintf("API error status %d", o.APIErrorStatus))
+	}
+	if o.IsError && strings.TrimSpace(o.FinalText) != "" {
+		parts = append(parts, strings.TrimSpace(o.FinalText))
+	}
+	for _, e := range o.Errors {
+		if e = strings.TrimSpace(e); e != "" && !containsString(parts, e) {
+			parts = append(parts, e)
+		}
+	}
+	if len(o.PermissionDenials) > 0 {
+		parts = append(parts, "permission denied: "+strings.Join(o.PermissionDenials, "; "))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func containsString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
 }
 
 // NewParser returns the output parser of engine name.
@@ -36,108 +123,215 @@ func NewParser(name string) Parser {
 
 // claudeParser reads `--output-format stream-json` lines: the init line
 // and the final {"type":"result"} line carry session_id; the result line
-// carries the final text and usage.
+// carries the final text, structured output, usage, cost and the reasons.
 type claudeParser struct {
-	session string
-	final   string
-	usage   map[string]any
-	isErr   bool
-	cost    any
+	o        Outcome
+	lastText string
 }
 
 type claudeLine struct {
-	Type      string         `json:"type"`
-	Subtype   string         `json:"subtype"`
-	SessionID string         `json:"session_id"`
-	Result    *string        `json:"result"`
-	IsError   bool           `json:"is_error"`
-	Usage     map[string]any `json:"usage"`
-	CostUSD   any            `json:"total_cost_usd"`
+	Type              string          `json:"type"`
+	Subtype           string          `json:"subtype"`
+	SessionID         string          `json:"session_id"`
+	Result            *string         `json:"result"`
+	IsError           bool            `json:"is_error"`
+	Usage             *schema.Usage   `json:"usage"`
+	CostUSD           *float64        `json:"total_cost_usd"`
+	Structured        json.RawMessage `json:"structured_output"`
+	Errors            []any           `json:"errors"`
+	PermissionDenials []struct {
+		ToolName  string         `json:"tool_name"`
+		ToolInput map[string]any `json:"tool_input"`
+	} `json:"permission_denials"`
+	TerminalReason string          `json:"terminal_reason"`
+	APIErrorStatus json.RawMessage `json:"api_error_status"`
+	Message        *struct {
+		Content []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"content"`
+	} `json:"message"`
+	Error string `json:"error"`
 }
 
-func (p *claudeParser) Line(line []byte) {
+func (p *claudeParser) Line(line []byte) bool {
 	line = bytes.TrimSpace(line)
 	if len(line) == 0 || line[0] != '{' {
-		return
+		return true
 	}
 	var l claudeLine
 	if json.Unmarshal(line, &l) != nil {
-		return
+		return true
 	}
+	o := &p.o
 	if l.SessionID != "" {
-		p.session = l.SessionID
+		o.SessionID = l.SessionID
 	}
-	if l.Type == "result" {
-		if l.Result != nil {
-			p.final = *l.Result
+	switch l.Type {
+	case "rate_limit_event":
+		o.signal("rate_limit_event", "", line)
+	case "system":
+		if l.Subtype == "api_retry" {
+			o.signal("api_retry", l.Error, line)
+			return false
 		}
-		p.isErr = l.IsError
+	case "assistant":
+		if l.Message != nil {
+			for _, c := range l.Message.Content {
+				if c.Type == "text" && strings.TrimSpace(c.Text) != "" {
+					p.lastText = c.Text
+				}
+			}
+		}
+	case "result":
+		o.Ended = true
+		o.Subtype = l.Subtype
+		o.IsError = l.IsError
+		o.TerminalReason = l.TerminalReason
+		o.FinalText = p.lastText
+		if l.Result != nil && *l.Result != "" {
+			o.FinalText = *l.Result
+		}
+		if len(l.Structured) > 0 && !bytes.Equal(l.Structured, []byte("null")) {
+			o.Structured = append(json.RawMessage(nil), l.Structured...)
+		}
 		if l.Usage != nil {
-			p.usage = l.Usage
-			if l.CostUSD != nil {
-				p.usage["total_cost_usd"] = l.CostUSD
+			o.Usage = l.Usage
+		}
+		o.CostUSD = l.CostUSD
+		var st int
+		if json.Unmarshal(l.APIErrorStatus, &st) == nil {
+			o.APIErrorStatus = st
+		}
+		for _, e := range l.Errors {
+			switch t := e.(type) {
+			case string:
+				o.Errors = append(o.Errors, t)
+			default:
+				b, _ := json.Marshal(t)
+				o.Errors = append(o.Errors, string(b))
+			}
+		}
+		for _, d := range l.PermissionDenials {
+			o.PermissionDenials = append(o.PermissionDenials, denial(d.ToolName, d.ToolInput))
+		}
+		if l.IsError {
+			o.signal("result", o.FinalText, line)
+		}
+	}
+	return true
+}
+
+// denial renders a denied tool call: `Bash(rm -rf /x)`, `Write(/etc/x)`,
+// `AskUserQuestion(Which branch?)`.
+func denial(tool string, input map[string]any) string {
+	for _, k := range []string{"command", "file_path", "path", "url", "question"} {
+		if v, ok := input[k].(string); ok && v != "" {
+			return tool + "(" + truncateRunes(v, 200) + ")"
+		}
+	}
+	if qs, ok := input["questions"].([]any); ok && len(qs) > 0 {
+		if q, ok := qs[0].(map[string]any); ok {
+			if s, ok := q["question"].(string); ok {
+				return tool + "(" + truncateRunes(s, 200) + ")"
 			}
 		}
 	}
+	return tool
 }
 
-func (p *claudeParser) SessionID() string     { return p.session }
-func (p *claudeParser) FinalText() string     { return p.final }
-func (p *claudeParser) Usage() map[string]any { return p.usage }
-func (p *claudeParser) IsError() bool         { return p.isErr }
+func (p *claudeParser) Outcome() *Outcome {
+	o := p.o
+	if !o.Ended {
+		o.FinalText = p.lastText
+	}
+	return &o
+}
 
-// codexParser reads `codex exec --json` JSONL, best effort across codex
-// versions: the thread/session id from thread.started or
-// session_configured, the final text from the last agent message.
+// codexParser reads `codex exec --json` JSONL: thread.started carries the
+// thread id (the resume token), item.completed agent messages the text,
+// turn.completed the usage, turn.failed and error events the reasons.
 type codexParser struct {
-	session string
-	final   string
-	usage   map[string]any
+	o Outcome
 }
 
-func (p *codexParser) Line(line []byte) {
+type codexLine struct {
+	Type     string `json:"type"`
+	ThreadID string `json:"thread_id"`
+	Message  string `json:"message"`
+	Item     *struct {
+		Type    string `json:"type"`
+		Text    string `json:"text"`
+		Message string `json:"message"`
+	} `json:"item"`
+	Usage *struct {
+		InputTokens       int64 `json:"input_tokens"`
+		CachedInputTokens int64 `json:"cached_input_tokens"`
+		CacheWriteTokens  int64 `json:"cache_write_input_tokens"`
+		OutputTokens      int64 `json:"output_tokens"`
+	} `json:"usage"`
+	Error *struct {
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func (p *codexParser) Line(line []byte) bool {
 	line = bytes.TrimSpace(line)
 	if len(line) == 0 || line[0] != '{' {
-		return
+		return true
 	}
-	var m map[string]any
-	if json.Unmarshal(line, &m) != nil {
-		return
+	var l codexLine
+	if json.Unmarshal(line, &l) != nil {
+		return true
 	}
-	if id, ok := m["thread_id"].(string); ok && id != "" {
-		p.session = id
-	}
-	if id, ok := m["session_id"].(string); ok && id != "" {
-		p.session = id
-	}
-	if u, ok := m["usage"].(map[string]any); ok {
-		p.usage = u
-	}
-	// Newer codex: {"type":"item.completed","item":{"type":"agent_message","text":"..."}}
-	if item, ok := m["item"].(map[string]any); ok {
-		if t, _ := item["type"].(string); t == "agent_message" || t == "assistant_message" {
-			if s, ok := item["text"].(string); ok {
-				p.final = s
+	o := &p.o
+	switch l.Type {
+	case "thread.started":
+		if l.ThreadID != "" {
+			o.SessionID = l.ThreadID
+		}
+	case "item.completed":
+		if l.Item != nil && (l.Item.Type == "agent_message" || l.Item.Type == "assistant_message") && l.Item.Text != "" {
+			o.FinalText = l.Item.Text
+		}
+	case "turn.completed":
+		o.Ended = true
+		if u := l.Usage; u != nil {
+			// codex counts cached tokens inside input_tokens; the usage
+			// record keeps them apart, as claude does.
+			in := u.InputTokens - u.CachedInputTokens
+			if in < 0 {
+				in = 0
 			}
+			o.Usage = o.Usage.Add(&schema.Usage{InputTokens: in, OutputTokens: u.OutputTokens,
+				CacheReadInputTokens: u.CachedInputTokens, CacheCreationInputTokens: u.CacheWriteTokens})
 		}
+	case "turn.failed":
+		o.Ended, o.IsError = true, true
+		msg := ""
+		if l.Error != nil {
+			msg = l.Error.Message
+		}
+		if msg != "" {
+			o.Errors = append(o.Errors, msg)
+		}
+		o.signal("turn.failed", msg, line)
+	case "error":
+		if l.Message != "" {
+			o.Errors = append(o.Errors, l.Message)
+		}
+		o.signal("error", l.Message, line)
+	case "usage_limit_reached":
+		// The API's own form, passed through by some codex versions.
+		o.signal("usage_limit_reached", "", line)
 	}
-	// Older codex: {"id":"0","msg":{"type":"agent_message","message":"..."}}
-	if msg, ok := m["msg"].(map[string]any); ok {
-		if id, ok := msg["session_id"].(string); ok && id != "" {
-			p.session = id
-		}
-		if t, _ := msg["type"].(string); t == "agent_message" {
-			if s, ok := msg["message"].(string); ok {
-				p.final = s
-			}
-		}
-	}
+	return true
 }
 
-func (p *codexParser) SessionID() string     { return p.session }
-func (p *codexParser) FinalText() string     { return p.final }
-func (p *codexParser) Usage() map[string]any { return p.usage }
-func (p *codexParser) IsError() bool         { return false }
+func (p *codexParser) Outcome() *Outcome {
+	o := p.o
+	return &o
+}
 
 // textParser keeps a command engine's stdout as its final text (capped).
 type textParser struct {
@@ -146,18 +340,16 @@ type textParser struct {
 
 const maxText = 1 << 20
 
-func (p *textParser) Line(line []byte) {
+func (p *textParser) Line(line []byte) bool {
 	if p.b.Len()+len(line) > maxText {
-		return
+		return true
 	}
 	p.b.Write(line)
 	p.b.WriteByte('\n')
+	return true
 }
 
-func (p *textParser) SessionID() string     { return "" }
-func (p *textParser) FinalText() string     { return p.b.String() }
-func (p *textParser) Usage() map[string]any { return nil }
-func (p *textParser) IsError() bool         { return false }
+func (p *textParser) Outcome() *Outcome { return &Outcome{FinalText: p.b.String()} }
 
 // ExtractJSONObject finds the first JSON object embedded in text (an
 // answer may wrap it in prose or a ```json fence) and decodes it into v.

@@ -81,6 +81,8 @@ type Envoy struct {
 	seenEvt map[string]time.Time // Slack event_ids handled (redelivery dedupe)
 	// holdUntil pauses outbound sends after a long Retry-After.
 	holdUntil time.Time
+	// disk holds sends while the state cannot be written (diskhold.go).
+	disk diskState
 }
 
 // New builds the envoy. It does no I/O.

@@ -37,12 +37,17 @@ type harness struct {
 type setup struct {
 	console bool
 	cfg     func(*config.Envoy)
+	base    string // "" = a fresh t.TempDir()
 }
 
 func newHarness(t testing.TB, s setup) *harness {
 	t.Helper()
 	t.Setenv(config.EnvDefaultChannel, "")
-	h := &harness{t: t, l: layout.New(t.TempDir()), clock: clock.NewFake(t0), stdout: &bytes.Buffer{}}
+	base := s.base
+	if base == "" {
+		base = t.TempDir()
+	}
+	h := &harness{t: t, l: layout.New(base), clock: clock.NewFake(t0), stdout: &bytes.Buffer{}}
 	if err := h.l.Ensure(); err != nil {
 		t.Fatal(err)
 	}

@@ -132,7 +132,8 @@ func (e *Envoy) handleInbound(in Inbound) (followUp, error) {
 			if rc == nil {
 				rc = &schema.ReplyContext{TaskID: aw.TaskID}
 			}
-		case isConv:
+		case isConv && (conv.UserID == "" || conv.UserID == in.User || in.Console):
+			// A conversation continues with the user who started it.
 			typ, rc = EventThreadReply, conv.ReplyContext
 		}
 		if typ == EventThreadReply {

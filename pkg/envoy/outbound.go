@@ -62,6 +62,9 @@ func (e *Envoy) sendPending(ctx context.Context) error {
 	if e.clock.Now().Before(hold) {
 		return nil // Slack's Retry-After has not passed yet
 	}
+	if e.diskHeld() {
+		return nil // the state cannot be written: post nothing (diskhold.go)
+	}
 	entries, err := e.messages.List(layout.Pending)
 	if err != nil {
 		return err
@@ -74,6 +77,9 @@ func (e *Envoy) sendPending(ctx context.Context) error {
 		if err := e.deliver(ctx, ent); err != nil {
 			if errors.Is(err, errHeld) {
 				e.log.Warn("slack rate limit: sends held", "err", err)
+				break
+			}
+			if errors.Is(err, errDiskHeld) {
 				break
 			}
 			errs = append(errs, err)
@@ -215,9 +221,15 @@ func (e *Envoy) deliver(ctx context.Context, ent queue.Entry) error {
 	}); err != nil {
 		return err
 	}
+	if ud, ok := e.unrecordedDelivery(m.ID); ok && !done {
+		d, done = ud, true // posted before the disk filled: record, never repost
+	}
 	if !done {
 		if resolveErr != nil {
 			return e.fail(m, ent, resolveErr)
+		}
+		if err := e.recordIntent(m); err != nil {
+			return e.holdForDisk(ctx, err)
 		}
 		if t.noPost {
 			d = Delivery{Channel: t.channel, ThreadTS: t.threadTS}
@@ -247,8 +259,10 @@ func (e *Envoy) deliver(ctx context.Context, ent queue.Entry) error {
 	if err := e.st.record(m.ID, d, func(s *State) {
 		react = e.bookkeep(m, d, s)
 	}); err != nil {
-		return fmt.Errorf("record delivery of %s: %w", m.ID, err)
+		e.setUnrecorded(m.ID, &d)
+		return e.holdForDisk(ctx, fmt.Errorf("record delivery of %s: %w", m.ID, err))
 	}
+	e.setUnrecorded(m.ID, nil)
 	for _, r := range react {
 		if r.remove {
 			if err := e.poster.Unreact(ctx, r.channel, r.ts, r.name); err != nil {
@@ -335,7 +349,7 @@ func (e *Envoy) bookkeep(m *schema.Message, d Delivery, s *State) []reaction {
 			rc.ThreadTS = thread
 		}
 		s.Conversations[convKey(d.Channel, thread)] = Conversation{Channel: d.Channel, ThreadTS: thread,
-			ReplyContext: &rc, ExpiresAt: schema.FormatTime(e.clock.Now().Add(ttl))}
+			ReplyContext: &rc, ExpiresAt: schema.FormatTime(e.clock.Now().Add(ttl)), UserID: tc.UserID}
 	}
 	return out
 }

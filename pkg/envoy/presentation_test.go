@@ -74,3 +74,32 @@ func TestConsole_ChannelNamesHaveOneHash(t *testing.T) {
 		t.Fatalf("console output:\n%s", out)
 	}
 }
+
+// A conversation kept for a user continues only with that user's replies.
+func TestInbound_ConversationContinuesWithItsUserOnly(t *testing.T) {
+	h := newHarness(t, setup{cfg: func(c *config.Envoy) { c.Slack.AllowedUsers = []string{"UALICE", "UBOB"} }})
+	m := message("msg-20261121-001", "thread_reply", "")
+	m["source_ref"] = map[string]any{"channel": "D1", "ts": "1700000000.000500"}
+	m["track_conversation"] = map[string]any{"reply_context": replyContext(task), "ttl_seconds": 0, "user_id": "UALICE"}
+	h.put(m)
+	h.tick()
+	if c := h.state().Conversations["D1/1700000000.000500"]; c.UserID != "UALICE" {
+		t.Fatalf("conversation %+v, want it kept for UALICE", c)
+	}
+	reply := func(user, ts string) {
+		if _, err := h.e.handleInbound(Inbound{EventID: "Ev" + ts, Kind: "message", Channel: "D1", ChannelType: "im",
+			User: user, Text: "more", TS: ts, ThreadTS: "1700000000.000500"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reply("UBOB", "1700000300.000100")
+	if n := len(h.events()); n != 0 {
+		t.Fatalf("another user's reply made %d events", n)
+	}
+	reply("UALICE", "1700000300.000200")
+	evs := h.events()
+	ev := evs["evt-slack-reply-1700000000-000500-1700000300-000200"]
+	if len(evs) != 1 || ev == nil || ev.Type != EventThreadReply || ev.Payload["reply_context"] == nil {
+		t.Fatalf("events %v", keys(evs))
+	}
+}

@@ -47,6 +47,8 @@ type Conversation struct {
 	ThreadTS     string               `json:"thread_ts"`
 	ReplyContext *schema.ReplyContext `json:"reply_context"`
 	ExpiresAt    string               `json:"expires_at"`
+	// UserID: only this user's follow-ups continue it ("" = any allowed user).
+	UserID string `json:"user_id,omitempty"`
 }
 
 // Delivery is one entry of state/envoy/deliveries.json, keyed by message

@@ -79,6 +79,7 @@ func (g *General) finish(ctx context.Context, t *schema.Task, sid string, starte
 	if ids.Valid(sid) {
 		final.SoldierID = sid
 	}
+	keepConversation(g.o.Manifest.TrackConversation, t, &final, ws.RepoDir)
 	if r.Status == schema.ResultNeedsHuman {
 		cp := schema.Checkpoint{TaskID: t.ID, SessionID: r.SessionID, Workdir: ws.RepoDir, Thread: threadOf(t),
 			Question: r.Question, General: g.name, Repo: schema.StringPtr(ws.Repo)}
@@ -99,8 +100,24 @@ func (g *General) finish(ctx context.Context, t *schema.Task, sid string, starte
 	g.log.Info("task finished", "task", t.ID, "status", r.Status, "reason", r.ErrorReason)
 	// §9.9: the task dir goes with the final result, unless a human is
 	// asked (the resume runs in it and removes it at its end).
-	if r.Status != schema.ResultNeedsHuman {
+	if r.Status != schema.ResultNeedsHuman && !final.TrackConversation {
 		g.removeWorkspace(context.WithoutCancel(ctx), ws)
+	}
+}
+
+// keepConversation marks a successful Slack-originated result as a
+// conversation to keep when the manifest asks for it (or the agent did),
+// and records the workdir its follow-up resumes in (kept until retention).
+func keepConversation(manifest bool, t *schema.Task, final *schema.Result, workdir string) {
+	if final.Status != schema.ResultSuccess || threadOf(t) == nil {
+		final.TrackConversation = false
+		return
+	}
+	if manifest {
+		final.TrackConversation = true
+	}
+	if final.TrackConversation {
+		final.Workdir = workdir
 	}
 }
 

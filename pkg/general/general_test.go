@@ -19,14 +19,14 @@ import (
 
 func TestGeneral_SuccessRunsClaudeAndWritesFinalResult(t *testing.T) {
 	e := newEnv(t)
-	e.scenario("", map[string]any{"mode": "success", "session_id": "sess-abc", "memory_updates": []string{"prefer small PRs"}})
+	e.scenario("", map[string]any{"mode": "success", "session_id": "5e55a0b1-0000-4000-8000-00000000abcd", "memory_updates": []string{"prefer small PRs"}})
 	e.start()
 	payload := map[string]any{"text": "hi {{task_id}} $(touch /tmp/kingdom-pwned) `id` {{payload.text}}", "nested": map[string]any{"k": "v"}}
 	e.task("task-20260101-001", func(t *schema.Task) { t.Payload = payload; t.RetryCount = 0 })
 	os.WriteFile(e.l.Template(e.m.Name), []byte("Task {{task_id}} type {{type}}\nText: {{payload.text}}\nNested: {{payload.nested.k}}\nMissing: [{{payload.nope.x}}]\n"), 0o600)
 
 	r := e.final("task-20260101-001")
-	if r.Status != "success" || r.General != "gen-test" || r.RetryCount != 0 || r.SessionID != "sess-abc" {
+	if r.Status != "success" || r.General != "gen-test" || r.RetryCount != 0 || r.SessionID != "5e55a0b1-0000-4000-8000-00000000abcd" {
 		t.Fatalf("final = %+v", r)
 	}
 	if !strings.HasPrefix(r.SoldierID, "soldier-") || r.CompletedAt == "" {
@@ -43,7 +43,8 @@ func TestGeneral_SuccessRunsClaudeAndWritesFinalResult(t *testing.T) {
 	if c.SlackTokenVisible {
 		t.Error("the engine saw SLACK_BOT_TOKEN")
 	}
-	if got := strings.Join(c.Args, " "); got != "-p --output-format stream-json --verbose --permission-mode bypassPermissions" && got != "-p --output-format stream-json --verbose" {
+	// SPEC §10.1, §10.5: a soldier-chosen session id and the result schema.
+	if got := strings.Join(c.Args, " "); !strings.HasPrefix(got, "-p --output-format stream-json --verbose --session-id ") || !strings.Contains(got, " --json-schema {") {
 		t.Errorf("args = %q", got)
 	}
 	// The task stays in in_progress (only the king moves it, §9.4).
@@ -56,7 +57,7 @@ func TestGeneral_SuccessRunsClaudeAndWritesFinalResult(t *testing.T) {
 	if _, err := os.Stat(e.l.TaskDir(e.m.Name, "task-20260101-001")); err == nil {
 		t.Error("task dir not removed after the final result")
 	}
-	if got := readTrim(e.l.ResultSessionID("task-20260101-001")); got != "sess-abc" {
+	if got := readTrim(e.l.ResultSessionID("task-20260101-001")); got != "5e55a0b1-0000-4000-8000-00000000abcd" {
 		t.Errorf("session-id file = %q", got)
 	}
 	mem, _ := os.ReadFile(filepath.Join(e.l.MemoryGeneral(e.m.Name), "learned-patterns.md"))
@@ -111,7 +112,7 @@ func TestGeneral_EngineMissing(t *testing.T) {
 
 func TestGeneral_NeedsHumanKeepsWorkdirAndResumePassesSession(t *testing.T) {
 	e := newEnv(t)
-	e.scenario("task-20260101-010", map[string]any{"mode": "needs_human", "session_id": "sess-q"})
+	e.scenario("task-20260101-010", map[string]any{"mode": "needs_human", "session_id": "5e55a0b1-0000-4000-8000-000000000001"})
 	e.start()
 	e.task("task-20260101-010", func(t *schema.Task) {
 		t.Payload = map[string]any{"channel": "D1", "ts": "1700000000.000100", "text": "help"}
@@ -128,7 +129,7 @@ func TestGeneral_NeedsHumanKeepsWorkdirAndResumePassesSession(t *testing.T) {
 	if err != nil {
 		t.Fatalf("checkpoint invalid: %v\n%s", err, b)
 	}
-	if cp.SessionID != "sess-q" || cp.Thread == nil || cp.Thread.Channel != "D1" || cp.Thread.ThreadTS != "1700000000.000100" {
+	if cp.SessionID != "5e55a0b1-0000-4000-8000-000000000001" || cp.Thread == nil || cp.Thread.Channel != "D1" || cp.Thread.ThreadTS != "1700000000.000100" {
 		t.Errorf("checkpoint = %+v", cp)
 	}
 	if st, err := os.Stat(cp.Workdir); err != nil || !st.IsDir() {
@@ -149,7 +150,7 @@ func TestGeneral_NeedsHumanKeepsWorkdirAndResumePassesSession(t *testing.T) {
 		t.Fatalf("resume final = %+v", r2)
 	}
 	c := e.call("task-20260101-011")
-	if c.Resume != "sess-q" || !contains(c.Args, "--resume") {
+	if c.Resume != "5e55a0b1-0000-4000-8000-000000000001" || !contains(c.Args, "--resume") {
 		t.Errorf("resume call args = %q", c.Args)
 	}
 	if c.Cwd != cp.Workdir {

@@ -141,9 +141,12 @@ func (g *General) syncClone(ctx context.Context, ws workspace) error {
 	}
 	_ = os.RemoveAll(ws.Clone) // a half-made clone from a crash
 	url := strings.ReplaceAll(g.o.System.Git.CloneURL, "{repo}", ws.Repo)
-	if _, err := git(ctx, "", "clone", "--quiet", "--no-checkout", "--", url, ws.Clone); err != nil {
+	if _, err := git(ctx, "", "clone", "--quiet", "--no-checkout", "-c", cloneSharedMode, "--", url, ws.Clone); err != nil {
 		_ = os.RemoveAll(ws.Clone)
 		return fmt.Errorf("clone %s: %w", ws.Repo, err)
+	}
+	if err := tightenModes(ws.Clone); err != nil {
+		return fmt.Errorf("clone %s: modes: %w", ws.Repo, err)
 	}
 	exclude := filepath.Join(ws.Clone, ".git", "info", "exclude")
 	_ = os.MkdirAll(filepath.Dir(exclude), 0o700)
@@ -164,13 +167,16 @@ func (g *General) removeWorkspace(ctx context.Context, ws workspace) {
 		if _, err := os.Stat(filepath.Join(ws.Clone, ".git")); err == nil {
 			_ = lockfile.With(g.cloneLock(ws), func() error {
 				_, _ = git(ctx, ws.Clone, "worktree", "remove", "--force", "--force", ws.RepoDir)
-				_ = os.RemoveAll(ws.TaskDir)
+				_ = removeTree(ws.TaskDir)
 				_, _ = git(ctx, ws.Clone, "worktree", "prune")
 				return nil
 			})
 		}
 	}
-	_ = os.RemoveAll(ws.TaskDir)
+	if err := removeTree(ws.TaskDir); err != nil {
+		g.log.Error("task dir not removed", "dir", ws.TaskDir, "err", err)
+		g.emit("system.cleanup_failed", map[string]any{"path": ws.TaskDir, "error": err.Error()})
+	}
 }
 
 // git runs git with argv (never a shell); dir "" runs in the current dir.
@@ -229,6 +235,14 @@ func (g *General) writeTaskFiles(t *schema.Task, ws workspace) error {
 	}
 	if err := atomicfile.WritePrivate(filepath.Join(ws.TaskDir, "AGENTS.md"), compose(codexExtra), 0o600); err != nil {
 		return err
+	}
+	// Codex reads AGENTS.md only from its cwd and the git root, not from
+	// the task dir above them (SPEC §10.10): place it in the cwd too, unless
+	// the repo has its own (git ignores ours through info/exclude).
+	if inCwd := filepath.Join(ws.RepoDir, "AGENTS.md"); !exists(inCwd) {
+		if err := atomicfile.WriteFile(inCwd, compose(codexExtra), 0o600); err != nil {
+			return err
+		}
 	}
 	tf := TaskFile{TaskID: t.ID, General: g.name, Type: t.Type, Repo: ws.Repo, RepoDir: ws.RepoDir,
 		ResultPath: l.ResultStaging(t.ID), HeartbeatPath: l.ResultHeartbeat(t.ID), RetryCount: t.RetryCount}

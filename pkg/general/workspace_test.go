@@ -85,6 +85,10 @@ func TestWorkspace_CloneThenFetchAndCleanCheckoutPerTask(t *testing.T) {
 			t.Errorf("task dir lacks %s", f)
 		}
 	}
+	// SPEC §10.10: codex reads AGENTS.md only in its cwd (and git root).
+	if _, err := os.Stat(filepath.Join(repoDir, "AGENTS.md")); err != nil {
+		t.Errorf("the engine's cwd lacks AGENTS.md: %v", err)
+	}
 	if st := run(t, repoDir, "status", "--porcelain"); strings.TrimSpace(st) != "" {
 		t.Errorf("fresh checkout not clean: %q", st)
 	}

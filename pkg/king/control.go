@@ -27,8 +27,12 @@ import (
 // removed; acting on one twice is harmless (pause keeps its first since,
 // cancel finds the task already finished).
 
-// replyRetention is how long an unread reply is kept.
-const replyRetention = 24 * time.Hour
+// replyRetention is how long an unread reply is kept; cancelRetention how
+// long the record of a finished cancelled task is.
+const (
+	replyRetention  = 24 * time.Hour
+	cancelRetention = 7 * 24 * time.Hour
+)
 
 // processControl is the tick's control step: queued requests first, then the
 // cancelled tasks still in progress (level-triggered: a soldier that a crash
@@ -298,7 +302,10 @@ func (k *King) enforceCancels() error {
 		st, found := k.tasks.Find(task)
 		switch {
 		case !found || st == layout.Completed || st == layout.Rejected:
-			continue // kept for `start tasks`; retention removes it with the task
+			// Kept for `start tasks` as long as finished tasks are listed.
+			if at, err := schema.ParseTime(rec.At); err == nil && k.now().Sub(at) > cancelRetention {
+				os.Remove(k.l.KingCancelled(task))
+			}
 		case st == layout.Pending:
 			// A retry re-queued it before the record took effect.
 			var t schema.Task

@@ -111,6 +111,11 @@ func TestControl_CancelPendingTaskIsFailedCancelledAtOnce(t *testing.T) {
 	if rep := f.request(control.Request{Action: control.ActionCancel, TaskID: "task-20991231-001"}); rep.OK {
 		t.Fatalf("cancel of an unknown task %+v", rep)
 	}
+	f.clk.Advance(cancelRetention + time.Hour)
+	f.tick()
+	if control.ReadCancelled(f.l, task1) != nil {
+		t.Error("the record of a long-finished cancel was kept")
+	}
 }
 
 // A running task: the soldier's tmux session and every process below it

@@ -88,6 +88,9 @@ func (k *King) processPending(adm *admission) error {
 }
 
 func (k *King) handleEvent(ev *schema.Event, adm *admission) error {
+	if reason := forgedReason(ev); reason != "" {
+		return k.discard(ev, layout.Pending, reason)
+	}
 	switch {
 	case ev.Type == TypeThreadReply:
 		return k.handleReply(ev, adm)

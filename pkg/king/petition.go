@@ -1,6 +1,7 @@
 package king
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -181,7 +182,14 @@ func (k *King) settlePetition(ev *schema.Event) error {
 	switch {
 	case err == nil:
 		pr, derr := schema.DecodePetitionResult(b)
+		var failed struct {
+			Error string `json:"error"`
+		}
 		switch {
+		case derr != nil && json.Unmarshal(b, &failed) == nil && failed.Error != "":
+			// The classifier's own failure (engine refused, no credit,
+			// timeout): its words go to the fallback log line (SPEC §10.9).
+			return k.petitionFallback(ev, "classifier failed: "+truncate(failed.Error, 1000))
 		case derr != nil:
 			return k.petitionFallback(ev, "classifier answer unusable: "+firstLine(derr.Error()))
 		case pr.General != "":

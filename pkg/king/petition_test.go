@@ -134,6 +134,22 @@ func TestKing_PetitionFallbacks(t *testing.T) {
 	}
 }
 
+// SPEC §10.9: the classifier's own failure (its engine's words) is the
+// fallback's reason, not a schema complaint about {"error": …}.
+func TestKing_PetitionEngineErrorIsTheFallbackReason(t *testing.T) {
+	f := petitionFixture(t, "error", genPR)
+	f.dm()
+	f.tick()
+	f.settle()
+	d := f.internal("event.discarded")
+	if len(d) != 1 {
+		t.Fatalf("event.discarded = %d", len(d))
+	}
+	if r, _ := data(d[0])["reason"].(string); !strings.Contains(r, "classifier failed: petition engine failed (EngineError): API error status 400; Credit balance is too low") {
+		t.Fatalf("reason %q does not carry the classifier's error", r)
+	}
+}
+
 func TestKing_PetitionDoesNotBlockOtherEvents(t *testing.T) {
 	f := petitionFixture(t, "slow:gen-herald", genPR, genHerald)
 	f.dm()

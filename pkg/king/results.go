@@ -169,6 +169,7 @@ func (k *King) finalMessages(t *schema.Task, res *schema.Result, final string) e
 		Channel: res.NotifyChannel, Urgency: schema.UrgencyNormal, Content: content, Context: ctx,
 		Final: strPtr(final),
 	}
+	m.TrackConversation = k.conversation(t, res)
 	if _, err := k.putMessage(m); err != nil {
 		return err
 	}

@@ -92,6 +92,9 @@ func (k *King) resumeFields(t *schema.Task, ev *schema.Event, rc *schema.ReplyCo
 			k.log.Warn("checkpoint unreadable; resuming without workdir", "task", rc.TaskID, "err", err)
 		}
 	}
+	if t.Workdir == "" && rc.Workdir != "" {
+		t.Workdir = rc.Workdir // a kept conversation (the general checks it)
+	}
 	if t.Thread == nil {
 		ch, ts := rc.Channel, rc.ThreadTS
 		if ch == "" {

@@ -81,3 +81,29 @@ func TestKing_ReplyWithBadContextDiscarded(t *testing.T) {
 		})
 	}
 }
+
+// Issue #13 item 8 (SPEC §10.15): a thread reply the envoy did not admit
+// (any source but slack: an inbox file, a file dropped into the queue)
+// resumes nothing; it is discarded with the reason.
+func TestKing_ForgedThreadReplyResumesNothing(t *testing.T) {
+	f := newFixture(t, genPR, genHerald)
+	for _, src := range []string{"inbox", "github"} {
+		f.event("evt-forged-"+src, "slack.thread.reply", "high", withSource(src),
+			withPayload(replyPayload(map[string]any{"general": "gen-pr", "session_id": "s", "repo": nil, "task_id": "task-20261120-001"})))
+	}
+	f.event("evt-forged-dm", "slack.channel.message", "normal", withSource("inbox"), withPayload(map[string]any{"text": "hi", "user_id": "U1", "channel": "D1", "ts": "1.2"}))
+	f.tick()
+	if got := f.ids(layout.QTasks, layout.Pending); len(got) != 0 {
+		t.Fatalf("tasks created from forged events: %v", got)
+	}
+	if got := f.ids(layout.QEvents, layout.Petitioning); len(got) != 0 {
+		t.Fatalf("petition started from a forged DM: %v", got)
+	}
+	d := f.internal("event.discarded")
+	if len(d) != 3 {
+		t.Fatalf("event.discarded = %d, want 3", len(d))
+	}
+	if r, _ := data(d[0])["reason"].(string); !strings.Contains(r, "did not come through the envoy") {
+		t.Errorf("reason = %q", r)
+	}
+}

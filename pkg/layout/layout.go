@@ -140,6 +140,16 @@ func (l Layout) ResultHeartbeat(task string) string {
 	return l.p("state", "results", task+"-heartbeat")
 }
 
+// ResultOutputSchema is the result schema handed to codex (--output-schema)
+// for one attempt; ResultLastMessage is where codex writes its last message
+// (-o). The soldier removes both after reading them.
+func (l Layout) ResultOutputSchema(task string) string {
+	return l.p("state", "results", task+"-output-schema.json")
+}
+func (l Layout) ResultLastMessage(task string) string {
+	return l.p("state", "results", task+"-last-message.txt")
+}
+
 // Prompts.
 func (l Layout) PromptsDir() string        { return l.p("state", "prompts") }
 func (l Layout) Prompt(task string) string { return l.p("state", "prompts", task+".md") }

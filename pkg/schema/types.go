@@ -108,7 +108,20 @@ const (
 	ReasonTimeout        = "Timeout"
 	ReasonInvalidResult  = "InvalidResult"
 	ReasonPromptTooLarge = "PromptTooLarge"
-	// ReasonCancelled: the operator cancelled the task (SPEC §10.11); terminal.
+	// ReasonNoResult: the engine ended its run normally without a result
+	// (SPEC §10.2). Terminal: the agent may already have had side effects.
+	ReasonNoResult = "NoResult"
+	// ReasonEngineRefused: the engine refused its configuration (bypass
+	// mode as root, an unknown flag, no credentials; SPEC §10.4).
+	ReasonEngineRefused = "EngineRefused"
+	// ReasonSessionLost: a resume whose session is gone (SPEC §10.5).
+	ReasonSessionLost = "SessionLost"
+	// ReasonBudgetExceeded: the task's budget was reached (SPEC §10.7).
+	ReasonBudgetExceeded = "BudgetExceeded"
+	// ReasonUsageLimited: the engine hit a usage or rate limit; the task
+	// is re-queued without counting an attempt (SPEC §10.8).
+	ReasonUsageLimited = "UsageLimited"
+	// ReasonCancelled: an operator cancelled the task (SPEC §10.11).
 	ReasonCancelled = "Cancelled"
 )
 
@@ -203,6 +216,9 @@ type ReplyContext struct {
 	TaskID    string  `json:"task_id"`
 	Channel   string  `json:"channel,omitempty"`
 	ThreadTS  string  `json:"thread_ts,omitempty"`
+	// Workdir is the kept working directory a conversation's follow-up
+	// resumes in (the general checks it is one of its task dirs).
+	Workdir string `json:"workdir,omitempty"`
 }
 
 // TrackConversation asks the envoy to treat replies in the thread as a
@@ -210,6 +226,9 @@ type ReplyContext struct {
 type TrackConversation struct {
 	ReplyContext ReplyContext `json:"reply_context"`
 	TTLSeconds   int          `json:"ttl_seconds"`
+	// UserID is the Slack user whose follow-ups continue the conversation
+	// ("" = anyone allowed).
+	UserID string `json:"user_id,omitempty"`
 }
 
 // Message is queue/messages/<state>/<id>.json (SPEC §3.3, §9.10).
@@ -277,6 +296,36 @@ type RawResult struct {
 	// own, required RetryCount that hides this one.
 	RetryCount int    `json:"retry_count,omitempty"`
 	SessionID  string `json:"session_id,omitempty"`
+	// TrackConversation asks to keep the conversation: the completion is
+	// posted as a conversation thread whose follow-ups resume the session
+	// (SPEC §9.10).
+	TrackConversation bool `json:"track_conversation,omitempty"`
+	// Usage and CostUSD are the attempt's token usage and cost (SPEC
+	// §10.6), for failed attempts too; CostUSD is nil when unpriced.
+	Usage   *Usage   `json:"usage,omitempty"`
+	CostUSD *float64 `json:"cost_usd,omitempty"`
+}
+
+// Usage is the token usage of one engine run (SPEC §10.6).
+type Usage struct {
+	InputTokens              int64 `json:"input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+}
+
+// Add returns u + v; a nil operand counts as zero.
+func (u *Usage) Add(v *Usage) *Usage {
+	var out Usage
+	for _, x := range []*Usage{u, v} {
+		if x != nil {
+			out.InputTokens += x.InputTokens
+			out.OutputTokens += x.OutputTokens
+			out.CacheReadInputTokens += x.CacheReadInputTokens
+			out.CacheCreationInputTokens += x.CacheCreationInputTokens
+		}
+	}
+	return &out
 }
 
 // IsTerminal reports whether a failure must not be retried: the result's
@@ -297,7 +346,9 @@ type Result struct {
 	CompletedAt     string  `json:"completed_at"`
 	RetryCount      int     `json:"retry_count"`
 	CheckpointPath  string  `json:"checkpoint_path,omitempty"`
-	SoldierID       string  `json:"soldier_id,omitempty"`
+	// Workdir is kept for a tracked conversation's follow-up.
+	Workdir   string `json:"workdir,omitempty"`
+	SoldierID string `json:"soldier_id,omitempty"`
 }
 
 // InboxEvent is inbox/*.json as other tools drop it (SPEC §9.20).

@@ -34,13 +34,14 @@ const (
 	KindInternalEvent  Kind = "internal-event"
 	KindPetitionResult Kind = "petition-result"
 	KindCheckpoint     Kind = "checkpoint"
+	KindState          Kind = "state" // the dashboard's /api/v1/state
 )
 
 // Kinds lists every document kind.
 func Kinds() []Kind {
 	return []Kind{KindEvent, KindTask, KindMessage, KindRawResult, KindResult,
 		KindInboxEvent, KindSessions, KindResources, KindInternalEvent,
-		KindPetitionResult, KindCheckpoint}
+		KindPetitionResult, KindCheckpoint, KindState}
 }
 
 // URL is the $id of the kind's schema.

@@ -27,13 +27,14 @@ type Entry struct {
 
 // Registry is the sessions.json file and its lock.
 type Registry struct {
+	l    layout.Layout
 	path string
 	lock string
 }
 
 // New returns the registry of layout l.
 func New(l layout.Layout) *Registry {
-	return &Registry{path: l.SessionsJSON(), lock: l.SessionsLock()}
+	return &Registry{l: l, path: l.SessionsJSON(), lock: l.SessionsLock()}
 }
 
 func (r *Registry) read() ([]Entry, error) {
@@ -74,10 +75,10 @@ func (r *Registry) Update(fn func([]Entry) ([]Entry, error)) error {
 			if !errors.As(err, &syn) && !errors.As(err, &typ) {
 				return err // unreadable now (EIO, EMFILE): never wipe the entries
 			}
-			// A corrupt registry is rebuilt from an empty list rather than
-			// blocking every general; the chamberlain's reconcile and the
-			// generals' re-registration repair it.
-			es = nil
+			// A corrupt registry is rebuilt from what is true on disk
+			// (Rebuild) rather than blocking every general or calling live
+			// soldiers orphans.
+			es = Rebuild(r.l)
 		}
 		out, err := fn(es)
 		if err != nil {
@@ -118,13 +119,25 @@ func (r *Registry) Replace(es []Entry) error {
 	return r.Update(func([]Entry) ([]Entry, error) { return es, nil })
 }
 
-// List returns the entries (read under the lock).
+// List returns the entries (read under the lock). A registry that does not
+// decode is rebuilt (Rebuild) and written back first.
 func (r *Registry) List() ([]Entry, error) {
 	var out []Entry
 	err := lockfile.With(r.lock, func() error {
 		var err error
 		out, err = r.read()
+		if corrupt(err) {
+			out = Rebuild(r.l)
+			return r.write(out)
+		}
 		return err
 	})
 	return out, err
+}
+
+// corrupt reports whether err says the registry's bytes do not decode.
+func corrupt(err error) bool {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	return errors.As(err, &syn) || errors.As(err, &typ)
 }

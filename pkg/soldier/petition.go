@@ -25,9 +25,10 @@ type PetitionOptions struct {
 	PromptFile string
 	Out        string        // state/king/petition-results/<event>.json
 	Timeout    time.Duration // hard limit (king.yaml petition.timeout_seconds)
-	Model      string        // king.yaml petition.model (claude/codex only)
-	System     *config.System
-	Environ    []string
+	// Models is king.yaml petition.models (one per engine; SPEC §10.9).
+	Models  func(engine string) string
+	System  *config.System
+	Environ []string
 }
 
 // Petition runs the classifier once and writes {"general": …} or
@@ -67,8 +68,8 @@ func classify(ctx context.Context, o PetitionOptions) (*schema.PetitionResult, e
 	defer cancel()
 	eng := o.System.Runtime.Engine
 	model := ""
-	if eng == config.EngineClaude || eng == config.EngineCodex {
-		model = o.Model
+	if (eng == config.EngineClaude || eng == config.EngineCodex) && o.Models != nil {
+		model = o.Models(eng)
 	}
 	// The command engine writes its answer to a dot-temp beside the out
 	// file; it is published only after validation, so the king never reads
@@ -76,7 +77,9 @@ func classify(ctx context.Context, o PetitionOptions) (*schema.PetitionResult, e
 	staging := filepath.Join(filepath.Dir(o.Out), fmt.Sprintf(".tmp-petition-%d-%s", os.Getpid(), ids.Rand(4)))
 	defer os.Remove(staging)
 	workdir := filepath.Dir(o.PromptFile)
-	inv, err := engine.Build(engine.Spec{Engine: eng, System: o.System, Model: model,
+	// §10.9: the classifier reads untrusted text, so it runs with no
+	// tools and no session, never with the configured args.
+	inv, err := engine.Build(engine.Spec{Engine: eng, System: o.System, Model: model, Petition: true,
 		PromptFile: o.PromptFile, Workdir: workdir, TaskID: o.EventID, ResultPath: staging})
 	if err != nil {
 		return nil, err
@@ -85,14 +88,21 @@ func classify(ctx context.Context, o PetitionOptions) (*schema.PetitionResult, e
 	parser := engine.NewParser(inv.Engine)
 	ro := RunOptions{Params: Params{BaseDir: o.BaseDir, TaskID: o.EventID, PromptFile: o.PromptFile,
 		Workdir: workdir, SoldierID: "petition-" + o.EventID}, System: o.System, Environ: o.Environ}
-	code, err := executePetition(ctx, l, ro, inv, parser)
+	code, stderrTail, err := executePetition(ctx, l, ro, inv, parser)
 	if ctx.Err() == context.DeadlineExceeded {
 		return nil, fmt.Errorf("petition timed out after %s", o.Timeout)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("petition engine: %w", err)
 	}
-	text := parser.FinalText()
+	po := parser.Outcome()
+	text := po.FinalText
+	if po.IsError {
+		// The engine's own words (no credit, refused flags) go to the
+		// king's fallback log line.
+		f := engine.Classify(inv.Engine, false, code, po, stderrTail, "system.yaml")
+		return nil, fmt.Errorf("petition engine failed (%s): %s", f.Reason, redactBound(f.Message()))
+	}
 	if inv.Engine == config.EngineCommand {
 		if b, rerr := queue.ReadLimited(staging, maxResultBytes); rerr == nil {
 			text = string(b)
@@ -101,7 +111,8 @@ func classify(ctx context.Context, o PetitionOptions) (*schema.PetitionResult, e
 	var r schema.PetitionResult
 	if !engine.ExtractJSONObject(text, &r) {
 		if code != 0 {
-			return nil, fmt.Errorf("petition engine exited with code %d without an answer", code)
+			f := engine.Classify(inv.Engine, false, code, po, stderrTail, "system.yaml")
+			return nil, fmt.Errorf("petition engine exited with code %d without an answer (%s): %s", code, f.Reason, redactBound(f.Message()))
 		}
 		return nil, fmt.Errorf("petition answer is not a JSON object: %q", truncate(strings.TrimSpace(text), 200))
 	}
@@ -120,10 +131,9 @@ func classify(ctx context.Context, o PetitionOptions) (*schema.PetitionResult, e
 
 // executePetition runs the engine with its output kept in memory only
 // (petitions have no soldier session; stderr is discarded).
-func executePetition(ctx context.Context, l layout.Layout, o RunOptions, inv *engine.Invocation, p engine.Parser) (int, error) {
+func executePetition(ctx context.Context, l layout.Layout, o RunOptions, inv *engine.Invocation, p engine.Parser) (int, string, error) {
 	o.SoldierID = "petition-" + o.TaskID
 	hb := filepath.Join(os.TempDir(), fmt.Sprintf(".kingdom-petition-hb-%d", os.Getpid()))
 	defer os.Remove(hb)
-	code, err := executeTo(ctx, l, o, inv, p, hb, false)
-	return code, err
+	return executeTo(ctx, l, o, inv, engineEnv(l, o, hb), p, hb, false)
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/engine"
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/logging"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
@@ -51,6 +53,8 @@ type Outcome struct {
 	Raw       map[string]any
 	ExitCode  int
 	SessionID string
+	// Engine is what the engine's output said (nil when it never ran).
+	Engine *engine.Outcome
 }
 
 // ErrInterrupted is returned by Run when the soldier was stopped by a signal
@@ -58,11 +62,13 @@ type Outcome struct {
 var ErrInterrupted = errors.New("soldier interrupted by a signal")
 
 // Run executes the engine for one task attempt and publishes
-// state/results/<task>-raw.json. It publishes a synthetic failed result
-// (EngineMissing, EngineError, InvalidResult) whenever the engine does not
-// leave a valid one, so a finished soldier always leaves a raw result. The
-// publication is no-replace: a result the general already wrote (Timeout)
-// wins.
+// state/results/<task>-raw.json. The result is the engine's structured
+// output, else a valid staging file (SPEC §10.1); without either it is a
+// failed result naming why (NoResult, EngineRefused, SessionLost,
+// EngineError; EngineMissing and InvalidResult), with the engine's own
+// words (§10.2–10.5). Usage and cost ride along on every attempt (§10.6).
+// The publication is no-replace: a result the general already wrote
+// (Timeout) wins.
 func Run(ctx context.Context, o RunOptions) (*Outcome, error) {
 	if err := o.Check(); err != nil {
 		return nil, fmt.Errorf("soldier run: %w", err)
@@ -83,21 +89,69 @@ func Run(ctx context.Context, o RunOptions) (*Outcome, error) {
 
 	out := &Outcome{ExitCode: -1}
 	staging := l.ResultStaging(task)
-	inv, err := engine.Build(engine.Spec{
-		Engine: o.Engine, System: o.System, Resume: o.Resume,
-		PromptFile: o.PromptFile, Workdir: o.Workdir, TaskID: task, ResultPath: staging,
-	})
+	agentic := o.Engine == config.EngineClaude || o.Engine == config.EngineCodex
+	if o.Resume != "" && agentic {
+		lost := ""
+		if err := engine.CheckSessionID(o.Engine, o.Resume); err != nil {
+			lost = "cannot resume: " + err.Error()
+		} else if st, err := os.Stat(o.Workdir); err != nil || !st.IsDir() {
+			lost = "cannot resume session " + o.Resume + ": its working directory " + o.Workdir + " is gone"
+		}
+		if lost != "" {
+			out.Raw = failed(task, schema.ReasonSessionLost, lost)
+			return out, publish(l, task, out.Raw)
+		}
+	}
+	spec := engine.Spec{Engine: o.Engine, System: o.System, Resume: o.Resume,
+		PromptFile: o.PromptFile, Workdir: o.Workdir, TaskID: task, ResultPath: staging}
+	switch o.Engine {
+	case config.EngineClaude:
+		// §10.5: the session id is ours, recorded before the engine starts,
+		// so a soldier that dies mid-run still leaves a resumable id.
+		out.SessionID = o.Resume
+		if out.SessionID == "" {
+			out.SessionID = engine.NewSessionID()
+			spec.SessionID = out.SessionID
+		}
+		if err := atomicfile.WriteFile(l.ResultSessionID(task), []byte(out.SessionID+"\n"), 0o600); err != nil {
+			return nil, fmt.Errorf("record session id: %w", err)
+		}
+		sch, err := schema.EngineResultSchema(false)
+		if err != nil {
+			return nil, err
+		}
+		spec.ResultSchema = sch
+	case config.EngineCodex:
+		sch, err := schema.EngineResultSchema(true)
+		if err != nil {
+			return nil, err
+		}
+		spec.ResultSchema, spec.SchemaFile, spec.LastMessageFile = sch, l.ResultOutputSchema(task), l.ResultLastMessage(task)
+		_ = os.Remove(spec.LastMessageFile)
+		if err := atomicfile.WriteFile(spec.SchemaFile, sch, 0o600); err != nil {
+			return nil, fmt.Errorf("write output schema: %w", err)
+		}
+		defer os.Remove(spec.SchemaFile)
+		defer os.Remove(spec.LastMessageFile)
+	}
+	inv, err := engine.Build(spec)
 	if err != nil {
 		reason := schema.ReasonEngineError
-		if errors.Is(err, engine.ErrMissing) {
+		switch {
+		case errors.Is(err, engine.ErrMissing):
 			reason = schema.ReasonEngineMissing
+		case errors.Is(err, engine.ErrBadSession):
+			reason = schema.ReasonSessionLost
 		}
 		out.Raw = failed(task, reason, err.Error())
 		return out, publish(l, task, out.Raw)
 	}
 
+	env := engineEnv(l, o, hb)
 	parser := engine.NewParser(inv.Engine)
-	code, runErr := execute(ctx, l, o, inv, parser, hb)
+	code, stderrTail, runErr := execute(ctx, l, o, inv, env, parser, hb)
+	po := parser.Outcome()
+	out.Engine = po
 	if errors.Is(runErr, ErrInterrupted) {
 		// Killed from outside (the general's timeout, a dead-general
 		// cleanup, an operator): whoever killed the soldier writes its
@@ -105,47 +159,135 @@ func Run(ctx context.Context, o RunOptions) (*Outcome, error) {
 		return out, runErr
 	}
 	out.ExitCode = code
-	out.SessionID = parser.SessionID()
-	if out.SessionID != "" {
+	if po.SessionID != "" {
+		out.SessionID = po.SessionID
+	}
+	if out.SessionID != "" && po.SessionID != "" {
+		// codex's thread id appears only now; claude echoes ours.
 		_ = atomicfile.WriteFile(l.ResultSessionID(task), []byte(out.SessionID+"\n"), 0o600)
 	}
 
+	out.Raw = resultOf(task, o, inv, spec, po, code, stderrTail, runErr, staging)
+	if out.SessionID != "" {
+		out.Raw["session_id"] = out.SessionID
+	}
+	if po.Usage != nil {
+		out.Raw["usage"] = po.Usage
+	}
+	if po.CostUSD != nil {
+		out.Raw["cost_usd"] = *po.CostUSD
+	}
+	forgetSession(o, inv, env, out)
+	return out, publish(l, task, out.Raw)
+}
+
+// resultOf picks the attempt's raw result: structured output > a valid
+// staging file > a failure naming why there is none (SPEC §10.1–10.5).
+func resultOf(task string, o RunOptions, inv *engine.Invocation, spec engine.Spec, po *engine.Outcome,
+	code int, stderrTail string, runErr error, staging string) map[string]any {
+	structured := po.Structured
+	if inv.Engine == config.EngineCodex && spec.LastMessageFile != "" {
+		if b, err := queue.ReadLimited(spec.LastMessageFile, maxResultBytes); err == nil {
+			var m map[string]any
+			if engine.ExtractJSONObject(string(b), &m) {
+				structured, _ = json.Marshal(m)
+			}
+		}
+	}
+	var structErr error
+	if len(structured) > 0 {
+		raw, err := fromStructured(task, structured)
+		if err == nil {
+			return raw
+		}
+		structErr = err
+	}
 	raw, stageErr := readStaging(staging, task)
 	switch {
 	case raw != nil:
-		if _, ok := raw["session_id"]; !ok && out.SessionID != "" {
-			raw["session_id"] = out.SessionID
-		}
-		if u := parser.Usage(); u != nil {
-			m, _ := raw["metrics"].(map[string]any)
-			if m == nil {
-				m = map[string]any{}
-			}
-			if _, ok := m["usage"]; !ok {
-				m["usage"] = u
-			}
-			raw["metrics"] = m
-		}
-		out.Raw = raw
+		return raw
+	case structErr != nil:
+		return failed(task, schema.ReasonInvalidResult, redactBound("agent structured output: "+structErr.Error()))
 	case stageErr != nil && !errors.Is(stageErr, fs.ErrNotExist):
-		out.Raw = failed(task, schema.ReasonInvalidResult, "agent result "+staging+": "+stageErr.Error())
-	default:
-		msg := fmt.Sprintf("engine %s exited with code %d without writing a result", inv.Engine, code)
-		if runErr != nil {
-			msg = fmt.Sprintf("engine %s: %v (no result written)", inv.Engine, runErr)
-		}
-		if parser.IsError() && parser.FinalText() != "" {
-			msg += ": " + truncate(parser.FinalText(), 500)
-		}
-		out.Raw = failed(task, schema.ReasonEngineError, msg)
-		out.Raw["exit_code"] = code
+		return failed(task, schema.ReasonInvalidResult, "agent result "+staging+": "+stageErr.Error())
 	}
-	if out.SessionID != "" {
-		if _, ok := out.Raw["session_id"]; !ok {
-			out.Raw["session_id"] = out.SessionID
+	if runErr != nil {
+		stderrTail = strings.TrimSpace(stderrTail + "\n" + runErr.Error())
+	}
+	f := engine.Classify(inv.Engine, o.Resume != "", code, po, stderrTail, "system.yaml")
+	r := failed(task, f.Reason, redactBound(f.Message()))
+	if f.Reason == schema.ReasonNoResult {
+		if last := strings.TrimSpace(po.FinalText); last != "" {
+			r["summary"] = redactBound(last)
 		}
 	}
-	return out, publish(l, task, out.Raw)
+	r["exit_code"] = code
+	return r
+}
+
+// fromStructured reads an agent's structured output as this task's raw
+// result: task_id is ours, and so are the fields the agent may not set.
+func fromStructured(task string, b []byte) (map[string]any, error) {
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("not a JSON object: %w", err)
+	}
+	schema.StripNulls(m)
+	for _, k := range []string{"session_id", "retry_count", "usage", "cost_usd", "terminal", "error_reason"} {
+		delete(m, k)
+	}
+	m["task_id"] = task
+	if st, _ := m["status"].(string); st == schema.ResultFailed {
+		m["error_reason"] = schema.ReasonAgentFailed
+		if e, _ := m["error"].(string); e == "" {
+			m["error"] = firstString(m["summary"], "the agent reported a failure")
+		}
+	}
+	nb, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := schema.DecodeRawResult(nb); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func firstString(v any, def string) string {
+	if s, _ := v.(string); s != "" {
+		return s
+	}
+	return def
+}
+
+// redactBound applies the one redactor and the 1,000-character bound of
+// SPEC §10.3 to text the engine or agent produced.
+func redactBound(s string) string {
+	return engine.Bound(logging.Redact(s))
+}
+
+// forgetSession removes the engine's stored session once nothing will
+// resume it (SPEC §10.5): kept for needs_human (its resume) and for a
+// resumed run that will be retried; gone otherwise.
+func forgetSession(o RunOptions, inv *engine.Invocation, env []string, out *Outcome) {
+	st, _ := out.Raw["status"].(string)
+	if st == schema.ResultNeedsHuman || out.SessionID == "" {
+		return
+	}
+	if o.Resume != "" {
+		reason, _ := out.Raw["error_reason"].(string)
+		if st == schema.ResultFailed || st == schema.ResultKilled {
+			if !schema.DefaultTerminal(reason) {
+				return
+			}
+		}
+	}
+	switch inv.Engine {
+	case config.EngineClaude:
+		_ = engine.RemoveClaudeSession(engine.ClaudeConfigDir(env), inv.Dir, out.SessionID)
+	case config.EngineCodex:
+		_ = engine.RemoveCodexSession(engine.CodexHome(env), out.SessionID)
+	}
 }
 
 func failed(task, reason, msg string) map[string]any {
@@ -212,19 +354,33 @@ func publish(l layout.Layout, task string, raw map[string]any) error {
 // execute runs the engine: stdin = prompt (claude/codex), stdout to
 // logs/sessions/<soldier>.json, stderr to .err; every output line touches
 // the heartbeat and stdout lines feed the parser. It returns the exit code.
-func execute(ctx context.Context, l layout.Layout, o RunOptions, inv *engine.Invocation, p engine.Parser, hb string) (int, error) {
-	return executeTo(ctx, l, o, inv, p, hb, true)
+func execute(ctx context.Context, l layout.Layout, o RunOptions, inv *engine.Invocation, env []string, p engine.Parser, hb string) (int, string, error) {
+	return executeTo(ctx, l, o, inv, env, p, hb, true)
 }
 
-func executeTo(ctx context.Context, l layout.Layout, o RunOptions, inv *engine.Invocation, p engine.Parser, hb string, logs bool) (int, error) {
+// engineEnv is the engine's environment (SPEC §9.17).
+func engineEnv(l layout.Layout, o RunOptions, hb string) []string {
+	return engine.Env(o.Environ, o.System.Runtime.EnvPassthrough, map[string]string{
+		layout.EnvBase:   o.BaseDir,
+		EnvTaskID:        o.TaskID,
+		EnvResultPath:    l.ResultStaging(o.TaskID),
+		EnvHeartbeatPath: hb,
+		EnvSoldierID:     o.SoldierID,
+		EnvGeneral:       o.General,
+		EnvWorkdir:       o.Workdir,
+	})
+}
+
+// executeTo returns the exit code and the tail of the engine's stderr.
+func executeTo(ctx context.Context, l layout.Layout, o RunOptions, inv *engine.Invocation, env []string, p engine.Parser, hb string, logs bool) (int, string, error) {
 	var stdoutLog, stderrLog io.Writer = io.Discard, io.Discard
 	if logs {
 		if err := layout.EnsureDir(l.SessionLogsDir()); err != nil {
-			return -1, err
+			return -1, "", err
 		}
 		f, err := os.OpenFile(l.SessionLog(o.SoldierID), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 		if err != nil {
-			return -1, err
+			return -1, "", err
 		}
 		defer f.Close()
 		w, flush := redactedLog(f)
@@ -232,7 +388,7 @@ func executeTo(ctx context.Context, l layout.Layout, o RunOptions, inv *engine.I
 		stdoutLog = w
 		g, err := os.OpenFile(l.SessionErr(o.SoldierID), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 		if err != nil {
-			return -1, err
+			return -1, "", err
 		}
 		defer g.Close()
 		w2, flush2 := redactedLog(g)
@@ -243,15 +399,7 @@ func executeTo(ctx context.Context, l layout.Layout, o RunOptions, inv *engine.I
 	cmd := exec.CommandContext(ctx, inv.Path, inv.Args[1:]...)
 	cmd.Args[0] = inv.Args[0]
 	cmd.Dir = inv.Dir
-	cmd.Env = engine.Env(o.Environ, o.System.Runtime.EnvPassthrough, map[string]string{
-		layout.EnvBase:   o.BaseDir,
-		EnvTaskID:        o.TaskID,
-		EnvResultPath:    l.ResultStaging(o.TaskID),
-		EnvHeartbeatPath: hb,
-		EnvSoldierID:     o.SoldierID,
-		EnvGeneral:       o.General,
-		EnvWorkdir:       o.Workdir,
-	})
+	cmd.Env = env
 	// The engine gets its own process group so the whole tree can be killed
 	// at once; Pdeathsig takes it down even if this runner is SIGKILLed.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -260,7 +408,7 @@ func executeTo(ctx context.Context, l layout.Layout, o RunOptions, inv *engine.I
 	if inv.StdinPrompt {
 		f, err := os.Open(o.PromptFile)
 		if err != nil {
-			return -1, fmt.Errorf("open prompt: %w", err)
+			return -1, "", fmt.Errorf("open prompt: %w", err)
 		}
 		defer f.Close()
 		cmd.Stdin = f
@@ -270,7 +418,7 @@ func executeTo(ctx context.Context, l layout.Layout, o RunOptions, inv *engine.I
 	// started by the agent), WaitDelay closes the pipes instead of the
 	// soldier hanging until its timeout.
 	outW := &lineWriter{log: stdoutLog, hb: hb, parser: p}
-	errW := &lineWriter{log: stderrLog, hb: hb}
+	errW := &lineWriter{log: stderrLog, hb: hb, keepTail: true}
 	cmd.Stdout, cmd.Stderr = outW, errW
 	// tmux kill-session sends SIGHUP to the pane's process group, which is
 	// ours, not the engine's: catch it (and SIGTERM/SIGINT) and take the
@@ -280,7 +428,7 @@ func executeTo(ctx context.Context, l layout.Layout, o RunOptions, inv *engine.I
 	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
 	if err := cmd.Start(); err != nil {
-		return -1, err
+		return -1, "", err
 	}
 	var interrupted atomic.Bool
 	waited := make(chan struct{})
@@ -300,13 +448,13 @@ func executeTo(ctx context.Context, l layout.Layout, o RunOptions, inv *engine.I
 	errW.flush()
 	code := cmd.ProcessState.ExitCode()
 	if interrupted.Load() || ctx.Err() == context.Canceled {
-		return code, ErrInterrupted
+		return code, errW.Tail(), ErrInterrupted
 	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) || errors.Is(err, exec.ErrWaitDelay) {
 		err = nil // a non-zero exit is reported by its code
 	}
-	return code, err
+	return code, errW.Tail(), err
 }
 
 // lineWriter receives an engine's output: it copies it to the log and, per
@@ -316,10 +464,26 @@ type lineWriter struct {
 	hb     string
 	parser engine.Parser
 	buf    []byte
+	// keepTail keeps the last stderrTail bytes written (the engine's own
+	// words when it refuses to run).
+	keepTail bool
+	tail     []byte
 }
+
+// stderrTail bounds the stderr kept for a failure's reason.
+const stderrTail = 2048
+
+// Tail is the end of what was written, when keepTail is set.
+func (w *lineWriter) Tail() string { return string(w.tail) }
 
 func (w *lineWriter) Write(b []byte) (int, error) {
 	_, _ = w.log.Write(b)
+	if w.keepTail {
+		w.tail = append(w.tail, b...)
+		if len(w.tail) > stderrTail {
+			w.tail = append([]byte(nil), w.tail[len(w.tail)-stderrTail:]...)
+		}
+	}
 	w.buf = append(w.buf, b...)
 	for {
 		i := bytes.IndexByte(w.buf, '\n')
@@ -339,9 +503,12 @@ func (w *lineWriter) Write(b []byte) (int, error) {
 }
 
 func (w *lineWriter) line(l []byte) {
-	_ = atomicfile.Touch(w.hb)
+	progress := true
 	if w.parser != nil {
-		w.parser.Line(bytes.TrimRight(l, "\r"))
+		progress = w.parser.Line(bytes.TrimRight(l, "\r"))
+	}
+	if progress {
+		_ = atomicfile.Touch(w.hb)
 	}
 }
 

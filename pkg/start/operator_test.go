@@ -15,6 +15,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/spend"
 )
 
 func TestStatus_ShowsPauseAndDiscardedCount(t *testing.T) {
@@ -89,5 +90,35 @@ func TestTasks_ListsStateGeneralAttemptAgeCost(t *testing.T) {
 	b, _ := json.Marshal(rows)
 	if !strings.Contains(string(b), `"attempt":2`) || !strings.Contains(string(b), `"cost_usd":null`) {
 		t.Errorf("json %s", b)
+	}
+}
+
+// A task's cost is its spend over every attempt, from the king's ledger.
+func TestTasks_CostSumsTheLedgersAttempts(t *testing.T) {
+	l := layout.New(t.TempDir())
+	l.Ensure()
+	now := time.Now()
+	q := queue.New(l, layout.QTasks, nil)
+	id := "task-20261124-009"
+	q.Put(layout.InProgress, id, schema.Task{ID: id, EventID: "evt-9", TargetGeneral: "gen-pr", Type: "x",
+		Payload: map[string]any{}, Priority: "normal", CreatedAt: schema.FormatTime(now.Add(-time.Hour)), Status: "in_progress", RetryCount: 1})
+	date := spend.Date(now)
+	d, err := spend.Load(l.SpendDay(date), date)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c1, c2 := 0.25, 0.5
+	d.Put(spend.Key(id, 0, "a"), spend.Entry{Task: id, Attempt: 0, CostUSD: &c1})
+	d.Put(spend.Key(id, 1, "b"), spend.Entry{Task: id, Attempt: 1, CostUSD: &c2})
+	d.Put(spend.Key("task-20261124-010", 0, "c"), spend.Entry{Task: "task-20261124-010", CostUSD: &c2})
+	if err := spend.Save(l.SpendDay(date), d); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := ListTasks(l, now, RecentWindow)
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("rows %+v, %v", rows, err)
+	}
+	if rows[0].CostUSD == nil || *rows[0].CostUSD != 0.75 {
+		t.Fatalf("cost %v, want 0.75 over both attempts", rows[0].CostUSD)
 	}
 }

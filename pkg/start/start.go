@@ -103,14 +103,17 @@ type Spec struct {
 func (w *Watchdog) Specs() ([]Spec, error) {
 	base := w.o.Layout.Base
 	var specs []Spec
+	// --standby: a relaunch that meets a leader lock still held (a hung
+	// predecessor being killed) waits for it instead of exiting, which the
+	// crash-loop guard would count as a crash (issue #13 item 7).
 	for _, r := range CoreRoles {
-		specs = append(specs, Spec{Name: r, Argv: []string{filepath.Join(w.o.BinDir, r), "--base-dir", base}})
+		specs = append(specs, Spec{Name: r, Argv: []string{filepath.Join(w.o.BinDir, r), "--base-dir", base, "--standby"}})
 	}
 	// LoadManifests returns the manifests that loaded beside the errors of
 	// those that did not: one bad file must not take the others down.
 	ms, err := config.LoadManifests(w.o.Layout.GeneralsConfigDir())
 	for _, m := range ms {
-		specs = append(specs, Spec{Name: m.Name, Argv: []string{filepath.Join(w.o.BinDir, "general"), "--name", m.Name, "--base-dir", base}})
+		specs = append(specs, Spec{Name: m.Name, Argv: []string{filepath.Join(w.o.BinDir, "general"), "--name", m.Name, "--base-dir", base, "--standby"}})
 	}
 	return specs, err
 }

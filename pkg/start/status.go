@@ -13,6 +13,7 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/control"
+	"github.com/kingdom-dev/kingdom/pkg/engine"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/status"
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
@@ -120,20 +121,14 @@ func Doctor(l layout.Layout, binDir string) []Check {
 		add("config", false, cfgErr.Error(), "fix the named file and key, then run `start doctor` again")
 	} else {
 		add("config", true, l.ConfigDir()+" valid", "")
-		engine := all.System.Runtime.Engine
-		var cmd string
-		switch engine {
-		case config.EngineClaude:
-			cmd = all.System.Runtime.Claude.Command
-		case config.EngineCodex:
-			cmd = all.System.Runtime.Codex.Command
-		case config.EngineCommand:
-			if len(all.System.Runtime.Command.Argv) > 0 {
-				cmd = all.System.Runtime.Command.Argv[0]
+		// SPEC §10.4: every engine a general (or the petition classifier)
+		// uses, checked as the soldiers will run it.
+		for _, eng := range enginesInUse(all) {
+			for _, c := range engine.Doctor(context.Background(), all.System, eng, engine.DoctorEnv{
+				Environ: os.Environ(), UID: os.Geteuid(), SysFile: l.ConfigFile("system.yaml")}) {
+				add(c.Name, c.OK, c.Info, c.Fix)
 			}
 		}
-		p, err := exec.LookPath(cmd)
-		add("engine "+engine, err == nil && cmd != "", p, fmt.Sprintf("install %q or set runtime.engine / runtime.%s in %s", cmd, engine, l.ConfigFile("system.yaml")))
 		if all.Sentinel.Polling.GitHub != nil {
 			ok := os.Getenv("GH_TOKEN") != "" || os.Getenv("GITHUB_TOKEN") != ""
 			add("github token", ok, "GH_TOKEN/GITHUB_TOKEN", "set GH_TOKEN in "+l.EnvFile()+" (mode 0600)")
@@ -170,6 +165,27 @@ func Doctor(l layout.Layout, binDir string) []Check {
 		add("role binaries", true, binDir, "")
 	}
 	return cs
+}
+
+// enginesInUse lists runtime.engine and every manifest's engine, once each.
+func enginesInUse(all *config.All) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, e := range append([]string{all.System.Runtime.Engine}, manifestEngines(all)...) {
+		if e != "" && !seen[e] {
+			seen[e] = true
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func manifestEngines(all *config.All) []string {
+	var out []string
+	for _, m := range all.Manifests {
+		out = append(out, all.System.EngineFor(m))
+	}
+	return out
 }
 
 // PrintChecks writes doctor findings; it returns the number of failures.

@@ -13,6 +13,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/spend"
 )
 
 // TaskRow is one line of `start tasks` (and one object of --json).
@@ -23,12 +24,15 @@ type TaskRow struct {
 	General string `json:"general"`
 	Type    string `json:"type"`
 	// Attempt is retry_count + 1.
-	Attempt    int      `json:"attempt"`
-	CreatedAt  string   `json:"created_at"`
-	AgeSeconds int64    `json:"age_seconds"`
-	CostUSD    *float64 `json:"cost_usd"` // from the final result, when the engine reported it
-	Reason     string   `json:"error_reason,omitempty"`
-	NotBefore  string   `json:"not_before,omitempty"`
+	Attempt    int    `json:"attempt"`
+	CreatedAt  string `json:"created_at"`
+	AgeSeconds int64  `json:"age_seconds"`
+	// CostUSD is the task's spend over its attempts (the king's ledger,
+	// state/king/spend/), else the final result's figure; null when no
+	// attempt was priced.
+	CostUSD   *float64 `json:"cost_usd"`
+	Reason    string   `json:"error_reason,omitempty"`
+	NotBefore string   `json:"not_before,omitempty"`
 }
 
 // RecentWindow is how far back `start tasks` lists finished tasks (all of
@@ -39,6 +43,7 @@ const RecentWindow = 24 * time.Hour
 // ones created within window (0: all), oldest first.
 func ListTasks(l layout.Layout, now time.Time, window time.Duration) ([]TaskRow, error) {
 	q := queue.New(l, layout.QTasks, nil)
+	ledger := newLedgerReader(l)
 	var rows []TaskRow
 	for _, st := range []string{layout.Pending, layout.InProgress, layout.Completed, layout.Rejected} {
 		es, err := q.List(st)
@@ -61,6 +66,9 @@ func ListTasks(l layout.Layout, now time.Time, window time.Duration) ([]TaskRow,
 				r.AgeSeconds = int64(now.Sub(created).Seconds())
 			}
 			r.CostUSD, r.Reason = resultFacts(l, t.ID)
+			if c := ledger.taskCost(t.ID, created, now); c != nil {
+				r.CostUSD = c
+			}
 			if rec := control.ReadCancelled(l, t.ID); rec != nil && r.Reason == "" && finished {
 				r.Reason = schema.ReasonCancelled
 			}
@@ -131,4 +139,46 @@ func Operator() string {
 		u += "@" + h
 	}
 	return u
+}
+
+// ledgerReader sums a task's attempts from the spend ledger, loading each
+// day's file once.
+type ledgerReader struct {
+	l    layout.Layout
+	days map[string]*spend.Day
+}
+
+func newLedgerReader(l layout.Layout) *ledgerReader {
+	return &ledgerReader{l: l, days: map[string]*spend.Day{}}
+}
+
+// maxLedgerDays bounds the days read for one task.
+const maxLedgerDays = 8
+
+func (r *ledgerReader) taskCost(task string, created, now time.Time) *float64 {
+	day := created
+	if day.IsZero() || now.Sub(day) > maxLedgerDays*24*time.Hour {
+		day = now.Add(-(maxLedgerDays - 1) * 24 * time.Hour)
+	}
+	var tot spend.Totals
+	for {
+		date := spend.Date(day)
+		d, ok := r.days[date]
+		if !ok {
+			d, _ = spend.Load(r.l.SpendDay(date), date)
+			r.days[date] = d
+		}
+		if d != nil {
+			tot.Merge(d.TaskTotals(task))
+		}
+		if spend.Date(day) == spend.Date(now) || day.After(now) {
+			break
+		}
+		day = day.Add(24 * time.Hour)
+	}
+	if tot.Attempts == 0 || tot.Attempts == tot.Unpriced {
+		return nil
+	}
+	c := tot.CostUSD
+	return &c
 }

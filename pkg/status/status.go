@@ -95,14 +95,18 @@ func Read(ctx context.Context, l layout.Layout, tc Lister, now time.Time) (*King
 	return st, nil
 }
 
-// QueueDepths counts the files in every state of every queue.
+// QueueDepths counts the files in every state of every queue. It only
+// lists directories: unlike Queue.Count it neither reads nor validates the
+// files, so it never moves a poison file (that is the consumer's step) and
+// stays cheap with thousands of finished tasks on disk.
 func QueueDepths(l layout.Layout) map[string]map[string]int {
 	out := map[string]map[string]int{}
 	for _, kind := range QueueKinds {
 		q := queue.New(l, kind, nil)
 		out[kind] = map[string]int{}
 		for _, s := range layout.QueueStates[kind] {
-			out[kind][s] = q.Count(s)
+			idl, _ := q.IDs(s)
+			out[kind][s] = len(idl)
 		}
 	}
 	return out

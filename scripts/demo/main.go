@@ -14,6 +14,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +25,9 @@ import (
 )
 
 const socket = "kingdom-demo"
+
+// dashboardAddr is where the demo's chamberlain serves the dashboard.
+const dashboardAddr = "127.0.0.1:8765"
 
 func main() {
 	base := flag.String("base-dir", ".demo", "demo runtime tree (git-ignored)")
@@ -99,6 +103,12 @@ func runDemo(base, bin string, timeout time.Duration) error {
 		return err
 	}
 
+	if err := waitDashboard(ctx); err != nil {
+		say("dashboard: not answering at http://%s/ yet (%v); see %s/logs/system.log", dashboardAddr, err, base)
+	} else {
+		say("dashboard: http://%s/ (live; also /api/v1/state, /api/v1/events, /metrics)", dashboardAddr)
+	}
+
 	say("dropping three sample events into %s/inbox:", base)
 	samples := []struct{ name, body string }{
 		{"pr-review", `{"id":"evt-demo-pr-42","type":"github.pr.review_requested","repo":"demo/app","priority":"normal",` +
@@ -143,13 +153,38 @@ func runDemo(base, bin string, timeout time.Duration) error {
 	summary(base)
 	fmt.Printf(`
 The kingdom keeps running. Look around:
+  http://%[4]s/                   the dashboard (open it in a browser)
   tmux -L %[1]s attach -t king          (Ctrl-b d to detach; also: sentinel, envoy, chamberlain, gen-pr, gen-herald, gen-dev)
   %[2]s/chamberlain --once --base-dir %[3]s
   %[2]s/start status --base-dir %[3]s
   cat %[3]s/logs/envoy-console.log
 Stop it with:  make demo-stop
-`, socket, bin, base)
+`, socket, bin, base, dashboardAddr)
 	return nil
+}
+
+// waitDashboard waits until the chamberlain's dashboard answers.
+func waitDashboard(ctx context.Context) error {
+	c := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		resp, err := c.Get("http://" + dashboardAddr + "/api/v1/state")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("HTTP %d", resp.StatusCode)
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 func stopQuiet(base, bin string) {
@@ -206,7 +241,9 @@ watchdog:
 		"config/envoy.yaml":    "slack:\n  default_channel: \"#kingdom-demo\"\n  allow_all: true\nintervals:\n  outbound_seconds: 1\n",
 		"config/chamberlain.yaml": "monitoring:\n  interval_seconds: 10\n" +
 			"# The demo shares the machine with whatever else runs: CPU never holds work here.\n" +
-			"thresholds:\n  cpu_yellow: 98\n  cpu_orange: 99\n  cpu_red: 100\n  memory_yellow: 95\n  memory_orange: 98\n  memory_red: 99\n",
+			"thresholds:\n  cpu_yellow: 98\n  cpu_orange: 99\n  cpu_red: 100\n  memory_yellow: 95\n  memory_orange: 98\n  memory_red: 99\n" +
+			"# The dashboard, on loopback only (no token needed there).\n" +
+			"http:\n  listen: " + dashboardAddr + "\n",
 		"config/generals/gen-dev.yaml": `name: gen-dev
 description: "Demo developer general: handles deploy requests and Jira tickets."
 timeout_seconds: 120

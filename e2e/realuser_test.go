@@ -1,0 +1,150 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/kingdom-dev/kingdom/pkg/engine"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/modelfake"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
+)
+
+// The shipped default configuration as a dedicated (unprivileged) user:
+// the real soldier-spawn runs the real claude CLI as `nobody` with a
+// private HOME (SPEC §10.4).
+func TestRealEngines_ClaudeAsDedicatedUser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end with the real claude CLI")
+	}
+	cli := modelfake.FindCLI(t, "claude")
+	if os.Geteuid() != 0 {
+		t.Skip("switching to an unprivileged user needs root")
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skip("setpriv (util-linux) not installed")
+	}
+	const uid, gid = 65534, 65534 // nobody:nogroup
+	root, err := os.MkdirTemp("", "kingdom-e2e-user-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	os.Chmod(root, 0o755)
+	asUser := func(args ...string) *exec.Cmd {
+		return exec.Command(setpriv, append([]string{"--reuid=" + strconv.Itoa(uid), "--regid=" + strconv.Itoa(gid), "--clear-groups", "--"}, args...)...)
+	}
+	// The user must reach the CLI; a checkout under a private home is not
+	// reachable, so the binary is copied out then.
+	if err := asUser(cli, "--version").Run(); err != nil {
+		cli = copyExecutable(t, cli, filepath.Join(root, "claude"))
+	}
+	spawn := copyExecutable(t, filepath.Join(binDir, "soldier-spawn"), filepath.Join(root, "soldier-spawn"))
+
+	fake := modelfake.New()
+	t.Cleanup(fake.Close)
+	base, home, work := filepath.Join(root, "base"), filepath.Join(root, "home"), filepath.Join(root, "work")
+	l := layout.New(base)
+	if err := l.Ensure(); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(home, 0o700)
+	os.MkdirAll(work, 0o700)
+	sys := fmt.Sprintf("runtime:\n  engine: claude\n  claude:\n    command: %q\n  env_passthrough: [PATH, HOME, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC, DISABLE_AUTOUPDATER]\n", cli)
+	os.WriteFile(l.ConfigFile("system.yaml"), []byte(sys), 0o600)
+	var env strings.Builder
+	for k, v := range fake.ClaudeEnv() {
+		env.WriteString(k + "=" + v + "\n")
+	}
+	os.WriteFile(l.EnvFile(), []byte(env.String()), 0o600)
+	filepath.Walk(root, func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, uid, gid) })
+
+	run := func(task, prompt, resume string) map[string]any {
+		t.Helper()
+		pf := filepath.Join(base, task+".md")
+		os.WriteFile(pf, []byte(prompt), 0o600)
+		os.Lchown(pf, uid, gid)
+		args := []string{spawn, "run", "--base-dir", base, "--task", task, "--general", "gen-real", "--prompt", pf,
+			"--workdir", work, "--soldier-id", "soldier-1-" + task[len(task)-3:]}
+		if resume != "" {
+			args = append(args, "--resume", resume)
+		}
+		cmd := asUser(args...)
+		cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("soldier-spawn run as nobody: %v\n%s", err, out)
+		}
+		b, err := os.ReadFile(l.ResultRaw(task))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		json.Unmarshal(b, &m)
+		return m
+	}
+
+	fake.Script("SCEN-USER", modelfake.Turns(
+		modelfake.Tool("Write", map[string]any{"file_path": filepath.Join(work, "NOTES.md"), "content": "edited as nobody\n"}),
+		so(map[string]any{"status": "needs_human", "summary": "blocked", "question": "Which release?"}),
+		so(map[string]any{"status": "success", "summary": "Released as the dedicated user"}),
+	))
+	first := run("task-20260101-901", "SCEN-USER prepare the release", "")
+	if first["status"] != "needs_human" || first["question"] != "Which release?" {
+		t.Fatalf("first attempt as nobody: %v", first)
+	}
+	if b, err := os.ReadFile(filepath.Join(work, "NOTES.md")); err != nil || string(b) != "edited as nobody\n" {
+		t.Fatalf("the agent could not edit its cwd under the default permissions: %v %q", err, b)
+	}
+	project := engine.ClaudeProjectDir(filepath.Join(home, ".claude"), work)
+	if _, err := os.Stat(project); err != nil {
+		t.Fatalf("the needs_human session is not kept in the private HOME: %v", err)
+	}
+	sid, _ := first["session_id"].(string)
+	second := run("task-20260101-902", "The human answered: 2.0", sid)
+	if second["status"] != "success" || second["session_id"] != sid {
+		t.Fatalf("resume as nobody: %v", second)
+	}
+	reqs := fake.Requests("SCEN-USER")
+	if last := reqs[len(reqs)-1]; !last.HasText("The human answered: 2.0") || !last.HasText("Which release?") {
+		t.Fatalf("the resumed request lacks the earlier turns")
+	}
+	if r, err := schema.DecodeRawResult(mustJSON(second)); err != nil || r.Usage == nil || r.CostUSD == nil {
+		t.Fatalf("raw result %v: %v", second, err)
+	}
+	if _, err := os.Stat(project); !os.IsNotExist(err) {
+		t.Fatalf("the finished task's session store %s is left behind: %v", project, err)
+	}
+}
+
+func copyExecutable(t *testing.T, src, dst string) string {
+	t.Helper()
+	in, err := os.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}

@@ -1,0 +1,121 @@
+package engine
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
+)
+
+// Failure is why a run that left no result failed.
+type Failure struct {
+	Reason string // schema.Reason*
+	// Words is what the engine said (its reason, SPEC §10.3), unredacted.
+	Words string
+	// Fix tells the operator what to change (refusals), "" otherwise.
+	Fix string
+}
+
+// Message is the failure as one text: the words, then the fix.
+func (f Failure) Message() string {
+	if f.Fix == "" {
+		return f.Words
+	}
+	if f.Words == "" {
+		return "fix: " + f.Fix
+	}
+	return f.Words + " — fix: " + f.Fix
+}
+
+// refusal is one way an engine refuses its configuration.
+type refusal struct {
+	engine string // "" = any
+	re     *regexp.Regexp
+	fix    func(sysFile string) string
+}
+
+var refusals = []refusal{
+	{config.EngineClaude, regexp.MustCompile(`cannot be used with root/sudo privileges`), func(f string) string {
+		return "bypassPermissions is refused as root: use `--permission-mode acceptEdits` (the default) in runtime.claude.args of " + f + ", or run Kingdom as a dedicated user"
+	}},
+	{config.EngineClaude, regexp.MustCompile(`(?i)error: unknown option|error: too many arguments|error: option .* argument missing`), func(f string) string {
+		return "remove or correct the flag in runtime.claude.args of " + f
+	}},
+	{config.EngineClaude, regexp.MustCompile(`(?i)not logged in|please run /login|invalid api key|authentication_error|invalid x-api-key`), func(f string) string {
+		return "set ANTHROPIC_API_KEY in kingdom.env (it is in runtime.env_passthrough by default) or run `claude /login` as the user Kingdom runs as"
+	}},
+	{config.EngineCodex, regexp.MustCompile(`error: unexpected argument|error: invalid value|error: unrecognized subcommand`), func(f string) string {
+		return "remove or correct the flag in runtime.codex.args of " + f
+	}},
+	{config.EngineCodex, regexp.MustCompile(`(?i)missing environment variable: .?OPENAI_API_KEY|not logged in|codex login|401 unauthorized|incorrect api key`), func(f string) string {
+		return "set OPENAI_API_KEY in kingdom.env (it is in runtime.env_passthrough by default) or run `codex login` as the user Kingdom runs as"
+	}},
+}
+
+// sessionGone matches an engine saying the resumed session does not exist.
+var sessionGone = regexp.MustCompile(`(?i)no conversation found with session id|no rollout found for thread|thread not found|session not found`)
+
+// maxReason bounds the engine's words kept in a result (SPEC §10.3).
+const maxReason = 1000
+
+// Classify names the failure of a run that left no result (SPEC §10.2–10.5):
+// a refusal of the configuration is EngineRefused, a resume of a session
+// that is gone SessionLost, a run that ended normally NoResult, anything
+// else EngineError. stderrTail is the end of the engine's stderr; sysFile
+// names system.yaml in fixes.
+func Classify(engine string, resumed bool, exitCode int, o *Outcome, stderrTail, sysFile string) Failure {
+	if o == nil {
+		o = &Outcome{}
+	}
+	said := o.Reason()
+	words := said
+	if t := strings.TrimSpace(stderrTail); t != "" && !strings.Contains(said, t) {
+		words = strings.TrimSpace(strings.Join([]string{said, "stderr: " + t}, "; "))
+		words = strings.TrimPrefix(words, "; ")
+	}
+	all := said + "\n" + stderrTail
+	for _, r := range refusals {
+		if (r.engine == "" || r.engine == engine) && r.re.MatchString(all) {
+			return Failure{Reason: schema.ReasonEngineRefused, Words: words, Fix: r.fix(sysFile)}
+		}
+	}
+	if o.APIErrorStatus == 401 {
+		return Failure{Reason: schema.ReasonEngineRefused, Words: words,
+			Fix: "check the API key (" + credentialsOf(engine) + ") in kingdom.env"}
+	}
+	if resumed && sessionGone.MatchString(all) {
+		return Failure{Reason: schema.ReasonSessionLost, Words: words}
+	}
+	if o.Subtype == "error_max_structured_output_retries" || (o.Ended && !o.IsError && exitCode == 0) {
+		last := strings.TrimSpace(o.FinalText)
+		msg := "the agent ended without giving a result"
+		if last != "" {
+			msg += "; its last words: " + last
+		}
+		if o.Subtype == "error_max_structured_output_retries" {
+			msg += " (subtype " + o.Subtype + ")"
+		}
+		return Failure{Reason: schema.ReasonNoResult, Words: msg}
+	}
+	if words == "" {
+		words = fmt.Sprintf("engine %s exited with code %d without a result", engine, exitCode)
+	} else {
+		words = fmt.Sprintf("engine %s exited with code %d: %s", engine, exitCode, words)
+	}
+	return Failure{Reason: schema.ReasonEngineError, Words: words}
+}
+
+func credentialsOf(engine string) string {
+	if engine == config.EngineCodex {
+		return "OPENAI_API_KEY"
+	}
+	return "ANTHROPIC_API_KEY"
+}
+
+// Bound redacts nothing; it cuts s to the SPEC §10.3 limit of 1,000
+// characters (runes), marking the cut.
+func Bound(s string) string {
+	return truncateRunes(s, maxReason-1)
+}

@@ -1,0 +1,155 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/config"
+)
+
+// Check is one finding of `start doctor` about an engine (SPEC §10.4).
+type Check struct {
+	Name string
+	OK   bool
+	Info string // what was found
+	Fix  string // how to fix a failure
+}
+
+// DoctorEnv is what Doctor looks at besides the configuration.
+type DoctorEnv struct {
+	Environ []string // the environment the soldiers get (kingdom.env applied)
+	UID     int      // the user Kingdom runs as
+	SysFile string   // system.yaml, named in fixes
+}
+
+// versionTimeout bounds `<engine> --version`.
+const versionTimeout = 20 * time.Second
+
+// Doctor checks engine eng as the soldiers will run it: the binary runs
+// (`--version`), claude's bypass mode is not asked for as root, and
+// credentials are present (an API key variable that reaches the engine, or
+// the CLI's own login). Each failure says how to fix it.
+func Doctor(ctx context.Context, sys *config.System, eng string, e DoctorEnv) []Check {
+	var cs []Check
+	add := func(name string, ok bool, info, fix string) {
+		cs = append(cs, Check{Name: "engine " + eng + ": " + name, OK: ok, Info: info, Fix: fix})
+	}
+	rt := sys.Runtime
+	var command string
+	switch eng {
+	case config.EngineClaude:
+		command = rt.Claude.Command
+	case config.EngineCodex:
+		command = rt.Codex.Command
+	case config.EngineCommand:
+		if len(rt.Command.Argv) > 0 {
+			command = rt.Command.Argv[0]
+		}
+	}
+	path, err := exec.LookPath(command)
+	if command == "" || err != nil {
+		add("binary", false, command+" not found", installFix(eng, command, e.SysFile))
+		return cs
+	}
+	if eng == config.EngineCommand {
+		add("binary", true, path, "")
+		return cs
+	}
+	vctx, cancel := context.WithTimeout(ctx, versionTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(vctx, path, "--version")
+	cmd.Env = Env(e.Environ, rt.EnvPassthrough, nil)
+	cmd.Stdin = nil
+	out, verr := cmd.CombinedOutput()
+	first := strings.TrimSpace(string(bytes.SplitN(out, []byte("\n"), 2)[0]))
+	if verr != nil {
+		add("binary", false, path+" --version: "+verr.Error()+": "+first, installFix(eng, command, e.SysFile))
+	} else {
+		add("binary", true, path+" ("+first+")", "")
+	}
+	if eng == config.EngineClaude {
+		bypass := BypassRequested(rt.Claude.Args)
+		ok := !(bypass && e.UID == 0 && getenv(e.Environ, "IS_SANDBOX") != "1")
+		info := "runtime.claude.args: " + strings.Join(rt.Claude.Args, " ")
+		add("permission mode", ok, info, "bypassPermissions is refused as root: use `--permission-mode acceptEdits` (the default) in runtime.claude.args of "+e.SysFile+", or run Kingdom as a dedicated user")
+	}
+	ok, info, fix := credentials(eng, rt.EnvPassthrough, e)
+	add("credentials", ok, info, fix)
+	return cs
+}
+
+// BypassRequested reports whether claude args ask for bypass mode.
+func BypassRequested(args []string) bool {
+	for i, a := range args {
+		switch {
+		case a == "--dangerously-skip-permissions", a == "--permission-mode=bypassPermissions":
+			return true
+		case a == "--permission-mode" && i+1 < len(args) && args[i+1] == "bypassPermissions":
+			return true
+		}
+	}
+	return false
+}
+
+func installFix(eng, command, sysFile string) string {
+	switch eng {
+	case config.EngineClaude:
+		return "install the claude CLI (npm install -g @anthropic-ai/claude-code) or set runtime.claude.command in " + sysFile
+	case config.EngineCodex:
+		return "install the codex CLI (npm install -g @openai/codex) or set runtime.codex.command in " + sysFile
+	}
+	return "install " + command + " or fix runtime.command.argv in " + sysFile
+}
+
+func getenv(env []string, k string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(env[i], k+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// credentials: an API key that reaches the engine (set and passed
+// through), or the CLI's own login files.
+func credentials(eng string, passthrough []string, e DoctorEnv) (bool, string, string) {
+	key, login := "ANTHROPIC_API_KEY", ""
+	var files []string
+	switch eng {
+	case config.EngineClaude:
+		if d := ClaudeConfigDir(e.Environ); d != "" {
+			files = append(files, filepath.Join(d, ".credentials.json"))
+		}
+		if h := getenv(e.Environ, "HOME"); h != "" {
+			files = append(files, filepath.Join(h, ".claude.json"))
+		}
+		login = "claude /login"
+		if getenv(e.Environ, "CLAUDE_CODE_OAUTH_TOKEN") != "" && slices.Contains(passthrough, "CLAUDE_CODE_OAUTH_TOKEN") {
+			return true, "CLAUDE_CODE_OAUTH_TOKEN set", ""
+		}
+	case config.EngineCodex:
+		key, login = "OPENAI_API_KEY", "codex login"
+		if h := CodexHome(e.Environ); h != "" {
+			files = append(files, filepath.Join(h, "auth.json"))
+		}
+	}
+	fix := "set " + key + " in kingdom.env and keep it in runtime.env_passthrough of " + e.SysFile + ", or run `" + login + "` as the user Kingdom runs as"
+	if getenv(e.Environ, key) != "" {
+		if !slices.Contains(passthrough, key) {
+			return false, key + " is set but not in runtime.env_passthrough: the engine never sees it", fix
+		}
+		return true, key + " set", ""
+	}
+	for _, f := range files {
+		if st, err := os.Stat(f); err == nil && st.Size() > 0 && (strings.HasSuffix(f, ".credentials.json") || strings.HasSuffix(f, "auth.json")) {
+			return true, "logged in (" + f + ")", ""
+		}
+	}
+	return false, "no " + key + " and no CLI login found", fix
+}

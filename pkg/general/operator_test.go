@@ -1,0 +1,66 @@
+package general
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
+	"github.com/kingdom-dev/kingdom/pkg/control"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/queue"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
+)
+
+// While the operator's pause is on, a general claims nothing; once it is
+// lifted the task runs.
+func TestGeneral_PauseHoldsClaims(t *testing.T) {
+	e := newEnv(t)
+	e.scenario("", map[string]any{"mode": "success"})
+	e.start()
+	if err := atomicfile.WriteJSON(e.l.KingPaused(), control.Pause{Since: "2026-11-24T20:00:00Z", By: "op"}); err != nil {
+		t.Fatal(err)
+	}
+	e.task("task-20260101-001")
+	for i := 0; i < 3; i++ {
+		if err := e.g.Tick(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !queue.New(e.l, layout.QTasks, nil).Exists(layout.Pending, "task-20260101-001") {
+		t.Fatal("a task was claimed while paused")
+	}
+	os.Remove(e.l.KingPaused())
+	if r := e.final("task-20260101-001"); r.Status != schema.ResultSuccess {
+		t.Fatalf("after resume: %+v", r)
+	}
+}
+
+// A successful Slack task of a general that keeps conversations keeps its
+// workdir and records it; anything else does not.
+func TestKeepConversation(t *testing.T) {
+	dm := &schema.Task{ID: "task-20260101-001", Payload: map[string]any{"channel": "D1", "ts": "1.2"}}
+	gh := &schema.Task{ID: "task-20260101-002", Payload: map[string]any{}}
+	for _, c := range []struct {
+		name     string
+		manifest bool
+		task     *schema.Task
+		status   string
+		asked    bool
+		want     bool
+	}{
+		{"manifest, DM, success", true, dm, schema.ResultSuccess, false, true},
+		{"agent asked, DM, success", false, dm, schema.ResultSuccess, true, true},
+		{"no one asked", false, dm, schema.ResultSuccess, false, false},
+		{"not from Slack", true, gh, schema.ResultSuccess, true, false},
+		{"failed", true, dm, schema.ResultFailed, false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := &schema.Result{RawResult: schema.RawResult{Status: c.status, TrackConversation: c.asked}}
+			keepConversation(c.manifest, c.task, r, "/w/repo")
+			if r.TrackConversation != c.want || (r.Workdir == "/w/repo") != c.want {
+				t.Errorf("track %v workdir %q, want %v", r.TrackConversation, r.Workdir, c.want)
+			}
+		})
+	}
+}

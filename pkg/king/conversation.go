@@ -1,0 +1,30 @@
+package king
+
+import (
+	"os"
+	"strings"
+
+	"github.com/kingdom-dev/kingdom/pkg/schema"
+)
+
+// conversation is the track_conversation of a final message whose result
+// asked to keep the conversation (SPEC §9.10): the envoy registers the
+// thread, and a follow-up there from the same user comes back as a
+// slack.thread.reply carrying this reply_context, which resumes the session
+// in the kept workdir.
+func (k *King) conversation(t *schema.Task, res *schema.Result) *schema.TrackConversation {
+	if !res.TrackConversation || res.Status != schema.ResultSuccess {
+		return nil
+	}
+	rc := schema.ReplyContext{General: t.TargetGeneral, SessionID: res.SessionID, Repo: t.Repo, TaskID: t.ID, Workdir: res.Workdir}
+	if rc.SessionID == "" {
+		if b, err := os.ReadFile(k.l.ResultSessionID(t.ID)); err == nil {
+			rc.SessionID = strings.TrimSpace(string(b))
+		}
+	}
+	if t.Thread != nil {
+		rc.Channel, rc.ThreadTS = t.Thread.Channel, t.Thread.ThreadTS
+	}
+	user, _ := t.Payload["user_id"].(string)
+	return &schema.TrackConversation{ReplyContext: rc, UserID: user}
+}

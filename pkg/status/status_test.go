@@ -1,0 +1,51 @@
+package status
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/tmux"
+)
+
+type sessionsList []tmux.Session
+
+func (s sessionsList) List(context.Context) ([]tmux.Session, error) { return s, nil }
+
+func TestRead_CountsWithoutMovingAnything(t *testing.T) {
+	l := layout.New(t.TempDir())
+	if err := l.Ensure(); err != nil {
+		t.Fatal(err)
+	}
+	pending := l.QueueState(layout.QEvents, layout.Pending)
+	// A valid-looking file, a poison one (not JSON) and a dot-temp.
+	os.WriteFile(filepath.Join(pending, "evt-a.json"), []byte(`{"id":"evt-a"}`), 0o600)
+	os.WriteFile(filepath.Join(pending, "evt-b.json"), []byte(`not json`), 0o600)
+	os.WriteFile(filepath.Join(pending, ".tmp-x"), []byte(`{}`), 0o600)
+	now := time.Now()
+	os.WriteFile(l.Heartbeat("king"), nil, 0o600)
+	os.Chtimes(l.Heartbeat("king"), now.Add(-5*time.Second), now.Add(-5*time.Second))
+
+	k, err := Read(context.Background(), l, sessionsList{{Name: "king"}}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := k.Queues[layout.QEvents][layout.Pending]; got != 2 {
+		t.Errorf("events pending = %d, want 2", got)
+	}
+	if _, err := os.Stat(filepath.Join(pending, "evt-b.json")); err != nil {
+		t.Errorf("a status read moved the poison file: %v (only its consumer rejects it)", err)
+	}
+	var king Role
+	for _, r := range k.Roles {
+		if r.Name == "king" {
+			king = r
+		}
+	}
+	if !king.SessionAlive || king.HeartbeatAge < 4*time.Second || king.HeartbeatAge > 6*time.Second {
+		t.Errorf("king %+v", king)
+	}
+}
