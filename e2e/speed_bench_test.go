@@ -213,7 +213,7 @@ func speedKingdom(t *testing.T, slots int) *Kingdom {
 		"config/sentinel.yaml":    "polling:\n  inbox:\n    interval_seconds: 10\n",
 		"config/king.yaml":        fmt.Sprintf("concurrency:\n  max_soldiers: %d\n", slots),
 		"config/envoy.yaml":       "slack:\n  default_channel: \"#bench\"\nintervals:\n  outbound_seconds: 10\n",
-		"config/chamberlain.yaml": "thresholds:\n  cpu_yellow: 98\n  cpu_orange: 99\n  cpu_red: 100\n  memory_yellow: 95\n  memory_orange: 98\n  memory_red: 99\n",
+		"config/chamberlain.yaml": "thresholds:\n  cpu_yellow: 100\n  cpu_orange: 100\n  cpu_red: 100\n  memory_yellow: 95\n  memory_orange: 98\n  memory_red: 99\n",
 	}
 	for _, g := range []string{"gen-a", "gen-b", "gen-c"} {
 		files["config/generals/"+g+".yaml"] = fmt.Sprintf("name: %s\ndescription: bench worker\ntimeout_seconds: 60\nmax_concurrent: %d\nsubscribes: [\"bench.%s\"]\n",
