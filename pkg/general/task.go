@@ -123,12 +123,18 @@ func (g *General) watch(ctx context.Context, t *schema.Task, sid string, spawned
 	defer tick.Stop()
 	published, unsubscribe := g.subscribeRaw(t.ID)
 	defer unsubscribe()
-	for {
+	for first := true; ; first = false {
 		if exists(raw) {
 			g.trace(t.ID, "raw")
 			break
 		}
-		alive, err := g.o.Tmux.Has(ctx, sid)
+		// The session was created a moment ago: the first look at its
+		// liveness waits for the first poll (one tmux process per task
+		// fewer; a fast soldier's result usually wakes us before).
+		alive, err := true, error(nil)
+		if !first {
+			alive, err = g.o.Tmux.Has(ctx, sid)
+		}
 		if err != nil && ctx.Err() != nil {
 			return false
 		}
