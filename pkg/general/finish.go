@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/ids"
@@ -94,6 +95,9 @@ func (g *General) finish(ctx context.Context, t *schema.Task, sid string, starte
 		g.log.Error("write final result", "task", t.ID, "err", err)
 		return
 	}
+	// The agent's staging result is in the raw result now; whatever path
+	// the soldier took (killed, timed out), it does not outlive the attempt.
+	_ = os.Remove(l.ResultStaging(t.ID))
 	g.trace(t.ID, "final")
 	// §10.6: the attempt's own figures (the king sums them per task).
 	g.emit("soldier.completed", map[string]any{"task_id": t.ID, "soldier_id": sid, "status": r.Status,

@@ -275,7 +275,7 @@ func redactBound(s string) string {
 // resumed run that will be retried; gone otherwise.
 func forgetSession(o RunOptions, inv *engine.Invocation, env []string, out *Outcome) {
 	st, _ := out.Raw["status"].(string)
-	if st == schema.ResultNeedsHuman || out.SessionID == "" {
+	if st == schema.ResultNeedsHuman || out.SessionID == "" || keepsConversation(o, out.Raw) {
 		return
 	}
 	if o.Resume != "" {
