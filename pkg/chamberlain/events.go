@@ -1,11 +1,11 @@
 package chamberlain
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
@@ -67,7 +67,7 @@ func (r *Role) apply(ev eventlog.Event) error {
 		// counted by type alone: skip decoding data
 	default:
 		if len(ev.Data) > 0 && relevant(ev.Type) {
-			_ = json.Unmarshal(ev.Data, &d) // a data shape we do not know counts by type only
+			d = decodeEventData(ev.Data) // a data shape we do not know counts by type only
 		}
 	}
 	at := ev.Time()
@@ -161,6 +161,10 @@ func (r *Role) anomalies(now time.Time) (conds []condition, stale []string) {
 	if len(kept) >= r.c.Anomaly.TimeoutSpike {
 		conds = append(conds, condition{Kind: KindTimeouts, Key: "last-hour", Urgency: schema.UrgencyNormal,
 			Content: fmt.Sprintf("[anomaly] %d soldier timeouts in the last hour — the system may be overloaded", len(kept))})
+	}
+	if control.Paused(r.l) {
+		// The operator paused the kingdom: events wait on purpose (§10.11).
+		return conds, nil
 	}
 	staleAfter := r.c.EventStale()
 	for id, t := range an.Detected {
