@@ -33,7 +33,7 @@ watchdog:
 		"config/sentinel.yaml":    "polling:\n  inbox:\n    interval_seconds: 1\n",
 		"config/king.yaml":        "concurrency:\n  max_soldiers: 9\nretry:\n  max_attempts: 5\n  backoff_seconds: 1\n  max_backoff_seconds: 2\n",
 		"config/envoy.yaml":       "slack:\n  default_channel: \"#chaos\"\nintervals:\n  outbound_seconds: 1\n",
-		"config/chamberlain.yaml": "thresholds:\n  cpu_yellow: 98\n  cpu_orange: 99\n  cpu_red: 100\n  memory_yellow: 95\n  memory_orange: 98\n  memory_red: 99\n",
+		"config/chamberlain.yaml": "thresholds:\n  cpu_yellow: 100\n  cpu_orange: 100\n  cpu_red: 100\n  memory_yellow: 95\n  memory_orange: 98\n  memory_red: 99\n",
 	}
 	// Three chaos generals share the work (start also installs the
 	// built-in generals; they receive nothing here).

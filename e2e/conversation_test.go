@@ -42,6 +42,12 @@ func TestConversation_FollowUpInTheDMThreadContinuesIt(t *testing.T) {
 	if _, err := os.Stat(res.Workdir); err != nil {
 		t.Fatalf("the conversation's workdir was not kept: %v", err)
 	}
+	// The soldier chooses the session id (SPEC §10.5); the follow-up must
+	// resume exactly that one.
+	sess := res.SessionID
+	if sess == "" {
+		t.Fatalf("the herald's result has no session id: %+v", res)
+	}
 
 	// Someone else in the thread: not this conversation.
 	if _, err := k.slack.PushMessage(slackfake.Msg{Channel: "D0HUMAN", ChannelType: "im", User: "UOTHER", Text: "me too", TS: "1795400100.000300", ThreadTS: dmTS}); err != nil {
@@ -69,11 +75,11 @@ func TestConversation_FollowUpInTheDMThreadContinuesIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	rc, _ := ev.Payload["reply_context"].(map[string]any)
-	if ev.Type != "slack.thread.reply" || rc["task_id"] != first || rc["general"] != "gen-herald" || rc["session_id"] != res.SessionID || res.SessionID == "" {
+	if ev.Type != "slack.thread.reply" || rc["task_id"] != first || rc["general"] != "gen-herald" || rc["session_id"] != sess {
 		t.Fatalf("follow-up event %s with reply_context %v", ev.Type, rc)
 	}
 	tk := k.TaskForEvent(replyID)
-	if tk.Type != schema.TaskTypeResume || tk.TargetGeneral != "gen-herald" || tk.SessionID != res.SessionID {
+	if tk.Type != schema.TaskTypeResume || tk.TargetGeneral != "gen-herald" || tk.SessionID != sess {
 		t.Fatalf("follow-up task %+v", tk)
 	}
 	var call struct {
@@ -85,8 +91,8 @@ func TestConversation_FollowUpInTheDMThreadContinuesIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	json.Unmarshal(cb, &call)
-	if call.Resume != res.SessionID || call.Cwd != res.Workdir {
-		t.Fatalf("follow-up ran with resume %q in %q, want %s in %q", call.Resume, call.Cwd, res.SessionID, res.Workdir)
+	if call.Resume != sess || call.Cwd != res.Workdir {
+		t.Fatalf("follow-up ran with resume %q in %q, want %s in %q", call.Resume, call.Cwd, sess, res.Workdir)
 	}
 	var answered bool
 	for _, p := range k.posts("D0HUMAN", dmTS) {

@@ -77,8 +77,8 @@ watchdog:
 		"config/chamberlain.yaml": `monitoring:
   interval_seconds: 2
 thresholds:
-  cpu_yellow: 98
-  cpu_orange: 99
+  cpu_yellow: 100
+  cpu_orange: 100
   cpu_red: 100
   memory_yellow: 95
   memory_orange: 98

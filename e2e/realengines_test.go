@@ -68,7 +68,7 @@ watchdog:
 		"config/envoy.yaml":  fmt.Sprintf("slack:\n  api_url: %q\n  default_channel: C0KINGDOM\n  allowed_users: [UHUMAN]\nintervals:\n  outbound_seconds: 1\n", slack.APIURL()),
 		// The suite loads the machine on purpose; CPU alone must not close
 		// admission (health re-evaluated every second).
-		"config/chamberlain.yaml":               "monitoring:\n  interval_seconds: 1\nthresholds:\n  cpu_yellow: 99.97\n  cpu_orange: 99.98\n  cpu_red: 99.99\n  memory_yellow: 95\n  memory_orange: 98\n  memory_red: 99\n",
+		"config/chamberlain.yaml":               "monitoring:\n  interval_seconds: 1\nthresholds:\n  cpu_yellow: 100\n  cpu_orange: 100\n  cpu_red: 100\n  memory_yellow: 95\n  memory_orange: 98\n  memory_red: 99\n",
 		"config/generals/gen-real.yaml":         "name: gen-real\ndescription: \"Reviews and fixes code; handles every request about code.\"\ntimeout_seconds: 240\nmax_concurrent: 4\nsubscribes: [\"test.*\"]\n",
 		"config/generals/templates/gen-real.md": "Task {{task_id}}.\n\n{{payload.text}}\n",
 		"config/kingdom.env":                    env,

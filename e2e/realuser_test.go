@@ -44,7 +44,7 @@ func TestRealEngines_ClaudeAsDedicatedUser(t *testing.T) {
 	}
 	// The user must reach the CLI; a checkout under a private home is not
 	// reachable, so the binary is copied out then.
-	if err := asUser(cli, "--version").Run(); err != nil {
+	if err := asUser("test", "-x", cli).Run(); err != nil {
 		cli = copyExecutable(t, cli, filepath.Join(root, "claude"))
 	}
 	spawn := copyExecutable(t, filepath.Join(binDir, "soldier-spawn"), filepath.Join(root, "soldier-spawn"))
@@ -121,6 +121,14 @@ func TestRealEngines_ClaudeAsDedicatedUser(t *testing.T) {
 	}
 	if _, err := os.Stat(project); !os.IsNotExist(err) {
 		t.Fatalf("the finished task's session store %s is left behind: %v", project, err)
+	}
+
+	// As a dedicated user, bypass mode is the operator's choice and runs.
+	bypass := strings.Replace(sys, "    command:", "    args: [--permission-mode, bypassPermissions]\n    command:", 1)
+	os.WriteFile(l.ConfigFile("system.yaml"), []byte(bypass), 0o600)
+	fake.Script("SCEN-USER-BYPASS", modelfake.Turns(so(map[string]any{"status": "success", "summary": "bypass as a user"})))
+	if r := run("task-20260101-903", "SCEN-USER-BYPASS go", ""); r["status"] != "success" {
+		t.Fatalf("bypass mode as nobody: %v", r)
 	}
 }
 

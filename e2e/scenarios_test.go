@@ -160,7 +160,7 @@ watchdog:
 `, gh.srv.URL, jira.srv.URL),
 		"config/king.yaml":             "retry:\n  max_attempts: 2\n  backoff_seconds: 1\n  max_backoff_seconds: 2\npetition:\n  timeout_seconds: 20\n",
 		"config/envoy.yaml":            fmt.Sprintf("slack:\n  api_url: %q\n  default_channel: C0KINGDOM\n  allowed_users: [UHUMAN]\nintervals:\n  outbound_seconds: 1\n", slack.APIURL()),
-		"config/chamberlain.yaml":      "thresholds:\n  cpu_yellow: 98\n  cpu_orange: 99\n  cpu_red: 100\n  memory_yellow: 95\n  memory_orange: 98\n  memory_red: 99\n",
+		"config/chamberlain.yaml":      "thresholds:\n  cpu_yellow: 100\n  cpu_orange: 100\n  cpu_red: 100\n  memory_yellow: 95\n  memory_orange: 98\n  memory_red: 99\n",
 		"config/generals/gen-dev.yaml": "name: gen-dev\ndescription: \"Developer: implements Jira tickets and test work.\"\ntimeout_seconds: 120\nmax_concurrent: 2\nsubscribes: [\"jira.ticket.*\", \"test.*\"]\n",
 		"config/kingdom.env": "SLACK_BOT_TOKEN=xoxb-e2e-bot\nSLACK_APP_TOKEN=xapp-e2e-app\nGH_TOKEN=ghp_e2etesttoken0000000000\n" +
 			"JIRA_USER_EMAIL=bot@kingdom.invalid\nJIRA_API_TOKEN=jira-e2e-token\n",

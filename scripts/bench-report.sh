@@ -4,18 +4,97 @@
 set -euo pipefail
 go_out=$1
 pipeline=$2
+speed=${3:-}
+
+# metric NAME UNIT: the value printed before UNIT on the benchmark line whose
+# name starts with NAME (first match), or "-".
+metric() {
+  awk -v name="$1" -v unit="$2" '
+    index($1, name) == 1 { for (i = 2; i <= NF; i++) if ($i == unit) { print $(i-1); exit } }
+  ' "$go_out" | head -1 | grep . || echo -
+}
+# ratio A B: A / B with two decimals, or "-".
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b + 0 == 0) print "-"; else printf "%.2f", a / b }'; }
+ms() { awk -v v="$1" 'BEGIN { if (v == "-") print "-"; else printf "%.1f", v / 1e6 }'; }
+us() { awk -v v="$1" 'BEGIN { if (v == "-") print "-"; else printf "%.0f", v / 1e3 }'; }
 cat <<HDR
 # Kingdom benchmarks
 
 Produced by \`make bench\` on $(date -u +%Y-%m-%d) — the command runs
 \`go test -run '^\$' -bench . -benchmem ./...\` and then
-\`KINGDOM_BENCH=1 go test -run TestPipelineBench ./e2e/\` (real binaries, real tmux).
+\`KINGDOM_BENCH=1 go test -run 'TestPipelineBench|TestSpeedBench' ./e2e/\` (real binaries, real tmux).
+Every figure of issues #15 and #17 stands beside the machine's own limit measured in the same run.
 
 Machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(free -g | awk '/Mem:/{print $2}') GiB RAM,
 $(uname -sr), $(go version | cut -d' ' -f3-4), ext4 on a virtual disk. Figures vary with other load on the machine;
 CPU-bound numbers are the ones to compare between runs.
 
 HDR
+if [ -n "$speed" ] && [ -s "$speed" ]; then
+  cat "$speed"
+  echo
+fi
+
+# Go-benchmark figures of issues #15 and #17 beside the disk's own limits,
+# measured by pkg/atomicfile's BenchmarkLimit_* in the same run and the
+# same kind of directory.
+fsync=$(metric BenchmarkLimit_Fsync ns/op)
+create=$(metric BenchmarkLimit_Create ns/op)
+rename=$(metric BenchmarkLimit_Rename ns/op)
+durable=$(metric BenchmarkLimit_DurablePut ns/op)
+group=$(metric BenchmarkLimit_GroupPut100 µs/file)
+king1k=$(metric BenchmarkKing_OneTick/1000- events/s)
+king10k=$(metric BenchmarkKing_OneTick/10000- events/s)
+steady10k=$(metric BenchmarkKing_SteadyState/10000- events/s)
+sent1k=$(metric BenchmarkInboxTick/1000- µs/event)
+# The king writes 3 durable files per event (dispatched copy, task,
+# thread_start): its group-commit limit is 1 / (3 × group put per file).
+kinglimit=$(awk -v g="$group" 'BEGIN { if (g == "-") print "-"; else printf "%.0f", 1e6 / (3 * g) }')
+# The sentinel writes 1 group-committed event and 1 seen marker (a create).
+sentlimit=$(awk -v g="$group" -v c="$create" 'BEGIN { if (g == "-" || c == "-") print "-"; else printf "%.0f", g + c / 1e3 }')
+cat <<TBL
+### Disk limits and the queue figures (Go benchmarks, this run)
+
+| limit | per operation |
+|---|---|
+| fsync of a small file | $(us "$fsync") µs |
+| create + write + close of a small file | $(us "$create") µs |
+| rename in one directory | $(us "$rename") µs |
+| durable put, one at a time (temp, fsync, rename, dir fsync) | $(us "$durable") µs |
+| durable put in a group commit of 100 | $group µs/file |
+
+On this disk a file *create* costs far more than an fsync (ext4 searches for inodes not recently
+freed), so the group commit's gain is bounded by the creates every queue write needs.
+
+| figure | target | measured | limit (same run) | measured / limit |
+|---|---|---|---|---|
+| king dispatch, 1,000 pending in one tick | ≥ 2,000 events/s | $king1k events/s | $kinglimit events/s (3 group-committed files/event) | $(ratio "$king1k" "$kinglimit") |
+| king dispatch, 10,000 pending in one tick | ≥ 2,000 events/s | $king10k events/s | $kinglimit events/s | $(ratio "$king10k" "$kinglimit") |
+| king steady state, 10,000 in batches of 100 | — | $steady10k events/s | $kinglimit events/s | $(ratio "$steady10k" "$kinglimit") |
+| sentinel inbox admission, batch of 1,000 | < 500 µs/event | $sent1k µs/event | $sentlimit µs/event (1 group put + 1 create) | $(ratio "$sent1k" "$sentlimit") |
+| chamberlain: 100k-line events.log from zero | < 100 ms | $(ms "$(metric BenchmarkConsume_100kFromZero ns/op)") ms | CPU-bound (no disk limit applies) | — |
+
+### Issue #17: per-item costs as the backlog grows
+
+King tick with every pending event deferred (max_soldiers full), one new event per tick
+(BenchmarkKing_DeferredTick): flat means the cost per pending event does not grow with the backlog.
+
+| pending events | tick CPU (ms) | CPU per pending event (µs) |
+|---|---|---|
+| 100 | $(metric BenchmarkKing_DeferredTick/100- tick-cpu-ms) | $(metric BenchmarkKing_DeferredTick/100- cpu-µs/pending-event) |
+| 1,000 | $(metric BenchmarkKing_DeferredTick/1000- tick-cpu-ms) | $(metric BenchmarkKing_DeferredTick/1000- cpu-µs/pending-event) |
+| 10,000 | $(metric BenchmarkKing_DeferredTick/10000- tick-cpu-ms) | $(metric BenchmarkKing_DeferredTick/10000- cpu-µs/pending-event) |
+
+Envoy delivery with n messages already pending (BenchmarkDeliverBacklog, CPU per message):
+
+| pending messages | CPU per message (ms) |
+|---|---|
+| 10 | $(metric BenchmarkDeliverBacklog/10- cpu-ms/msg) |
+| 100 | $(metric BenchmarkDeliverBacklog/100- cpu-ms/msg) |
+| 1,000 | $(metric BenchmarkDeliverBacklog/1000- cpu-ms/msg) |
+
+TBL
+
 if [ -s "$pipeline" ]; then
   cat "$pipeline"
   echo

@@ -1,7 +1,6 @@
 package chamberlain
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -68,7 +67,7 @@ func (r *Role) apply(ev eventlog.Event) error {
 		// counted by type alone: skip decoding data
 	default:
 		if len(ev.Data) > 0 && relevant(ev.Type) {
-			_ = json.Unmarshal(ev.Data, &d) // a data shape we do not know counts by type only
+			d = decodeEventData(ev.Data) // a data shape we do not know counts by type only
 		}
 	}
 	at := ev.Time()

@@ -219,6 +219,11 @@ func (r *Role) cleanup(now time.Time) error {
 	if err != nil {
 		errs = append(errs, err)
 	}
+	n, err = r.cleanClones(now.Add(-config.Days(ret.CloneDays)))
+	total += n
+	if err != nil {
+		errs = append(errs, err)
+	}
 	r.warnOldEntries(now)
 	if total > 0 {
 		r.log.Info(fmt.Sprintf("deleted %d expired files", total), "cat", "CLEANUP")

@@ -44,6 +44,9 @@ type Thresholds struct {
 	MemoryOrange float64 `yaml:"memory_orange" check:"pct"`
 	MemoryRed    float64 `yaml:"memory_red" check:"pct"`
 	DiskWarning  float64 `yaml:"disk_warning" check:"pct"`
+	// DiskMinFreeGB: below this much free space on the base dir's
+	// filesystem the king admits no new task (issue #13 item 10).
+	DiskMinFreeGB float64 `yaml:"disk_min_free_gb" check:"min=0,max=100000"`
 }
 
 // Anomaly sets the detectors' limits.
@@ -73,6 +76,7 @@ type Retention struct {
 	PetitionDays          int `yaml:"petition_days" check:"min=1,max=3650"`
 	AwaitedDays           int `yaml:"awaited_days" check:"min=1,max=3650"`
 	TaskDirsDays          int `yaml:"task_dirs_days" check:"min=1,max=3650"`
+	CloneDays             int `yaml:"clone_days" check:"min=1,max=3650"` // base clones unused this long
 	ThreadMappingWarnDays int `yaml:"thread_mapping_warn_days" check:"min=1,max=3650"`
 }
 
@@ -119,14 +123,14 @@ func DefaultChamberlain() *Chamberlain {
 		Thresholds: Thresholds{
 			CPUYellow: 60, CPUOrange: 80, CPURed: 90,
 			MemoryYellow: 60, MemoryOrange: 80, MemoryRed: 90,
-			DiskWarning: 85,
+			DiskWarning: 85, DiskMinFreeGB: 2,
 		},
 		Anomaly:      Anomaly{ConsecutiveFailures: 3, TimeoutSpike: 5, EventStaleMinutes: 30},
 		AutoRecovery: AutoRecovery{RestartSentinel: true, RestartOthers: false},
 		Retention: Retention{
 			LogMaxMB: 100, LogsDays: 7, ResultsDays: 7, QueueDays: 7, PromptsDays: 3,
 			SessionLogsDays: 7, SeenDays: 30, FailedDays: 7, RejectedDays: 7,
-			PetitionDays: 7, AwaitedDays: 7, TaskDirsDays: 7, ThreadMappingWarnDays: 7,
+			PetitionDays: 7, AwaitedDays: 7, TaskDirsDays: 7, ThreadMappingWarnDays: 7, CloneDays: 14,
 		},
 		EventsRotation: DailyHour{Hour: 0},
 		TokenLimits: TokenLimits{
@@ -166,16 +170,19 @@ func (c *Chamberlain) Validate() error {
 	return p.err()
 }
 
-// ascending requires vals to increase strictly (yellow < orange < red).
+// ascending requires vals not to decrease (yellow ≤ orange ≤ red). Equal
+// levels are allowed: since a metric must be strictly above a level to reach
+// it, cpu_yellow = cpu_orange = cpu_red = 100 turns CPU gating off (a busy
+// build machine, a test kingdom).
 func ascending(p *problems, section string, names []string, vals []float64) {
 	for i := 1; i < len(vals); i++ {
-		if vals[i] <= vals[i-1] {
-			p.add(section+"."+names[i], "expected more than %s (%s), got %s", names[i-1], fmtFloat(vals[i-1]), fmtFloat(vals[i]))
+		if vals[i] < vals[i-1] {
+			p.add(section+"."+names[i], "expected at least %s (%s), got %s", names[i-1], fmtFloat(vals[i-1]), fmtFloat(vals[i]))
 		}
 	}
 }
 
-func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 
 // MonitoringInterval is the chamberlain's tick.
 func (c *Chamberlain) MonitoringInterval() time.Duration {

@@ -474,7 +474,7 @@ func checkRules(v reflect.Value, path string, p *problems) {
 }
 
 func checkValue(v reflect.Value, key string, r rules, p *problems) {
-	// An optional number (*float64: null = none) is checked when set.
+	// An optional key (*T, null = unset) is checked when it is set.
 	for v.Kind() == reflect.Pointer {
 		if v.IsNil() {
 			return

@@ -418,14 +418,15 @@ func readPause(l layout.Layout) PauseInfo {
 	case p == nil:
 		return PauseInfo{State: "running"}
 	case err != nil:
-		return PauseInfo{State: "paused", Detail: clip(err.Error(), 300)}
+		return PauseInfo{State: "paused", Detail: clip("(its record is unreadable, which counts as paused: "+err.Error()+")", 300)}
 	}
-	pi := PauseInfo{State: "paused", Detail: clip(p.By, 200)}
+	pi := PauseInfo{State: "paused"}
+	if p.By != "" {
+		pi.Detail = clip("by "+p.By, 200)
+	}
+	// since is a documented date-time: a malformed one is left out.
 	if _, terr := time.Parse(time.RFC3339, p.Since); terr == nil {
 		pi.Since = p.Since
-	}
-	if pi.Detail != "" {
-		pi.Detail = "by " + pi.Detail
 	}
 	return pi
 }

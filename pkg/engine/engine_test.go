@@ -257,6 +257,17 @@ func TestClaudeProjectDir_AndRemove(t *testing.T) {
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("project dir left: %v", err)
 	}
+	// A transcript the CLI filed under another name is found by its id.
+	other := filepath.Join(cfg, "projects", "-very-long-path-hashed-abc123")
+	os.MkdirAll(other, 0o700)
+	id2 := NewSessionID()
+	os.WriteFile(filepath.Join(other, id2+".jsonl"), []byte("{}"), 0o600)
+	if err := RemoveClaudeSession(cfg, cwd, id2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(other); !os.IsNotExist(err) {
+		t.Fatalf("transcript filed elsewhere left: %v", err)
+	}
 	if ClaudeConfigDir([]string{"HOME=/h"}) != "/h/.claude" || ClaudeConfigDir([]string{"HOME=/h", "CLAUDE_CONFIG_DIR=/c"}) != "/c" {
 		t.Fatal("config dir")
 	}

@@ -252,8 +252,9 @@ func (c *Cursor) drain(fn func(Event) error) (int, error) {
 }
 
 // parseLine decodes one events.log line: a JSON object with a non-empty
-// string type. gjson validates and extracts the four fields without
-// building the whole document (the cursor's hot path).
+// string type. gjson validates it and one pass over its top-level members
+// extracts the four fields without building the document (the cursor's
+// hot path: a chamberlain starting from zero reads every line).
 func parseLine(line []byte) (Event, bool) {
 	if !gjson.ValidBytes(line) {
 		return Event{}, false
@@ -262,13 +263,24 @@ func parseLine(line []byte) (Event, bool) {
 	if !r.IsObject() {
 		return Event{}, false
 	}
-	f := r.Get("type")
-	if f.Type != gjson.String || f.Str == "" {
+	var ev Event
+	typed := false
+	r.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "type":
+			typed = v.Type == gjson.String && v.Str != ""
+			ev.Type = v.Str
+		case "ts":
+			ev.TS = v.String()
+		case "actor":
+			ev.Actor = v.String()
+		case "data":
+			ev.Data = json.RawMessage(v.Raw)
+		}
+		return true
+	})
+	if !typed {
 		return Event{}, false
-	}
-	ev := Event{Type: f.Str, TS: r.Get("ts").String(), Actor: r.Get("actor").String()}
-	if d := r.Get("data"); d.Exists() {
-		ev.Data = json.RawMessage(d.Raw)
 	}
 	return ev, true
 }

@@ -35,6 +35,14 @@ func (g *General) runTask(ctx context.Context, t *schema.Task) {
 			g.log.Warn("remove previous attempt file", "path", p, "err", err)
 		}
 	}
+	if t.SessionID != "" && t.Workdir != "" && g.resumeWorkdir(t) == "" {
+		// SPEC §10.5: a resume whose working directory is gone has lost its
+		// session (claude keys sessions by cwd; the repo state is gone).
+		g.synthetic(t.ID, schema.ResultFailed, schema.ReasonSessionLost,
+			fmt.Sprintf("cannot resume session %s: its working directory %s is gone", t.SessionID, t.Workdir))
+		g.finish(ctx, t, "", started, workspace{})
+		return
+	}
 	ws, err := g.prepareWorkspace(ctx, t)
 	if err != nil {
 		g.synthetic(t.ID, schema.ResultFailed, schema.ReasonEngineError, "prepare workspace: "+err.Error())
@@ -115,12 +123,18 @@ func (g *General) watch(ctx context.Context, t *schema.Task, sid string, spawned
 	defer tick.Stop()
 	published, unsubscribe := g.subscribeRaw(t.ID)
 	defer unsubscribe()
-	for {
+	for first := true; ; first = false {
 		if exists(raw) {
 			g.trace(t.ID, "raw")
 			break
 		}
-		alive, err := g.o.Tmux.Has(ctx, sid)
+		// The session was created a moment ago: the first look at its
+		// liveness waits for the first poll (one tmux process per task
+		// fewer; a fast soldier's result usually wakes us before).
+		alive, err := true, error(nil)
+		if !first {
+			alive, err = g.o.Tmux.Has(ctx, sid)
+		}
 		if err != nil && ctx.Err() != nil {
 			return false
 		}

@@ -106,9 +106,7 @@ func (g *General) prepareWorkspace(ctx context.Context, t *schema.Task) (workspa
 	return ws, g.writeTaskFiles(t, ws)
 }
 
-func (g *General) cloneLock(ws workspace) string {
-	return filepath.Join(filepath.Dir(ws.Clone), "."+filepath.Base(ws.Clone)+".lock")
-}
+func (g *General) cloneLock(ws workspace) string { return layout.CloneLock(ws.Clone) }
 
 func (g *General) addWorktree(ctx context.Context, ws workspace) error {
 	if err := layout.EnsureDir(filepath.Dir(ws.Clone)); err != nil {
@@ -125,6 +123,7 @@ func (g *General) addWorktree(ctx context.Context, ws workspace) error {
 		if _, err := git(ctx, ws.Clone, "worktree", "add", "--detach", "--force", ws.RepoDir, ref); err != nil {
 			return fmt.Errorf("add worktree for %s: %w", ws.Repo, err)
 		}
+		_ = atomicfile.Touch(layout.CloneUsedMarker(ws.Clone)) // retention.clone_days counts from here
 		return nil
 	})
 }
