@@ -299,7 +299,20 @@ func (k *King) requeue(t *schema.Task) error {
 			return fmt.Errorf("remove previous attempt's %s: %w", p, err)
 		}
 	}
-	return k.tasks.Move(layout.InProgress, layout.Pending, t.ID)
+	// The copy a general claims says pending, never retrying: a task just
+	// claimed into in_progress/ keeps the status of its pending file until
+	// its general rewrites it, and a "retrying" one with no result there is
+	// what processResults takes for a stranded retry — it would re-queue the
+	// task under its running soldier and the work would run twice. So the
+	// pending copy is written first (a general's no-replace claim fails while
+	// the in_progress/ copy exists) and the in_progress/ copy, which keeps
+	// the retrying mark for a crash in between, is removed last.
+	p := *t
+	p.Status = schema.TaskPending
+	if err := k.tasks.Put(layout.Pending, p.ID, p); err != nil {
+		return err
+	}
+	return k.tasks.Remove(layout.InProgress, t.ID)
 }
 
 func firstNonEmpty(s ...string) string {
