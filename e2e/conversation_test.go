@@ -19,14 +19,16 @@ import (
 // kept workdir and is answered in the same thread. Another user's message
 // in the thread starts nothing. (Fake Slack over Socket Mode, real binaries.)
 func TestConversation_FollowUpInTheDMThreadContinuesIt(t *testing.T) {
-	k := newConnectedKingdom(t)
+	// A short monitoring interval: a CPU spike of the loaded test machine
+	// (orange: nothing admitted) passes within seconds, not 30.
+	k := newConnectedKingdom(t, map[string]string{"config/chamberlain.yaml": calmThresholds})
 	dmTS := "1795400100.000200"
 	if _, err := k.slack.PushMessage(slackfake.Msg{Channel: "D0HUMAN", ChannelType: "im", User: "UHUMAN", Text: "what changed today?", TS: dmTS}); err != nil {
 		t.Fatal(err)
 	}
 	evID := "evt-slack-msg-1795400100-000200"
 	var first string
-	k.Eventually("the herald's answer", 90*time.Second, func() bool {
+	k.Eventually("the herald's answer", 180*time.Second, func() bool {
 		if tk := k.TaskForEvent(evID); tk != nil {
 			first = tk.ID
 			return k.Msgs.Exists(layout.Sent, "msg-"+first+"-done")
@@ -57,7 +59,7 @@ func TestConversation_FollowUpInTheDMThreadContinuesIt(t *testing.T) {
 	}
 	replyID := "evt-slack-reply-1795400100-000200-1795400100-000400"
 	var second string
-	k.Eventually("the follow-up's answer", 90*time.Second, func() bool {
+	k.Eventually("the follow-up's answer", 180*time.Second, func() bool {
 		if tk := k.TaskForEvent(replyID); tk != nil {
 			second = tk.ID
 			return k.Msgs.Exists(layout.Sent, "msg-"+second+"-done")

@@ -54,15 +54,23 @@ func TestChamberlainOnce_TellsTheTruthAboutRoles(t *testing.T) {
 	k.WaitRoles("sentinel", "king", "envoy", "chamberlain", "gen-pr", "gen-herald", "gen-briefing")
 	k.orphanRoles()
 
+	// Every role is up. The verdict is 0 unless the shared test machine's
+	// CPU reads orange (it can sit at 100% while the whole suite runs):
+	// then it is 1 for the health alone, and no role may be named down.
 	var out string
 	var code int
-	// Every role is up; a CPU spike of the shared test machine may still
-	// read orange for a moment.
-	k.Eventually("chamberlain --once to exit 0", 60*time.Second, func() bool {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
 		out, code = k.runBin("chamberlain", "--once")
-		return code == 0
-	})
-	if !strings.Contains(out, "KINGDOM") || !strings.Contains(out, "OK") {
+		if code == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Second) // waiting for a CPU spike of a real machine to pass
+	}
+	if verdict := kingdomLine(out); code != 0 && (code != 1 || strings.Contains(verdict, " down") || !strings.Contains(verdict, "health orange")) {
+		t.Fatalf("all roles up: exit %d, want 0 (or 1 for an orange CPU alone)\n%s", code, out)
+	}
+	if kingdomLine(out) == "" {
 		t.Fatalf("no verdict line:\n%s", out)
 	}
 
@@ -84,8 +92,8 @@ func TestChamberlainOnce_TellsTheTruthAboutRoles(t *testing.T) {
 	// --json keeps resources.json's shape (resource health only) and still
 	// exits with the kingdom's verdict.
 	out, code = k.runBin("chamberlain", "--once", "--json")
-	if code != 2 || !strings.Contains(out, `"health": "green"`) {
-		t.Fatalf("--json: exit %d, want 2 with resource health green\n%s", code, out)
+	if code != 2 || !strings.Contains(out, `"health": "`) || !strings.Contains(out, "chamberlain: king down") {
+		t.Fatalf("--json: exit %d, want 2 with the resources document and the king named on stderr\n%s", code, out)
 	}
 
 	if err := os.WriteFile(k.L.ConfigFile("king.yaml"), []byte("concurrency: [3]\n"), 0o600); err != nil {
@@ -99,4 +107,14 @@ func TestChamberlainOnce_TellsTheTruthAboutRoles(t *testing.T) {
 	if code != 3 {
 		t.Fatalf("no base dir: exit %d, want 3\n%s", code, out)
 	}
+}
+
+// kingdomLine is the verdict line of chamberlain --once's table.
+func kingdomLine(out string) string {
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "KINGDOM") {
+			return l
+		}
+	}
+	return ""
 }

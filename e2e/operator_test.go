@@ -58,7 +58,7 @@ func (k *Kingdom) opsEvent(id string, hold bool) {
 func (k *Kingdom) taskOf(ev string) string {
 	k.t.Helper()
 	var id string
-	k.Eventually("a task for "+ev, 60*time.Second, func() bool {
+	k.Eventually("a task for "+ev, 180*time.Second, func() bool {
 		if tk := k.TaskForEvent(ev); tk != nil {
 			id = tk.ID
 			return true
@@ -71,7 +71,7 @@ func (k *Kingdom) taskOf(ev string) string {
 func (k *Kingdom) childPID(task string) int {
 	k.t.Helper()
 	var pid int
-	k.Eventually("the soldier of "+task+" to start its child", 60*time.Second, func() bool {
+	k.Eventually("the soldier of "+task+" to start its child", 180*time.Second, func() bool {
 		b, _ := os.ReadFile(filepath.Join(k.L.Base, "child-"+task+".pid"))
 		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
 		return pid > 0
@@ -86,7 +86,7 @@ func (k *Kingdom) taskState(id string) string {
 
 func (k *Kingdom) waitTask(id, state string) *schema.Task {
 	k.t.Helper()
-	k.Eventually(id+" in "+state, 90*time.Second, func() bool { return k.taskState(id) == state })
+	k.Eventually(id+" in "+state, 180*time.Second, func() bool { return k.taskState(id) == state })
 	for _, t := range k.TaskList(state) {
 		if t.ID == id {
 			return &t

@@ -128,7 +128,8 @@ type connectedKingdom struct {
 	slack *slackfake.Server
 }
 
-func newConnectedKingdom(t *testing.T) *connectedKingdom {
+// newConnectedKingdom starts it; override replaces config files by path.
+func newConnectedKingdom(t *testing.T, override ...map[string]string) *connectedKingdom {
 	gh, jira := newFakeGitHub(t), newFakeJira(t)
 	slack := slackfake.New()
 	t.Cleanup(slack.Close)
@@ -163,6 +164,11 @@ watchdog:
 		"config/generals/gen-dev.yaml": "name: gen-dev\ndescription: \"Developer: implements Jira tickets and test work.\"\ntimeout_seconds: 120\nmax_concurrent: 2\nsubscribes: [\"jira.ticket.*\", \"test.*\"]\n",
 		"config/kingdom.env": "SLACK_BOT_TOKEN=xoxb-e2e-bot\nSLACK_APP_TOKEN=xapp-e2e-app\nGH_TOKEN=ghp_e2etesttoken0000000000\n" +
 			"JIRA_USER_EMAIL=bot@kingdom.invalid\nJIRA_API_TOKEN=jira-e2e-token\n",
+	}
+	for _, o := range override {
+		for path, body := range o {
+			files[path] = body
+		}
 	}
 	k := NewKingdom(t, files)
 	k.Start()

@@ -30,6 +30,12 @@ func main() {
 			ArgsUsage: "<task-id> <text>",
 			Flags:     []cli.Flag{app.BaseDirFlag()},
 			Action:    reply,
+		}, {
+			Name:      "dm",
+			Usage:     "send the bot a direct message as if in Slack (console mode: the answer lands in logs/envoy-console.log)",
+			ArgsUsage: "<text>",
+			Flags:     []cli.Flag{app.BaseDirFlag()},
+			Action:    dm,
 		}},
 		Action: run,
 	})
@@ -69,6 +75,23 @@ func reply(ctx context.Context, c *cli.Command) error {
 	if c.Args().Len() != 2 {
 		return &app.CodeError{Code: app.ExitUsage, Err: errors.New(`usage: envoy reply <task-id> "text"`)}
 	}
+	return deliverConsole(ctx, c, "reply", "slack.thread.reply", func(env *app.Env) (string, error) {
+		return envoy.QueueReply(env.Layout, c.Args().Get(0), c.Args().Get(1), env.Clock.Now())
+	})
+}
+
+func dm(ctx context.Context, c *cli.Command) error {
+	if c.Args().Len() != 1 {
+		return &app.CodeError{Code: app.ExitUsage, Err: errors.New(`usage: envoy dm "text"`)}
+	}
+	return deliverConsole(ctx, c, "dm", "slack.channel.message", func(env *app.Env) (string, error) {
+		return envoy.QueueDM(env.Layout, c.Args().Get(0), env.Clock.Now())
+	})
+}
+
+// deliverConsole queues a console envelope and, when no envoy runs, handles
+// it here.
+func deliverConsole(ctx context.Context, c *cli.Command, what, eventType string, queueIt func(*app.Env) (string, error)) error {
 	env, err := app.Setup(layout.RoleEnvoy, c)
 	if err != nil {
 		return err
@@ -77,7 +100,7 @@ func reply(ctx context.Context, c *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	path, err := envoy.QueueReply(env.Layout, c.Args().Get(0), c.Args().Get(1), env.Clock.Now())
+	path, err := queueIt(env)
 	if err != nil {
 		return err
 	}
@@ -87,7 +110,7 @@ func reply(ctx context.Context, c *cli.Command) error {
 	leader, err := lockfile.TryLeader(env.Layout.LeaderLock(layout.RoleEnvoy))
 	var held *lockfile.HeldError
 	if errors.As(err, &held) {
-		fmt.Fprintf(os.Stdout, "reply queued (%s); the running envoy (pid %d) delivers it\n", path, held.PID)
+		fmt.Fprintf(os.Stdout, "%s queued (%s); the running envoy (pid %d) delivers it\n", what, path, held.PID)
 		return nil
 	}
 	if err != nil {
@@ -98,11 +121,11 @@ func reply(ctx context.Context, c *cli.Command) error {
 		return err
 	}
 	if reason, rejected := envoy.ReplyRejection(path); rejected {
-		return fmt.Errorf("reply not delivered: %s", reason)
+		return fmt.Errorf("%s not delivered: %s", what, reason)
 	}
 	if _, statErr := os.Stat(path); statErr == nil {
-		return fmt.Errorf("reply %s still queued", path)
+		return fmt.Errorf("%s %s still queued", what, path)
 	}
-	fmt.Fprintln(os.Stdout, "reply delivered as a slack.thread.reply event")
+	fmt.Fprintf(os.Stdout, "%s delivered as a %s event\n", what, eventType)
 	return nil
 }

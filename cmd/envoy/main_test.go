@@ -207,3 +207,35 @@ func (f fileString) String() string {
 	b, _ := os.ReadFile(string(f))
 	return string(b)
 }
+
+// `envoy dm` asks a kingdom without Slack something: the envoy itself admits
+// the DM as the slack.channel.message a Slack DM would make (SPEC §10.15:
+// only the envoy creates slack.* events), even with an empty allowlist.
+func TestEnvoyBinary_ConsoleDMBecomesASlackDMEvent(t *testing.T) {
+	bin := buildEnvoy(t)
+	base := t.TempDir()
+	l := layout.New(base)
+	if err := l.Ensure(); err != nil {
+		t.Fatal(err)
+	}
+	out, code := runBin(t, bin, nil, "dm", "--base-dir", base, "what can you do?")
+	if code != 0 || !strings.Contains(out, "slack.channel.message") {
+		t.Fatalf("envoy dm exit %d:\n%s", code, out)
+	}
+	ents, _ := os.ReadDir(l.QueueState(layout.QEvents, layout.Pending))
+	if len(ents) != 1 || !strings.HasPrefix(ents[0].Name(), "evt-slack-msg-") {
+		t.Fatalf("events = %v, want one evt-slack-msg-*", ents)
+	}
+	eb, _ := os.ReadFile(filepath.Join(l.QueueState(layout.QEvents, layout.Pending), ents[0].Name()))
+	ev, err := schema.DecodeEvent(eb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.Type != "slack.channel.message" || ev.Source != schema.SourceSlack || ev.Payload["text"] != "what can you do?" ||
+		ev.Payload["channel"] != "D-CONSOLE" || ev.Payload["user_id"] != "console" {
+		t.Errorf("event = %s", eb)
+	}
+	if out, code = runBin(t, bin, nil, "dm", "--base-dir", base); code != 2 {
+		t.Errorf("dm without text: exit %d, want 2 (usage)\n%s", code, out)
+	}
+}

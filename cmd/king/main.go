@@ -30,8 +30,15 @@ func main() {
 			if err != nil {
 				return &app.ConfigError{Err: err}
 			}
+			// The disk threshold lives with the other thresholds; a bad
+			// chamberlain.yaml is the chamberlain's to report.
+			minFree := config.DefaultChamberlain().Thresholds.DiskMinFreeGB
+			if ch, err := config.LoadChamberlain(env.Layout.ConfigFile(config.ChamberlainFile)); err == nil {
+				minFree = ch.Thresholds.DiskMinFreeGB
+			}
 			k, err := king.New(king.Options{
 				Layout: env.Layout, Config: cfg, Log: env.Log, Events: env.Events, Clock: env.Clock, Tmux: env.Tmux,
+				DiskMinFreeGB: minFree,
 			})
 			if err != nil {
 				return err

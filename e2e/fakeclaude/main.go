@@ -8,6 +8,11 @@
 //   - payload.die_first on attempt 0: SIGKILLs its parent soldier runner (the
 //     soldier's session dies without a result);
 //   - payload.needs_human on a first run: asks a question;
+//   - payload.leak on a first run: prints its GH_TOKEN and the base dir's
+//     kingdom.env to stdout and stderr, and fails (terminal) quoting them
+//     and payload.leak's text (a hostile or careless agent);
+//   - payload.hold_file: waits until that file (under the base dir) exists,
+//     then succeeds (a soldier that stays alive while the test acts);
 //   - a resume task: requires --resume <the --session-id its original task
 //     was given> and succeeds;
 //   - otherwise success.
@@ -88,6 +93,22 @@ func main() {
 		time.Sleep(100 * time.Millisecond)
 		syscall.Kill(os.Getppid(), syscall.SIGKILL)
 		os.Exit(137)
+	case t.Payload["hold_file"] != nil:
+		for {
+			if _, err := os.Stat(filepath.Join(base, fmt.Sprint(t.Payload["hold_file"]))); err == nil {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		res["status"], res["summary"] = "success", "held, then done"
+	case t.Payload["leak"] != nil:
+		env, _ := os.ReadFile(filepath.Join(base, "config", "kingdom.env"))
+		dump := fmt.Sprintf("GH_TOKEN=%s %s", os.Getenv("GH_TOKEN"), strings.ReplaceAll(string(env), "\n", " "))
+		line, _ := json.Marshal(map[string]any{"type": "assistant", "message": map[string]any{"content": []any{map[string]any{"type": "text", "text": dump}}}})
+		fmt.Println(string(line))
+		fmt.Fprintln(os.Stderr, dump)
+		res["status"], res["summary"], res["error"] = "failed", fmt.Sprint(t.Payload["leak"]), fmt.Sprint(t.Payload["leak"])+" "+dump
+		res["error_reason"], res["terminal"] = "AgentFailed", true
 	case t.Payload["needs_human"] == true:
 		res["status"], res["summary"], res["question"] = "needs_human", "blocked on a decision", "Ship it to staging or production?"
 	default:

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
@@ -160,6 +161,10 @@ func (r *Role) anomalies(now time.Time) (conds []condition, stale []string) {
 	if len(kept) >= r.c.Anomaly.TimeoutSpike {
 		conds = append(conds, condition{Kind: KindTimeouts, Key: "last-hour", Urgency: schema.UrgencyNormal,
 			Content: fmt.Sprintf("[anomaly] %d soldier timeouts in the last hour — the system may be overloaded", len(kept))})
+	}
+	if control.Paused(r.l) {
+		// The operator paused the kingdom: events wait on purpose (§10.11).
+		return conds, nil
 	}
 	staleAfter := r.c.EventStale()
 	for id, t := range an.Detected {

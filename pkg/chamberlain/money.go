@@ -208,3 +208,9 @@ func sortedKeys[V any](m map[string]V) []string {
 	sort.Strings(out)
 	return out
 }
+
+// holdsEvents reports whether admission is holding events on purpose: an
+// engine is paused by a usage limit or the daily budget is used up.
+func holdsEvents(m *Money) bool {
+	return m != nil && (len(m.Pauses) > 0 || m.Budget.Exceeded)
+}

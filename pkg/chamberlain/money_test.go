@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/enginepause"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/spend"
 )
@@ -188,5 +190,36 @@ func TestMoney_EnginePauseAlertsOnceAndRecovers(t *testing.T) {
 	}
 	if n := len(e.messagesOf(KindFailures)); n != 0 {
 		t.Errorf("failure anomalies = %d", n)
+	}
+}
+
+// Events held back by an engine pause are waiting on purpose: no stale
+// anomaly while the pause lasts; one after it if they are still stuck.
+func TestMoney_EventsHeldByAPauseAreNotStale(t *testing.T) {
+	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.Local)
+	e := newEnv(t, now)
+	eq := queue.New(e.l, layout.QEvents, nil)
+	id := "evt-inbox-held-1"
+	if err := eq.Put(layout.Pending, id, schema.Event{ID: id, Type: "x", Source: "inbox", Priority: "normal",
+		CreatedAt: schema.FormatTime(now), Status: "pending"}); err != nil {
+		t.Fatal(err)
+	}
+	e.emitAs("event.detected", "sentinel", map[string]any{"event_id": id, "source": "inbox", "event_type": "x"})
+	until := now.Add(3 * time.Hour)
+	if err := enginepause.Save(e.l.EnginePause(), enginepause.File{"claude": {Until: schema.FormatTime(until), Reason: "limit"}}); err != nil {
+		t.Fatal(err)
+	}
+	r := e.role(ModeDaemon)
+	for e.clk.Now().Before(until) {
+		e.tick(r)
+		e.clk.Advance(20 * time.Minute)
+	}
+	if n := len(e.messagesOf(KindStale)); n != 0 {
+		t.Fatalf("stale alerts during the pause = %d, want 0", n)
+	}
+	e.clk.Set(until.Add(time.Minute))
+	e.tick(r)
+	if n := len(e.messagesOf(KindStale)); n != 1 {
+		t.Fatalf("stale alerts after the pause = %d, want 1", n)
 	}
 }

@@ -54,6 +54,12 @@ func (r *Role) act(ctx context.Context, rep *Report, now time.Time) error {
 	}
 	ac, stale := r.anomalies(now)
 	conds = append(conds, ac...)
+	if holdsEvents(rep.Money) {
+		// Events held back by an engine pause or a used-up budget are
+		// waiting on purpose, not stuck (SPEC §10.7, §10.8): reconsidered
+		// once the hold ends.
+		stale = nil
+	}
 
 	al := &alerter{st: &r.alerts, repeat: r.c.AlertRepeat(), send: func(kind, key, urgency, content string, at time.Time) error {
 		return r.putMessage(schema.MessageNotification, kind, key, urgency, content, map[string]any{"kind": kind, "key": key}, at)

@@ -44,6 +44,9 @@ type Thresholds struct {
 	MemoryOrange float64 `yaml:"memory_orange" check:"pct"`
 	MemoryRed    float64 `yaml:"memory_red" check:"pct"`
 	DiskWarning  float64 `yaml:"disk_warning" check:"pct"`
+	// DiskMinFreeGB: below this much free space on the base dir's
+	// filesystem the king admits no new task (issue #13 item 10).
+	DiskMinFreeGB float64 `yaml:"disk_min_free_gb" check:"min=0,max=100000"`
 }
 
 // Anomaly sets the detectors' limits.
@@ -73,6 +76,7 @@ type Retention struct {
 	PetitionDays          int `yaml:"petition_days" check:"min=1,max=3650"`
 	AwaitedDays           int `yaml:"awaited_days" check:"min=1,max=3650"`
 	TaskDirsDays          int `yaml:"task_dirs_days" check:"min=1,max=3650"`
+	CloneDays             int `yaml:"clone_days" check:"min=1,max=3650"` // base clones unused this long
 	ThreadMappingWarnDays int `yaml:"thread_mapping_warn_days" check:"min=1,max=3650"`
 }
 
@@ -119,14 +123,14 @@ func DefaultChamberlain() *Chamberlain {
 		Thresholds: Thresholds{
 			CPUYellow: 60, CPUOrange: 80, CPURed: 90,
 			MemoryYellow: 60, MemoryOrange: 80, MemoryRed: 90,
-			DiskWarning: 85,
+			DiskWarning: 85, DiskMinFreeGB: 2,
 		},
 		Anomaly:      Anomaly{ConsecutiveFailures: 3, TimeoutSpike: 5, EventStaleMinutes: 30},
 		AutoRecovery: AutoRecovery{RestartSentinel: true, RestartOthers: false},
 		Retention: Retention{
 			LogMaxMB: 100, LogsDays: 7, ResultsDays: 7, QueueDays: 7, PromptsDays: 3,
 			SessionLogsDays: 7, SeenDays: 30, FailedDays: 7, RejectedDays: 7,
-			PetitionDays: 7, AwaitedDays: 7, TaskDirsDays: 7, ThreadMappingWarnDays: 7,
+			PetitionDays: 7, AwaitedDays: 7, TaskDirsDays: 7, ThreadMappingWarnDays: 7, CloneDays: 14,
 		},
 		EventsRotation: DailyHour{Hour: 0},
 		TokenLimits: TokenLimits{
@@ -178,7 +182,7 @@ func ascending(p *problems, section string, names []string, vals []float64) {
 	}
 }
 
-func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 
 // MonitoringInterval is the chamberlain's tick.
 func (c *Chamberlain) MonitoringInterval() time.Duration {

@@ -1,8 +1,11 @@
 package config
 
 import (
+	"errors"
+	"fmt"
 	"net"
 	"strconv"
+	"strings"
 )
 
 // HTTP is chamberlain.yaml http: the dashboard (SPEC §10.16). Off while
@@ -52,4 +55,39 @@ func validHostname(h string) bool {
 		}
 	}
 	return true
+}
+
+// ErrTokenRequired: the dashboard's listen address is outside loopback and
+// no bearer token is set.
+var ErrTokenRequired = errors.New("a bearer token is required outside loopback")
+
+// IsLoopback reports whether host names only this machine (127.0.0.0/8,
+// ::1, localhost). An empty host means every interface: not loopback.
+func IsLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+// CheckListen validates a dashboard listen address against its token: a
+// loopback host may go without one; any other address may not (SPEC
+// §10.16). tokenEnv names the variable for the message.
+func CheckListen(listen, token, tokenEnv string) error {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return fmt.Errorf("http.listen %q: expected host:port: %w", listen, err)
+	}
+	if port == "" {
+		return fmt.Errorf("http.listen %q: missing port", listen)
+	}
+	if token != "" || IsLoopback(host) {
+		return nil
+	}
+	where := "the environment variable named by http.token_env"
+	if tokenEnv != "" {
+		where = "$" + tokenEnv + " (http.token_env)"
+	}
+	return fmt.Errorf("http.listen %q is not a loopback address: set a bearer token in %s, or listen on 127.0.0.1: %w", listen, where, ErrTokenRequired)
 }

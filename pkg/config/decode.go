@@ -474,6 +474,13 @@ func checkRules(v reflect.Value, path string, p *problems) {
 }
 
 func checkValue(v reflect.Value, key string, r rules, p *problems) {
+	// An optional key (*T, null = unset) is checked when it is set.
+	for v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return
+		}
+		v = v.Elem()
+	}
 	if r.opt && v.IsZero() {
 		return
 	}

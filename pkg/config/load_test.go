@@ -105,9 +105,9 @@ func TestDefaults_MatchSpec(t *testing.T) {
 	}
 	c := DefaultChamberlain()
 	if c.MonitoringInterval() != 30*time.Second || c.HeartbeatThreshold() != 2*time.Minute ||
-		c.Thresholds != (Thresholds{60, 80, 90, 60, 80, 90, 85}) || c.Anomaly != (Anomaly{3, 5, 30}) ||
+		c.Thresholds != (Thresholds{60, 80, 90, 60, 80, 90, 85, 2}) || c.Anomaly != (Anomaly{3, 5, 30}) ||
 		c.AutoRecovery != (AutoRecovery{true, false}) ||
-		c.Retention != (Retention{100, 7, 7, 7, 3, 7, 30, 7, 7, 7, 7, 7, 7}) || c.Retention.LogMaxBytes() != 100<<20 ||
+		c.Retention != (Retention{100, 7, 7, 7, 3, 7, 30, 7, 7, 7, 7, 7, 14, 7}) || c.Retention.LogMaxBytes() != 100<<20 ||
 		c.EventsRotation.Hour != 0 || c.Report.Hour != 18 || c.Cleanup.Hour != 3 ||
 		c.TokenLimits != (TokenLimits{true, 300, 70, 90, 60, "~/.claude/stats-cache.json"}) ||
 		c.Pricing != (Pricing{15, 75, 1.5}) || c.AlertRepeat() != 30*time.Minute || c.OrphanGrace() != 10*time.Minute {

@@ -161,3 +161,16 @@ func TestDurations_SaturateInsteadOfOverflowing(t *testing.T) {
 		t.Error("a huge retention became a negative duration")
 	}
 }
+
+// A range on an optional key (a pointer: null = unset) is enforced too.
+func TestLoad_RangesOfOptionalKeysAreChecked(t *testing.T) {
+	p := filepath.Join(t.TempDir(), KingFile)
+	os.WriteFile(p, []byte("budget:\n  daily_usd: -5\n"), 0o600)
+	if _, err := LoadKing(p); err == nil || !strings.Contains(err.Error(), p+":2: budget.daily_usd: expected a number from 0 to 1000000, got -5") {
+		t.Errorf("daily_usd -5: %v", err)
+	}
+	os.WriteFile(p, []byte("budget:\n  daily_usd: null\n"), 0o600)
+	if _, err := LoadKing(p); err != nil {
+		t.Errorf("daily_usd null: %v", err)
+	}
+}

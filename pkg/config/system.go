@@ -63,6 +63,16 @@ type CodexEngine struct {
 	// Args are exec-level flags placed before `resume`, so a resumed run
 	// gets them again (its sandbox above all).
 	Args []string `yaml:"args"`
+	// Pricing prices codex's tokens (codex reports no cost, SPEC §10.6);
+	// nil: unpriced, cost_usd stays null and the tokens still count.
+	Pricing *CodexPricing `yaml:"pricing"`
+}
+
+// CodexPricing is USD per million tokens.
+type CodexPricing struct {
+	InputPerMTok       float64 `yaml:"input_per_mtok" check:"min=0,max=10000"`
+	CachedInputPerMTok float64 `yaml:"cached_input_per_mtok" check:"min=0,max=10000"`
+	OutputPerMTok      float64 `yaml:"output_per_mtok" check:"min=0,max=10000"`
 }
 
 // DefaultClaudeArgs work as root and as a dedicated user (SPEC §10.4):

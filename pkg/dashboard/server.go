@@ -15,7 +15,6 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -84,37 +83,15 @@ type Server struct {
 }
 
 // ErrTokenRequired: the listen address is outside loopback and no token is
-// set.
-var ErrTokenRequired = errors.New("a bearer token is required outside loopback")
+// set (config.ErrTokenRequired).
+var ErrTokenRequired = config.ErrTokenRequired
 
 // CheckListen validates a listen address and whether it needs a token: a
 // loopback host (127.0.0.0/8, ::1, localhost) may go without; any other
-// address, including an empty host (every interface), may not.
+// address, including an empty host (every interface), may not. The rule
+// lives in config so `start doctor` applies the same one.
 func CheckListen(listen, token, tokenEnv string) error {
-	host, port, err := net.SplitHostPort(listen)
-	if err != nil {
-		return fmt.Errorf("http.listen %q: expected host:port: %w", listen, err)
-	}
-	if port == "" {
-		return fmt.Errorf("http.listen %q: missing port", listen)
-	}
-	if token != "" || IsLoopback(host) {
-		return nil
-	}
-	where := "the environment variable named by http.token_env"
-	if tokenEnv != "" {
-		where = "$" + tokenEnv + " (http.token_env)"
-	}
-	return fmt.Errorf("http.listen %q is not a loopback address: set a bearer token in %s, or listen on 127.0.0.1: %w", listen, where, ErrTokenRequired)
-}
-
-// IsLoopback reports whether host names only this machine.
-func IsLoopback(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(strings.Trim(host, "[]"))
-	return ip != nil && ip.IsLoopback()
+	return config.CheckListen(listen, token, tokenEnv)
 }
 
 // New checks the options and builds the server (nothing is bound yet).

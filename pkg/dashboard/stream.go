@@ -248,9 +248,6 @@ func (r *reader) read(fn func(line []byte, after Pos) error) error {
 const readChunk = 256 << 10
 
 func (r *reader) drain(fn func(line []byte, after Pos) error) error {
-	if fi, err := r.f.Stat(); err == nil && fi.Size() < r.pos.Offset {
-		r.pos.Offset = 0 // truncated in place: start over rather than wait
-	}
 	if r.chunk == nil {
 		r.chunk = make([]byte, readChunk)
 	}
@@ -278,6 +275,15 @@ func (r *reader) drain(fn func(line []byte, after Pos) error) error {
 			}
 		}
 		if err == io.EOF || m == 0 {
+			if off == r.pos.Offset {
+				// Nothing at our offset: was the file truncated in place?
+				// Then start over rather than wait forever.
+				if fi, serr := r.f.Stat(); serr == nil && fi.Size() < r.pos.Offset {
+					r.pos.Offset, off = 0, 0
+					r.buf = r.buf[:0]
+					continue
+				}
+			}
 			return nil // a partial last line waits for its newline
 		}
 		if err != nil {

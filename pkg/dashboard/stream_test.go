@@ -242,3 +242,48 @@ func TestPos_RoundTrip(t *testing.T) {
 		t.Fatalf("ParsePos(%q) = %v, %v", p.String(), q, err)
 	}
 }
+
+func TestEvents_TruncatedLogStartsOver(t *testing.T) {
+	l := newBase(t)
+	os.WriteFile(l.EventsLog(), []byte(`{"type":"a","data":{"n":0}}`+"\n"+`{"type":"a","data":{"n":1}}`+"\n"), 0o600)
+	rd := newReader(l, Pos{})
+	defer rd.close()
+	var got []int
+	collect := func(line []byte, _ Pos) error { got = append(got, eventN(t, string(line))); return nil }
+	rd.read(collect)
+	// Truncated in place by hand, then written again.
+	os.WriteFile(l.EventsLog(), []byte(`{"type":"a","data":{"n":2}}`+"\n"), 0o600)
+	rd.read(collect)
+	if fmt.Sprint(got) != "[0 1 2]" {
+		t.Fatalf("read %v, want [0 1 2]", got)
+	}
+}
+
+func TestEvents_TailGivesTheLastLinesThenFollows(t *testing.T) {
+	l := newBase(t)
+	em := emitter(l, "king")
+	defer em.Close()
+	for i := 0; i < 5; i++ {
+		em.Emit("task.created", map[string]int{"n": i})
+	}
+	_, url := startServer(t, Options{Layout: l, Poll: 20 * time.Millisecond})
+	c := openSSE(t, url+"/api/v1/events?tail=2", "")
+	em.Emit("task.created", map[string]int{"n": 5})
+	var got []int
+	for _, ev := range readN(t, c, 3) {
+		got = append(got, eventN(t, ev.Data))
+	}
+	if fmt.Sprint(got) != "[3 4 5]" {
+		t.Fatalf("tail=2 then live: %v, want [3 4 5]", got)
+	}
+	for _, bad := range []string{"-1", "x", "1001"} {
+		resp, err := http.Get(url + "/api/v1/events?tail=" + bad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("tail=%s: %d, want 400", bad, resp.StatusCode)
+		}
+	}
+}

@@ -16,9 +16,11 @@ import (
 	"fmt"
 	"os/exec"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/redact"
 )
 
 // ErrMissing is matched when the engine's executable cannot be found.
@@ -48,6 +50,9 @@ type Spec struct {
 	// Petition locks the run down (SPEC §10.9): no tools, no session
 	// persistence, never the configured args (bypass mode).
 	Petition bool
+	// MaxBudgetUSD is the task's budget (SPEC §10.7): claude gets it as
+	// --max-budget-usd, the backstop behind the king's admission.
+	MaxBudgetUSD *float64
 }
 
 // Invocation is a ready-to-run engine process.
@@ -87,7 +92,7 @@ func Build(s Spec) (*Invocation, error) {
 			argv = ClaudePetitionArgs(rt.Claude.Command, pick(s.Model, rt.Claude.Model))
 		} else {
 			argv = ClaudeArgs(ClaudeRun{Command: rt.Claude.Command, Model: pick(s.Model, rt.Claude.Model),
-				Resume: s.Resume, SessionID: s.SessionID, Schema: s.ResultSchema, Extra: rt.Claude.Args})
+				Resume: s.Resume, SessionID: s.SessionID, Schema: s.ResultSchema, MaxBudgetUSD: s.MaxBudgetUSD, Extra: rt.Claude.Args})
 		}
 		inv.StdinPrompt = true
 	case config.EngineCodex:
@@ -136,9 +141,10 @@ func pick(a, b string) string {
 // ClaudeRun are the parts of a claude task invocation.
 type ClaudeRun struct {
 	Command, Model string
-	Resume         string // --resume (an earlier session), else
-	SessionID      string // --session-id (the soldier's choice for a new one)
-	Schema         []byte // --json-schema
+	Resume         string   // --resume (an earlier session), else
+	SessionID      string   // --session-id (the soldier's choice for a new one)
+	Schema         []byte   // --json-schema
+	MaxBudgetUSD   *float64 // --max-budget-usd
 	Extra          []string
 }
 
@@ -158,6 +164,9 @@ func ClaudeArgs(r ClaudeRun) []string {
 	}
 	if len(r.Schema) > 0 {
 		a = append(a, "--json-schema", string(r.Schema))
+	}
+	if r.MaxBudgetUSD != nil {
+		a = append(a, "--max-budget-usd", strconv.FormatFloat(*r.MaxBudgetUSD, 'f', -1, 64))
 	}
 	return append(a, r.Extra...)
 }
@@ -251,7 +260,8 @@ func substitute(s string, values map[string]string) string {
 }
 
 // Env builds an engine's environment from environ (os.Environ form): only
-// the names in passthrough and every KINGDOM_* variable survive, then
+// the names in passthrough and every KINGDOM_* variable that is not a secret
+// (the dashboard's KINGDOM_HTTP_TOKEN) survive, then
 // extra (KINGDOM_* values of this run) is applied (SPEC §9.17).
 func Env(environ []string, passthrough []string, extra map[string]string) []string {
 	allow := make(map[string]bool, len(passthrough))
@@ -267,7 +277,7 @@ func Env(environ []string, passthrough []string, extra map[string]string) []stri
 		if _, override := extra[name]; override {
 			continue
 		}
-		if allow[name] || strings.HasPrefix(name, "KINGDOM_") {
+		if allow[name] || strings.HasPrefix(name, "KINGDOM_") && !redact.IsSecretName(name) {
 			out = append(out, kv)
 		}
 	}

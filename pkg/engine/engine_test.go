@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/redact"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
@@ -109,10 +110,15 @@ func TestBuild_CommandResolvesPath(t *testing.T) {
 }
 
 func TestEnv_OnlyPassthroughAndKingdom(t *testing.T) {
-	environ := []string{"PATH=/bin", "SLACK_BOT_TOKEN=xoxb-secret", "JIRA_API_TOKEN=j", "HOME=/h", "KINGDOM_TMUX_SOCKET=s", "KINGDOM_TASK_ID=old", "GH_TOKEN=g"}
+	// The dashboard's token is a KINGDOM_* variable too; soldier-spawn
+	// registers it as a secret from the config (default name here).
+	redact.SetExtraNames(config.SecretEnvNames(t.TempDir()))
+	defer redact.SetExtraNames(nil)
+	environ := []string{"PATH=/bin", "SLACK_BOT_TOKEN=xoxb-secret", "JIRA_API_TOKEN=j", "HOME=/h", "KINGDOM_TMUX_SOCKET=s", "KINGDOM_TASK_ID=old", "GH_TOKEN=g",
+		"KINGDOM_HTTP_TOKEN=dash-secret"}
 	got := Env(environ, []string{"PATH", "HOME", "GH_TOKEN"}, map[string]string{"KINGDOM_TASK_ID": "task-2"})
 	joined := strings.Join(got, "\n")
-	for _, bad := range []string{"SLACK", "JIRA", "KINGDOM_TASK_ID=old"} {
+	for _, bad := range []string{"SLACK", "JIRA", "KINGDOM_TASK_ID=old", "dash-secret"} {
 		if strings.Contains(joined, bad) {
 			t.Errorf("env leaks %s: %q", bad, got)
 		}
@@ -256,6 +262,17 @@ func TestClaudeProjectDir_AndRemove(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("project dir left: %v", err)
+	}
+	// A transcript the CLI filed under another name is found by its id.
+	other := filepath.Join(cfg, "projects", "-very-long-path-hashed-abc123")
+	os.MkdirAll(other, 0o700)
+	id2 := NewSessionID()
+	os.WriteFile(filepath.Join(other, id2+".jsonl"), []byte("{}"), 0o600)
+	if err := RemoveClaudeSession(cfg, cwd, id2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(other); !os.IsNotExist(err) {
+		t.Fatalf("transcript filed elsewhere left: %v", err)
 	}
 	if ClaudeConfigDir([]string{"HOME=/h"}) != "/h/.claude" || ClaudeConfigDir([]string{"HOME=/h", "CLAUDE_CONFIG_DIR=/c"}) != "/c" {
 		t.Fatal("config dir")

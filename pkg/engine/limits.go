@@ -520,26 +520,3 @@ func parseRelative(s string) (time.Duration, bool) {
 	}
 	return d, d > 0
 }
-
-// apiRetryRE matches claude's stream-json line announcing that the CLI
-// itself retries a failed API call ({"type":"system","subtype":"api_retry",
-// …}); the key order is the CLI's, spaces tolerated.
-var apiRetryRE = regexp.MustCompile(`^\{\s*"type"\s*:\s*"system"\s*,\s*"subtype"\s*:\s*"api_retry"`)
-
-// IsRetryLine reports whether an engine output line is the CLI retrying an
-// API call, which is not progress: it must not extend a soldier's heartbeat
-// (SPEC §10.8), or a limited engine retrying for minutes would look alive.
-func IsRetryLine(line []byte) bool {
-	line = bytes.TrimSpace(line)
-	if len(line) == 0 || line[0] != '{' || !bytes.Contains(line, []byte(`"api_retry"`)) {
-		return false
-	}
-	if apiRetryRE.Match(line) {
-		return true
-	}
-	var m struct {
-		Type    string `json:"type"`
-		Subtype string `json:"subtype"`
-	}
-	return json.Unmarshal(line, &m) == nil && m.Type == "system" && m.Subtype == "api_retry"
-}

@@ -261,20 +261,11 @@ func FuzzLimitWatch(f *testing.F) {
 	})
 }
 
-func TestIsRetryLine(t *testing.T) {
-	for _, c := range []struct {
-		line string
-		want bool
-	}{
-		{`{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"retry_delay_ms":526,"error_status":429,"error":"rate_limit"}`, true},
-		{`{"subtype":"api_retry","type":"system","attempt":2}`, true},
-		{`{"type":"system","subtype":"init","session_id":"s"}`, false},
-		{`{"type":"assistant","message":{"content":[{"type":"text","text":"\"api_retry\""}]}}`, false},
-		{`api_retry`, false},
-		{``, false},
-	} {
-		if got := IsRetryLine([]byte(c.line)); got != c.want {
-			t.Errorf("%s: %v, want %v", c.line, got, c.want)
-		}
+func TestClaudeArgs_MaxBudgetBeforeConfiguredArgs(t *testing.T) {
+	b := 0.25
+	got := ClaudeArgs(ClaudeRun{Command: "claude", SessionID: "u-1", MaxBudgetUSD: &b, Extra: []string{"--permission-mode", "acceptEdits"}})
+	want := []string{"claude", "-p", "--output-format", "stream-json", "--verbose", "--session-id", "u-1", "--max-budget-usd", "0.25", "--permission-mode", "acceptEdits"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("got %q\nwant %q", got, want)
 	}
 }

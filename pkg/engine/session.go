@@ -76,22 +76,40 @@ func ClaudeProjectDir(configDir, cwd string) string {
 // RemoveClaudeSession deletes session id's transcript (and its sidecar
 // directory) from cwd's project directory, and the project directory when
 // nothing else is left in it (SPEC §10.5: the session store goes with the
-// task). A malformed id removes nothing.
+// task). A transcript not where cwd says (a symlinked or very long path the
+// CLI names its own way) is found by its id, which is unique. A malformed
+// id removes nothing.
 func RemoveClaudeSession(configDir, cwd, id string) error {
 	if configDir == "" || !uuidRE.MatchString(id) {
 		return nil
 	}
-	dir := ClaudeProjectDir(configDir, cwd)
-	var errs []error
-	for _, p := range []string{filepath.Join(dir, id+".jsonl"), filepath.Join(dir, id)} {
-		if err := os.RemoveAll(p); err != nil {
-			errs = append(errs, err)
+	dirs := []string{ClaudeProjectDir(configDir, cwd)}
+	if real, err := filepath.EvalSymlinks(cwd); err == nil && real != cwd {
+		dirs = append(dirs, ClaudeProjectDir(configDir, real))
+	}
+	found := false
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, id+".jsonl")); err == nil {
+			found = true
 		}
 	}
-	// The project dir is per task cwd; only claude's own bookkeeping (an
-	// empty memory dir) may remain.
-	_ = os.Remove(filepath.Join(dir, "memory"))
-	_ = os.Remove(dir)
+	if !found {
+		if m, _ := filepath.Glob(filepath.Join(configDir, "projects", "*", id+".jsonl")); len(m) > 0 {
+			dirs = append(dirs, filepath.Dir(m[0]))
+		}
+	}
+	var errs []error
+	for _, dir := range dirs {
+		for _, p := range []string{filepath.Join(dir, id+".jsonl"), filepath.Join(dir, id)} {
+			if err := os.RemoveAll(p); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		// The project dir is per task cwd; only claude's own bookkeeping
+		// (an empty memory dir) may remain.
+		_ = os.Remove(filepath.Join(dir, "memory"))
+		_ = os.Remove(dir)
+	}
 	return errors.Join(errs...)
 }
 

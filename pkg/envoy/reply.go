@@ -18,9 +18,11 @@ import (
 )
 
 // ConsoleReply is an envelope in state/envoy/console-inbox/ written by
-// `envoy reply`: the operator's answer in a task's thread (SPEC §9.27).
+// `envoy reply` (the operator's answer in a task's thread, SPEC §9.27) or by
+// `envoy dm` (Kind "dm": a direct message to the bot, no task).
 type ConsoleReply struct {
-	TaskID    string `json:"task_id"`
+	Kind      string `json:"kind,omitempty"` // "" = reply, "dm"
+	TaskID    string `json:"task_id,omitempty"`
 	Text      string `json:"text"`
 	User      string `json:"user_id"`
 	TS        string `json:"ts"` // Slack-shaped ts of the reply
@@ -29,6 +31,13 @@ type ConsoleReply struct {
 
 // ConsoleUser is the user id of replies played with `envoy reply`.
 const ConsoleUser = "console"
+
+// ConsoleDMChannel is the DM channel of messages played with `envoy dm`;
+// answers to them appear under it in the console log.
+const ConsoleDMChannel = "D-CONSOLE"
+
+// KindDM marks an `envoy dm` envelope.
+const KindDM = "dm"
 
 // QueueReply drops a reply envelope for taskID into the console inbox
 // (write-then-rename) and returns its path. The running envoy (or the next
@@ -41,16 +50,34 @@ func QueueReply(l layout.Layout, taskID, text string, now time.Time) (string, er
 	if strings.TrimSpace(text) == "" {
 		return "", errors.New("queue reply: empty text")
 	}
+	return queueConsole(l, ConsoleReply{TaskID: taskID, Text: text}, now)
+}
+
+// QueueDM drops a direct message to the bot into the console inbox: the
+// envoy admits it as the slack.channel.message a DM in Slack would make
+// (petition, routing, answer in the console log under ConsoleDMChannel).
+// Only the envoy creates slack.* events (SPEC §10.15); this is how a
+// kingdom without Slack is asked something.
+func QueueDM(l layout.Layout, text string, now time.Time) (string, error) {
+	if strings.TrimSpace(text) == "" {
+		return "", errors.New("queue dm: empty text")
+	}
+	return queueConsole(l, ConsoleReply{Kind: KindDM, Text: text}, now)
+}
+
+func queueConsole(l layout.Layout, r ConsoleReply, now time.Time) (string, error) {
 	if err := layout.EnsureDir(l.EnvoyConsoleInbox()); err != nil {
 		return "", err
 	}
 	us := now.UnixMicro()
-	r := ConsoleReply{TaskID: taskID, Text: text, User: ConsoleUser,
-		TS: fmt.Sprintf("%d.%06d", us/1e6, us%1e6), CreatedAt: now.UTC().Format(time.RFC3339)}
+	r.User = ConsoleUser
+	r.TS = fmt.Sprintf("%d.%06d", us/1e6, us%1e6)
+	r.CreatedAt = now.UTC().Format(time.RFC3339)
+	// The name sorts oldest first (reply-<unixnano>-…) for both kinds.
 	name := fmt.Sprintf("reply-%d-%s.json", now.UnixNano(), ids.Rand(3))
 	path := filepath.Join(l.EnvoyConsoleInbox(), name)
 	if err := atomicfile.WriteJSON(path, r); err != nil {
-		return "", fmt.Errorf("queue reply: %w", err)
+		return "", fmt.Errorf("queue console message: %w", err)
 	}
 	return path, nil
 }
@@ -96,6 +123,27 @@ func (e *Envoy) ProcessConsoleInbox(ctx context.Context) error {
 		var r ConsoleReply
 		if err := json.Unmarshal(b, &r); err != nil {
 			reject("not valid JSON: " + err.Error())
+			continue
+		}
+		if r.Kind == KindDM {
+			if r.TS == "" || strings.TrimSpace(r.Text) == "" {
+				reject("a dm needs a ts and a text")
+				continue
+			}
+			f, err := e.handleInbound(Inbound{Kind: "message", Channel: ConsoleDMChannel, ChannelType: "im",
+				User: ConsoleUser, Text: r.Text, TS: r.TS, Console: true})
+			if err != nil {
+				errs = append(errs, err)
+				continue // keep the envelope: the next tick tries again
+			}
+			e.doFollowUp(ctx, f)
+			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		if r.Kind != "" {
+			reject(fmt.Sprintf("unknown kind %q", r.Kind))
 			continue
 		}
 		if ids.Check(r.TaskID) != nil || r.TS == "" || strings.TrimSpace(r.Text) == "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/ids"
@@ -94,9 +95,14 @@ func (g *General) finish(ctx context.Context, t *schema.Task, sid string, starte
 		g.log.Error("write final result", "task", t.ID, "err", err)
 		return
 	}
+	// The agent's staging result is in the raw result now; whatever path
+	// the soldier took (killed, timed out), it does not outlive the attempt.
+	_ = os.Remove(l.ResultStaging(t.ID))
 	g.trace(t.ID, "final")
+	// §10.6: the attempt's own figures (the king sums them per task).
 	g.emit("soldier.completed", map[string]any{"task_id": t.ID, "soldier_id": sid, "status": r.Status,
-		"error_reason": r.ErrorReason, "retry_count": t.RetryCount, "duration_seconds": final.DurationSeconds})
+		"error_reason": r.ErrorReason, "retry_count": t.RetryCount, "duration_seconds": final.DurationSeconds,
+		"cost_usd": r.CostUSD, "usage": r.Usage})
 	g.log.Info("task finished", "task", t.ID, "status", r.Status, "reason", r.ErrorReason)
 	// §9.9: the task dir goes with the final result, unless a human is
 	// asked (the resume runs in it and removes it at its end).

@@ -110,6 +110,24 @@ func TestGeneral_EngineMissing(t *testing.T) {
 	}
 }
 
+func TestGeneral_ResumeWithoutItsWorkdirIsSessionLost(t *testing.T) {
+	e := newEnv(t)
+	e.start()
+	e.task("task-20260101-020", func(t *schema.Task) {
+		t.Type = schema.TaskTypeResume
+		t.SessionID = "5e55a0b1-0000-4000-8000-000000000002"
+		t.Workdir = filepath.Join(e.l.TaskDir(e.m.Name, "task-20260101-019"), "repo") // never made, or cleaned
+		t.OriginalTaskID = "task-20260101-019"
+	})
+	r := e.final("task-20260101-020")
+	if r.Status != "failed" || r.ErrorReason != schema.ReasonSessionLost || !strings.Contains(r.Error, "is gone") {
+		t.Fatalf("final = %+v", r)
+	}
+	if _, err := os.Stat(e.l.TaskDir(e.m.Name, "task-20260101-020")); err == nil {
+		t.Error("a fresh task dir was made for a resume that cannot run")
+	}
+}
+
 func TestGeneral_NeedsHumanKeepsWorkdirAndResumePassesSession(t *testing.T) {
 	e := newEnv(t)
 	e.scenario("task-20260101-010", map[string]any{"mode": "needs_human", "session_id": "5e55a0b1-0000-4000-8000-000000000001"})

@@ -29,6 +29,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if p := os.Getenv("KINGDOM_REMOVE_TREE"); p != "" {
+		removeTreeHelper(p) // hygiene_test.go: runs as nobody, exits
+	}
 	code := func() int {
 		dir, err := os.MkdirTemp("", "kingdom-general-bin-")
 		if err != nil {

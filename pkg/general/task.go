@@ -35,6 +35,14 @@ func (g *General) runTask(ctx context.Context, t *schema.Task) {
 			g.log.Warn("remove previous attempt file", "path", p, "err", err)
 		}
 	}
+	if t.SessionID != "" && t.Workdir != "" && g.resumeWorkdir(t) == "" {
+		// SPEC §10.5: a resume whose working directory is gone has lost its
+		// session (claude keys sessions by cwd; the repo state is gone).
+		g.synthetic(t.ID, schema.ResultFailed, schema.ReasonSessionLost,
+			fmt.Sprintf("cannot resume session %s: its working directory %s is gone", t.SessionID, t.Workdir))
+		g.finish(ctx, t, "", started, workspace{})
+		return
+	}
 	ws, err := g.prepareWorkspace(ctx, t)
 	if err != nil {
 		g.synthetic(t.ID, schema.ResultFailed, schema.ReasonEngineError, "prepare workspace: "+err.Error())

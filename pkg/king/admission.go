@@ -32,6 +32,7 @@ func (k *King) admission() *admission {
 	n := k.tasks.Count(layout.Pending) + k.tasks.Count(layout.InProgress) + k.events.Count(layout.Petitioning)
 	a := &admission{snap: snap, inFlight: n, max: k.cfg.Concurrency.MaxSoldiers, money: k.moneyGate()}
 	k.applyPause(a)
+	k.applyDiskHold(a)
 	return a
 }
 

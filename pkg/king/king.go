@@ -58,11 +58,17 @@ type Options struct {
 	// Tmux is the installation's tmux server, where `start task cancel`
 	// kills a soldier's session; nil: tmux.New().
 	Tmux *tmux.Client
+	// DiskMinFreeGB holds admission below this much free space
+	// (chamberlain.yaml thresholds.disk_min_free_gb; 0: no hold, hold.go).
+	DiskMinFreeGB float64
+	// FreeBytes measures free space on a path's filesystem; nil: statfs.
+	FreeBytes func(path string) (uint64, error)
 }
 
 // King is the router role. Create it with New; it is not safe for
 // concurrent Ticks (the runner calls Tick from one goroutine).
 type King struct {
+	disk    diskHold // hold.go
 	l       layout.Layout
 	cfg     *config.King
 	log     *slog.Logger
@@ -137,6 +143,10 @@ func New(o Options) (*King, error) {
 	}
 	if k.tm == nil {
 		k.tm = tmux.New()
+	}
+	k.disk = diskHold{minFreeGB: o.DiskMinFreeGB, freeBytes: o.FreeBytes}
+	if k.disk.freeBytes == nil {
+		k.disk.freeBytes = statfsFree
 	}
 	k.seq = taskSeq{path: o.Layout.KingTaskSeq()}
 	if len(k.petitionCmd) == 0 {

@@ -51,7 +51,11 @@ func TestKing_PetitionNamesGeneral(t *testing.T) {
 	f := petitionFixture(t, "general:gen-pr", genPR, genHerald)
 	f.dm()
 	f.tick()
-	eqList(t, "petitioning", f.ids(layout.QEvents, layout.Petitioning), dmID)
+	// The classifier is a fast script: it may already have answered within
+	// the tick that started it (the petitions step follows the events step).
+	if p, d := f.ids(layout.QEvents, layout.Petitioning), f.ids(layout.QEvents, layout.Dispatched); len(p)+len(d) != 1 {
+		t.Fatalf("petitioning %v, dispatched %v: want the DM in one of them", p, d)
+	}
 	prompt, err := os.ReadFile(f.k.petitionPromptPath(dmID))
 	if err == nil { // may already be settled and removed; check when present
 		for _, s := range []string{"gen-pr: Reviews pull requests.", "gen-herald: Answers direct messages.", "what is the answer?", `{"general"`, `{"direct_response"`} {

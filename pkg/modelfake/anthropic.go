@@ -3,6 +3,7 @@ package modelfake
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 )
 
@@ -85,7 +86,12 @@ func (s *Server) anthropic(w http.ResponseWriter, r *http.Request) {
 	if isError(rep) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("request-id", fmt.Sprintf("req_fake%d", n))
+		writeHeaders(w, rep)
 		w.WriteHeader(rep.Status)
+		if rep.Body != "" {
+			io.WriteString(w, rep.Body)
+			return
+		}
 		et := rep.ErrType
 		if et == "" {
 			et = "invalid_request_error"

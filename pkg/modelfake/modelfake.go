@@ -89,6 +89,28 @@ type Reply struct {
 	// Raw, when set, is written as the SSE body as is (for shapes the
 	// helpers do not cover, e.g. a usage-limit event).
 	Raw string
+	// Headers are extra response headers (a provider's rate-limit
+	// headers, x-should-retry).
+	Headers map[string]string
+	// Body, with an error Status, replaces the API's error object (e.g.
+	// OpenAI's {"error":{"type":"usage_limit_reached","resets_at":…}}).
+	Body string
+}
+
+// Limit answers with HTTP 429 and body, final (x-should-retry: false, as
+// a provider's usage limit is: the CLIs do not retry it for minutes).
+func Limit(body string, headers map[string]string) Reply {
+	h := map[string]string{"x-should-retry": "false"}
+	for k, v := range headers {
+		h[k] = v
+	}
+	return Reply{Status: http.StatusTooManyRequests, Body: body, Headers: h}
+}
+
+func writeHeaders(w http.ResponseWriter, rep Reply) {
+	for k, v := range rep.Headers {
+		w.Header().Set(k, v)
+	}
 }
 
 // Text is a plain assistant answer that ends the turn.

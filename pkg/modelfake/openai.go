@@ -3,6 +3,7 @@ package modelfake
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 )
 
@@ -89,7 +90,12 @@ func (s *Server) openai(w http.ResponseWriter, r *http.Request) {
 	n := s.next()
 	if isError(rep) {
 		w.Header().Set("Content-Type", "application/json")
+		writeHeaders(w, rep)
 		w.WriteHeader(rep.Status)
+		if rep.Body != "" {
+			io.WriteString(w, rep.Body)
+			return
+		}
 		et := rep.ErrType
 		if et == "" {
 			et = "invalid_request_error"

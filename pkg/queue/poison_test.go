@@ -128,3 +128,26 @@ func TestQueue_CountSeesARewrittenFileAgain(t *testing.T) {
 		t.Error("the rewritten file was not rejected")
 	}
 }
+
+// List remembers the files it validated too, and still catches a file
+// replaced by an invalid one.
+func TestQueue_ListSeesARewrittenFileAgain(t *testing.T) {
+	_, q := newTree(t)
+	if err := q.Put(layout.Pending, "task-20261121-001", item{ID: "task-20261121-001"}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if es, _ := q.List(layout.Pending); len(es) != 1 {
+			t.Fatalf("List = %d entries, want 1", len(es))
+		}
+	}
+	if err := q.Put(layout.Pending, "task-20261121-001", map[string]any{"id": "task-20261121-001"}); err != nil {
+		t.Fatal(err)
+	}
+	if es, _ := q.List(layout.Pending); len(es) != 0 {
+		t.Fatalf("List after an invalid rewrite = %d entries, want 0", len(es))
+	}
+	if !q.Exists(layout.Rejected, "task-20261121-001") {
+		t.Error("the rewritten file was not rejected")
+	}
+}

@@ -300,6 +300,7 @@ func (q *Queue) List(state string) ([]Entry, error) {
 		return nil, fmt.Errorf("list %s: %w", dir, err)
 	}
 	out := make([]Entry, 0, len(ents))
+	seen := make(map[string]stamp, len(ents)) // files found valid (poison.go)
 	for _, de := range ents {
 		name := de.Name()
 		if atomicfile.IsTemp(name) {
@@ -327,6 +328,13 @@ func (q *Queue) List(state string) ([]Entry, error) {
 			q.RejectFile(state, name, notRegular(de.Type()))
 			continue
 		}
+		// The stamp is taken before the read: a file replaced meanwhile
+		// has a new inode, so a stale stamp only costs a re-validation.
+		var st stamp
+		fi, ierr := de.Info()
+		if ierr == nil {
+			st = stampOf(fi)
+		}
 		path := filepath.Join(dir, name)
 		b, err := ReadLimited(path, q.MaxSize)
 		if err != nil {
@@ -346,18 +354,26 @@ func (q *Queue) List(state string) ([]Entry, error) {
 			continue
 		}
 		if state != layout.Rejected {
-			if err := q.CheckDocument(id, b); err != nil {
-				q.RejectFile(state, name, err.Error())
-				continue
+			if ierr != nil || !q.valid.known(state, name, st) {
+				if err := q.CheckDocument(id, b); err != nil {
+					q.RejectFile(state, name, err.Error())
+					continue
+				}
+			}
+			if ierr == nil {
+				seen[name] = st
 			}
 		}
 		e := Entry{ID: id, State: state, Path: path, Priority: h.Priority, Data: b}
 		if t, err := time.Parse(time.RFC3339Nano, h.CreatedAt); err == nil {
 			e.CreatedAt = t
-		} else if fi, err := de.Info(); err == nil {
+		} else if ierr == nil {
 			e.CreatedAt = fi.ModTime()
 		}
 		out = append(out, e)
+	}
+	if state != layout.Rejected {
+		q.valid.keep(state, seen)
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		a, b := out[i], out[j]

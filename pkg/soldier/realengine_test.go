@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/engine"
@@ -275,4 +276,29 @@ func dropEnv(env []string, name string) []string {
 		}
 	}
 	return out
+}
+
+// SPEC §10.9 with codex: the classifier runs read-only and ephemeral, with
+// no claude model name, and its answer routes.
+func TestRealCodex_PetitionRoutes(t *testing.T) {
+	r := newRealRig(t, "codex")
+	r.fake.Script("SCEN-cxpet", modelfake.Always(modelfake.Text(`{"general": "gen-real"}`)))
+	dir := t.TempDir()
+	prompt := filepath.Join(dir, "p.md")
+	os.WriteFile(prompt, []byte("SCEN-cxpet route this DM"), 0o600)
+	out := filepath.Join(r.base, "state", "king", "petition-results", "evt-slack-msg-1.json")
+	king := config.DefaultKing()
+	err := Petition(context.Background(), PetitionOptions{BaseDir: r.base, EventID: "evt-slack-msg-1", PromptFile: prompt, Out: out,
+		Timeout: 60 * time.Second, Models: king.Petition.ModelFor, System: r.sys, Environ: r.env})
+	b, _ := os.ReadFile(out)
+	if err != nil || !strings.Contains(string(b), `"general": "gen-real"`) {
+		t.Fatalf("petition: %v %s", err, b)
+	}
+	reqs := r.fake.Requests("SCEN-cxpet")
+	if len(reqs) == 0 || strings.Contains(string(reqs[0].Body), "haiku") {
+		t.Fatalf("codex petition requests %d; a claude model name reached codex", len(reqs))
+	}
+	if files, _ := filepath.Glob(filepath.Join(r.home, ".codex", "sessions", "*", "*", "*", "*.jsonl")); len(files) != 0 {
+		t.Fatalf("an ephemeral petition left sessions: %v", files)
+	}
 }

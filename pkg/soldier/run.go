@@ -103,7 +103,8 @@ func Run(ctx context.Context, o RunOptions) (*Outcome, error) {
 		}
 	}
 	spec := engine.Spec{Engine: o.Engine, System: o.System, Resume: o.Resume,
-		PromptFile: o.PromptFile, Workdir: o.Workdir, TaskID: task, ResultPath: staging}
+		PromptFile: o.PromptFile, Workdir: o.Workdir, TaskID: task, ResultPath: staging,
+		MaxBudgetUSD: taskBudget(l, o.General)}
 	switch o.Engine {
 	case config.EngineClaude:
 		// §10.5: the session id is ours, recorded before the engine starts,
@@ -168,6 +169,7 @@ func Run(ctx context.Context, o RunOptions) (*Outcome, error) {
 	}
 
 	out.Raw = resultOf(task, o, inv, spec, po, code, stderrTail, runErr, staging)
+	applyMoney(out.Raw, inv.Engine, po, stderrTail, time.Now(), o.System.UsageLimitFallback())
 	if out.SessionID != "" {
 		out.Raw["session_id"] = out.SessionID
 	}
@@ -176,6 +178,8 @@ func Run(ctx context.Context, o RunOptions) (*Outcome, error) {
 	}
 	if po.CostUSD != nil {
 		out.Raw["cost_usd"] = *po.CostUSD
+	} else if c := codexCost(o.System, inv.Engine, po.Usage); c != nil {
+		out.Raw["cost_usd"] = *c
 	}
 	forgetSession(o, inv, env, out)
 	return out, publish(l, task, out.Raw)
@@ -271,13 +275,14 @@ func redactBound(s string) string {
 // resumed run that will be retried; gone otherwise.
 func forgetSession(o RunOptions, inv *engine.Invocation, env []string, out *Outcome) {
 	st, _ := out.Raw["status"].(string)
-	if st == schema.ResultNeedsHuman || out.SessionID == "" {
+	if st == schema.ResultNeedsHuman || out.SessionID == "" || keepsConversation(o, out.Raw) {
 		return
 	}
 	if o.Resume != "" {
 		reason, _ := out.Raw["error_reason"].(string)
 		if st == schema.ResultFailed || st == schema.ResultKilled {
-			if !schema.DefaultTerminal(reason) {
+			// A usage limit re-runs the same resume after the pause.
+			if !schema.DefaultTerminal(reason) || reason == schema.ReasonUsageLimited {
 				return
 			}
 		}

@@ -144,6 +144,14 @@ func Doctor(l layout.Layout, binDir string) []Check {
 			info = "no Slack tokens: envoy runs in console mode (logs/envoy-console.log)"
 		}
 		add("slack", true, info, "")
+		if h := all.Chamberlain.HTTP; h.Listen != "" {
+			err := config.CheckListen(h.Listen, os.Getenv(h.TokenEnv), h.TokenEnv)
+			info := "dashboard on http://" + h.Listen + "/"
+			if err != nil {
+				info = err.Error()
+			}
+			add("dashboard", err == nil, info, "set "+h.TokenEnv+" in "+l.EnvFile()+" (mode 0600), or listen on 127.0.0.1")
+		}
 	}
 	if fi, err := os.Stat(l.EnvFile()); err == nil {
 		ok := fi.Mode().Perm() == 0o600

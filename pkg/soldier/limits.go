@@ -1,0 +1,98 @@
+package soldier
+
+import (
+	"math"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/engine"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
+)
+
+// Money and limits, the soldier's side (SPEC §10.7, §10.8): claude gets the
+// task's budget as --max-budget-usd and a run it stopped for the budget is
+// BudgetExceeded (terminal); a run the engine ended on a usage or rate
+// limit is published as failed with error_reason UsageLimited and
+// resets_at, which the king turns into a pause instead of a failure.
+
+// taskBudget is the general's budget_usd, else king.yaml budget.task_usd;
+// nil when neither is set or the files do not load (the king's admission
+// already reported a broken king.yaml; no backstop is better than none
+// started).
+func taskBudget(l layout.Layout, general string) *float64 {
+	if m, err := config.LoadManifest(l.GeneralManifest(general)); err == nil && m.BudgetUSD != nil {
+		return m.BudgetUSD
+	}
+	if k, err := config.LoadKing(l.ConfigFile(config.KingFile)); err == nil {
+		return k.Budget.TaskUSD
+	}
+	return nil
+}
+
+// engineFailure reports whether a failed raw result is the engine's own
+// failure (the run left no result), not an agent's reported failure: only
+// those may be a limit or the budget.
+func engineFailure(raw map[string]any) bool {
+	if raw == nil {
+		return false
+	}
+	if st, _ := raw["status"].(string); st != schema.ResultFailed {
+		return false
+	}
+	switch reason, _ := raw["error_reason"].(string); reason {
+	case schema.ReasonEngineError, schema.ReasonNoResult:
+		return true
+	}
+	return false
+}
+
+// applyMoney rewrites an engine failure as BudgetExceeded (claude's
+// error_max_budget_usd) or UsageLimited (the output named a usage or rate
+// limit, read from the parser's signals and the stderr tail). It reports
+// whether it changed raw.
+func applyMoney(raw map[string]any, eng string, po *engine.Outcome, stderrTail string, now time.Time, fallback time.Duration) bool {
+	if !engineFailure(raw) || po == nil {
+		return false
+	}
+	if po.Subtype == "error_max_budget_usd" {
+		msg := "the task's budget (--max-budget-usd) was reached; " + firstString(raw["error"], "")
+		raw["error_reason"] = schema.ReasonBudgetExceeded
+		raw["error"] = redactBound(msg)
+		raw["summary"] = raw["error"]
+		raw["terminal"] = true
+		return true
+	}
+	w := engine.NewLimitWatch(eng)
+	for _, s := range po.Signals {
+		w.Line(s.Raw)
+	}
+	w.Text(stderrTail)
+	lim, ok := w.Limit(now, fallback)
+	if !ok {
+		return false
+	}
+	msg := "usage limit: " + lim.Reason
+	if !lim.Parsed {
+		msg += " (no reset time given: paused for the fallback)"
+	}
+	raw["error_reason"] = schema.ReasonUsageLimited
+	raw["resets_at"] = schema.FormatTime(lim.ResetsAt)
+	raw["error"] = redactBound(msg)
+	raw["summary"] = raw["error"]
+	delete(raw, "terminal")
+	return true
+}
+
+// codexCost prices a codex run's tokens with runtime.codex.pricing (codex
+// reports no cost); nil when unpriced or not codex.
+func codexCost(sys *config.System, eng string, u *schema.Usage) *float64 {
+	if eng != config.EngineCodex || u == nil || sys == nil || sys.Runtime.Codex.Pricing == nil {
+		return nil
+	}
+	p := sys.Runtime.Codex.Pricing
+	c := (float64(u.InputTokens+u.CacheCreationInputTokens)*p.InputPerMTok +
+		float64(u.CacheReadInputTokens)*p.CachedInputPerMTok + float64(u.OutputTokens)*p.OutputPerMTok) / 1e6
+	c = math.Round(c*1e8) / 1e8
+	return &c
+}

@@ -1,0 +1,86 @@
+package soldier
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/engine"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
+)
+
+func TestCodexCost_PricedTokensOrNull(t *testing.T) {
+	sys := config.DefaultSystem()
+	u := &schema.Usage{InputTokens: 1_000_000, CacheReadInputTokens: 2_000_000, OutputTokens: 100_000}
+	if c := codexCost(sys, config.EngineCodex, u); c != nil {
+		t.Fatalf("unpriced codex cost %v, want null", *c)
+	}
+	sys.Runtime.Codex.Pricing = &config.CodexPricing{InputPerMTok: 1.25, CachedInputPerMTok: 0.125, OutputPerMTok: 10}
+	c := codexCost(sys, config.EngineCodex, u)
+	if c == nil || *c != 1.25+0.25+1.0 {
+		t.Fatalf("cost %v, want 2.5", c)
+	}
+	if codexCost(sys, config.EngineClaude, u) != nil {
+		t.Fatal("claude priced by codex pricing")
+	}
+}
+
+func TestCodexPricing_LoadsFromSystemYAML(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "system.yaml")
+	os.WriteFile(p, []byte("runtime:\n  codex:\n    pricing: {input_per_mtok: 1.25, cached_input_per_mtok: 0.125, output_per_mtok: 10}\n"), 0o600)
+	sys, err := config.LoadSystem(p)
+	if err != nil || sys.Runtime.Codex.Pricing == nil || sys.Runtime.Codex.Pricing.OutputPerMTok != 10 {
+		t.Fatalf("pricing %+v, err %v", sys, err)
+	}
+	os.WriteFile(p, []byte("runtime:\n  codex:\n    pricing: {input_per_mtok: -1}\n"), 0o600)
+	if _, err := config.LoadSystem(p); err == nil {
+		t.Fatal("a negative price loaded")
+	}
+}
+
+func TestApplyMoney_OnlyEngineFailures(t *testing.T) {
+	now := time.Date(2026, 4, 28, 12, 0, 0, 0, time.UTC)
+	limited := &engine.Outcome{Signals: []engine.Signal{{Kind: "result",
+		Raw: []byte(`{"type":"result","is_error":true,"api_error_status":429,"result":"Claude AI usage limit reached|1777400000"}`)}}}
+	agent := map[string]any{"status": "failed", "error_reason": schema.ReasonAgentFailed, "error": "tests fail"}
+	if applyMoney(agent, "claude", limited, "", now, time.Hour) || agent["error_reason"] != schema.ReasonAgentFailed {
+		t.Fatalf("an agent's own failure was rewritten: %v", agent)
+	}
+	ok := map[string]any{"status": "success"}
+	if applyMoney(ok, "claude", limited, "", now, time.Hour) {
+		t.Fatal("a success was rewritten")
+	}
+	eng := map[string]any{"status": "failed", "error_reason": schema.ReasonEngineError, "error": "x", "terminal": true}
+	if !applyMoney(eng, "claude", limited, "", now, time.Hour) || eng["error_reason"] != schema.ReasonUsageLimited ||
+		eng["resets_at"] != "2026-04-28T18:13:20Z" || eng["terminal"] != nil {
+		t.Fatalf("engine failure on a limit: %v", eng)
+	}
+	plain := map[string]any{"status": "failed", "error_reason": schema.ReasonEngineError, "error": "boom"}
+	if applyMoney(plain, "claude", &engine.Outcome{}, "segfault", now, time.Hour) {
+		t.Fatalf("an engine failure without a limit was rewritten: %v", plain)
+	}
+	budget := map[string]any{"status": "failed", "error_reason": schema.ReasonNoResult, "error": "x"}
+	if !applyMoney(budget, "claude", &engine.Outcome{Subtype: "error_max_budget_usd"}, "", now, time.Hour) ||
+		budget["error_reason"] != schema.ReasonBudgetExceeded || budget["terminal"] != true {
+		t.Fatalf("error_max_budget_usd: %v", budget)
+	}
+}
+
+func TestTaskBudget_ManifestOverridesKing(t *testing.T) {
+	l := layout.New(t.TempDir())
+	l.Ensure()
+	if taskBudget(l, "gen-x") != nil {
+		t.Fatal("a budget without any config")
+	}
+	os.WriteFile(l.ConfigFile("king.yaml"), []byte("budget:\n  task_usd: 0.5\n"), 0o600)
+	if b := taskBudget(l, "gen-x"); b == nil || *b != 0.5 {
+		t.Fatalf("king task_usd: %v", b)
+	}
+	os.WriteFile(l.GeneralManifest("gen-x"), []byte("name: gen-x\ndescription: x\nbudget_usd: 0.1\n"), 0o600)
+	if b := taskBudget(l, "gen-x"); b == nil || *b != 0.1 {
+		t.Fatalf("manifest budget_usd: %v", b)
+	}
+}
