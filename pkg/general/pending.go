@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io/fs"
-	"sort"
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/layout"
@@ -61,15 +60,6 @@ func (g *General) pendingMine() ([]queue.Entry, error) {
 			delete(g.others, id)
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if ra, rb := queue.PriorityRank(a.Priority), queue.PriorityRank(b.Priority); ra != rb {
-			return ra < rb
-		}
-		if !a.CreatedAt.Equal(b.CreatedAt) {
-			return a.CreatedAt.Before(b.CreatedAt)
-		}
-		return a.ID < b.ID
-	})
+	queue.SortEntries(out)
 	return out, nil
 }

@@ -110,16 +110,7 @@ func (k *King) pendingEntries(adm *admission) ([]queue.Entry, error) {
 			delete(c.ids, id)
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if ra, rb := queue.PriorityRank(a.Priority), queue.PriorityRank(b.Priority); ra != rb {
-			return ra < rb
-		}
-		if !a.CreatedAt.Equal(b.CreatedAt) {
-			return a.CreatedAt.Before(b.CreatedAt)
-		}
-		return a.ID < b.ID
-	})
+	queue.SortEntries(out)
 	return out, nil
 }
 

@@ -375,6 +375,13 @@ func (q *Queue) List(state string) ([]Entry, error) {
 	if state != layout.Rejected {
 		q.valid.keep(state, seen)
 	}
+	SortEntries(out)
+	return out, nil
+}
+
+// SortEntries orders entries as List does (SPEC §9.23): priority (high →
+// normal → low), then created_at (oldest first), then id.
+func SortEntries(out []Entry) {
 	sort.SliceStable(out, func(i, j int) bool {
 		a, b := out[i], out[j]
 		if ra, rb := PriorityRank(a.Priority), PriorityRank(b.Priority); ra != rb {
@@ -385,7 +392,6 @@ func (q *Queue) List(state string) ([]Entry, error) {
 		}
 		return a.ID < b.ID
 	})
-	return out, nil
 }
 
 // IDs returns the ids of the regular files in state, unordered and unread
