@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/enginepause"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
@@ -38,5 +39,23 @@ func TestKing_UsageLimitRequeuesAreCapped(t *testing.T) {
 	if !strings.Contains(m.Content, "❌") || !strings.Contains(m.Content, "UsageLimited") ||
 		!strings.Contains(m.Content, "usage limit 6 times") {
 		t.Fatalf("failure message %q", m.Content)
+	}
+}
+
+// A limit whose reset already passed (the result waited) re-queues the task
+// to run now, without a zero-length pause or its system.rate_limited.
+func TestKing_UsageLimitWithPastResetPausesNothing(t *testing.T) {
+	f := started(t)
+	f.finalResult(task1, map[string]any{"status": "failed", "error_reason": "UsageLimited",
+		"error": "You've hit your limit", "resets_at": schema.FormatTime(t0.Add(-time.Minute))})
+	f.tick()
+	eq(t, "not_before now", f.task(layout.Pending, task1).NotBefore, schema.FormatTime(t0))
+	eq(t, "system.rate_limited", len(f.internal("system.rate_limited")), 0)
+	pf, err := enginepause.Load(f.l.EnginePause())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := pf["claude"]; ok {
+		t.Errorf("a pause recorded for a past reset: %+v", p)
 	}
 }

@@ -12,7 +12,8 @@ import (
 // usageLimited handles an attempt stopped by a usage limit (SPEC §10.8):
 // the engine is paused until the reset, the task goes back to pending/
 // with not_before at the reset and the same retry_count (no attempt is
-// counted), and system.rate_limited is emitted once per pause. Each step is
+// counted), and system.rate_limited is emitted once per pause (none when
+// the reset has already passed: the task just runs again). Each step is
 // idempotent, so a repeat after a crash finishes the job without a second
 // event.
 func (k *King) usageLimited(t *schema.Task, res *schema.Result, m attemptMoney) error {
@@ -30,8 +31,10 @@ func (k *King) usageLimited(t *schema.Task, res *schema.Result, m attemptMoney) 
 		}
 	}
 	eng := k.engineOf(t.TargetGeneral)
-	if err := k.pauseEngine(eng, until, res.Error, t.ID); err != nil {
-		return err
+	if until.After(now) { // a reset already past pauses nothing
+		if err := k.pauseEngine(eng, until, res.Error, t.ID); err != nil {
+			return err
+		}
 	}
 	t.NotBefore = schema.FormatTime(until)
 	t.Status = TaskRetrying
