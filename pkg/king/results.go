@@ -36,7 +36,9 @@ func (k *King) processResults() error {
 			// re-queueing left its mark (status retrying, written only by
 			// the king): finish it, or the task would sit here forever.
 			var t schema.Task
-			if k.tasks.ReadJSON(layout.InProgress, id, &t) == nil && t.Status == TaskRetrying {
+			// A task this king re-queued in full and a general has just
+			// claimed reads the same until the general marks it: skip it.
+			if k.tasks.ReadJSON(layout.InProgress, id, &t) == nil && t.Status == TaskRetrying && !k.requeued[id] {
 				if err := k.requeue(&t); err != nil {
 					errs = append(errs, err)
 				}
@@ -241,6 +243,7 @@ func (k *King) complete(t *schema.Task, status, evType string, data map[string]a
 	if err := k.tasks.Move(layout.InProgress, layout.Completed, t.ID); err != nil {
 		return err
 	}
+	delete(k.requeued, t.ID)
 	k.em.EmitAs(evType, t.TargetGeneral, k.withTotals(t, data))
 	k.log.Info("task finished", "task", t.ID, "general", t.TargetGeneral, "status", status)
 	return nil
@@ -270,6 +273,7 @@ func (k *King) retry(t *schema.Task, res *schema.Result) error {
 	t.RetryCount++
 	t.NotBefore = schema.FormatTime(nb)
 	t.Status = TaskRetrying
+	delete(k.requeued, t.ID)
 	if err := k.tasks.Put(layout.InProgress, t.ID, t); err != nil {
 		return err
 	}
@@ -299,7 +303,14 @@ func (k *King) requeue(t *schema.Task) error {
 			return fmt.Errorf("remove previous attempt's %s: %w", p, err)
 		}
 	}
-	return k.tasks.Move(layout.InProgress, layout.Pending, t.ID)
+	if err := k.tasks.Move(layout.InProgress, layout.Pending, t.ID); err != nil {
+		return err
+	}
+	if k.requeued == nil {
+		k.requeued = map[string]bool{}
+	}
+	k.requeued[t.ID] = true
+	return nil
 }
 
 func firstNonEmpty(s ...string) string {
