@@ -502,7 +502,8 @@ watchdog:
 			c, _ := d["cost_usd"].(float64)
 			day += c
 		}
-		k.Eventually("stats.json carries the day's total", 30*time.Second, func() bool {
+		var seen []float64
+		statsHas := func() bool {
 			b, err := os.ReadFile(k.L.StatsJSON())
 			if err != nil {
 				return false
@@ -515,13 +516,21 @@ watchdog:
 				} `json:"daily"`
 			}
 			json.Unmarshal(b, &st)
+			seen = seen[:0]
 			for _, d := range st.Daily {
+				seen = append(seen, d.Totals.CostUSD)
 				if math.Abs(d.Totals.CostUSD-day) < 1e-6 {
 					return true
 				}
 			}
 			return false
-		})
+		}
+		for deadline := time.Now().Add(30 * time.Second); !statsHas(); {
+			if time.Now().After(deadline) {
+				t.Fatalf("stats.json daily totals %v, want the day's %v (the sum of every soldier.completed)", seen, day)
+			}
+			time.Sleep(200 * time.Millisecond) // the chamberlain ticks every second
+		}
 		cmd := exec.Command(filepath.Join(binDir, "chamberlain"), "--once", "--json", "--base-dir", k.L.Base)
 		cmd.Env = append(cleanEnv(), "KINGDOM_TMUX_SOCKET="+k.Tmux.Socket)
 		out, _ := cmd.Output() // the exit code is the health verdict

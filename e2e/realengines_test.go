@@ -32,11 +32,21 @@ type realKingdom struct {
 	fake   *modelfake.Server
 	slack  *slackfake.Server
 	home   string // the private HOME of every role and soldier
+	// user, when set, runs the whole kingdom (every role, so every
+	// soldier) as an unprivileged user; nil runs it as the test's user.
+	user *unprivileged
 }
 
 const realWait = 120 * time.Second
 
 func newRealKingdom(t *testing.T, eng string) *realKingdom {
+	t.Helper()
+	return newRealKingdomAs(t, eng, nil)
+}
+
+// newRealKingdomAs starts a real kingdom run by user (nil: the test's own
+// user).
+func newRealKingdomAs(t *testing.T, eng string, user *unprivileged) *realKingdom {
 	t.Helper()
 	cli := modelfake.FindCLI(t, eng)
 	fake := modelfake.New()
@@ -44,6 +54,9 @@ func newRealKingdom(t *testing.T, eng string) *realKingdom {
 	slack := slackfake.New()
 	t.Cleanup(slack.Close)
 	home := t.TempDir()
+	if user != nil {
+		cli, home = user.reach(cli), user.home
+	}
 	os.MkdirAll(filepath.Join(home, ".codex"), 0o700)
 	os.WriteFile(filepath.Join(home, ".codex", "config.toml"), []byte(fake.CodexConfig()), 0o600)
 	// Every key not named keeps its shipped default: runtime.claude.args
@@ -75,7 +88,10 @@ watchdog:
 	}
 	k := NewKingdom(t, files)
 	os.Chmod(k.L.EnvFile(), 0o600)
-	rk := &realKingdom{Kingdom: k, engine: eng, fake: fake, slack: slack, home: home}
+	rk := &realKingdom{Kingdom: k, engine: eng, fake: fake, slack: slack, home: home, user: user}
+	if user != nil {
+		user.adopt(k)
+	}
 	rk.startWithHome()
 	k.WaitRoles("sentinel", "king", "envoy", "chamberlain", "gen-real")
 	if err := slack.WaitConnected(30 * time.Second); err != nil {
@@ -93,7 +109,7 @@ func (k *realKingdom) startWithHome() {
 		k.t.Fatal(err)
 	}
 	k.out = out
-	k.start = exec.Command(filepath.Join(binDir, "start"), "--base-dir", k.L.Base)
+	k.start = k.command("start", "--base-dir", k.L.Base)
 	var env []string
 	for _, kv := range cleanEnv() {
 		if !strings.HasPrefix(kv, "HOME=") && !strings.HasPrefix(kv, "ANTHROPIC_") && !strings.HasPrefix(kv, "OPENAI_") && !strings.HasPrefix(kv, "CLAUDE") {
@@ -111,7 +127,7 @@ func (k *realKingdom) startWithHome() {
 // event id.
 func (k *realKingdom) drop(marker, text string) string {
 	id := "evt-real-" + strings.ToLower(marker)
-	k.DropInbox(strings.ToLower(marker), map[string]any{"id": id, "type": "test.real", "priority": "high",
+	k.dropInbox(strings.ToLower(marker), map[string]any{"id": id, "type": "test.real", "priority": "high",
 		"payload": map[string]any{"text": marker + " " + text}})
 	return id
 }
@@ -139,6 +155,14 @@ func (k *realKingdom) final(t *testing.T, task, kind string) string {
 	b, _ := k.Msgs.Read(layout.Sent, id)
 	var m schema.Message
 	json.Unmarshal(b, &m)
+	// Sent means posted: the text is what the fake Slack received.
+	posted := false
+	for _, c := range k.slack.Calls("chat.postMessage") {
+		posted = posted || strings.Contains(c.Form.Get("text"), m.Content)
+	}
+	if !posted {
+		t.Fatalf("%s is sent but the fake Slack never received %q", id, m.Content)
+	}
 	return m.Content
 }
 
@@ -172,7 +196,7 @@ func (k *realKingdom) reply(t *testing.T, task, text string) string {
 	// The envoy records that the task awaits a reply just after posting
 	// the question: a reply a moment too early is refused, so try again.
 	for try := 0; ; try++ {
-		cmd := exec.Command(filepath.Join(binDir, "envoy"), "reply", "--base-dir", k.L.Base, task, text)
+		cmd := k.command("envoy", "reply", "--base-dir", k.L.Base, task, text)
 		cmd.Env = append(cleanEnv(), "KINGDOM_TMUX_SOCKET="+k.Tmux.Socket, "KINGDOM_BASE_DIR="+k.L.Base)
 		out, err := cmd.CombinedOutput()
 		if err == nil {
@@ -320,6 +344,37 @@ func (k *realKingdom) scenarios(t *testing.T) {
 	})
 }
 
+// petition: a Slack DM is classified by a petition that runs with no
+// tools (the fake sees an empty tools list) and routed to the general.
+func (k *realKingdom) petition(t *testing.T) {
+	t.Parallel()
+	m := "SCEN-CLAUDE-DM"
+	k.fake.Script(m, func(r modelfake.Request) modelfake.Reply {
+		if len(r.Tools) == 0 { // the classifier
+			return modelfake.Text(`{"general": "gen-real"}`)
+		}
+		return so(map[string]any{"status": "success", "summary": "Handled the DM " + m})
+	})
+	ts := "1795400100.000200"
+	if _, err := k.slack.PushMessage(slackfake.Msg{Channel: "D0HUMAN", ChannelType: "im", User: "UHUMAN", Text: m + " can someone look at the flaky test?", TS: ts}); err != nil {
+		t.Fatal(err)
+	}
+	task := k.taskOf(t, "evt-slack-msg-1795400100-000200")
+	if tk := k.TaskForEvent("evt-slack-msg-1795400100-000200"); tk.TargetGeneral != "gen-real" {
+		t.Fatalf("routed to %s", tk.TargetGeneral)
+	}
+	k.final(t, task, "done")
+	var petitions int
+	for _, r := range k.fake.Requests(m) {
+		if len(r.Tools) == 0 {
+			petitions++
+		}
+	}
+	if petitions == 0 {
+		t.Fatalf("no request of the classifier came with an empty tools list: %d requests", len(k.fake.Requests(m)))
+	}
+}
+
 // deleteSession removes the CLI's stored session, as a cleanup or a new
 // machine would.
 func (k *realKingdom) deleteSession(t *testing.T, sid string) {
@@ -346,34 +401,7 @@ func TestRealEngines_Claude(t *testing.T) {
 	k := newRealKingdom(t, "claude")
 	t.Run("parallel", func(t *testing.T) {
 		k.scenarios(t)
-		t.Run("a petition runs with no tools and routes the DM", func(t *testing.T) {
-			t.Parallel()
-			m := "SCEN-CLAUDE-DM"
-			k.fake.Script(m, func(r modelfake.Request) modelfake.Reply {
-				if len(r.Tools) == 0 { // the classifier
-					return modelfake.Text(`{"general": "gen-real"}`)
-				}
-				return so(map[string]any{"status": "success", "summary": "Handled the DM " + m})
-			})
-			ts := "1795400100.000200"
-			if _, err := k.slack.PushMessage(slackfake.Msg{Channel: "D0HUMAN", ChannelType: "im", User: "UHUMAN", Text: m + " can someone look at the flaky test?", TS: ts}); err != nil {
-				t.Fatal(err)
-			}
-			task := k.taskOf(t, "evt-slack-msg-1795400100-000200")
-			if tk := k.TaskForEvent("evt-slack-msg-1795400100-000200"); tk.TargetGeneral != "gen-real" {
-				t.Fatalf("routed to %s", tk.TargetGeneral)
-			}
-			k.final(t, task, "done")
-			var petitions int
-			for _, r := range k.fake.Requests(m) {
-				if len(r.Tools) == 0 {
-					petitions++
-				}
-			}
-			if petitions == 0 {
-				t.Fatalf("no request of the classifier came with an empty tools list: %d requests", len(k.fake.Requests(m)))
-			}
-		})
+		t.Run("a petition runs with no tools and routes the DM", k.petition)
 	})
 	t.Run("bypass as root: EngineRefused on the first attempt, doctor names the fix", func(t *testing.T) {
 		if os.Geteuid() != 0 {

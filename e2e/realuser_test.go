@@ -156,3 +156,143 @@ func mustJSON(v any) []byte {
 	b, _ := json.Marshal(v)
 	return b
 }
+
+// unprivileged is a dedicated user a whole kingdom runs as: every role,
+// hence every soldier and its engine, runs with the user's uid, groups
+// and private HOME. This is the setup docs/OPERATING.md recommends (a
+// dedicated user that owns $BASE_DIR). A root kingdom that drops
+// privileges only for the engine cannot work: the kingdom keeps every
+// directory of $BASE_DIR at 0700, so another user cannot reach a task's
+// working directory.
+type unprivileged struct {
+	uid, gid int
+	setpriv  string
+	root     string // root-owned, 0755: the wrapper scripts, the home
+	home     string // the user's private HOME (0700, owned by the user)
+}
+
+// newUnprivileged prepares nobody:nogroup. Switching user needs root and
+// util-linux's setpriv; without them the test is skipped, except under
+// CI=true, where it must run.
+func newUnprivileged(t *testing.T) *unprivileged {
+	t.Helper()
+	skip := t.Skip
+	if os.Getenv("CI") == "true" {
+		skip = t.Fatal
+	}
+	if os.Geteuid() != 0 {
+		skip("switching to an unprivileged user needs root")
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		skip("setpriv (util-linux) not installed")
+	}
+	root, err := os.MkdirTemp("", "kingdom-e2e-user-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	os.Chmod(root, 0o755)
+	u := &unprivileged{uid: 65534, gid: 65534, setpriv: setpriv, root: root, home: filepath.Join(root, "home")}
+	os.MkdirAll(u.home, 0o700)
+	os.Lchown(u.home, u.uid, u.gid)
+	// The test binaries are built into a 0700 directory of root's.
+	os.Chmod(binDir, 0o755)
+	return u
+}
+
+// cmd runs name as the user.
+func (u *unprivileged) cmd(name string, args ...string) *exec.Cmd {
+	return exec.Command(u.setpriv, append([]string{"--reuid=" + strconv.Itoa(u.uid), "--regid=" + strconv.Itoa(u.gid), "--clear-groups", "--", name}, args...)...)
+}
+
+// reach returns a path of the CLI the user can execute: a checkout under
+// a private home is not reachable, so the binary is copied out then.
+func (u *unprivileged) reach(cli string) string {
+	if u.cmd("test", "-x", cli).Run() == nil {
+		return cli
+	}
+	dst := filepath.Join(u.root, filepath.Base(cli))
+	in, err := os.ReadFile(cli)
+	if err == nil {
+		err = os.WriteFile(dst, in, 0o755)
+	}
+	if err != nil {
+		panic(fmt.Sprintf("copy %s for the unprivileged user: %v", cli, err))
+	}
+	return dst
+}
+
+// adopt hands the installation to the user: it owns $BASE_DIR, and the
+// test's tmux client reaches the user's private tmux server.
+func (u *unprivileged) adopt(k *Kingdom) {
+	filepath.Walk(k.L.Base, func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, u.uid, u.gid) })
+	tm := filepath.Join(u.root, "tmux-as-user")
+	script := fmt.Sprintf("#!/bin/sh\nexec %s --reuid=%d --regid=%d --clear-groups -- tmux \"$@\"\n", u.setpriv, u.uid, u.gid)
+	if err := os.WriteFile(tm, []byte(script), 0o755); err != nil {
+		k.t.Fatal(err)
+	}
+	k.Tmux.Bin = tm
+}
+
+// command is a kingdom binary run by the kingdom's user.
+func (k *realKingdom) command(name string, args ...string) *exec.Cmd {
+	if k.user == nil {
+		return exec.Command(filepath.Join(binDir, name), args...)
+	}
+	return k.user.cmd(filepath.Join(binDir, name), args...)
+}
+
+// dropInbox is DropInbox with the file owned by the kingdom's user.
+func (k *realKingdom) dropInbox(name string, v any) {
+	k.t.Helper()
+	if k.user == nil {
+		k.DropInbox(name, v)
+		return
+	}
+	b, _ := json.Marshal(v)
+	tmp := filepath.Join(k.L.Inbox(), "."+name+".tmp")
+	os.WriteFile(tmp, b, 0o600)
+	os.Lchown(tmp, k.user.uid, k.user.gid)
+	if err := os.Rename(tmp, filepath.Join(k.L.Inbox(), name+".json")); err != nil {
+		k.t.Fatal(err)
+	}
+}
+
+// A whole kingdom run by a dedicated unprivileged user (nobody, private
+// HOME) with the shipped default claude configuration passes every
+// scenario the root kingdom does (SPEC §10, issue 11), in parallel.
+func TestRealEngines_ClaudeKingdomAsDedicatedUser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end with the real claude CLI")
+	}
+	modelfake.FindCLI(t, "claude")
+	u := newUnprivileged(t)
+	k := newRealKingdomAs(t, "claude", u)
+	t.Run("parallel", func(t *testing.T) {
+		k.scenarios(t)
+		t.Run("a petition runs with no tools and routes the DM", k.petition)
+		t.Run("the agent runs as the user, in its private HOME", func(t *testing.T) {
+			t.Parallel()
+			m := "SCEN-CLAUDE-WHOAMI"
+			k.fake.Script(m, modelfake.Turns(
+				modelfake.Shell("id -u; id -g; echo \"home=$HOME\"; touch made-by-agent && stat -c owner=%u made-by-agent"),
+				so(map[string]any{"status": "success", "summary": "Checked who I am " + m}),
+			))
+			task := k.taskOf(t, k.drop(m, "who are you"))
+			if done := k.final(t, task, "done"); !strings.Contains(done, "Checked who I am") {
+				t.Fatalf("✅ %q", done)
+			}
+			reqs := k.fake.Requests(m)
+			if len(reqs) < 2 {
+				t.Fatalf("%d requests", len(reqs))
+			}
+			out := strings.Join(reqs[1].ToolResults, "\n")
+			// Its cwd is writable, and what it writes is the user's.
+			want := fmt.Sprintf("%d\n%d\nhome=%s\nowner=%d", u.uid, u.gid, u.home, u.uid)
+			if !strings.Contains(out, want) {
+				t.Fatalf("the agent's shell said %q, want it to contain %q", out, want)
+			}
+		})
+	})
+}

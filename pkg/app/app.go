@@ -95,11 +95,10 @@ func SetupWith(role, baseFlag string, stdout io.Writer) (*Env, error) {
 	if _, err := config.ApplyEnvFile(l.EnvFile()); err != nil {
 		return nil, &ConfigError{Err: err}
 	}
-	// runtime.secret_env joins the redactor's names (SPEC §10.14). A bad
-	// system.yaml is reported by the role that loads it, not here.
-	if sys, err := config.LoadSystem(l.ConfigFile(config.SystemFile)); err == nil {
-		redact.SetExtraNames(sys.Runtime.SecretEnv)
-	}
+	// runtime.secret_env, the dashboard's token variable and the envoy's
+	// join the redactor's names (SPEC §10.14), so start's tmux server never
+	// holds them either. A bad file is reported by the role that loads it.
+	redact.SetExtraNames(config.SecretEnvNames(l.ConfigDir()))
 	atomicfile.SetRole(role)
 	log := logging.New(logging.Options{
 		Role: role, Stdout: stdout, SystemLog: l.SystemLog(), RotateLock: l.RotateLock(), Level: logLevel(),

@@ -207,17 +207,19 @@ func (r *Role) cleanup(now time.Time) error {
 	}
 	total := 0
 	var errs []error
+	// Task dirs first: their engine sessions are found through the final
+	// results, which the rules below may age out in the same pass.
+	n, err := r.cleanTaskDirs(now.Add(-config.Days(ret.TaskDirsDays)))
+	total += n
+	if err != nil {
+		errs = append(errs, err)
+	}
 	for _, ru := range rules {
 		n, err := removeOlder(ru.dir, now.Add(-config.Days(ru.days)), ru.match)
 		total += n
 		if err != nil {
 			errs = append(errs, err)
 		}
-	}
-	n, err := r.cleanTaskDirs(now.Add(-config.Days(ret.TaskDirsDays)))
-	total += n
-	if err != nil {
-		errs = append(errs, err)
 	}
 	n, err = r.cleanClones(now.Add(-config.Days(ret.CloneDays)))
 	total += n
@@ -288,6 +290,7 @@ func (r *Role) cleanTaskDirs(cutoff time.Time) (int, error) {
 			if r.tasks.Exists(layout.InProgress, e.Name()) || r.tasks.Exists(layout.Pending, e.Name()) {
 				continue
 			}
+			r.forgetEngineSessions(filepath.Join(dir, e.Name()), e.Name())
 			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
 				errs = append(errs, fmt.Errorf("remove task dir %s: %w", e.Name(), err))
 				continue

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/engine"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
@@ -187,5 +188,51 @@ func TestDailyReport_DocumentAndMessage(t *testing.T) {
 	e.tick(r)
 	if n := len(e.messages()); n != 1 {
 		t.Fatalf("report queued again: %d messages", n)
+	}
+}
+
+// SPEC §10.5: a task dir that retention removes takes the engines' stored
+// sessions with it (a question never answered, a conversation gone quiet):
+// claude's project directory of the task's cwd, codex's rollout of its
+// thread. Another task's sessions stay.
+func TestCleanup_TaskDirTakesItsEngineSessionsAlong(t *testing.T) {
+	now := time.Date(2026, 11, 24, 3, 30, 0, 0, time.Local)
+	e := newEnv(t, now)
+	l := e.l
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("CLAUDE_CONFIG_DIR", "")
+	t.Setenv("CODEX_HOME", "")
+	old := now.Add(-30 * 24 * time.Hour)
+	const task, other = "task-20261020-001", "task-20261120-002"
+	const sess, otherSess = "0b7f3c1e-2a4d-4c6b-9e8f-1a2b3c4d5e6f", "9c8b7a6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d"
+	taskDir, otherDir := l.TaskDir("gen-herald", task), l.TaskDir("gen-herald", other)
+	writeFile(t, filepath.Join(taskDir, "repo", "f.txt"), "x")
+	writeFile(t, filepath.Join(otherDir, "repo", "f.txt"), "x")
+	os.Chtimes(taskDir, old, old)
+	writeFile(t, l.ResultFinal(task), `{"session_id":"`+sess+`"}`)
+	claudeProj := engine.ClaudeProjectDir(filepath.Join(home, ".claude"), filepath.Join(taskDir, "repo"))
+	otherProj := engine.ClaudeProjectDir(filepath.Join(home, ".claude"), filepath.Join(otherDir, "repo"))
+	writeFile(t, filepath.Join(claudeProj, sess+".jsonl"), "{}\n")
+	writeFile(t, filepath.Join(otherProj, otherSess+".jsonl"), "{}\n")
+	rollout := filepath.Join(home, ".codex", "sessions", "2026", "10", "20", "rollout-2026-10-20T10-00-00-"+sess+".jsonl")
+	otherRollout := filepath.Join(home, ".codex", "sessions", "2026", "11", "20", "rollout-2026-11-20T10-00-00-"+otherSess+".jsonl")
+	writeFile(t, rollout, "{}\n")
+	writeFile(t, otherRollout, "{}\n")
+
+	r := e.role(ModeDaemon)
+	r.load(now)
+	if err := r.cleanup(now); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{taskDir, claudeProj, rollout} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s survived the task dir's retention", p)
+		}
+	}
+	for _, p := range []string{otherDir, filepath.Join(otherProj, otherSess+".jsonl"), otherRollout} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s removed with another task: %v", p, err)
+		}
 	}
 }

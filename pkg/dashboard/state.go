@@ -18,6 +18,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
+	"github.com/kingdom-dev/kingdom/pkg/redact"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/spend"
 	"github.com/kingdom-dev/kingdom/pkg/status"
@@ -256,10 +257,12 @@ type taskFile struct {
 // titleKeys are the payload fields that name a task, most specific first.
 var titleKeys = []string{"subject_title", "title", "summary", "text", "ticket_key"}
 
+// title is outside text: redacted (SPEC §10.14) before it is cut, so a cut
+// secret cannot leak its head.
 func (t *taskFile) title() string {
 	for _, k := range titleKeys {
 		if v, ok := t.Payload[k].(string); ok && strings.TrimSpace(v) != "" {
-			return clip(v, 200)
+			return clip(redact.String(v), 200)
 		}
 	}
 	return t.Type
@@ -372,12 +375,14 @@ func (s *Server) recentTasks(n int, day *spend.Day) []TaskInfo {
 				ti.General = r.General
 			}
 			ti.Summary = clip(plainSummary(r), 500)
+			ti.ErrorReason = redact.String(ti.ErrorReason)
 		}
 		out = append(out, ti)
 	}
 	return out
 }
 
+// plainSummary is the result's words, redacted (SPEC §10.14).
 func plainSummary(r *resultFile) string {
 	parts := []string{r.Summary}
 	switch {
@@ -394,7 +399,7 @@ func plainSummary(r *resultFile) string {
 			keep = append(keep, p)
 		}
 	}
-	return strings.Join(keep, " — ")
+	return redact.String(strings.Join(keep, " — "))
 }
 
 func schemaTime(t time.Time) string { return schema.FormatTime(t) }
@@ -439,7 +444,7 @@ func readEnginePause(l layout.Layout, now time.Time) []EnginePauseInfo {
 	for _, eng := range f.Engines() {
 		p := f[eng]
 		_, active := f.Active(eng, now)
-		out = append(out, EnginePauseInfo{Engine: eng, Until: p.Until, Reason: clip(p.Reason, 300), Active: active})
+		out = append(out, EnginePauseInfo{Engine: eng, Until: p.Until, Reason: clip(redact.String(p.Reason), 300), Active: active})
 	}
 	return out
 }

@@ -20,6 +20,7 @@ import (
 	"strings"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/redact"
 )
 
 // ErrMissing is matched when the engine's executable cannot be found.
@@ -259,7 +260,8 @@ func substitute(s string, values map[string]string) string {
 }
 
 // Env builds an engine's environment from environ (os.Environ form): only
-// the names in passthrough and every KINGDOM_* variable survive, then
+// the names in passthrough and every KINGDOM_* variable that is not a secret
+// (the dashboard's KINGDOM_HTTP_TOKEN) survive, then
 // extra (KINGDOM_* values of this run) is applied (SPEC §9.17).
 func Env(environ []string, passthrough []string, extra map[string]string) []string {
 	allow := make(map[string]bool, len(passthrough))
@@ -275,7 +277,7 @@ func Env(environ []string, passthrough []string, extra map[string]string) []stri
 		if _, override := extra[name]; override {
 			continue
 		}
-		if allow[name] || strings.HasPrefix(name, "KINGDOM_") {
+		if allow[name] || strings.HasPrefix(name, "KINGDOM_") && !redact.IsSecretName(name) {
 			out = append(out, kv)
 		}
 	}

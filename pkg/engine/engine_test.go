@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/redact"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
@@ -109,10 +110,15 @@ func TestBuild_CommandResolvesPath(t *testing.T) {
 }
 
 func TestEnv_OnlyPassthroughAndKingdom(t *testing.T) {
-	environ := []string{"PATH=/bin", "SLACK_BOT_TOKEN=xoxb-secret", "JIRA_API_TOKEN=j", "HOME=/h", "KINGDOM_TMUX_SOCKET=s", "KINGDOM_TASK_ID=old", "GH_TOKEN=g"}
+	// The dashboard's token is a KINGDOM_* variable too; soldier-spawn
+	// registers it as a secret from the config (default name here).
+	redact.SetExtraNames(config.SecretEnvNames(t.TempDir()))
+	defer redact.SetExtraNames(nil)
+	environ := []string{"PATH=/bin", "SLACK_BOT_TOKEN=xoxb-secret", "JIRA_API_TOKEN=j", "HOME=/h", "KINGDOM_TMUX_SOCKET=s", "KINGDOM_TASK_ID=old", "GH_TOKEN=g",
+		"KINGDOM_HTTP_TOKEN=dash-secret"}
 	got := Env(environ, []string{"PATH", "HOME", "GH_TOKEN"}, map[string]string{"KINGDOM_TASK_ID": "task-2"})
 	joined := strings.Join(got, "\n")
-	for _, bad := range []string{"SLACK", "JIRA", "KINGDOM_TASK_ID=old"} {
+	for _, bad := range []string{"SLACK", "JIRA", "KINGDOM_TASK_ID=old", "dash-secret"} {
 		if strings.Contains(joined, bad) {
 			t.Errorf("env leaks %s: %q", bad, got)
 		}

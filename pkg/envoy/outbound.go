@@ -335,6 +335,12 @@ func (e *Envoy) bookkeep(m *schema.Message, d Delivery, s *State) []reaction {
 			delete(s.Mappings, key)
 			delete(s.Awaiting, key)
 		}
+	case schema.MessageThreadReply:
+		if key == "" && m.TaskID == nil && m.SourceRef != nil {
+			// A direct answer to a DM (the king's petition reply) is the
+			// whole of the work on it: 👀 goes.
+			out = append(out, reaction{m.SourceRef.Channel, m.SourceRef.TS, ReactionReceived, true})
+		}
 	}
 	if tc := m.TrackConversation; tc != nil {
 		ttl := time.Duration(tc.TTLSeconds) * time.Second

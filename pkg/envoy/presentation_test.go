@@ -103,3 +103,17 @@ func TestInbound_ConversationContinuesWithItsUserOnly(t *testing.T) {
 		t.Fatalf("events %v", keys(evs))
 	}
 }
+
+// A direct answer to a DM (no task) takes 👀 off it too.
+func TestOutbound_DirectAnswerTakesEyesOff(t *testing.T) {
+	h := newHarness(t, setup{})
+	m := message("msg-evt-slack-msg-1700000001-000200-reply", "thread_reply", "")
+	m["source_ref"] = map[string]any{"channel": "D42", "ts": "1700000001.000200"}
+	m["thread_ts"], m["channel"] = "1700000001.000200", "D42"
+	h.put(m)
+	h.tick()
+	rm := h.fake.Calls("reactions.remove")
+	if len(rm) != 1 || rm[0].Form.Get("name") != ReactionReceived || rm[0].Form.Get("timestamp") != "1700000001.000200" {
+		t.Fatalf("reactions removed %+v", rm)
+	}
+}

@@ -132,6 +132,9 @@ func (g *General) addWorktree(ctx context.Context, ws workspace) error {
 // under the per-repo lock.
 func (g *General) syncClone(ctx context.Context, ws workspace) error {
 	if _, err := os.Stat(filepath.Join(ws.Clone, ".git")); err == nil {
+		if err := g.restoreCloneConfig(ws); err != nil {
+			return fmt.Errorf("fetch %s: %w", ws.Repo, err)
+		}
 		if _, err := git(ctx, ws.Clone, "fetch", "--prune", "--quiet", "origin"); err != nil {
 			return fmt.Errorf("fetch %s: %w", ws.Repo, err)
 		}
@@ -139,13 +142,16 @@ func (g *General) syncClone(ctx context.Context, ws workspace) error {
 		return nil
 	}
 	_ = os.RemoveAll(ws.Clone) // a half-made clone from a crash
-	url := strings.ReplaceAll(g.o.System.Git.CloneURL, "{repo}", ws.Repo)
+	url := g.cloneURL(ws.Repo)
 	if _, err := git(ctx, "", "clone", "--quiet", "--no-checkout", "-c", cloneSharedMode, "--", url, ws.Clone); err != nil {
 		_ = os.RemoveAll(ws.Clone)
 		return fmt.Errorf("clone %s: %w", ws.Repo, err)
 	}
 	if err := tightenModes(ws.Clone); err != nil {
 		return fmt.Errorf("clone %s: modes: %w", ws.Repo, err)
+	}
+	if err := g.restoreCloneConfig(ws); err != nil {
+		return fmt.Errorf("clone %s: %w", ws.Repo, err)
 	}
 	exclude := filepath.Join(ws.Clone, ".git", "info", "exclude")
 	_ = os.MkdirAll(filepath.Dir(exclude), 0o700)
@@ -165,6 +171,7 @@ func (g *General) removeWorkspace(ctx context.Context, ws workspace) {
 	if ws.Clone != "" {
 		if _, err := os.Stat(filepath.Join(ws.Clone, ".git")); err == nil {
 			_ = lockfile.With(g.cloneLock(ws), func() error {
+				_ = g.restoreCloneConfig(ws)
 				_, _ = git(ctx, ws.Clone, "worktree", "remove", "--force", "--force", ws.RepoDir)
 				_ = removeTree(ws.TaskDir)
 				_, _ = git(ctx, ws.Clone, "worktree", "prune")
@@ -179,13 +186,16 @@ func (g *General) removeWorkspace(ctx context.Context, ws workspace) {
 }
 
 // git runs git with argv (never a shell); dir "" runs in the current dir.
+// No config an agent can write makes it run a command, and it holds no
+// Slack or Jira token (gitsafe.go).
 func git(ctx context.Context, dir string, args ...string) (string, error) {
 	sub := args[0]
 	if dir != "" {
 		args = append([]string{"-C", dir}, args...)
 	}
+	args = append(append([]string(nil), gitSafetyArgs...), args...)
 	cmd := exec.CommandContext(ctx, "git", args...)
-	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "GIT_ASKPASS=true")
+	cmd.Env = gitEnv(os.Environ())
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {

@@ -101,10 +101,6 @@ type King struct {
 	deferCache deferredCache
 	tm         *tmux.Client // soldier sessions, for cancel (control.go)
 	mon        money        // cost ledger, budget and engine pauses (budget.go)
-	// requeued: tasks this king re-queued to the end (results.go), so a
-	// general's fresh claim of one (status still retrying) is not taken for
-	// a half-done retry.
-	requeued map[string]bool
 }
 
 // New builds a King. It loads the manifests once; later ticks reload them

@@ -59,20 +59,3 @@ func TestKing_UsageLimitWithPastResetPausesNothing(t *testing.T) {
 		t.Errorf("a pause recorded for a past reset: %+v", p)
 	}
 }
-
-// A re-queued task (here for a usage limit; a retry alike) that its general
-// has just claimed still reads status retrying until the general rewrites
-// it: the king must not take it for its own half-done retry and put it back
-// in pending/, or the task runs twice.
-func TestKing_ClaimedRequeuedTaskIsNotRequeuedAgain(t *testing.T) {
-	f := started(t)
-	f.finalResult(task1, map[string]any{"status": "failed", "error_reason": "UsageLimited",
-		"error": "You've hit your limit", "resets_at": schema.FormatTime(t0.Add(time.Minute))})
-	f.tick()
-	f.clk.Advance(2 * time.Minute)
-	f.claim(task1) // the rename; the general's status rewrite is yet to come
-	eq(t, "claimed status", f.task(layout.InProgress, task1).Status, TaskRetrying)
-	f.tick()
-	eqList(t, "in progress", f.ids(layout.QTasks, layout.InProgress), task1)
-	eqList(t, "pending", f.ids(layout.QTasks, layout.Pending))
-}

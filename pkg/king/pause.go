@@ -38,7 +38,6 @@ func (k *King) usageLimited(t *schema.Task, res *schema.Result, m attemptMoney) 
 	}
 	t.NotBefore = schema.FormatTime(until)
 	t.Status = TaskRetrying
-	delete(k.requeued, t.ID)
 	// A crash before the re-queue below repeats this step and may count the
 	// limit twice: the cap is a guard against a loop, one less is harmless.
 	t.UsageLimits++

@@ -17,6 +17,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
+	"github.com/kingdom-dev/kingdom/pkg/redact"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
@@ -98,7 +99,10 @@ func (k *King) launchPetition(ev *schema.Event) {
 		"--timeout-seconds", strconv.Itoa(k.cfg.Petition.TimeoutSeconds))
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	cmd.Env = append(os.Environ(), layout.EnvBase+"="+k.l.Base)
+	// Like the tmux server's: no secret reaches the classifier process
+	// (it loads kingdom.env itself, and its engine could read its parent's
+	// /proc/PID/environ).
+	cmd.Env = append(redact.CleanEnv(os.Environ()), layout.EnvBase+"="+k.l.Base)
 	if err := cmd.Start(); err != nil {
 		k.log.Error("start petition classifier", "event", id, "err", err)
 		k.markExited(id)

@@ -36,9 +36,7 @@ func (k *King) processResults() error {
 			// re-queueing left its mark (status retrying, written only by
 			// the king): finish it, or the task would sit here forever.
 			var t schema.Task
-			// A task this king re-queued in full and a general has just
-			// claimed reads the same until the general marks it: skip it.
-			if k.tasks.ReadJSON(layout.InProgress, id, &t) == nil && t.Status == TaskRetrying && !k.requeued[id] {
+			if k.tasks.ReadJSON(layout.InProgress, id, &t) == nil && t.Status == TaskRetrying {
 				if err := k.requeue(&t); err != nil {
 					errs = append(errs, err)
 				}
@@ -243,7 +241,6 @@ func (k *King) complete(t *schema.Task, status, evType string, data map[string]a
 	if err := k.tasks.Move(layout.InProgress, layout.Completed, t.ID); err != nil {
 		return err
 	}
-	delete(k.requeued, t.ID)
 	k.em.EmitAs(evType, t.TargetGeneral, k.withTotals(t, data))
 	k.log.Info("task finished", "task", t.ID, "general", t.TargetGeneral, "status", status)
 	return nil
@@ -273,7 +270,6 @@ func (k *King) retry(t *schema.Task, res *schema.Result) error {
 	t.RetryCount++
 	t.NotBefore = schema.FormatTime(nb)
 	t.Status = TaskRetrying
-	delete(k.requeued, t.ID)
 	if err := k.tasks.Put(layout.InProgress, t.ID, t); err != nil {
 		return err
 	}
@@ -303,14 +299,20 @@ func (k *King) requeue(t *schema.Task) error {
 			return fmt.Errorf("remove previous attempt's %s: %w", p, err)
 		}
 	}
-	if err := k.tasks.Move(layout.InProgress, layout.Pending, t.ID); err != nil {
+	// The copy a general claims says pending, never retrying: a task just
+	// claimed into in_progress/ keeps the status of its pending file until
+	// its general rewrites it, and a "retrying" one with no result there is
+	// what processResults takes for a stranded retry — it would re-queue the
+	// task under its running soldier and the work would run twice. So the
+	// pending copy is written first (a general's no-replace claim fails while
+	// the in_progress/ copy exists) and the in_progress/ copy, which keeps
+	// the retrying mark for a crash in between, is removed last.
+	p := *t
+	p.Status = schema.TaskPending
+	if err := k.tasks.Put(layout.Pending, p.ID, p); err != nil {
 		return err
 	}
-	if k.requeued == nil {
-		k.requeued = map[string]bool{}
-	}
-	k.requeued[t.ID] = true
-	return nil
+	return k.tasks.Remove(layout.InProgress, t.ID)
 }
 
 func firstNonEmpty(s ...string) string {

@@ -224,12 +224,12 @@ func TestKing_RetryStrandedAfterResultRemovalIsFinished(t *testing.T) {
 	if _, err := os.Stat(f.l.ResultRaw(task1)); !os.IsNotExist(err) {
 		t.Errorf("the previous attempt's raw result survived the re-queue: %v", err)
 	}
-	// A task a general has just claimed (status still pending, no result)
-	// is not touched.
+	eq(t, "the claimable copy's status", f.task(layout.Pending, task1).Status, schema.TaskPending)
+	// A task a general has just claimed, before it rewrote the status (the
+	// file is the pending copy, renamed), is not touched: re-queueing it
+	// under its running soldier would run the work twice.
 	f.claim(task1)
-	tk = f.task(layout.InProgress, task1)
-	tk.Status = schema.TaskPending
-	writeJSON(t, f.l.QueueState(layout.QTasks, layout.InProgress)+"/"+task1+".json", tk)
 	f.tick()
 	eqList(t, "claimed task left alone", f.ids(layout.QTasks, layout.InProgress), task1)
+	eqList(t, "nothing re-queued", f.ids(layout.QTasks, layout.Pending))
 }

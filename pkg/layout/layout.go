@@ -258,6 +258,9 @@ func (l Layout) Dirs() []string {
 		l.Inbox(), l.InboxRejected(),
 		l.StateDir(), l.ResultsDir(), l.PromptsDir(),
 		l.PetitionResultsDir(), l.PetitionPromptsDir(), l.SeenDir(), l.EnvoyConsoleInbox(), l.ChamberlainDir(),
+		// The king writes here too: listed so its start-up sweep removes a
+		// killed king's temps (the chaos test found one in spend/).
+		l.SpendDir(), l.KingControlDir(), l.KingControlReplies(), l.KingCancelledDir(),
 		l.MemoryShared(), l.p("memory", "generals"),
 		l.LogsDir(), l.SessionLogsDir(), l.AnalysisDir(),
 		l.WorkspaceDir(),

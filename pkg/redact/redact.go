@@ -7,8 +7,10 @@
 //   - the exact values of the secret variables Kingdom knows, read from the
 //     process environment at call time: GH_TOKEN, GITHUB_TOKEN,
 //     JIRA_API_TOKEN, every SLACK_*_TOKEN, ANTHROPIC_API_KEY,
-//     OPENAI_API_KEY, and the names given to SetExtraNames (system.yaml
-//     runtime.secret_env);
+//     OPENAI_API_KEY, CLAUDE_CODE_OAUTH_TOKEN, ANTHROPIC_AUTH_TOKEN,
+//     CODEX_API_KEY, and the names given to SetExtraNames
+//     (config.SecretEnvNames: system.yaml runtime.secret_env, the
+//     dashboard's http.token_env, the envoy's Slack token variables);
 //   - token shapes (Slack xox*/xapp tokens, GitHub ghp_/github_pat_,
 //     Anthropic/OpenAI sk- keys, Authorization headers, token=… query
 //     parameters, "…token": "…" JSON fields).
@@ -38,7 +40,8 @@ const MinValueLen = 6
 
 // knownNames are the secret variables of SPEC §10.14 (SLACK_*_TOKEN is
 // matched by shape in IsSecretName).
-var knownNames = []string{"GH_TOKEN", "GITHUB_TOKEN", "JIRA_API_TOKEN", "ANTHROPIC_API_KEY", "OPENAI_API_KEY"}
+var knownNames = []string{"GH_TOKEN", "GITHUB_TOKEN", "JIRA_API_TOKEN", "ANTHROPIC_API_KEY", "OPENAI_API_KEY",
+	"CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_AUTH_TOKEN", "CODEX_API_KEY"}
 
 var (
 	extraMu sync.RWMutex

@@ -9,15 +9,18 @@ import (
 
 func TestString_ExactValuesOfEverySecretVariable(t *testing.T) {
 	vals := map[string]string{
-		"GH_TOKEN":          "gh-plain-value-000001",
-		"GITHUB_TOKEN":      "github-plain-value-02",
-		"JIRA_API_TOKEN":    "jira-plain-value-0003",
-		"SLACK_BOT_TOKEN":   "slack-bot-plain-0004",
-		"SLACK_APP_TOKEN":   "slack-app-plain-0005",
-		"SLACK_OTHER_TOKEN": "slack-other-plain-06",
-		"ANTHROPIC_API_KEY": "anthropic-plain-0007",
-		"OPENAI_API_KEY":    "openai-plain-value-08",
-		"MY_DB_PASSWORD":    "db-plain-value-000009",
+		"GH_TOKEN":                "gh-plain-value-000001",
+		"GITHUB_TOKEN":            "github-plain-value-02",
+		"JIRA_API_TOKEN":          "jira-plain-value-0003",
+		"SLACK_BOT_TOKEN":         "slack-bot-plain-0004",
+		"SLACK_APP_TOKEN":         "slack-app-plain-0005",
+		"SLACK_OTHER_TOKEN":       "slack-other-plain-06",
+		"ANTHROPIC_API_KEY":       "anthropic-plain-0007",
+		"OPENAI_API_KEY":          "openai-plain-value-08",
+		"CLAUDE_CODE_OAUTH_TOKEN": "claude-oauth-plain-11",
+		"ANTHROPIC_AUTH_TOKEN":    "anthropic-auth-plain-12",
+		"CODEX_API_KEY":           "codex-plain-value-13",
+		"MY_DB_PASSWORD":          "db-plain-value-000009",
 	}
 	for k, v := range vals {
 		t.Setenv(k, v)

@@ -100,7 +100,7 @@ func (t *Totals) Add(e Entry) {
 	if e.CostUSD == nil {
 		t.Unpriced++
 	} else if c := *e.CostUSD; c > 0 && !math.IsInf(c, 0) && !math.IsNaN(c) {
-		t.CostUSD = round6(t.CostUSD + c)
+		t.CostUSD = roundNano(t.CostUSD + c)
 	}
 }
 
@@ -210,7 +210,9 @@ func (t *Totals) Merge(o Totals) {
 	t.Unpriced += o.Unpriced
 	t.Usage = t.Usage.Add(o.Usage)
 	t.Tokens = t.Usage.Tokens()
-	t.CostUSD = round6(t.CostUSD + o.CostUSD)
+	t.CostUSD = roundNano(t.CostUSD + o.CostUSD)
 }
 
-func round6(f float64) float64 { return math.Round(f*1e6) / 1e6 }
+// roundNano keeps sums to the nano-dollar: 0.95 + 0.10 is 1.05, and the
+// rounding of thousands of attempts stays far below a cent.
+func roundNano(f float64) float64 { return math.Round(f*1e9) / 1e9 }

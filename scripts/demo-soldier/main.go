@@ -96,7 +96,7 @@ func decide(t task) map[string]any {
 	case p["needs_human"] == true || strings.Contains(strings.ToLower(text), "deploy"):
 		return map[string]any{"status": "needs_human", "summary": "Ready to deploy, but the target is ambiguous.",
 			"question": "Which environment should I deploy to: staging or production?"}
-	case strings.HasPrefix(t.Type, "github.pr."):
+	case strings.HasPrefix(t.Type, "github.pr."), t.Type == "review.requested":
 		title := str(p, "subject_title")
 		return map[string]any{"status": "success", "summary": fmt.Sprintf("Reviewed %q: 2 suggestions posted, no blocking issues.", title),
 			"memory_updates": []string{"Demo repo PRs are small; review tone: friendly."}}

@@ -109,12 +109,14 @@ func runDemo(base, bin string, timeout time.Duration) error {
 		say("dashboard: http://%s/ (live; also /api/v1/state, /api/v1/events, /metrics)", dashboardAddr)
 	}
 
-	say("dropping three sample events into %s/inbox:", base)
+	// Inbox files may not claim to come from GitHub, Jira, Slack or a
+	// schedule (only the sentinel's watchers and the envoy create those
+	// types): the review request arrives as another tool would drop it, and
+	// the DM is played through the envoy's console (`envoy dm`).
+	say("dropping two sample events into %s/inbox:", base)
 	samples := []struct{ name, body string }{
-		{"pr-review", `{"id":"evt-demo-pr-42","type":"github.pr.review_requested","repo":"demo/app","priority":"normal",` +
+		{"pr-review", `{"id":"evt-demo-pr-42","type":"review.requested","repo":"demo/app","priority":"normal",` +
 			`"payload":{"reason":"review_requested","subject_title":"Add retry to the uploader","subject_type":"PullRequest","pr_number":42,"subject_url":"https://api.github.com/repos/demo/app/pulls/42"}}`},
-		{"dm", `{"id":"evt-demo-dm-1","type":"slack.channel.message","priority":"normal",` +
-			`"payload":{"text":"hello kingdom, what can you do?","user_id":"U-DEMO","channel":"D-DEMO","ts":"1700000000.000100","thread_ts":null}}`},
 		{"deploy", `{"id":"evt-demo-deploy-1","type":"demo.deploy_request","repo":"demo/app","priority":"high",` +
 			`"payload":{"text":"please deploy release 1.4","needs_human":true}}`},
 	}
@@ -123,6 +125,12 @@ func runDemo(base, bin string, timeout time.Duration) error {
 		os.WriteFile(tmp, []byte(s.body), 0o600)
 		os.Rename(tmp, filepath.Join(base, "inbox", s.name+".json"))
 		say("  inbox/%s.json", s.name)
+	}
+	say("sending the bot a DM as a human would in Slack: envoy dm \"hello kingdom, what can you do?\"")
+	dm := exec.Command(filepath.Join(bin, "envoy"), "dm", "--base-dir", base, "hello kingdom, what can you do?")
+	dm.Env = env
+	if out, err := dm.CombinedOutput(); err != nil {
+		return fmt.Errorf("envoy dm: %v: %s", err, out)
 	}
 
 	answered := false
@@ -241,7 +249,7 @@ watchdog:
 		"config/envoy.yaml":    "slack:\n  default_channel: \"#kingdom-demo\"\n  allow_all: true\nintervals:\n  outbound_seconds: 1\n",
 		"config/chamberlain.yaml": "monitoring:\n  interval_seconds: 10\n" +
 			"# The demo shares the machine with whatever else runs: CPU never holds work here.\n" +
-			"thresholds:\n  cpu_yellow: 98\n  cpu_orange: 99\n  cpu_red: 100\n  memory_yellow: 95\n  memory_orange: 98\n  memory_red: 99\n" +
+			"thresholds:\n  cpu_yellow: 100\n  cpu_orange: 100\n  cpu_red: 100\n  memory_yellow: 95\n  memory_orange: 98\n  memory_red: 99\n" +
 			"# The dashboard, on loopback only (no token needed there).\n" +
 			"http:\n  listen: " + dashboardAddr + "\n",
 		"config/generals/gen-dev.yaml": `name: gen-dev
@@ -249,6 +257,20 @@ description: "Demo developer general: handles deploy requests and Jira tickets."
 timeout_seconds: 120
 max_concurrent: 2
 subscribes: ["demo.*", "jira.ticket.*"]
+`,
+		// The demo's gen-pr also takes review requests other tools drop into
+		// the inbox (the built-in manifest subscribes to GitHub's only).
+		"config/generals/gen-pr.yaml": `name: gen-pr
+description: Reviews GitHub pull requests when a review is requested, checking them against the repository's own rules, and posts the review.
+timeout_seconds: 1800
+max_concurrent: 2
+mode: automation
+supported_engines: [claude, codex, command]
+subscribes:
+  - github.pr.review_requested
+  - github.pr.mentioned
+  - github.pr.assigned
+  - review.requested
 `,
 		"config/generals/templates/gen-dev.md": "You are the demo developer general. Task {{task_id}} ({{type}}) on {{repo}}.\n\nRequest: {{payload.text}}\n",
 	}
