@@ -549,6 +549,9 @@ watchdog:
 			t.Errorf("--once --json budget.cost_usd %v, want the day's %v", res.Budget.CostUSD, day)
 		}
 	})
+	t.Run("a resume stopped by a usage limit resumes the same session after the reset", func(t *testing.T) {
+		resumeAfterLimit(t, k, gate, model) // limitresume_test.go
+	})
 }
 
 // startWithEnvHome runs `start` with a private HOME (the CLIs keep their

@@ -34,6 +34,9 @@ type Money struct {
 	Budget spend.Status                 `json:"budget"`
 	Pauses map[string]enginepause.Pause `json:"engine_pauses"`
 	Err    error                        `json:"-"`
+	// PausesErr: engine-pause.json did not load, so Pauses says nothing
+	// about which pauses ended.
+	PausesErr error `json:"-"`
 }
 
 // observeMoney reads the ledger and the pause file.
@@ -48,6 +51,7 @@ func (r *Role) observeMoney(now time.Time, rep *Report) {
 	m.Budget = spend.Evaluate(date, m.Spend.Totals, r.cfg.Budget)
 	pf, err := enginepause.Load(r.l.EnginePause())
 	if err != nil {
+		m.PausesErr = err
 		rep.Errors = append(rep.Errors, err.Error())
 	}
 	for _, eng := range pf.Engines() {
@@ -173,8 +177,8 @@ func (r *Role) moneyAlerts(rep *Report, now time.Time) []string {
 				delete(r.alerts.Active, ak) // a past day's threshold
 			}
 		case KindPause:
-			if _, still := m.Pauses[act.Key]; still {
-				continue
+			if _, still := m.Pauses[act.Key]; still || m.PausesErr != nil {
+				continue // an unreadable file is no sign the pause ended
 			}
 			content := fmt.Sprintf("▶️ Recovered: engine %s resumed, its usage limit lifted (paused %s).", act.Key, now.Sub(act.Since).Round(time.Second))
 			if send(KindRecovered, KindPause+"-"+act.Key, schema.UrgencyNormal, content, map[string]any{"engine": act.Key}) {

@@ -270,6 +270,7 @@ func (r *Role) cleanTaskDirs(cutoff time.Time) (int, error) {
 	}
 	n := 0
 	var errs []error
+	borrowed := r.borrowedTaskDirs() // borrowed.go
 	for _, g := range gens {
 		if !g.IsDir() {
 			continue
@@ -287,7 +288,8 @@ func (r *Role) cleanTaskDirs(cutoff time.Time) (int, error) {
 			if err != nil || !fi.ModTime().Before(cutoff) {
 				continue
 			}
-			if r.tasks.Exists(layout.InProgress, e.Name()) || r.tasks.Exists(layout.Pending, e.Name()) {
+			if r.tasks.Exists(layout.InProgress, e.Name()) || r.tasks.Exists(layout.Pending, e.Name()) ||
+				borrowed[filepath.Join(dir, e.Name())] {
 				continue
 			}
 			r.forgetEngineSessions(filepath.Join(dir, e.Name()), e.Name())

@@ -26,7 +26,8 @@ type DailyReport struct {
 	Tasks              ReportTasks        `json:"tasks"`
 	Soldiers           ReportSoldiers     `json:"soldiers"`
 	AvgDurationSeconds map[string]float64 `json:"avg_duration_seconds"`
-	// Spend is the day's cost ledger totals (SPEC §10.6).
+	// Spend is the cost ledger's totals over the report's window, Since to
+	// Until, as the counts (SPEC §10.6); its date is the report's.
 	Spend *spend.Summary `json:"spend,omitempty"`
 }
 
@@ -61,9 +62,10 @@ func (r *Role) dailyReport(now time.Time) error {
 			doc.AvgDurationSeconds[g] = round1(acc.DurSum[g] / float64(n))
 		}
 	}
-	if d, err := spend.Load(r.l.SpendDay(doc.Date), doc.Date); err == nil {
-		s := d.Summary()
-		doc.Spend = &s
+	if s, err := r.windowSpend(acc.Since, now, doc.Date); err == nil {
+		doc.Spend = s
+	} else {
+		r.log.Warn("daily report without spend", "err", err)
 	}
 	ymd := local.Format("20060102")
 	if err := atomicfile.WriteJSON(r.l.DailyReport(ymd), doc); err != nil {

@@ -105,10 +105,26 @@ func (g *General) finish(ctx context.Context, t *schema.Task, sid string, starte
 		"cost_usd": r.CostUSD, "usage": r.Usage})
 	g.log.Info("task finished", "task", t.ID, "status", r.Status, "reason", r.ErrorReason)
 	// §9.9: the task dir goes with the final result, unless a human is
-	// asked (the resume runs in it and removes it at its end).
-	if r.Status != schema.ResultNeedsHuman && !final.TrackConversation {
+	// asked (the resume runs in it and removes it at its end), a
+	// conversation is kept, or a resume will run again in it.
+	if r.Status != schema.ResultNeedsHuman && !final.TrackConversation && !resumeRunsAgain(ws, r) {
 		g.removeWorkspace(context.WithoutCancel(ctx), ws)
 	}
+}
+
+// resumeRunsAgain reports whether a resume's borrowed workdir (a question's
+// or a kept conversation's) must outlive this attempt: the king re-queues a
+// UsageLimited failure after the pause and retries a non-terminal one
+// (EngineError, SoldierDied), and the next attempt resumes the session the
+// soldier kept for it in this very directory. The general does not know
+// whether the king's retries are spent; when they are, the task fails for
+// good and the chamberlain's task-dir retention removes the directory (its
+// task is no longer pending or in progress).
+func resumeRunsAgain(ws workspace, r *schema.RawResult) bool {
+	if !ws.Borrowed || (r.Status != schema.ResultFailed && r.Status != schema.ResultKilled) {
+		return false
+	}
+	return r.ErrorReason == schema.ReasonUsageLimited || !r.IsTerminal()
 }
 
 // keepConversation marks a successful Slack-originated result as a

@@ -11,8 +11,9 @@ import (
 //
 //	accept = health_ok(h,p) ∧ token_ok(t,p,h) ∧ in_flight < max_soldiers
 //
-// in_flight = tasks in pending/ + in_progress/ + petitions running, counted
-// once at the start of the tick and counted up by every admission within it.
+// in_flight = tasks in pending/ + in_progress/ + petitions running, less the
+// pending tasks an engine pause parks (parked.go), counted once at the start
+// of the tick and counted up by every admission within it.
 type admission struct {
 	snap     health.Snapshot
 	inFlight int
@@ -31,6 +32,7 @@ func (k *King) admission() *admission {
 	}
 	n := k.tasks.Count(layout.Pending) + k.tasks.Count(layout.InProgress) + k.events.Count(layout.Petitioning)
 	a := &admission{snap: snap, inFlight: n, max: k.cfg.Concurrency.MaxSoldiers, money: k.moneyGate()}
+	a.inFlight -= k.parkedTasks(a.money) // parked.go
 	k.applyPause(a)
 	k.applyDiskHold(a)
 	return a

@@ -12,10 +12,14 @@ import (
 // usageLimited handles an attempt stopped by a usage limit (SPEC §10.8):
 // the engine is paused until the reset, the task goes back to pending/
 // with not_before at the reset and the same retry_count (no attempt is
-// counted), and system.rate_limited is emitted once per pause. Each step is
+// counted), and system.rate_limited is emitted once per pause (none when
+// the reset has already passed: the task just runs again). Each step is
 // idempotent, so a repeat after a crash finishes the job without a second
 // event.
 func (k *King) usageLimited(t *schema.Task, res *schema.Result, m attemptMoney) error {
+	if t.UsageLimits >= maxUsageLimitRequeues {
+		return k.usageLimitedForGood(t, res)
+	}
 	now := k.now()
 	until, err := schema.ParseTime(m.ResetsAt)
 	if err != nil || !until.After(now) {
@@ -27,11 +31,16 @@ func (k *King) usageLimited(t *schema.Task, res *schema.Result, m attemptMoney) 
 		}
 	}
 	eng := k.engineOf(t.TargetGeneral)
-	if err := k.pauseEngine(eng, until, res.Error, t.ID); err != nil {
-		return err
+	if until.After(now) { // a reset already past pauses nothing
+		if err := k.pauseEngine(eng, until, res.Error, t.ID); err != nil {
+			return err
+		}
 	}
 	t.NotBefore = schema.FormatTime(until)
 	t.Status = TaskRetrying
+	// A crash before the re-queue below repeats this step and may count the
+	// limit twice: the cap is a guard against a loop, one less is harmless.
+	t.UsageLimits++
 	if err := k.tasks.Put(layout.InProgress, t.ID, t); err != nil {
 		return err
 	}
@@ -44,6 +53,23 @@ func (k *King) usageLimited(t *schema.Task, res *schema.Result, m attemptMoney) 
 	})
 	k.log.Info("task held by a usage limit", "task", t.ID, "engine", eng, "until", t.NotBefore)
 	return nil
+}
+
+// maxUsageLimitRequeues caps the re-queues of one task for usage limits: a
+// run that reports a limit every time (a misread reset, an engine that
+// stays limited past its word) fails for good rather than loop forever.
+const maxUsageLimitRequeues = 5
+
+// usageLimitedForGood fails a task that hit a usage limit once more after
+// maxUsageLimitRequeues re-queues: a terminal UsageLimited failure with its
+// ❌. The engine is not paused again (the earlier pauses were recorded).
+func (k *King) usageLimitedForGood(t *schema.Task, res *schema.Result) error {
+	r := *res
+	terminal := true
+	r.Terminal = &terminal
+	r.Error = fmt.Sprintf("stopped by a usage limit %d times; giving up (last: %s)", t.UsageLimits+1, truncate(res.Error, 500))
+	k.log.Warn("task failed: usage limit hit too often", "task", t.ID, "usage_limits", t.UsageLimits+1)
+	return k.finish(t, &r)
 }
 
 // pauseEngine records engine's pause until `until` in engine-pause.json,

@@ -184,6 +184,9 @@ type Task struct {
 	RetryCount int `json:"retry_count"`
 	// NotBefore (RFC 3339) holds a retried task back until then.
 	NotBefore string `json:"not_before,omitempty"`
+	// UsageLimits counts the times the king re-queued the task for a usage
+	// limit (no attempt counted, SPEC §10.8); past a cap it fails for good.
+	UsageLimits int `json:"usage_limits,omitempty"`
 	// SessionID, OriginalTaskID, Workdir and Thread are set on resume tasks
 	// (SPEC §4.4, §9.8).
 	SessionID      string  `json:"session_id,omitempty"`

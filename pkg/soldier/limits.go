@@ -48,8 +48,9 @@ func engineFailure(raw map[string]any) bool {
 }
 
 // applyMoney rewrites an engine failure as BudgetExceeded (claude's
-// error_max_budget_usd) or UsageLimited (the output named a usage or rate
-// limit, read from the parser's signals and the stderr tail). It reports
+// error_max_budget_usd) or UsageLimited (claude's or codex's own output
+// named a usage or rate limit, read from the parser's signals and the
+// stderr tail; a command engine's output is never classified). It reports
 // whether it changed raw.
 func applyMoney(raw map[string]any, eng string, po *engine.Outcome, stderrTail string, now time.Time, fallback time.Duration) bool {
 	if !engineFailure(raw) || po == nil {
@@ -62,6 +63,13 @@ func applyMoney(raw map[string]any, eng string, po *engine.Outcome, stderrTail s
 		raw["summary"] = raw["error"]
 		raw["terminal"] = true
 		return true
+	}
+	if eng != config.EngineClaude && eng != config.EngineCodex {
+		// A command engine's stdout and stderr are the agent's own (and its
+		// tools'): a "Quota exceeded" there is no engine's limit, and taking
+		// it as one would pause the engine for everyone and re-queue the
+		// task without end. Such a run stays an EngineError.
+		return false
 	}
 	w := engine.NewLimitWatch(eng)
 	for _, s := range po.Signals {

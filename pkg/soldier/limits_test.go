@@ -84,3 +84,24 @@ func TestTaskBudget_ManifestOverridesKing(t *testing.T) {
 		t.Fatalf("manifest budget_usd: %v", b)
 	}
 }
+
+// A command engine's output is the agent's own (any tool it runs prints
+// there): a "Quota exceeded" in it must not pause the engine or re-queue
+// the task; only claude's and codex's own output is classified.
+func TestApplyMoney_CommandOutputIsNotALimit(t *testing.T) {
+	now := time.Date(2026, 4, 28, 12, 0, 0, 0, time.UTC)
+	line := []byte(`{"type":"result","is_error":true,"api_error_status":429,"result":"Claude AI usage limit reached|1777400000"}`)
+	po := &engine.Outcome{Signals: []engine.Signal{{Kind: "result", Raw: line}}}
+	for _, stderr := range []string{"Quota exceeded. Try again in 5 minutes.", "You've hit your usage limit · resets 3am (UTC)"} {
+		raw := map[string]any{"status": "failed", "error_reason": schema.ReasonEngineError, "error": "exit 1"}
+		if applyMoney(raw, config.EngineCommand, po, stderr, now, time.Hour) || raw["error_reason"] != schema.ReasonEngineError {
+			t.Fatalf("command engine output %q taken as a usage limit: %v", stderr, raw)
+		}
+	}
+	// The same words from codex itself still are one.
+	raw := map[string]any{"status": "failed", "error_reason": schema.ReasonEngineError, "error": "exit 1"}
+	if !applyMoney(raw, config.EngineCodex, &engine.Outcome{}, "ERROR: Quota exceeded. Try again in 5 minutes.", now, time.Hour) ||
+		raw["error_reason"] != schema.ReasonUsageLimited {
+		t.Fatalf("codex's own limit text not classified: %v", raw)
+	}
+}

@@ -16,7 +16,7 @@ import (
 )
 
 type scenario struct {
-	Mode          string   `json:"mode"` // success|needs_human|fail|exit3|hang|hang_heartbeat|garbage|dirty
+	Mode          string   `json:"mode"` // success|needs_human|fail|exit3|usage_limit|hang|hang_heartbeat|garbage|dirty
 	SessionID     string   `json:"session_id"`
 	SleepMS       int      `json:"sleep_ms"`
 	MemoryUpdates []string `json:"memory_updates"`
@@ -105,6 +105,10 @@ func main() {
 	case "exit3":
 		fmt.Println(`{"type":"assistant","message":"about to fail"}`)
 		os.Exit(3)
+	case "usage_limit":
+		// claude's own words for a usage limit (ENGINES.md): an error result.
+		fmt.Printf(`{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"result":"You've hit your limit · resets 3am (UTC)","session_id":%q}`+"\n", sc.SessionID)
+		os.Exit(1)
 	case "hang":
 		for {
 			time.Sleep(time.Hour)
