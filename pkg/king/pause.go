@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/enginepause"
-	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
@@ -36,21 +35,14 @@ func (k *King) usageLimited(t *schema.Task, res *schema.Result, m attemptMoney) 
 			return err
 		}
 	}
-	t.NotBefore = schema.FormatTime(until)
-	t.Status = TaskRetrying
-	// A crash before the re-queue below repeats this step and may count the
+	// A crash before the re-queue repeats this step and may count the
 	// limit twice: the cap is a guard against a loop, one less is harmless.
 	t.UsageLimits++
-	if err := k.tasks.Put(layout.InProgress, t.ID, t); err != nil {
+	if err := k.reschedule(t, until, map[string]any{
+		"error_reason": ReasonUsageLimited, "engine": eng, "attempt_counted": false,
+	}); err != nil {
 		return err
 	}
-	if err := k.requeue(t); err != nil {
-		return err
-	}
-	k.em.Emit("task.retry_scheduled", map[string]any{
-		"task_id": t.ID, "retry_count": t.RetryCount, "not_before": t.NotBefore,
-		"error_reason": ReasonUsageLimited, "general": t.TargetGeneral, "engine": eng, "attempt_counted": false,
-	})
 	k.log.Info("task held by a usage limit", "task", t.ID, "engine", eng, "until", t.NotBefore)
 	return nil
 }

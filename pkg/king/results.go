@@ -268,6 +268,19 @@ func (k *King) backoff(retryCount int) time.Duration {
 func (k *King) retry(t *schema.Task, res *schema.Result) error {
 	nb := k.now().Add(k.backoff(t.RetryCount))
 	t.RetryCount++
+	if err := k.reschedule(t, nb, map[string]any{"error_reason": res.ErrorReason}); err != nil {
+		return err
+	}
+	k.log.Info("task retry scheduled", "task", t.ID, "retry_count", t.RetryCount, "not_before", t.NotBefore, "reason", res.ErrorReason)
+	return nil
+}
+
+// reschedule re-queues t to run at nb: the task is rewritten inside
+// in_progress/ with not_before and the retrying mark (what a crash leaves
+// for processResults to finish), requeue does the rest, and
+// task.retry_scheduled carries data plus the task's id, attempt, not_before
+// and general. Both a retry and a usage-limit hold go through it.
+func (k *King) reschedule(t *schema.Task, nb time.Time, data map[string]any) error {
 	t.NotBefore = schema.FormatTime(nb)
 	t.Status = TaskRetrying
 	if err := k.tasks.Put(layout.InProgress, t.ID, t); err != nil {
@@ -276,11 +289,8 @@ func (k *King) retry(t *schema.Task, res *schema.Result) error {
 	if err := k.requeue(t); err != nil {
 		return err
 	}
-	k.em.Emit("task.retry_scheduled", map[string]any{
-		"task_id": t.ID, "retry_count": t.RetryCount, "not_before": t.NotBefore,
-		"error_reason": res.ErrorReason, "general": t.TargetGeneral,
-	})
-	k.log.Info("task retry scheduled", "task", t.ID, "retry_count", t.RetryCount, "not_before", t.NotBefore, "reason", res.ErrorReason)
+	data["task_id"], data["retry_count"], data["not_before"], data["general"] = t.ID, t.RetryCount, t.NotBefore, t.TargetGeneral
+	k.em.Emit("task.retry_scheduled", data)
 	return nil
 }
 
