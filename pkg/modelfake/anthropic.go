@@ -3,7 +3,6 @@ package modelfake
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 )
 
@@ -84,25 +83,13 @@ func (s *Server) anthropic(w http.ResponseWriter, r *http.Request) {
 	rep := s.route(req)
 	n := s.next()
 	if isError(rep) {
-		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("request-id", fmt.Sprintf("req_fake%d", n))
-		writeHeaders(w, rep)
-		w.WriteHeader(rep.Status)
-		if rep.Body != "" {
-			io.WriteString(w, rep.Body)
-			return
-		}
-		et := rep.ErrType
-		if et == "" {
-			et = "invalid_request_error"
-		}
-		json.NewEncoder(w).Encode(map[string]any{"type": "error",
-			"error": map[string]any{"type": et, "message": rep.ErrMessage}})
+		writeAPIError(w, rep, func(typ, msg string) any {
+			return map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": msg}}
+		})
 		return
 	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
+	startSSE(w)
 	if rep.Raw != "" {
 		fmt.Fprint(w, rep.Raw)
 		return

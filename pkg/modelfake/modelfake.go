@@ -270,6 +270,31 @@ func usageOf(rep Reply) (in, out int) {
 	return in, out
 }
 
+// writeAPIError answers with rep's API error: its raw Body when set, else
+// the protocol's JSON envelope that body builds from the error type
+// (default invalid_request_error) and message.
+func writeAPIError(w http.ResponseWriter, rep Reply, body func(typ, msg string) any) {
+	w.Header().Set("Content-Type", "application/json")
+	writeHeaders(w, rep)
+	w.WriteHeader(rep.Status)
+	if rep.Body != "" {
+		io.WriteString(w, rep.Body)
+		return
+	}
+	typ := rep.ErrType
+	if typ == "" {
+		typ = "invalid_request_error"
+	}
+	json.NewEncoder(w).Encode(body(typ, rep.ErrMessage))
+}
+
+// startSSE begins a 200 event-stream answer.
+func startSSE(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+}
+
 func isError(rep Reply) bool { return rep.Status != 0 && rep.Status != http.StatusOK }
 
 // ClaudeEnv is the environment that points the claude CLI at the fake.

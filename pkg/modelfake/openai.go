@@ -3,7 +3,6 @@ package modelfake
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 )
 
@@ -89,23 +88,12 @@ func (s *Server) openai(w http.ResponseWriter, r *http.Request) {
 	rep := s.route(req)
 	n := s.next()
 	if isError(rep) {
-		w.Header().Set("Content-Type", "application/json")
-		writeHeaders(w, rep)
-		w.WriteHeader(rep.Status)
-		if rep.Body != "" {
-			io.WriteString(w, rep.Body)
-			return
-		}
-		et := rep.ErrType
-		if et == "" {
-			et = "invalid_request_error"
-		}
-		json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"type": et, "message": rep.ErrMessage, "code": et}})
+		writeAPIError(w, rep, func(typ, msg string) any {
+			return map[string]any{"error": map[string]any{"type": typ, "message": msg, "code": typ}}
+		})
 		return
 	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
+	startSSE(w)
 	if rep.Raw != "" {
 		fmt.Fprint(w, rep.Raw)
 		return
