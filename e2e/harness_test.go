@@ -119,7 +119,7 @@ func cleanEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "SLACK_") || strings.HasPrefix(k, "JIRA_") || k == "GH_TOKEN" || k == "GITHUB_TOKEN" || strings.HasPrefix(k, "KINGDOM_") {
+		if strings.HasPrefix(k, "SLACK_") || strings.HasPrefix(k, "JIRA_") || k == "GH_TOKEN" || k == "GITHUB_TOKEN" || (strings.HasPrefix(k, "KINGDOM_") && k != "KINGDOM_CPUPROFILE_DIR") {
 			continue
 		}
 		env = append(env, kv)

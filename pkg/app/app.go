@@ -191,9 +191,11 @@ func (e *CodeError) ExitCode() int { return e.Code }
 // error to stderr and exits with ExitCode. It is the only os.Exit.
 func Main(cmd *cli.Command) {
 	Prepare(cmd)
+	endProfile := startProfile(cmd.Name)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	err := cmd.Run(ctx, os.Args)
 	stop()
+	endProfile()
 	code := ExitCode(err)
 	if err != nil {
 		var ce *CodeError
