@@ -51,7 +51,7 @@ func loadSystem(base string) (*config.System, error) {
 	if err != nil {
 		return nil, &app.ConfigError{Err: err}
 	}
-	redact.SetExtraNames(config.SecretEnvNames(l.ConfigDir()))
+	redact.SetExtraNames(config.SecretEnvNamesWith(sys, l.ConfigDir()))
 	return sys, nil
 }
 

@@ -103,10 +103,12 @@ func Run(ctx context.Context, o RunOptions) (*Outcome, error) {
 		}
 	}
 	spec := engine.Spec{Engine: o.Engine, System: o.System, Resume: o.Resume,
-		PromptFile: o.PromptFile, Workdir: o.Workdir, TaskID: task, ResultPath: staging,
-		MaxBudgetUSD: taskBudget(l, o.General)}
+		PromptFile: o.PromptFile, Workdir: o.Workdir, TaskID: task, ResultPath: staging}
 	switch o.Engine {
 	case config.EngineClaude:
+		// Only claude enforces a budget itself (--max-budget-usd); other
+		// engines need not read the manifest and king.yaml for it.
+		spec.MaxBudgetUSD = taskBudget(l, o.General)
 		// §10.5: the session id is ours, recorded before the engine starts,
 		// so a soldier that dies mid-run still leaves a resumable id.
 		out.SessionID = o.Resume
