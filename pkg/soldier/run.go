@@ -81,7 +81,10 @@ func Run(ctx context.Context, o RunOptions) (*Outcome, error) {
 		o.Engine = o.System.Runtime.Engine
 	}
 	task := o.TaskID
-	if err := atomicfile.WriteFile(l.ResultSoldierID(task), []byte(o.SoldierID+"\n"), 0o600); err != nil {
+	// Read by the king (cancel), the general and the chamberlain while we
+	// run, so written whole; not synced: after a machine crash the soldier
+	// is gone whatever the file says.
+	if err := atomicfile.WriteFileNoSync(l.ResultSoldierID(task), []byte(o.SoldierID+"\n"), 0o600); err != nil {
 		return nil, fmt.Errorf("record soldier id: %w", err)
 	}
 	hb := l.ResultHeartbeat(task)
