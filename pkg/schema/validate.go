@@ -149,17 +149,14 @@ func validate(kind Kind, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !json.Valid(data) {
-		// json.Unmarshal describes the syntax error (offset and character).
-		var v any
-		jerr := json.Unmarshal(data, &v)
-		if jerr == nil {
-			jerr = errors.New("invalid syntax")
-		}
-		return nil, &syntaxError{kind: kind, err: jerr}
-	}
 	doc, err := parseJSON(data)
 	if err != nil {
+		// json.Unmarshal describes a syntax error best (offset and
+		// character, "unexpected end of JSON input").
+		var v any
+		if jerr := json.Unmarshal(data, &v); jerr != nil {
+			err = jerr
+		}
 		return nil, &syntaxError{kind: kind, err: err}
 	}
 	if vs := sch.check(doc, make([]string, 0, 8), nil); len(vs) > 0 {
