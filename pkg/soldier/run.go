@@ -396,10 +396,8 @@ func executeTo(ctx context.Context, l layout.Layout, o RunOptions, inv *engine.I
 		w, flush := redactedLog(f)
 		defer flush()
 		stdoutLog = w
-		g, err := os.OpenFile(l.SessionErr(o.SoldierID), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-		if err != nil {
-			return -1, "", err
-		}
+		// stderr's log is made only if the engine writes to stderr.
+		g := &lazyLog{path: l.SessionErr(o.SoldierID)}
 		defer g.Close()
 		w2, flush2 := redactedLog(g)
 		defer flush2()
