@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/urfave/cli/v3"
@@ -56,6 +57,11 @@ func loadSystem(base string) (*config.System, error) {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "run" {
+		// A soldier mostly waits on its engine; one P spares the idle
+		// processors' spinning on every wake-up (~0.4 CPU-ms per task).
+		runtime.GOMAXPROCS(1)
+	}
 	cmd := &cli.Command{
 		Name:  "soldier-spawn",
 		Usage: "run one task attempt in its own tmux session",
