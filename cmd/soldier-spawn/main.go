@@ -57,8 +57,8 @@ func loadSystem(base string) (*config.System, error) {
 }
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "run" {
-		// A soldier mostly waits on its engine; one P spares the idle
+	if len(os.Args) > 1 && (os.Args[1] == "run" || os.Args[1] == "petition") {
+		// Both mostly wait on their engine; one P spares the idle
 		// processors' spinning on every wake-up (~0.4 CPU-ms per task).
 		runtime.GOMAXPROCS(1)
 	}
