@@ -134,7 +134,9 @@ func Run(ctx context.Context, o RunOptions) (*Outcome, error) {
 		}
 		spec.ResultSchema, spec.SchemaFile, spec.LastMessageFile = sch, l.ResultOutputSchema(task), l.ResultLastMessage(task)
 		_ = os.Remove(spec.LastMessageFile)
-		if err := atomicfile.WriteFile(spec.SchemaFile, sch, 0o600); err != nil {
+		// Read only by the codex we start after this: written in place,
+		// no temp, no fsync (removed when the run ends).
+		if err := atomicfile.WritePrivate(spec.SchemaFile, sch, 0o600); err != nil {
 			return nil, fmt.Errorf("write output schema: %w", err)
 		}
 		defer os.Remove(spec.SchemaFile)
