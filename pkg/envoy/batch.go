@@ -1,0 +1,203 @@
+package envoy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/queue"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
+)
+
+// A tick delivers its messages as one batch (issues #15, #17): before the
+// first post, room for every delivery record is reserved in the journal (a
+// full disk holds the sends, diskhold.go); each message is then posted, in
+// order, and its record appended at once; at the end the records are
+// synced with one fdatasync, every file's status is rewritten with one
+// group commit, and the files move to sent/ (or failed/) with one sync per
+// directory. Per message that leaves one post, one appended line, one temp
+// file and two renames — no fsync, no state file rewrite of its own.
+//
+// A crash at any instant loses nothing and posts nothing twice beyond what
+// it did before: a record appended is in the page cache, so a killed envoy
+// finds it on restart and finishes the message without posting it again
+// (deliver); a message is in pending/ until its record is durable; a
+// rewritten file still in pending/ is finished by the next tick.
+
+// done is a message the tick is finished with, waiting for the batch.
+type done struct {
+	ent    queue.Entry
+	m      *schema.Message
+	state  string // layout.Sent or layout.Failed
+	d      Delivery
+	errMsg string // failed: why
+	extra  map[string]any
+}
+
+// sendPending sends every message in pending/, oldest first. The envoy is
+// the single consumer of the messages queue (its leader lock makes it so), so
+// each message stays in pending/ while it is sent and moves to sent/ or
+// failed/ with the tick's batch.
+func (e *Envoy) sendPending(ctx context.Context) error {
+	e.mu.Lock()
+	hold := e.holdUntil
+	e.mu.Unlock()
+	if e.clock.Now().Before(hold) {
+		return nil // Slack's Retry-After has not passed yet
+	}
+	if e.diskHeld() {
+		return nil // the state cannot be written: post nothing (diskhold.go)
+	}
+	entries, err := e.messages.List(layout.Pending)
+	if err != nil || len(entries) == 0 {
+		return err
+	}
+	if err := e.reserveRecords(len(entries)); err != nil {
+		_ = e.holdForDisk(ctx, err) // nothing is posted this tick
+		return nil
+	}
+	var dones []*done
+	var errs []error
+	for _, ent := range entries {
+		if ctx.Err() != nil {
+			break
+		}
+		d, err := e.deliver(ctx, ent)
+		if d != nil {
+			dones = append(dones, d)
+		}
+		if err != nil {
+			if errors.Is(err, errHeld) {
+				e.log.Warn("slack rate limit: sends held", "err", err)
+				break
+			}
+			if errors.Is(err, errDiskHeld) {
+				break
+			}
+			errs = append(errs, err)
+		}
+	}
+	if err := e.finishAll(dones); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// finishAll syncs the tick's delivery records, rewrites each finished
+// message's status (and extra fields) in place with one group commit, then
+// moves it to its final state. The directory is the truth; the status field
+// only helps someone reading the file with cat. A message whose step fails
+// stays in pending/: its delivery is recorded, so the next tick finishes it
+// without posting it again.
+func (e *Envoy) finishAll(dones []*done) error {
+	if len(dones) == 0 {
+		return nil
+	}
+	if afterPosts != nil {
+		afterPosts()
+	}
+	// Every record of this tick is durable before any message leaves pending/.
+	if err := e.st.syncJournal(); err != nil {
+		return fmt.Errorf("finish %d messages: %w", len(dones), err)
+	}
+	var errs []error
+	staged := make([]*done, 0, len(dones))
+	var rw []*done
+	var paths []string
+	var data [][]byte
+	for _, d := range dones {
+		var doc map[string]any
+		if err := json.Unmarshal(d.ent.Data, &doc); err != nil {
+			staged = append(staged, d) // moved as it is
+			continue
+		}
+		doc["status"] = d.state
+		for k, v := range d.extra {
+			doc[k] = v
+		}
+		b, err := json.MarshalIndent(doc, "", "  ")
+		if err != nil {
+			errs = append(errs, fmt.Errorf("finish message %s: %w", d.ent.ID, err))
+			continue
+		}
+		rw = append(rw, d)
+		paths = append(paths, e.messages.Path(layout.Pending, d.ent.ID))
+		data = append(data, append(b, '\n'))
+	}
+	// Each rewrite over a recycled spare (recycle.go); what that could not
+	// do goes through one group commit.
+	ok, err := e.spares.rewrite(paths, data)
+	if err != nil && !errors.Is(err, errNoSwap) {
+		e.log.Warn("status rewrite over a spare failed, writing a new file", "err", err)
+	}
+	b := queue.NewBatch()
+	if afterRename != nil {
+		b.AfterRename(afterRename)
+	}
+	var batched []*done
+	for i, d := range rw {
+		if ok[i] {
+			staged = append(staged, d)
+			continue
+		}
+		if err := b.Put(e.messages, layout.Pending, d.ent.ID, data[i]); err != nil {
+			errs = append(errs, fmt.Errorf("finish message %s: %w", d.ent.ID, err))
+			continue
+		}
+		batched = append(batched, d)
+	}
+	if err := b.Commit(); err != nil {
+		// Some files may be rewritten (each whole); those stay in pending/.
+		errs = append(errs, fmt.Errorf("finish messages: %w", err))
+	} else {
+		staged = append(staged, batched...)
+	}
+	var moved []*done
+	var sent []string
+	dirs := map[string]bool{layout.Pending: true}
+	for _, d := range staged {
+		if err := e.messages.Move(layout.Pending, d.state, d.ent.ID); err != nil {
+			errs = append(errs, fmt.Errorf("finish message %s: %w", d.ent.ID, err))
+			continue
+		}
+		dirs[d.state] = true
+		moved = append(moved, d)
+		if d.state == layout.Sent {
+			sent = append(sent, d.ent.ID)
+		}
+	}
+	// The moves are durable before the records that stand for them go.
+	synced := true
+	for _, st := range []string{layout.Sent, layout.Failed, layout.Pending} {
+		if dirs[st] && len(moved) > 0 {
+			if err := atomicfile.SyncDir(e.messages.Dir(st)); err != nil {
+				errs = append(errs, err)
+				synced = false
+			}
+		}
+	}
+	if synced {
+		e.st.delivered(sent)
+	}
+	for _, d := range moved {
+		if d.state == layout.Sent {
+			e.em.Emit("message.sent", map[string]any{"msg_id": d.m.ID, "task_id": d.m.TaskID, "channel": d.d.Channel})
+			e.log.Info("message sent", "msg_id", d.m.ID, "type", d.m.Type, "channel", d.d.Channel)
+			continue
+		}
+		e.em.Emit("message.failed", map[string]any{"msg_id": d.m.ID, "task_id": d.m.TaskID, "error": d.errMsg})
+		e.log.Error("message failed", "msg_id", d.m.ID, "type", d.m.Type, "err", d.errMsg)
+	}
+	return errors.Join(errs...)
+}
+
+// Crash points for tests: afterPosts runs when a tick's posts are done and
+// recorded (not yet synced), afterRename after the i-th status rewrite of
+// the batch. Nil outside tests.
+var (
+	afterPosts  func()
+	afterRename func(i int)
+)
