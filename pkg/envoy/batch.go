@@ -59,6 +59,10 @@ func (e *Envoy) sendPending(ctx context.Context) error {
 		_ = e.holdForDisk(ctx, err) // nothing is posted this tick
 		return nil
 	}
+	if cp, ok := e.poster.(*consolePoster); ok {
+		cp.begin()
+		defer cp.end()
+	}
 	var dones []*done
 	var errs []error
 	for _, ent := range entries {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/lockfile"
 )
 
 // errCrash is what a crash point panics with: the envoy dies there.
@@ -227,5 +228,33 @@ func TestBatch_SparesOnAnotherFilesystemFallBack(t *testing.T) {
 	h.tick()
 	if s := h.msgState("msg-20261121-002"); s != layout.Sent {
 		t.Errorf("second message in %q", s)
+	}
+}
+
+// Console mode holds the log open for a tick's posts under the rotation
+// lock, and lets go of both when the tick ends (a rotation waits for the
+// tick, never longer).
+func TestConsole_TickReleasesTheRotationLock(t *testing.T) {
+	h := newHarness(t, setup{console: true})
+	h.put(message("msg-20261121-001", "report", ""))
+	h.put(message("msg-20261121-002", "report", ""))
+	h.tick()
+	lf, err := lockfile.Open(h.l.RotateLock())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lf.Close()
+	if ok, err := lf.TryLock(); err != nil || !ok {
+		t.Fatalf("rotation lock still held after the tick: %v %v", ok, err)
+	}
+	lf.Unlock()
+	b, err := os.ReadFile(h.l.EnvoyConsoleLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"msg-20261121-001", "msg-20261121-002"} {
+		if !strings.Contains(string(b), "content of "+id) {
+			t.Errorf("console log lacks %s:\n%s", id, b)
+		}
 	}
 }

@@ -135,27 +135,11 @@ func (r *recycler) wave(paths []string, data [][]byte, done []bool, base int) er
 		items[i].spare, items[i].f = p, f
 		items[i].err = overwrite(f, data[i])
 	}
-	// fdatasync in parallel: the disk merges them into few commits.
-	var wg sync.WaitGroup
-	next := make(chan *item)
-	for range min(8, len(items)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for it := range next {
-				if it.err == nil {
-					it.err = unix.Fdatasync(int(it.f.Fd()))
-				}
-			}
-		}()
-	}
-	for i := range items {
-		if items[i].f != nil {
-			next <- &items[i]
+	syncFiles(len(items), func(i int) {
+		if it := &items[i]; it.f != nil && it.err == nil {
+			it.err = unix.Fdatasync(int(it.f.Fd()))
 		}
-	}
-	close(next)
-	wg.Wait()
+	})
 	for i := range items {
 		it := &items[i]
 		if it.f == nil {
@@ -202,4 +186,32 @@ func overwrite(f *os.File, data []byte) error {
 		return f.Truncate(int64(len(data)))
 	}
 	return nil
+}
+
+// syncFiles runs syncOne(0..n-1): in parallel (the disk merges the fsyncs into
+// few commits), or inline for a few (goroutines would cost more than they
+// save).
+func syncFiles(n int, syncOne func(i int)) {
+	if n < 4 {
+		for i := range n {
+			syncOne(i)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(8, n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				syncOne(i)
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
 }
