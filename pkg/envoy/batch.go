@@ -17,8 +17,9 @@ import (
 // full disk holds the sends, diskhold.go); each message is then posted, in
 // order, and its record appended at once; at the end the records are
 // synced with one fdatasync, every file's status is rewritten with one
-// group commit, and the files move to sent/ (or failed/) with one sync per
-// directory. Per message that leaves one post, one appended line, one temp
+// group commit, and the files move to sent/ (or failed/); the directories
+// are synced once, at the next checkpoint, before the journal that still
+// holds the records is emptied. Per message that leaves one post, one appended line, one temp
 // file and two renames — no fsync, no state file rewrite of its own.
 //
 // A crash at any instant loses nothing and posts nothing twice beyond what
@@ -173,19 +174,19 @@ func (e *Envoy) finishAll(dones []*done) error {
 			sent = append(sent, d.ent.ID)
 		}
 	}
-	// The moves are durable before the records that stand for them go.
-	synced := true
-	for _, st := range []string{layout.Sent, layout.Failed, layout.Pending} {
-		if dirs[st] && len(moved) > 0 {
-			if err := atomicfile.SyncDir(e.messages.Dir(st)); err != nil {
-				errs = append(errs, err)
-				synced = false
-			}
+	// The moves are made durable before the records that stand for them
+	// go: at the next checkpoint (syncMoves), not once per tick.
+	if len(moved) > 0 {
+		e.mu.Lock()
+		if e.movedTo == nil {
+			e.movedTo = map[string]bool{}
 		}
+		for st := range dirs {
+			e.movedTo[st] = true
+		}
+		e.mu.Unlock()
 	}
-	if synced {
-		e.st.delivered(sent)
-	}
+	e.st.delivered(sent)
 	for _, d := range moved {
 		if d.state == layout.Sent {
 			e.em.Emit("message.sent", map[string]any{"msg_id": d.m.ID, "task_id": d.m.TaskID, "channel": d.d.Channel})
@@ -196,6 +197,35 @@ func (e *Envoy) finishAll(dones []*done) error {
 		e.log.Error("message failed", "msg_id", d.m.ID, "type", d.m.Type, "err", d.errMsg)
 	}
 	return errors.Join(errs...)
+}
+
+// syncMoves fsyncs the queue directories messages moved in since the last
+// checkpoint (the store calls it before it empties the journal).
+func (e *Envoy) syncMoves() error {
+	e.mu.Lock()
+	dirs := e.movedTo
+	e.movedTo = nil
+	e.mu.Unlock()
+	var errs []error
+	for _, st := range []string{layout.Sent, layout.Failed, layout.Pending} {
+		if dirs[st] {
+			if err := atomicfile.SyncDir(e.messages.Dir(st)); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		e.mu.Lock()
+		if e.movedTo == nil {
+			e.movedTo = map[string]bool{}
+		}
+		for st := range dirs {
+			e.movedTo[st] = true
+		}
+		e.mu.Unlock()
+		return err
+	}
+	return nil
 }
 
 // Crash points for tests: afterPosts runs when a tick's posts are done and

@@ -19,7 +19,7 @@ func cpuNow() time.Duration {
 // in any envoy after its first batch). Reports the CPU per message of the
 // tick (every thread of the process): it must not grow with n.
 func BenchmarkDeliverBacklog(b *testing.B) {
-	for _, n := range []int{10, 100, 1000} {
+	for _, n := range []int{1, 10, 100, 1000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			h := newHarness(b, setup{console: true})
 			round := 0

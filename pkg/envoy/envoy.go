@@ -86,6 +86,8 @@ type Envoy struct {
 	disk diskState
 	// lastPrune is when prune last looked for expired state.
 	lastPrune time.Time
+	// movedTo: message states moved into since the last checkpoint.
+	movedTo map[string]bool
 }
 
 // New builds the envoy. It does no I/O.
@@ -121,6 +123,7 @@ func New(o Options) (*Envoy, error) {
 		seenEvt:      map[string]time.Time{},
 	}
 	e.st.replay = e.replay
+	e.st.beforeCheckpoint = e.syncMoves
 	e.admit = queue.NewAdmitter(o.Layout, queue.New(o.Layout, layout.QEvents, o.Events))
 	if o.BotToken == "" {
 		e.console = true

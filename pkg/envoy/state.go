@@ -119,6 +119,9 @@ type store struct {
 	dirty     bool      // memory is ahead of the files
 	// replay applies the bookkeeping of journaled deliveries at load.
 	replay func(*State, []journalEntry)
+	// beforeCheckpoint makes durable what the journal's records stand
+	// for, before they go (the moves of their messages).
+	beforeCheckpoint func() error
 }
 
 type stateFile struct {
@@ -233,6 +236,11 @@ func (st *store) update(fn func(*State) error) error {
 // with one group commit (one directory sync), then empties the delivery
 // journal: the files now hold all it recorded.
 func (st *store) writeChanged(s *State, raw [][]byte) error {
+	if st.beforeCheckpoint != nil {
+		if err := st.beforeCheckpoint(); err != nil {
+			return err
+		}
+	}
 	var g atomicfile.Group
 	var changed []int
 	var data [][]byte
