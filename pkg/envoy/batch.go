@@ -114,23 +114,18 @@ func (e *Envoy) finishAll(dones []*done) error {
 	var paths []string
 	var data [][]byte
 	for _, d := range dones {
-		var doc map[string]any
-		if err := json.Unmarshal(d.ent.Data, &doc); err != nil {
+		b, err := statusDoc(d.ent.Data, d.state, d.extra)
+		if errors.Is(err, errNotObject) {
 			staged = append(staged, d) // moved as it is
 			continue
 		}
-		doc["status"] = d.state
-		for k, v := range d.extra {
-			doc[k] = v
-		}
-		b, err := json.MarshalIndent(doc, "", "  ")
 		if err != nil {
 			errs = append(errs, fmt.Errorf("finish message %s: %w", d.ent.ID, err))
 			continue
 		}
 		rw = append(rw, d)
 		paths = append(paths, e.messages.Path(layout.Pending, d.ent.ID))
-		data = append(data, append(b, '\n'))
+		data = append(data, b)
 	}
 	// Each rewrite over a recycled spare (recycle.go); what that could not
 	// do goes through one group commit.
@@ -197,6 +192,33 @@ func (e *Envoy) finishAll(dones []*done) error {
 		e.log.Error("message failed", "msg_id", d.m.ID, "type", d.m.Type, "err", d.errMsg)
 	}
 	return errors.Join(errs...)
+}
+
+var errNotObject = errors.New("not a JSON object")
+
+// statusDoc returns data (a message file) with its status and the extra
+// fields set, indented as the queue writes files. Raw values: every other
+// field is kept byte for byte (numbers too), and nothing below the top
+// level is parsed.
+func statusDoc(data []byte, state string, extra map[string]any) ([]byte, error) {
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(data, &doc); err != nil || doc == nil {
+		return nil, errNotObject
+	}
+	var err error
+	if doc["status"], err = json.Marshal(state); err != nil {
+		return nil, err
+	}
+	for k, v := range extra {
+		if doc[k], err = json.Marshal(v); err != nil {
+			return nil, err
+		}
+	}
+	b, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
 }
 
 // syncMoves fsyncs the queue directories messages moved in since the last
