@@ -93,14 +93,15 @@ func (s *State) liveConversation(channel, threadTS string, now time.Time) (Conve
 	return c, true
 }
 
-// store loads and saves State. Every change is a read-modify-write of the
-// files under one mutex, so the socket goroutine and the tick never lose
-// each other's updates, and the files on disk are always the truth.
+// store loads and saves State. Every change happens under one mutex, so the
+// socket goroutine and the tick never lose each other's updates.
 //
 // Only the envoy (its single leader) writes these files, so the state is
 // read from disk once and then kept in memory (issue #17: no re-read and
-// re-parse of every file for every message); writes still go to disk at
-// once, atomically, for each file whose content changed.
+// re-parse of every file for every message). The truth on disk is the files
+// plus the delivery journal (journal.go): a delivery is journaled at once
+// and the files are rewritten at a checkpoint; any other change (update) is
+// written at once, atomically, for each file whose content changed.
 type store struct {
 	mu    sync.Mutex
 	l     layout.Layout
