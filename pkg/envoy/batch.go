@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
@@ -12,15 +13,19 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
-// A tick delivers its messages as one batch (issues #15, #17): before the
-// first post, room for every delivery record is reserved in the journal (a
-// full disk holds the sends, diskhold.go); each message is then posted, in
-// order, and its record appended at once; at the end the records are
-// synced with one fdatasync, every file's status is rewritten with one
-// group commit, and the files move to sent/ (or failed/); the directories
-// are synced once, at the next checkpoint, before the journal that still
-// holds the records is emptied. Per message that leaves one post, one appended line, one temp
-// file and two renames — no fsync, no state file rewrite of its own.
+// A tick delivers its messages in batches (issues #15, #17) — all of them
+// in one, unless there are more than batchMax or the posts take longer than
+// batchAge. Before the first post, room for every delivery record of the
+// batch is reserved in the journal (a full disk holds the sends,
+// diskhold.go); each message is then posted, in order, and its record
+// appended at once; at the end of the batch the records are synced with one
+// fdatasync, each file's status is rewritten over a recycled spare
+// (recycle.go; one group commit where that is unsupported), and the files
+// move to sent/ (or failed/); the directories are synced once, at the next
+// checkpoint, before the journal that still holds the records is emptied.
+// Per message that leaves one post, one appended line, one overwrite and
+// fdatasync of a file that already exists, a swap and a rename — no file
+// created, no state file rewritten.
 //
 // A crash at any instant loses nothing and posts nothing twice beyond what
 // it did before: a record appended is in the page cache, so a killed envoy
@@ -56,23 +61,45 @@ func (e *Envoy) sendPending(ctx context.Context) error {
 	if err != nil || len(entries) == 0 {
 		return err
 	}
-	if err := e.reserveRecords(len(entries)); err != nil {
-		_ = e.holdForDisk(ctx, err) // nothing is posted this tick
-		return nil
-	}
 	if cp, ok := e.poster.(*consolePoster); ok {
 		cp.begin()
 		defer cp.end()
 	}
-	var dones []*done
-	var errs []error
-	for _, ent := range entries {
+	var (
+		dones []*done
+		since time.Time // when the first of dones was delivered
+		errs  []error
+		room  int // delivery records reserved and not yet used
+	)
+	finish := func() {
+		if err := e.finishAll(dones); err != nil {
+			errs = append(errs, err)
+		}
+		dones = nil
+	}
+	for i, ent := range entries {
 		if ctx.Err() != nil {
 			break
 		}
+		if room == 0 {
+			n := min(batchMax, len(entries)-i)
+			if err := e.reserveRecords(n); err != nil {
+				_ = e.holdForDisk(ctx, err) // nothing more is posted this tick
+				break
+			}
+			room = n
+		}
+		room--
 		d, err := e.deliver(ctx, ent)
 		if d != nil {
+			if len(dones) == 0 {
+				since = e.clock.Now()
+			}
 			dones = append(dones, d)
+			// A long tick (a backlog, a slow Slack) finishes as it goes.
+			if len(dones) >= batchMax || e.clock.Now().Sub(since) >= batchAge {
+				finish()
+			}
 		}
 		if err != nil {
 			if errors.Is(err, errHeld) {
@@ -85,11 +112,17 @@ func (e *Envoy) sendPending(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	if err := e.finishAll(dones); err != nil {
-		errs = append(errs, err)
-	}
+	finish()
 	return errors.Join(errs...)
 }
+
+// A batch ends after batchMax messages or batchAge after its first post:
+// the rest of a long tick goes on in a new batch, so messages reach sent/
+// and their records are synced as the tick goes.
+const (
+	batchMax = 64
+	batchAge = time.Second
+)
 
 // finishAll syncs the tick's delivery records, rewrites each finished
 // message's status (and extra fields) in place with one group commit, then

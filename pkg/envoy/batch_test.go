@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"syscall"
@@ -255,6 +256,31 @@ func TestConsole_TickReleasesTheRotationLock(t *testing.T) {
 	for _, id := range []string{"msg-20261121-001", "msg-20261121-002"} {
 		if !strings.Contains(string(b), "content of "+id) {
 			t.Errorf("console log lacks %s:\n%s", id, b)
+		}
+	}
+}
+
+// A tick with more than batchMax messages finishes them batch by batch:
+// each batch's messages reach sent/ before the next batch is posted.
+func TestBatch_LongTickFinishesAsItGoes(t *testing.T) {
+	h := newHarness(t, setup{console: true})
+	n := 2*batchMax + 22
+	for i := range n {
+		h.put(message(fmt.Sprintf("msg-20261121-%04d", i), "report", ""))
+	}
+	var sentAtFinish []int
+	afterPosts = func() {
+		ents, _ := os.ReadDir(h.e.messages.Dir(layout.Sent))
+		sentAtFinish = append(sentAtFinish, len(ents))
+	}
+	t.Cleanup(func() { afterPosts = nil })
+	h.tick()
+	if want := []int{0, batchMax, 2 * batchMax}; fmt.Sprint(sentAtFinish) != fmt.Sprint(want) {
+		t.Errorf("messages in sent/ when each batch finished = %v, want %v", sentAtFinish, want)
+	}
+	for i := range n {
+		if s := h.msgState(fmt.Sprintf("msg-20261121-%04d", i)); s != layout.Sent {
+			t.Fatalf("message %d in %q", i, s)
 		}
 	}
 }
