@@ -72,10 +72,17 @@ func (e *Envoy) sendPending(ctx context.Context) error {
 		room  int // delivery records reserved and not yet used
 	)
 	finish := func() {
+		if len(dones) == 0 {
+			return
+		}
 		if err := e.finishAll(dones); err != nil {
 			errs = append(errs, err)
 		}
 		dones = nil
+		// A checkpoint if the journal is long or old enough (journal.go).
+		if err := e.st.flush(e.clock.Now(), false); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	for i, ent := range entries {
 		if ctx.Err() != nil {
