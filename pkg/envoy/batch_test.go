@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -282,5 +283,25 @@ func TestBatch_LongTickFinishesAsItGoes(t *testing.T) {
 		if s := h.msgState(fmt.Sprintf("msg-20261121-%04d", i)); s != layout.Sent {
 			t.Fatalf("message %d in %q", i, s)
 		}
+	}
+}
+
+// A spare with another name (a hard link planted in spares/) is dropped,
+// never written through.
+func TestBatch_HardLinkedSpareIsNotWrittenThrough(t *testing.T) {
+	h := newHarness(t, setup{console: true})
+	victim := filepath.Join(t.TempDir(), "victim")
+	os.WriteFile(victim, []byte("keep me"), 0o600)
+	os.MkdirAll(sparesDir(h.l), 0o700)
+	if err := os.Link(victim, filepath.Join(sparesDir(h.l), "spare-planted")); err != nil {
+		t.Skipf("hard link: %v", err)
+	}
+	h.put(message("msg-20261121-001", "report", ""))
+	h.tick()
+	if b, _ := os.ReadFile(victim); string(b) != "keep me" {
+		t.Errorf("linked file written through: %q", b)
+	}
+	if s := h.msgState("msg-20261121-001"); s != layout.Sent {
+		t.Errorf("message in %q", s)
 	}
 }

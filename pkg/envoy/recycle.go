@@ -103,9 +103,12 @@ func (r *recycler) take() (string, *os.File, error) {
 	for len(r.pool) > 0 {
 		p := r.pool[len(r.pool)-1]
 		r.pool = r.pool[:len(r.pool)-1]
-		f, err := os.OpenFile(p, os.O_WRONLY|syscall.O_NOFOLLOW, 0)
-		if err == nil {
+		f, err := os.OpenFile(p, os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+		if err == nil && ownFile(f) {
 			return p, f, nil
+		}
+		if f != nil {
+			f.Close()
 		}
 		os.Remove(p) // gone or unusable: drop it
 	}
@@ -171,6 +174,17 @@ func (r *recycler) wave(paths []string, data [][]byte, done []bool, base int) er
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ownFile reports whether f is a regular file with no other name: a spare
+// hard-linked elsewhere is never written through.
+func ownFile(f *os.File) bool {
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && st.Nlink == 1
 }
 
 // overwrite puts data at the start of f and cuts what was beyond it.
