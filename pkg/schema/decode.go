@@ -2,20 +2,10 @@ package schema
 
 import (
 	"encoding/json"
-	"fmt"
 	"reflect"
+
+	docpkg "github.com/kingdom-dev/kingdom/pkg/doc"
 )
-
-// decodeError is a document that passed its schema but does not fit the Go
-// type (a number too large for an int, 1.0 for an integer field).
-type decodeError struct {
-	kind Kind
-	err  error
-}
-
-func (e *decodeError) Error() string        { return fmt.Sprintf("%s: %v", e.kind, e.err) }
-func (e *decodeError) Is(target error) bool { return target == ErrInvalid }
-func (e *decodeError) Unwrap() error        { return e.err }
 
 // Decode validates data against kind's schema and then unmarshals it into v.
 // Errors match ErrInvalid when the document is at fault.
@@ -26,15 +16,14 @@ func Decode(kind Kind, data []byte, v any) error {
 	}
 	if t := reflect.TypeOf(v); t != nil {
 		if err := checkCase(doc, t, nil); err != nil {
-			return &decodeError{kind: kind, err: err}
+			return &docpkg.DecodeError{Kind: kind, Err: err}
 		}
 	}
 	if err := json.Unmarshal(data, v); err != nil {
-		return &decodeError{kind: kind, err: err}
+		return &docpkg.DecodeError{Kind: kind, Err: err}
 	}
 	return nil
 }
-
 func decode[T any](kind Kind, data []byte) (*T, error) {
 	v := new(T)
 	if err := Decode(kind, data, v); err != nil {

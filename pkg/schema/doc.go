@@ -1,8 +1,6 @@
-// Package schema owns the shapes of the files Kingdom's roles hand to each
-// other (SPEC §3.3): the Go types of events, tasks, messages, results,
-// inbox events, checkpoints and petition results, their constants, and the
-// enforcement of the JSON Schemas embedded from the repository's schemas/
-// directory.
+// Package schema enforces the JSON Schemas (embedded from the repository's
+// schemas/ directory) of the files Kingdom's roles hand to each other
+// (SPEC §3.3), and decodes them into their Go types.
 //
 // Drive it at the boundary where a role reads another role's file:
 //
@@ -13,20 +11,18 @@
 //	}
 //
 // Validate checks bytes against one Kind without decoding them; producers
-// may call it on what they are about to write. Each kind's schema is
-// compiled on its first use (a process pays only for the kinds it
-// validates) and is safe for concurrent use. The validator is this
-// package's own: it implements the draft 2020-12 keywords the schemas use
-// (type, $ref, const, enum, format date-time, required, properties,
-// additionalProperties, items, min/maxItems, min/maxLength, pattern,
-// minimum, allOf, oneOf, if/then/else) and refuses to compile any other,
-// so a process links no general-purpose validator (whose start-up cost
-// every short-lived soldier paid). Its tests compare it with a complete
-// validator on every fixture and thousands of mutations of them.
+// may call it on what they are about to write. Validation is
+// santhosh-tekuri/jsonschema (draft 2020-12, formats asserted); each kind's
+// schema is compiled on its first use (a process pays only for the kinds
+// it validates) and is safe for concurrent use. Violations are reported
+// one per broken rule, on one line, sorted, with our long patterns named.
+// Decode parses once: the parsed document feeds the schema and a walk that
+// rejects a key differing from a field's JSON name only in case (which
+// encoding/json would otherwise decode into that field).
 //
-// Timestamps are strings in the JSON and in the Go types; build them with
-// FormatTime (RFC 3339, UTC, 'Z', SPEC §9.23) and read them with ParseTime.
-// Nullable fields are pointers: nil marshals as null (or is omitted when the
-// field is optional). Payload and Context maps marshal as {} when nil, so a
-// zero value never produces a null where the schema wants an object.
+// The Go types, constants and timestamp helpers are pkg/doc's, re-exported
+// here under the same names (type aliases), so readers need only this
+// package. pkg/doc links no validator: soldier-spawn, which starts once per
+// task, uses it and leaves validation to the general that reads its raw
+// result.
 package schema

@@ -1,52 +1,24 @@
 package schema
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	"golang.org/x/text/language"
+	textmessage "golang.org/x/text/message"
+
+	docpkg "github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/schemas"
 )
-
-// Kind names a document kind; its schema is schemas/<kind>.json.
-type Kind string
-
-// The document kinds with a schema.
-const (
-	KindEvent          Kind = "event"
-	KindTask           Kind = "task"
-	KindMessage        Kind = "message"
-	KindRawResult      Kind = "raw-result"
-	KindResult         Kind = "result"
-	KindInboxEvent     Kind = "inbox-event"
-	KindSessions       Kind = "sessions"
-	KindResources      Kind = "resources"
-	KindInternalEvent  Kind = "internal-event"
-	KindPetitionResult Kind = "petition-result"
-	KindCheckpoint     Kind = "checkpoint"
-	KindState          Kind = "state" // the dashboard's /api/v1/state
-)
-
-// Kinds lists every document kind.
-func Kinds() []Kind {
-	return []Kind{KindEvent, KindTask, KindMessage, KindRawResult, KindResult,
-		KindInboxEvent, KindSessions, KindResources, KindInternalEvent,
-		KindPetitionResult, KindCheckpoint, KindState}
-}
-
-// URL is the $id of the kind's schema.
-func (k Kind) URL() string { return schemas.BaseURL + string(k) + ".json" }
-
-// ErrInvalid is matched (errors.Is) by every error meaning "this document is
-// not acceptable": not JSON, schema violations, or values Go cannot hold.
-// A reader rejects such a file instead of retrying it.
-var ErrInvalid = errors.New("invalid document")
-
-// ErrNotJSON is matched by errors for input that is not valid JSON at all.
-var ErrNotJSON = errors.New("not valid JSON")
 
 // maxViolations caps how many violations an error message lists.
 const maxViolations = 8
@@ -88,50 +60,63 @@ func (e *Error) Error() string {
 // Is makes every *Error match ErrInvalid.
 func (e *Error) Is(target error) bool { return target == ErrInvalid }
 
-// syntaxError is input that is not JSON; it matches ErrNotJSON and ErrInvalid.
-type syntaxError struct {
-	kind Kind
-	err  error
-}
-
-func (e *syntaxError) Error() string {
-	return fmt.Sprintf("%s: not valid JSON: %v", e.kind, e.err)
-}
-func (e *syntaxError) Is(target error) bool { return target == ErrInvalid || target == ErrNotJSON }
-func (e *syntaxError) Unwrap() error        { return e.err }
-
-// Each kind's schema is compiled the first time it is used, so a process
-// pays only for the documents it validates (a soldier validates one raw
-// result). Only the embedded documents are read; nothing is fetched.
+// The compiler is made once; each kind's schema is compiled the first time
+// it is used, so a process pays only for the documents it validates (a
+// soldier validates one raw result). The loader serves only the embedded
+// documents a compile asks for (the kind's schema and defs.json); nothing
+// is fetched or read from disk.
 var (
 	compileMu sync.Mutex
-	comp      *compiler
-	compiled  = map[Kind]*node{}
+	compiler  *jsonschema.Compiler
+	compiled  = map[Kind]*jsonschema.Schema{}
 )
 
 // schemaFor compiles kind's schema on first use. Formats are asserted
-// (created_at must really be a date-time).
-func schemaFor(k Kind) (*node, error) {
+// (created_at must really be a date-time), which draft 2020-12 leaves off by
+// default.
+func schemaFor(k Kind) (*jsonschema.Schema, error) {
 	compileMu.Lock()
 	defer compileMu.Unlock()
-	if n, ok := compiled[k]; ok {
-		return n, nil
+	if s, ok := compiled[k]; ok {
+		return s, nil
 	}
 	if !slices.Contains(Kinds(), k) {
 		return nil, fmt.Errorf("validate: unknown kind %q", k)
 	}
-	if comp == nil {
-		comp = newCompiler()
+	if compiler == nil {
+		c := jsonschema.NewCompiler()
+		c.AssertFormat()
+		c.UseLoader(embedLoader{})
+		compiler = c
 	}
-	n, err := comp.compileRef(string(k)+".json", "")
+	s, err := compiler.Compile(k.URL())
 	if err != nil {
 		// A broken embedded schema is a programming error; a fresh
-		// compiler next time keeps no half-compiled nodes.
-		comp = nil
+		// compiler next time keeps no half-added resources.
+		compiler = nil
 		return nil, fmt.Errorf("compile schema %s: %w", k, err)
 	}
-	compiled[k] = n
-	return n, nil
+	compiled[k] = s
+	return s, nil
+}
+
+// embedLoader resolves schema URLs to the embedded documents.
+type embedLoader struct{}
+
+func (embedLoader) Load(url string) (any, error) {
+	name, ok := strings.CutPrefix(url, schemas.BaseURL)
+	if !ok || strings.Contains(name, "/") {
+		return nil, fmt.Errorf("schema %s is not embedded", url)
+	}
+	data, err := fs.ReadFile(schemas.FS, name)
+	if err != nil {
+		return nil, fmt.Errorf("schema %s is not embedded: %w", url, err)
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("parse schema %s: %w", name, err)
+	}
+	return doc, nil
 }
 
 // Validate checks that data is JSON and satisfies kind's schema. Errors
@@ -142,14 +127,14 @@ func Validate(kind Kind, data []byte) error {
 	return err
 }
 
-// validate returns the parsed document (objects as map[string]any, numbers
-// as json.Number) once it satisfies kind's schema.
 func validate(kind Kind, data []byte) (any, error) {
 	sch, err := schemaFor(kind)
 	if err != nil {
 		return nil, err
 	}
-	doc, err := parseJSON(data)
+	// One parse (numbers as json.Number) serves the schema and, in Decode,
+	// the case guard.
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
 	if err != nil {
 		// json.Unmarshal describes a syntax error best (offset and
 		// character, "unexpected end of JSON input").
@@ -157,13 +142,81 @@ func validate(kind Kind, data []byte) (any, error) {
 		if jerr := json.Unmarshal(data, &v); jerr != nil {
 			err = jerr
 		}
-		return nil, &syntaxError{kind: kind, err: err}
+		return nil, &docpkg.SyntaxError{Kind: kind, Err: err}
 	}
-	if vs := sch.check(doc, make([]string, 0, 8), nil); len(vs) > 0 {
-		return nil, &Error{Kind: kind, Violations: sortViolations(vs)}
+	if err := sch.Validate(doc); err != nil {
+		var ve *jsonschema.ValidationError
+		if errors.As(err, &ve) {
+			return nil, &Error{Kind: kind, Violations: violations(ve)}
+		}
+		return nil, &Error{Kind: kind, Violations: []Violation{{Message: err.Error()}}}
 	}
 	return doc, nil
 }
+
+// violations flattens the library's error tree into its leaves: the
+// concrete broken rules. For a failed oneOf/anyOf the leaves of every branch
+// are listed, which reads as "none of these held".
+func violations(ve *jsonschema.ValidationError) []Violation {
+	var out []Violation
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) == 0 {
+			out = append(out, Violation{
+				Pointer: pointer(e.InstanceLocation),
+				Message: message(e),
+			})
+			return
+		}
+		switch e.ErrorKind.(type) {
+		case *kind.OneOf, *kind.AnyOf:
+			// Alternatives: one violation listing each branch's problems,
+			// not a list that reads as if all were required.
+			var alts []string
+			for _, c := range e.Causes {
+				for _, v := range violations(c) {
+					if v.Pointer == pointer(e.InstanceLocation) {
+						alts = append(alts, v.Message)
+					} else {
+						alts = append(alts, v.String())
+					}
+				}
+			}
+			out = append(out, Violation{
+				Pointer: pointer(e.InstanceLocation),
+				Message: "none of the alternatives holds: " + strings.Join(alts, " or "),
+			})
+			return
+		}
+		for _, c := range e.Causes {
+			walk(c)
+		}
+	}
+	walk(ve)
+	// The library's order follows map iteration; sort for stable messages.
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Pointer != out[j].Pointer {
+			return out[i].Pointer < out[j].Pointer
+		}
+		return out[i].Message < out[j].Message
+	})
+	return dedupe(out)
+}
+
+func dedupe(vs []Violation) []Violation {
+	seen := make(map[Violation]bool, len(vs))
+	out := vs[:0]
+	for _, v := range vs {
+		if !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// printer renders the library's messages in English.
+var printer = textmessage.NewPrinter(language.English)
 
 // patternNames replaces our long regular expressions with what they mean.
 var patternNames = map[string]string{
@@ -172,6 +225,23 @@ var patternNames = map[string]string{
 	`^gen-[a-z][a-z0-9-]*$`:                                                    "a general name (gen-<lowercase>)",
 	`^[a-z][a-z0-9_]*(?:\.[a-z0-9_]+)+$`:                                       "an event type (category.name, lowercase)",
 	`^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]*[A-Za-z0-9_-][A-Za-z0-9_.-]*$`: "owner/name",
+}
+
+func message(e *jsonschema.ValidationError) string {
+	if p, ok := e.ErrorKind.(*kind.Pattern); ok {
+		if name, ok := patternNames[p.Want]; ok {
+			return fmt.Sprintf("%s is not %s", quote(p.Got), name)
+		}
+	}
+	switch k := e.ErrorKind.(type) {
+	case *kind.Enum:
+		return strings.ReplaceAll(k.LocalizedString(printer), "<nil>", "null")
+	case *kind.OneOf:
+		if len(k.Subschemas) == 2 {
+			return fmt.Sprintf("more than one alternative holds (subschemas %d and %d); exactly one must", k.Subschemas[0], k.Subschemas[1])
+		}
+	}
+	return e.ErrorKind.LocalizedString(printer)
 }
 
 func quote(s string) string {

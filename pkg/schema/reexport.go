@@ -1,0 +1,139 @@
+package schema
+
+import (
+	"time"
+
+	docpkg "github.com/kingdom-dev/kingdom/pkg/doc"
+)
+
+// The document types, constants and helpers live in pkg/doc, which links
+// no validator (soldier-spawn imports it; it starts once per task). They
+// are re-exported here under the same names, so a reader of another
+// role's file needs only this package: schema.DecodeTask returns a
+// *schema.Task, which is a *doc.Task.
+
+// Document types (aliases: the same types as pkg/doc's).
+type (
+	Checkpoint        = docpkg.Checkpoint
+	Event             = docpkg.Event
+	InboxEvent        = docpkg.InboxEvent
+	Kind              = docpkg.Kind
+	Message           = docpkg.Message
+	PetitionResult    = docpkg.PetitionResult
+	Proclamation      = docpkg.Proclamation
+	RawResult         = docpkg.RawResult
+	ReplyContext      = docpkg.ReplyContext
+	Result            = docpkg.Result
+	SourceRef         = docpkg.SourceRef
+	Task              = docpkg.Task
+	Thread            = docpkg.Thread
+	TrackConversation = docpkg.TrackConversation
+	Usage             = docpkg.Usage
+)
+
+// Constants of the document types.
+const (
+	EventCompleted           = docpkg.EventCompleted
+	EventDispatched          = docpkg.EventDispatched
+	EventPending             = docpkg.EventPending
+	EventPetitioning         = docpkg.EventPetitioning
+	EventRejected            = docpkg.EventRejected
+	FinalDone                = docpkg.FinalDone
+	FinalFailed              = docpkg.FinalFailed
+	FinalSkipped             = docpkg.FinalSkipped
+	KindCheckpoint           = docpkg.KindCheckpoint
+	KindEvent                = docpkg.KindEvent
+	KindInboxEvent           = docpkg.KindInboxEvent
+	KindInternalEvent        = docpkg.KindInternalEvent
+	KindMessage              = docpkg.KindMessage
+	KindPetitionResult       = docpkg.KindPetitionResult
+	KindRawResult            = docpkg.KindRawResult
+	KindResources            = docpkg.KindResources
+	KindResult               = docpkg.KindResult
+	KindSessions             = docpkg.KindSessions
+	KindState                = docpkg.KindState
+	KindTask                 = docpkg.KindTask
+	MessageFailed            = docpkg.MessageFailed
+	MessageHumanInputRequest = docpkg.MessageHumanInputRequest
+	MessageNotification      = docpkg.MessageNotification
+	MessagePending           = docpkg.MessagePending
+	MessageRejected          = docpkg.MessageRejected
+	MessageReport            = docpkg.MessageReport
+	MessageSent              = docpkg.MessageSent
+	MessageThreadReply       = docpkg.MessageThreadReply
+	MessageThreadStart       = docpkg.MessageThreadStart
+	MessageThreadUpdate      = docpkg.MessageThreadUpdate
+	PriorityHigh             = docpkg.PriorityHigh
+	PriorityLow              = docpkg.PriorityLow
+	PriorityNormal           = docpkg.PriorityNormal
+	ReasonAgentFailed        = docpkg.ReasonAgentFailed
+	ReasonBudgetExceeded     = docpkg.ReasonBudgetExceeded
+	ReasonCancelled          = docpkg.ReasonCancelled
+	ReasonEngineError        = docpkg.ReasonEngineError
+	ReasonEngineMissing      = docpkg.ReasonEngineMissing
+	ReasonEngineRefused      = docpkg.ReasonEngineRefused
+	ReasonInvalidResult      = docpkg.ReasonInvalidResult
+	ReasonNoResult           = docpkg.ReasonNoResult
+	ReasonPromptTooLarge     = docpkg.ReasonPromptTooLarge
+	ReasonSessionLost        = docpkg.ReasonSessionLost
+	ReasonSoldierDied        = docpkg.ReasonSoldierDied
+	ReasonTimeout            = docpkg.ReasonTimeout
+	ReasonUsageLimited       = docpkg.ReasonUsageLimited
+	ResultFailed             = docpkg.ResultFailed
+	ResultKilled             = docpkg.ResultKilled
+	ResultNeedsHuman         = docpkg.ResultNeedsHuman
+	ResultSkipped            = docpkg.ResultSkipped
+	ResultSuccess            = docpkg.ResultSuccess
+	SourceGitHub             = docpkg.SourceGitHub
+	SourceInbox              = docpkg.SourceInbox
+	SourceJira               = docpkg.SourceJira
+	SourceSchedule           = docpkg.SourceSchedule
+	SourceSlack              = docpkg.SourceSlack
+	TaskCompleted            = docpkg.TaskCompleted
+	TaskInProgress           = docpkg.TaskInProgress
+	TaskPending              = docpkg.TaskPending
+	TaskRejected             = docpkg.TaskRejected
+	TaskRetrying             = docpkg.TaskRetrying
+	TaskTypeResume           = docpkg.TaskTypeResume
+	TimeLayout               = docpkg.TimeLayout
+	UrgencyHigh              = docpkg.UrgencyHigh
+	UrgencyNormal            = docpkg.UrgencyNormal
+	UrgencyUrgent            = docpkg.UrgencyUrgent
+)
+
+// ErrInvalid and ErrNotJSON are pkg/doc's: errors.Is matches either
+// package's name for them.
+var (
+	ErrInvalid = docpkg.ErrInvalid
+	ErrNotJSON = docpkg.ErrNotJSON
+)
+
+// Kinds lists every document kind.
+func Kinds() []Kind { return docpkg.Kinds() }
+
+// PriorityRank orders priorities for queues (doc.PriorityRank).
+func PriorityRank(p string) int { return docpkg.PriorityRank(p) }
+
+// DefaultTerminal reports whether a failure with this reason ends the task
+// at once, unless the result says otherwise (doc.DefaultTerminal).
+func DefaultTerminal(reason string) bool { return docpkg.DefaultTerminal(reason) }
+
+// FormatTime renders t as a Kingdom timestamp (doc.FormatTime).
+func FormatTime(t time.Time) string { return docpkg.FormatTime(t) }
+
+// ParseTime reads an RFC 3339 timestamp in UTC (doc.ParseTime).
+func ParseTime(s string) (time.Time, error) { return docpkg.ParseTime(s) }
+
+// StringPtr returns a pointer to s, or nil when s is empty (doc.StringPtr).
+func StringPtr(s string) *string { return docpkg.StringPtr(s) }
+
+// Deref returns *p, or "" when p is nil (doc.Deref).
+func Deref(p *string) string { return docpkg.Deref(p) }
+
+// EngineResultSchema is the JSON Schema of an agent's structured output
+// (doc.EngineResultSchema).
+func EngineResultSchema(strict bool) ([]byte, error) { return docpkg.EngineResultSchema(strict) }
+
+// StripNulls removes the top-level nulls of strict structured output
+// (doc.StripNulls).
+func StripNulls(m map[string]any) { docpkg.StripNulls(m) }
