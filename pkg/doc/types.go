@@ -274,6 +274,13 @@ type Proclamation struct {
 	Message string `json:"message"`
 }
 
+// RawOrigin is the raw result's property where soldier-spawn records
+// where an agent's result came from ("agent result <staging file>",
+// "agent structured output"). The schema allows extra properties and the
+// Go type drops it: it serves only the general's message when the result
+// fails its schema (soldier-spawn does not validate, see the package doc).
+const RawOrigin = "origin"
+
 // RawResult is state/results/<task>-raw.json: one soldier attempt's outcome.
 type RawResult struct {
 	TaskID  string `json:"task_id"`

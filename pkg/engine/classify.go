@@ -6,12 +6,12 @@ import (
 	"strings"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 )
 
 // Failure is why a run that left no result failed.
 type Failure struct {
-	Reason string // schema.Reason*
+	Reason string // doc.Reason*
 	// Words is what the engine said (its reason, SPEC §10.3), unredacted.
 	Words string
 	// Fix tells the operator what to change (refusals), "" otherwise.
@@ -78,15 +78,15 @@ func Classify(engine string, resumed bool, exitCode int, o *Outcome, stderrTail,
 	all := said + "\n" + stderrTail
 	for _, r := range refusals {
 		if (r.engine == "" || r.engine == engine) && r.re().MatchString(all) {
-			return Failure{Reason: schema.ReasonEngineRefused, Words: words, Fix: r.fix(sysFile)}
+			return Failure{Reason: doc.ReasonEngineRefused, Words: words, Fix: r.fix(sysFile)}
 		}
 	}
 	if o.APIErrorStatus == 401 {
-		return Failure{Reason: schema.ReasonEngineRefused, Words: words,
+		return Failure{Reason: doc.ReasonEngineRefused, Words: words,
 			Fix: "check the API key (" + credentialsOf(engine) + ") in kingdom.env"}
 	}
 	if resumed && sessionGone().MatchString(all) {
-		return Failure{Reason: schema.ReasonSessionLost, Words: words}
+		return Failure{Reason: doc.ReasonSessionLost, Words: words}
 	}
 	if o.Subtype == "error_max_structured_output_retries" || (o.Ended && !o.IsError && exitCode == 0) {
 		last := strings.TrimSpace(o.FinalText)
@@ -97,14 +97,14 @@ func Classify(engine string, resumed bool, exitCode int, o *Outcome, stderrTail,
 		if o.Subtype == "error_max_structured_output_retries" {
 			msg += " (subtype " + o.Subtype + ")"
 		}
-		return Failure{Reason: schema.ReasonNoResult, Words: msg}
+		return Failure{Reason: doc.ReasonNoResult, Words: msg}
 	}
 	if words == "" {
 		words = fmt.Sprintf("engine %s exited with code %d without a result", engine, exitCode)
 	} else {
 		words = fmt.Sprintf("engine %s exited with code %d: %s", engine, exitCode, words)
 	}
-	return Failure{Reason: schema.ReasonEngineError, Words: words}
+	return Failure{Reason: doc.ReasonEngineError, Words: words}
 }
 
 func credentialsOf(engine string) string {

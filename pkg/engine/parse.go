@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 )
 
 // Parser reads an engine's stdout line by line into an Outcome.
@@ -45,7 +45,7 @@ type Outcome struct {
 	Errors []string
 	// PermissionDenials are claude's denied tool calls, one line each.
 	PermissionDenials []string
-	Usage             *schema.Usage
+	Usage             *doc.Usage
 	// CostUSD is claude's total_cost_usd; nil for codex (no cost field).
 	CostUSD *float64
 	// Signals are the lines a usage-limit classifier reads (claude
@@ -135,7 +135,7 @@ type claudeLine struct {
 	SessionID         string          `json:"session_id"`
 	Result            *string         `json:"result"`
 	IsError           bool            `json:"is_error"`
-	Usage             *schema.Usage   `json:"usage"`
+	Usage             *doc.Usage      `json:"usage"`
 	CostUSD           *float64        `json:"total_cost_usd"`
 	Structured        json.RawMessage `json:"structured_output"`
 	Errors            []any           `json:"errors"`
@@ -303,7 +303,7 @@ func (p *codexParser) Line(line []byte) bool {
 			if in < 0 {
 				in = 0
 			}
-			o.Usage = o.Usage.Add(&schema.Usage{InputTokens: in, OutputTokens: u.OutputTokens,
+			o.Usage = o.Usage.Add(&doc.Usage{InputTokens: in, OutputTokens: u.OutputTokens,
 				CacheReadInputTokens: u.CachedInputTokens, CacheCreationInputTokens: u.CacheWriteTokens})
 		}
 	case "turn.failed":

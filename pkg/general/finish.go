@@ -34,7 +34,7 @@ func (g *General) readRaw(task string) *schema.RawResult {
 	}
 	r, err := schema.DecodeRawResult(b)
 	if err != nil {
-		return invalid(task, fmt.Sprintf("raw result: %v", err))
+		return invalidRaw(task, b, err)
 	}
 	if r.TaskID != task {
 		return invalid(task, fmt.Sprintf("raw result names task %q", r.TaskID))

@@ -66,6 +66,7 @@ const (
 	PriorityHigh             = docpkg.PriorityHigh
 	PriorityLow              = docpkg.PriorityLow
 	PriorityNormal           = docpkg.PriorityNormal
+	RawOrigin                = docpkg.RawOrigin
 	ReasonAgentFailed        = docpkg.ReasonAgentFailed
 	ReasonBudgetExceeded     = docpkg.ReasonBudgetExceeded
 	ReasonCancelled          = docpkg.ReasonCancelled

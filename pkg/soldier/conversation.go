@@ -2,8 +2,8 @@ package soldier
 
 import (
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // keepsConversation reports whether a successful attempt's stored session
@@ -12,7 +12,7 @@ import (
 // (track_conversation, gen-herald). The general keeps the task dir too, so
 // the follow-up resumes with the same cwd, as claude requires.
 func keepsConversation(o RunOptions, raw map[string]any) bool {
-	if st, _ := raw["status"].(string); st != schema.ResultSuccess {
+	if st, _ := raw["status"].(string); st != doc.ResultSuccess {
 		return false
 	}
 	if v, _ := raw["track_conversation"].(bool); v {

@@ -5,9 +5,9 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/engine"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // Money and limits, the soldier's side (SPEC §10.7, §10.8): claude gets the
@@ -37,11 +37,11 @@ func engineFailure(raw map[string]any) bool {
 	if raw == nil {
 		return false
 	}
-	if st, _ := raw["status"].(string); st != schema.ResultFailed {
+	if st, _ := raw["status"].(string); st != doc.ResultFailed {
 		return false
 	}
 	switch reason, _ := raw["error_reason"].(string); reason {
-	case schema.ReasonEngineError, schema.ReasonNoResult:
+	case doc.ReasonEngineError, doc.ReasonNoResult:
 		return true
 	}
 	return false
@@ -58,7 +58,7 @@ func applyMoney(raw map[string]any, eng string, po *engine.Outcome, stderrTail s
 	}
 	if po.Subtype == "error_max_budget_usd" {
 		msg := "the task's budget (--max-budget-usd) was reached; " + firstString(raw["error"], "")
-		raw["error_reason"] = schema.ReasonBudgetExceeded
+		raw["error_reason"] = doc.ReasonBudgetExceeded
 		raw["error"] = redactBound(msg)
 		raw["summary"] = raw["error"]
 		raw["terminal"] = true
@@ -84,8 +84,8 @@ func applyMoney(raw map[string]any, eng string, po *engine.Outcome, stderrTail s
 	if !lim.Parsed {
 		msg += " (no reset time given: paused for the fallback)"
 	}
-	raw["error_reason"] = schema.ReasonUsageLimited
-	raw["resets_at"] = schema.FormatTime(lim.ResetsAt)
+	raw["error_reason"] = doc.ReasonUsageLimited
+	raw["resets_at"] = doc.FormatTime(lim.ResetsAt)
 	raw["error"] = redactBound(msg)
 	raw["summary"] = raw["error"]
 	delete(raw, "terminal")
@@ -94,7 +94,7 @@ func applyMoney(raw map[string]any, eng string, po *engine.Outcome, stderrTail s
 
 // codexCost prices a codex run's tokens with runtime.codex.pricing (codex
 // reports no cost); nil when unpriced or not codex.
-func codexCost(sys *config.System, eng string, u *schema.Usage) *float64 {
+func codexCost(sys *config.System, eng string, u *doc.Usage) *float64 {
 	if eng != config.EngineCodex || u == nil || sys == nil || sys.Runtime.Codex.Pricing == nil {
 		return nil
 	}

@@ -11,11 +11,10 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/engine"
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/queue"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // PetitionOptions configure Petition.
@@ -53,17 +52,17 @@ func Petition(ctx context.Context, o PetitionOptions) error {
 		return err
 	}
 	res, perr := classify(ctx, o)
-	var doc any = res
+	var out any = res
 	if perr != nil {
-		doc = map[string]string{"error": perr.Error()}
+		out = map[string]string{"error": perr.Error()}
 	}
-	if err := atomicfile.WriteJSON(o.Out, doc); err != nil {
+	if err := atomicfile.WriteJSON(o.Out, out); err != nil {
 		return fmt.Errorf("write petition result %s: %w", o.Out, err)
 	}
 	return perr
 }
 
-func classify(ctx context.Context, o PetitionOptions) (*schema.PetitionResult, error) {
+func classify(ctx context.Context, o PetitionOptions) (*doc.PetitionResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	eng := o.System.Runtime.Engine
@@ -104,11 +103,11 @@ func classify(ctx context.Context, o PetitionOptions) (*schema.PetitionResult, e
 		return nil, fmt.Errorf("petition engine failed (%s): %s", f.Reason, redactBound(f.Message()))
 	}
 	if inv.Engine == config.EngineCommand {
-		if b, rerr := queue.ReadLimited(staging, maxResultBytes); rerr == nil {
+		if b, rerr := atomicfile.ReadLimited(staging, maxResultBytes); rerr == nil {
 			text = string(b)
 		}
 	}
-	var r schema.PetitionResult
+	var r doc.PetitionResult
 	if !engine.ExtractJSONObject(text, &r) {
 		if code != 0 {
 			f := engine.Classify(inv.Engine, false, code, po, stderrTail, "system.yaml")

@@ -18,12 +18,11 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/engine"
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/logging"
-	"github.com/kingdom-dev/kingdom/pkg/queue"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 var nowFunc = time.Now
@@ -101,7 +100,7 @@ func Run(ctx context.Context, o RunOptions) (*Outcome, error) {
 			lost = "cannot resume session " + o.Resume + ": its working directory " + o.Workdir + " is gone"
 		}
 		if lost != "" {
-			out.Raw = failed(task, schema.ReasonSessionLost, lost)
+			out.Raw = failed(task, doc.ReasonSessionLost, lost)
 			return out, publish(l, task, out.Raw)
 		}
 	}
@@ -122,13 +121,13 @@ func Run(ctx context.Context, o RunOptions) (*Outcome, error) {
 		if err := atomicfile.WriteFile(l.ResultSessionID(task), []byte(out.SessionID+"\n"), 0o600); err != nil {
 			return nil, fmt.Errorf("record session id: %w", err)
 		}
-		sch, err := schema.EngineResultSchema(false)
+		sch, err := doc.EngineResultSchema(false)
 		if err != nil {
 			return nil, err
 		}
 		spec.ResultSchema = sch
 	case config.EngineCodex:
-		sch, err := schema.EngineResultSchema(true)
+		sch, err := doc.EngineResultSchema(true)
 		if err != nil {
 			return nil, err
 		}
@@ -144,12 +143,12 @@ func Run(ctx context.Context, o RunOptions) (*Outcome, error) {
 	}
 	inv, err := engine.Build(spec)
 	if err != nil {
-		reason := schema.ReasonEngineError
+		reason := doc.ReasonEngineError
 		switch {
 		case errors.Is(err, engine.ErrMissing):
-			reason = schema.ReasonEngineMissing
+			reason = doc.ReasonEngineMissing
 		case errors.Is(err, engine.ErrBadSession):
-			reason = schema.ReasonSessionLost
+			reason = doc.ReasonSessionLost
 		}
 		out.Raw = failed(task, reason, err.Error())
 		return out, publish(l, task, out.Raw)
@@ -198,7 +197,7 @@ func resultOf(task string, o RunOptions, inv *engine.Invocation, spec engine.Spe
 	code int, stderrTail string, runErr error, staging string) map[string]any {
 	structured := po.Structured
 	if inv.Engine == config.EngineCodex && spec.LastMessageFile != "" {
-		if b, err := queue.ReadLimited(spec.LastMessageFile, maxResultBytes); err == nil {
+		if b, err := atomicfile.ReadLimited(spec.LastMessageFile, maxResultBytes); err == nil {
 			var m map[string]any
 			if engine.ExtractJSONObject(string(b), &m) {
 				structured, _ = json.Marshal(m)
@@ -218,16 +217,16 @@ func resultOf(task string, o RunOptions, inv *engine.Invocation, spec engine.Spe
 	case raw != nil:
 		return raw
 	case structErr != nil:
-		return failed(task, schema.ReasonInvalidResult, redactBound("agent structured output: "+structErr.Error()))
+		return failed(task, doc.ReasonInvalidResult, redactBound("agent structured output: "+structErr.Error()))
 	case stageErr != nil && !errors.Is(stageErr, fs.ErrNotExist):
-		return failed(task, schema.ReasonInvalidResult, "agent result "+staging+": "+stageErr.Error())
+		return failed(task, doc.ReasonInvalidResult, "agent result "+staging+": "+stageErr.Error())
 	}
 	if runErr != nil {
 		stderrTail = strings.TrimSpace(stderrTail + "\n" + runErr.Error())
 	}
 	f := engine.Classify(inv.Engine, o.Resume != "", code, po, stderrTail, "system.yaml")
 	r := failed(task, f.Reason, redactBound(f.Message()))
-	if f.Reason == schema.ReasonNoResult {
+	if f.Reason == doc.ReasonNoResult {
 		if last := strings.TrimSpace(po.FinalText); last != "" {
 			r["summary"] = redactBound(last)
 		}
@@ -238,29 +237,30 @@ func resultOf(task string, o RunOptions, inv *engine.Invocation, spec engine.Spe
 
 // fromStructured reads an agent's structured output as this task's raw
 // result: task_id is ours, and so are the fields the agent may not set.
+// It is not checked against the raw-result schema here: the general does
+// that when it reads the published result, and rejects it naming the
+// origin recorded in it (soldier-spawn links no validator; it starts once
+// per task).
 func fromStructured(task string, b []byte) (map[string]any, error) {
 	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
+	if err := json.Unmarshal(b, &m); err != nil || m == nil {
+		if err == nil {
+			err = errors.New("null")
+		}
 		return nil, fmt.Errorf("not a JSON object: %w", err)
 	}
-	schema.StripNulls(m)
+	doc.StripNulls(m)
 	for _, k := range []string{"session_id", "retry_count", "usage", "cost_usd", "terminal", "error_reason"} {
 		delete(m, k)
 	}
 	m["task_id"] = task
-	if st, _ := m["status"].(string); st == schema.ResultFailed {
-		m["error_reason"] = schema.ReasonAgentFailed
+	if st, _ := m["status"].(string); st == doc.ResultFailed {
+		m["error_reason"] = doc.ReasonAgentFailed
 		if e, _ := m["error"].(string); e == "" {
 			m["error"] = firstString(m["summary"], "the agent reported a failure")
 		}
 	}
-	nb, err := json.Marshal(m)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := schema.DecodeRawResult(nb); err != nil {
-		return nil, err
-	}
+	m[doc.RawOrigin] = "agent structured output"
 	return m, nil
 }
 
@@ -282,14 +282,14 @@ func redactBound(s string) string {
 // resumed run that will be retried; gone otherwise.
 func forgetSession(o RunOptions, inv *engine.Invocation, env []string, out *Outcome) {
 	st, _ := out.Raw["status"].(string)
-	if st == schema.ResultNeedsHuman || out.SessionID == "" || keepsConversation(o, out.Raw) {
+	if st == doc.ResultNeedsHuman || out.SessionID == "" || keepsConversation(o, out.Raw) {
 		return
 	}
 	if o.Resume != "" {
 		reason, _ := out.Raw["error_reason"].(string)
-		if st == schema.ResultFailed || st == schema.ResultKilled {
+		if st == doc.ResultFailed || st == doc.ResultKilled {
 			// A usage limit re-runs the same resume after the pause.
-			if !schema.DefaultTerminal(reason) || reason == schema.ReasonUsageLimited {
+			if !doc.DefaultTerminal(reason) || reason == doc.ReasonUsageLimited {
 				return
 			}
 		}
@@ -304,7 +304,7 @@ func forgetSession(o RunOptions, inv *engine.Invocation, env []string, out *Outc
 
 func failed(task, reason, msg string) map[string]any {
 	return map[string]any{
-		"task_id": task, "status": schema.ResultFailed, "summary": msg,
+		"task_id": task, "status": doc.ResultFailed, "summary": msg,
 		"error": msg, "error_reason": reason,
 	}
 }
@@ -316,34 +316,47 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// readStaging reads and validates the agent's result file. A file that is
-// not a valid raw result for this task is an error.
+// readStaging reads the agent's result file: a JSON object naming this
+// task. The rest of the raw-result schema is the general's to check when it
+// reads the published result (see fromStructured); the origin recorded
+// here lets its rejection name this file.
 func readStaging(path, task string) (map[string]any, error) {
-	b, err := queue.ReadLimited(path, maxResultBytes)
+	b, err := atomicfile.ReadLimited(path, maxResultBytes)
 	if err != nil {
 		return nil, err
-	}
-	r, err := schema.DecodeRawResult(b)
-	if err != nil {
-		return nil, err
-	}
-	if r.TaskID != task {
-		return nil, fmt.Errorf("task_id %q does not match %s", r.TaskID, task)
 	}
 	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
+	if err := doc.Unmarshal(doc.KindRawResult, b, &m); err != nil {
 		return nil, err
 	}
-	if r.Status == schema.ResultFailed || r.Status == schema.ResultKilled {
+	if m == nil {
+		return nil, fmt.Errorf("%s: null is not a raw result", doc.KindRawResult)
+	}
+	if id, _ := m["task_id"].(string); id != task {
+		return nil, fmt.Errorf("task_id %s does not match %s", jsonText(m["task_id"]), task)
+	}
+	st, _ := m["status"].(string)
+	if st == doc.ResultFailed || st == doc.ResultKilled {
 		if _, ok := m["error_reason"]; !ok {
-			if r.Status == schema.ResultKilled {
-				m["error_reason"] = schema.ReasonSoldierDied
+			if st == doc.ResultKilled {
+				m["error_reason"] = doc.ReasonSoldierDied
 			} else {
-				m["error_reason"] = schema.ReasonAgentFailed
+				m["error_reason"] = doc.ReasonAgentFailed
 			}
 		}
 	}
+	m[doc.RawOrigin] = "agent result " + path
 	return m, nil
+}
+
+// jsonText renders a decoded JSON value for a message (a missing value is
+// null).
+func jsonText(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return truncate(string(b), 80)
 }
 
 // publish writes the raw result with no-replace (§9.5).
@@ -540,7 +553,7 @@ func PublishConfigFailure(baseDir, task string, cfgErr error) error {
 	if err := ids.Check(task); err != nil {
 		return fmt.Errorf("task: %w", err)
 	}
-	raw := failed(task, schema.ReasonEngineError, "configuration: "+cfgErr.Error())
+	raw := failed(task, doc.ReasonEngineError, "configuration: "+cfgErr.Error())
 	raw["terminal"] = true
 	return publish(layout.New(baseDir), task, raw)
 }

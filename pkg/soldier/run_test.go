@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // An agent that starts a background process (a dev server) which keeps its
@@ -68,10 +70,14 @@ func TestRun_BackgroundChildHoldingStdoutDoesNotHang(t *testing.T) {
 	}
 }
 
-// An agent's staging result that breaks the raw-result schema is not
-// published as it is (the general would reject it and lose the attempt's
-// usage): the soldier publishes a failed InvalidResult naming the file and
-// the broken rule. An engine silent on stderr leaves no empty .err log.
+// An agent's staging result that breaks the raw-result schema is published
+// as the agent wrote it, with its origin recorded: soldier-spawn links no
+// validator (it starts once per task), and the general, which validates
+// what it reads, rejects it as a failed InvalidResult naming the staging
+// file and the broken rule (pkg/general's
+// TestGeneral_InvalidAgentResultNamesFileAndRuleAndKeepsUsage). A staging
+// file that is not even a JSON object for this task is the soldier's own
+// InvalidResult. An engine silent on stderr leaves no empty .err log.
 func TestRun_InvalidStagingResultIsInvalidResultAndNoEmptyErrLog(t *testing.T) {
 	base := t.TempDir()
 	l := layout.New(base)
@@ -90,19 +96,51 @@ func TestRun_InvalidStagingResultIsInvalidResultAndNoEmptyErrLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg, _ := out.Raw["error"].(string)
-	if out.Raw["status"] != "failed" || out.Raw["error_reason"] != "InvalidResult" ||
-		!strings.Contains(msg, "agent result") || !strings.Contains(msg, "at '/status'") {
-		t.Fatalf("raw = %v, want failed InvalidResult naming the staging file and /status", out.Raw)
-	}
 	b, err := os.ReadFile(l.ResultRaw(task))
-	if err != nil || !strings.Contains(string(b), `"InvalidResult"`) {
-		t.Fatalf("published raw result: %s (%v)", b, err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Raw["status"] != "done" || out.Raw[doc.RawOrigin] != "agent result "+l.ResultStaging(task) {
+		t.Fatalf("raw = %v, want the agent's result with its origin", out.Raw)
+	}
+	// What the general's read makes of it.
+	_, verr := schema.DecodeRawResult(b)
+	if verr == nil || !strings.Contains(verr.Error(), "at '/status'") {
+		t.Fatalf("published %s: the general's check says %v, want a violation at /status", b, verr)
 	}
 	if _, err := os.Stat(l.SessionLog("soldier-1-bb")); err != nil {
 		t.Errorf("stdout log: %v", err)
 	}
 	if _, err := os.Stat(l.SessionErr("soldier-1-bb")); err == nil {
 		t.Error("an engine silent on stderr left a .err log")
+	}
+}
+
+// readStaging refuses what is not a JSON object naming this task (the
+// soldier's own InvalidResult); the rest is the general's to check.
+func TestReadStaging_OnlyAJSONObjectForThisTask(t *testing.T) {
+	const task = "task-20261121-003"
+	dir := t.TempDir()
+	cases := []struct{ name, data, errHas string }{
+		{"not JSON", `{"task_id":`, "raw-result: not valid JSON"},
+		{"null", `null`, "null is not a raw result"},
+		{"array", `[]`, "raw-result: json: cannot unmarshal array"},
+		{"other task", `{"task_id":"task-20261121-004","status":"success","summary":"x"}`, `task_id "task-20261121-004" does not match`},
+		{"no task", `{"status":"success","summary":"x"}`, "task_id null does not match"},
+		{"good", `{"task_id":"` + task + `","status":"failed","summary":"x","error":"e"}`, ""},
+	}
+	for i, c := range cases {
+		p := filepath.Join(dir, strconv.Itoa(i))
+		os.WriteFile(p, []byte(c.data), 0o600)
+		m, err := readStaging(p, task)
+		if c.errHas == "" {
+			if err != nil || m["error_reason"] != "AgentFailed" || m[doc.RawOrigin] != "agent result "+p {
+				t.Errorf("%s: %v, %v", c.name, m, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), c.errHas) {
+			t.Errorf("%s: %v, want an error with %q", c.name, err, c.errHas)
+		}
 	}
 }

@@ -100,6 +100,9 @@ func main() {
 		result(map[string]any{"status": "success", "summary": "made a mess"})
 	case "needs_human":
 		result(map[string]any{"status": "needs_human", "summary": "stuck", "question": "Which branch?"})
+	case "bad_status":
+		// A staging result that breaks the raw-result schema.
+		result(map[string]any{"status": "done", "summary": "finished"})
 	case "fail":
 		result(map[string]any{"status": "failed", "summary": "could not", "error": "tests broken"})
 	case "exit3":

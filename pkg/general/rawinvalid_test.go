@@ -1,0 +1,57 @@
+package general
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/kingdom-dev/kingdom/pkg/schema"
+)
+
+// soldier-spawn publishes an agent's staging result without validating
+// it; the general rejects one that breaks the raw-result schema as a
+// failed InvalidResult naming the staging file and the broken rule, and
+// keeps what the soldier measured (session, usage).
+func TestGeneral_InvalidAgentResultNamesFileAndRuleAndKeepsUsage(t *testing.T) {
+	e := newEnv(t)
+	e.scenario("", map[string]any{"mode": "bad_status", "session_id": "5e55a0b1-0000-4000-8000-000000000003"})
+	e.start()
+	const id = "task-20260101-004"
+	e.task(id)
+	r := e.final(id)
+	want := "agent result " + e.l.ResultStaging(id) + ": raw-result: at '/status': "
+	if r.Status != schema.ResultFailed || r.ErrorReason != schema.ReasonInvalidResult || !strings.Contains(r.Error, want) {
+		t.Fatalf("final = status %s reason %s error %q; want failed InvalidResult ~%q", r.Status, r.ErrorReason, r.Error, want)
+	}
+	if r.Usage == nil || r.Usage.InputTokens != 7 || r.Usage.OutputTokens != 3 {
+		t.Errorf("usage %+v, want the engine's 7/3 kept", r.Usage)
+	}
+	if r.SessionID != "5e55a0b1-0000-4000-8000-000000000003" {
+		t.Errorf("session %q not kept", r.SessionID)
+	}
+}
+
+func TestInvalidRaw_OriginAndKeptFieldsAreCheckedThemselves(t *testing.T) {
+	err := schema.Validate(schema.KindRawResult, []byte(`{"task_id":"task-20260101-001","status":"done","summary":"x"}`))
+	cases := []struct {
+		name, doc, errPrefix string
+		usage                bool
+	}{
+		{"no origin", `{"status":"done","usage":{"input_tokens":1,"output_tokens":2}}`, "raw result: ", true},
+		{"origin", `{"origin":"agent structured output","status":"done"}`, "agent structured output: ", false},
+		{"origin not a string", `{"origin":5}`, "raw result: ", false},
+		{"broken usage dropped", `{"origin":"x","usage":{"input_tokens":-1}}`, "x: ", false},
+		{"not JSON", `{nope`, "raw result: ", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := invalidRaw("task-20260101-001", []byte(c.doc), err)
+			if r.Status != schema.ResultFailed || r.ErrorReason != schema.ReasonInvalidResult ||
+				!strings.HasPrefix(r.Error, c.errPrefix+err.Error()) || r.Summary != r.Error {
+				t.Errorf("got %+v, want error %q", r, c.errPrefix+err.Error())
+			}
+			if (r.Usage != nil) != c.usage {
+				t.Errorf("usage %+v, want kept: %v", r.Usage, c.usage)
+			}
+		})
+	}
+}
