@@ -37,6 +37,8 @@ func TestMain(m *testing.M) {
 		"./cmd/start", "./cmd/sentinel", "./cmd/king", "./cmd/general", "./cmd/envoy", "./cmd/chamberlain", "./cmd/soldier-spawn",
 		"./scripts/demo-soldier", "./e2e/fakeclaude")
 	cmd.Dir = ".."
+	// As make build does: static binaries, pure-Go net.
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build binaries:", err)
