@@ -83,7 +83,7 @@ func Run(ctx context.Context, o RunOptions) (*Outcome, error) {
 	// Read by the king (cancel), the general and the chamberlain while we
 	// run, so written whole; not synced: after a machine crash the soldier
 	// is gone whatever the file says.
-	if err := atomicfile.WriteFileNoSync(l.ResultSoldierID(task), []byte(o.SoldierID+"\n"), 0o600); err != nil {
+	if err := atomicfile.Replace(l.ResultSoldierID(task), []byte(o.SoldierID+"\n"), 0o600); err != nil {
 		return nil, fmt.Errorf("record soldier id: %w", err)
 	}
 	hb := l.ResultHeartbeat(task)

@@ -8,11 +8,11 @@ import (
 	"testing"
 )
 
-func TestWriteFileNoSync_ReadersSeeOneVersionWhole(t *testing.T) {
+func TestReplace_ReadersSeeOneVersionWholeAndNoTempIsLeft(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "soldier-id")
 	a, b := strings.Repeat("a", 3000)+"\n", strings.Repeat("b", 7000)+"\n"
-	if err := WriteFileNoSync(p, []byte(a), 0o600); err != nil {
+	if err := Replace(p, []byte(a), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	stop := make(chan struct{})
@@ -38,7 +38,7 @@ func TestWriteFileNoSync_ReadersSeeOneVersionWhole(t *testing.T) {
 		if i%2 == 0 {
 			v = b
 		}
-		if err := WriteFileNoSync(p, []byte(v), 0o600); err != nil {
+		if err := Replace(p, []byte(v), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -54,7 +54,7 @@ func TestWriteFileNoSync_ReadersSeeOneVersionWhole(t *testing.T) {
 	d := filepath.Join(dir, "adir")
 	os.Mkdir(d, 0o700)
 	os.WriteFile(filepath.Join(d, "x"), nil, 0o600)
-	if err := WriteFileNoSync(d, []byte("x"), 0o600); err == nil {
+	if err := Replace(d, []byte("x"), 0o600); err == nil {
 		t.Fatal("replaced a non-empty directory")
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 2 {
