@@ -62,7 +62,9 @@ var ErrInterrupted = errors.New("soldier interrupted by a signal")
 
 // Run executes the engine for one task attempt and publishes
 // state/results/<task>-raw.json. The result is the engine's structured
-// output, else a valid staging file (SPEC §10.1); without either it is a
+// output, else the agent's staging file (SPEC §10.1: a JSON object for
+// this task; the general, which reads it, checks it against the raw-result
+// schema, and its "origin" names where it came from); without either it is a
 // failed result naming why (NoResult, EngineRefused, SessionLost,
 // EngineError; EngineMissing and InvalidResult), with the engine's own
 // words (§10.2–10.5). Usage and cost ride along on every attempt (§10.6).
@@ -191,8 +193,9 @@ func Run(ctx context.Context, o RunOptions) (*Outcome, error) {
 	return out, publish(l, task, out.Raw)
 }
 
-// resultOf picks the attempt's raw result: structured output > a valid
-// staging file > a failure naming why there is none (SPEC §10.1–10.5).
+// resultOf picks the attempt's raw result: structured output (a JSON
+// object) > the staging file (a JSON object for this task) > a failure
+// naming why there is none (SPEC §10.1–10.5).
 func resultOf(task string, o RunOptions, inv *engine.Invocation, spec engine.Spec, po *engine.Outcome,
 	code int, stderrTail string, runErr error, staging string) map[string]any {
 	structured := po.Structured
