@@ -26,6 +26,7 @@ func (k *King) processResults() error {
 	}
 	sort.Strings(idl)
 	var errs []error
+	var todo []attempt
 	for _, id := range idl {
 		if !taskIDRE.MatchString(id) {
 			continue
@@ -63,8 +64,17 @@ func (k *King) processResults() error {
 			k.log.Debug("result of another attempt ignored", "task", id, "result_retry_count", res.RetryCount, "task_retry_count", t.RetryCount)
 			continue
 		}
-		if err := k.finishAttempt(&t, res, b); err != nil {
-			errs = append(errs, fmt.Errorf("task %s: %w", id, err))
+		todo = append(todo, attempt{t: &t, res: res, m: decodeMoney(b)})
+	}
+	// Every attempt's cost goes into the ledger first, in one append, then
+	// each result is acted on (its completing rename comes last).
+	recorded, err := k.recordAttempts(todo)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, a := range recorded {
+		if err := k.finishAttempt(a.t, a.res, a.m); err != nil {
+			errs = append(errs, fmt.Errorf("task %s: %w", a.t.ID, err))
 		}
 	}
 	return errors.Join(errs...)
