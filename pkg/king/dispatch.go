@@ -30,6 +30,21 @@ func decodeEvent(data []byte) (*schema.Event, string, error) {
 	return ev, extra.Target, nil
 }
 
+// decodeEntry is decodeEvent for a listed entry: one queue.List already
+// validated (Checked) is only unmarshalled, as CheckDocument decoded the
+// same bytes through the schema.
+func decodeEntry(e queue.Entry) (*schema.Event, error) {
+	if !e.Checked {
+		ev, _, err := decodeEvent(e.Data)
+		return ev, err
+	}
+	ev := new(schema.Event)
+	if err := json.Unmarshal(e.Data, ev); err != nil {
+		return nil, err
+	}
+	return ev, nil
+}
+
 // encodeDispatched renders ev with its target general.
 func encodeDispatched(ev *schema.Event, general string) ([]byte, error) {
 	b, err := json.Marshal(ev)
@@ -59,7 +74,7 @@ func (k *King) processPending(adm *admission) error {
 	k.batching, k.intents = true, nil // nothing left by a panicked tick
 	defer func() { k.batching = false }()
 	for _, e := range entries {
-		ev, _, err := decodeEvent(e.Data)
+		ev, err := decodeEntry(e)
 		if err != nil {
 			k.events.Reject(layout.Pending, e.ID, "invalid event: "+err.Error())
 			continue

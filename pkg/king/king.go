@@ -94,6 +94,7 @@ type King struct {
 
 	orphanSince map[string]time.Time // task → first seen without its general
 	orphanScan  time.Time            // last scan for orphaned tasks
+	generals    map[string]string    // in-flight task → its general (orphans.go)
 
 	batching bool             // processPending: dispatch records (batch.go)
 	intents  []dispatchIntent // admitted events awaiting the group commit

@@ -107,6 +107,37 @@ func (b *Batch) PutOnce(q *Queue, state, id string, v any) (*Staged, error) {
 	return s, nil
 }
 
+// Create stages state/<id>.json of q with a no-replace rename, for an id
+// the caller knows is new (one it just reserved, e.g. a fresh task id):
+// unlike PutOnce it does not look for id in q's other states, only the
+// rename refuses a file already in state. Staged.Err reports ErrExists
+// after Commit.
+func (b *Batch) Create(q *Queue, state, id string, v any) (*Staged, error) {
+	if err := ids.Check(id); err != nil {
+		return nil, fmt.Errorf("put %s/%s: %w", q.kind, state, err)
+	}
+	if err := q.checkState(state); err != nil {
+		return nil, err
+	}
+	s := &Staged{q: q, id: id, state: state}
+	key := q.kind + "/" + id
+	if b.paths[key] {
+		s.err = fmt.Errorf("put %s %s: %w in this batch", q.kind, id, ErrExists)
+		return s, nil
+	}
+	data, err := encode(v)
+	if err != nil {
+		return nil, fmt.Errorf("put %s %s: %w", q.kind, id, err)
+	}
+	it, err := b.g.Write(q.Path(state, id), data, 0o600, true)
+	if err != nil {
+		return nil, err
+	}
+	b.paths[key] = true
+	s.it = it
+	return s, nil
+}
+
 // Commit makes every staged file visible and durable. On an error some
 // files may be in place (each whole); the caller retries what it did not
 // mark done, which the deterministic names make idempotent.

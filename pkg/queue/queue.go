@@ -258,6 +258,10 @@ type Entry struct {
 	Priority  string
 	CreatedAt time.Time
 	Data      []byte
+	// Checked: Data passed CheckDocument (List checks every entry it
+	// returns outside rejected/, or remembers the same file version
+	// passing), so a consumer may decode it without validating again.
+	Checked bool
 }
 
 // Decode unmarshals the entry's data into v.
@@ -364,7 +368,7 @@ func (q *Queue) List(state string) ([]Entry, error) {
 				seen[name] = st
 			}
 		}
-		e := Entry{ID: id, State: state, Path: path, Priority: h.Priority, Data: b}
+		e := Entry{ID: id, State: state, Path: path, Priority: h.Priority, Data: b, Checked: state != layout.Rejected}
 		if t, err := time.Parse(time.RFC3339Nano, h.CreatedAt); err == nil {
 			e.CreatedAt = t
 		} else if ierr == nil {
