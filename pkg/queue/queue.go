@@ -53,6 +53,7 @@ type Queue struct {
 	em      *eventlog.Emitter
 	MaxSize int64
 	valid   validCache
+	spares  *Spares // recycled inodes (spare.go); nil: plain files
 }
 
 // New returns the queue of kind (layout.QEvents, QTasks or QMessages).
@@ -107,6 +108,9 @@ func (q *Queue) Put(state, id string, v any) error {
 	if err != nil {
 		return fmt.Errorf("put %s %s: %w", q.kind, id, err)
 	}
+	if q.spares != nil {
+		return q.spares.write(q.Path(state, id), b, false)
+	}
 	return atomicfile.WriteFile(q.Path(state, id), b, 0o600)
 }
 
@@ -127,7 +131,11 @@ func (q *Queue) PutOnce(state, id string, v any) error {
 	if err != nil {
 		return fmt.Errorf("put %s %s: %w", q.kind, id, err)
 	}
-	if err := atomicfile.CreateNoReplace(q.Path(state, id), b, 0o600); err != nil {
+	create := atomicfile.CreateNoReplace
+	if q.spares != nil {
+		create = func(path string, data []byte, _ os.FileMode) error { return q.spares.write(path, data, true) }
+	}
+	if err := create(q.Path(state, id), b, 0o600); err != nil {
 		if errors.Is(err, atomicfile.ErrExists) {
 			return fmt.Errorf("put %s %s: %w in %s", q.kind, id, ErrExists, state)
 		}
@@ -193,6 +201,11 @@ func (q *Queue) Move(from, to, id string) error {
 func (q *Queue) Remove(state, id string) error {
 	if err := ids.Check(id); err != nil {
 		return fmt.Errorf("remove %s: %w", q.kind, err)
+	}
+	if q.spares != nil {
+		if kept, _ := q.spares.keep(q.Path(state, id)); kept {
+			return nil
+		}
 	}
 	if err := os.Remove(q.Path(state, id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove %s %s: %w", q.kind, id, err)
