@@ -1,6 +1,7 @@
 package king
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,16 +52,23 @@ func encodeDispatched(ev *schema.Event, general string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, err
-	}
-	m[fieldTarget] = general
-	out, err := json.MarshalIndent(m, "", "  ")
+	g, err := json.Marshal(general)
 	if err != nil {
 		return nil, err
 	}
-	return append(out, '\n'), nil
+	if len(b) < 2 || b[len(b)-1] != '}' {
+		return nil, fmt.Errorf("encode event %s: not an object", ev.ID)
+	}
+	// The event's object plus one member (Event has its own MarshalJSON,
+	// so a wrapping struct would lose the field).
+	flat := append(b[:len(b)-1:len(b)-1], `,"`+fieldTarget+`":`...)
+	flat = append(append(flat, g...), '}')
+	var out bytes.Buffer
+	if err := json.Indent(&out, flat, "", "  "); err != nil {
+		return nil, err
+	}
+	out.WriteByte('\n')
+	return out.Bytes(), nil
 }
 
 // processPending handles pending events in priority, then age order

@@ -22,7 +22,11 @@ func (k *King) useSpares() {
 		k.log.Warn("no spare inodes; writing new files", "err", err)
 		return
 	}
-	for _, q := range []*queue.Queue{k.events, k.tasks, k.msgs} {
-		q.UseSpares(sp)
-	}
+	// A pending event's copy, once dispatched, is read by no one who acts
+	// on more than its (gone) name: the next batch may reuse it at once.
+	// A task's or message's removed file rests, as its general or the
+	// envoy may be reading it.
+	k.events.UseSpares(sp, 0)
+	k.tasks.UseSpares(sp, queue.MinSpareAge)
+	k.msgs.UseSpares(sp, queue.MinSpareAge)
 }

@@ -54,6 +54,8 @@ type Queue struct {
 	MaxSize int64
 	valid   validCache
 	spares  *Spares // recycled inodes (spare.go); nil: plain files
+	// removedRest is how long a removed file rests in spares.
+	removedRest time.Duration
 }
 
 // New returns the queue of kind (layout.QEvents, QTasks or QMessages).
@@ -203,7 +205,7 @@ func (q *Queue) Remove(state, id string) error {
 		return fmt.Errorf("remove %s: %w", q.kind, err)
 	}
 	if q.spares != nil {
-		if kept, _ := q.spares.keep(q.Path(state, id)); kept {
+		if kept, _ := q.spares.keep(q.Path(state, id), q.removedRest); kept {
 			return nil
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strconv"
 	"sync"
 	"syscall"
@@ -38,7 +40,7 @@ type Spares struct {
 	dev uint64
 
 	mu   sync.Mutex
-	pool []spare // oldest first
+	pool []spare // by rest start, oldest first
 	n    uint64  // name counter
 	// prefix makes this pool's new names unique: s-<pid>-<start ns>-
 	prefix string
@@ -51,8 +53,14 @@ type spare struct {
 	at   time.Time
 }
 
-// minSpareAge is how long a kept inode rests before it is rewritten.
+// minSpareAge is how long a kept inode rests before it is rewritten: a
+// file still reachable under its name (one a rewrite replaced) may be in
+// a reader's hands. A queue whose removed files nobody acts on once their
+// name is gone (UseSpares' removedRest) may reuse those at once.
 const minSpareAge = time.Second
+
+// MinSpareAge is minSpareAge, for UseSpares.
+const MinSpareAge = minSpareAge
 
 // DefaultMaxSpares bounds a pool (beyond it, files are freed as before).
 const DefaultMaxSpares = 1024
@@ -76,6 +84,9 @@ func NewSpares(dir string, sameFS ...string) (*Spares, error) {
 		if o.Dev != st.Dev {
 			return nil, fmt.Errorf("spares %s: %s is on another filesystem", dir, p)
 		}
+	}
+	if err := probeNoReplace(dir); err != nil {
+		return nil, fmt.Errorf("spares %s: no-replace rename unsupported: %w", dir, err)
 	}
 	s := &Spares{dir: dir, dev: uint64(st.Dev), max: DefaultMaxSpares, now: time.Now,
 		prefix: "s-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-"}
@@ -108,10 +119,16 @@ func (s *Spares) newName() string {
 	return filepath.Join(s.dir, s.prefix+strconv.FormatUint(s.n, 10))
 }
 
-// keep moves path into the pool instead of unlinking it. false: the pool
-// is full or the rename failed (the caller unlinks as before); a missing
-// path is kept trivially (true).
-func (s *Spares) keep(path string) (bool, error) {
+// add puts sp into the pool in order of its rest start (s.mu held).
+func (s *Spares) add(sp spare) {
+	i := sort.Search(len(s.pool), func(i int) bool { return s.pool[i].at.After(sp.at) })
+	s.pool = slices.Insert(s.pool, i, sp)
+}
+
+// keep moves path into the pool instead of unlinking it, to rest rest
+// before reuse. false: the pool is full or the rename failed (the caller
+// unlinks as before); a missing path is kept trivially (true).
+func (s *Spares) keep(path string, rest time.Duration) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.pool) >= s.max {
@@ -127,7 +144,8 @@ func (s *Spares) keep(path string) (bool, error) {
 		}
 		return false, err
 	}
-	s.pool = append(s.pool, spare{name: name, at: s.now()})
+	// A file rests from at; one kept with a shorter rest counts as older.
+	s.add(spare{name: name, at: s.now().Add(rest - minSpareAge)})
 	return true, nil
 }
 
@@ -142,7 +160,7 @@ func (s *Spares) keepLink(path string) {
 	}
 	name := s.newName()
 	if os.Link(path, name) == nil {
-		s.pool = append(s.pool, spare{name: name, at: s.now()})
+		s.add(spare{name: name, at: s.now()})
 	}
 }
 
@@ -196,7 +214,7 @@ func (s *Spares) giveBack(name string) {
 		os.Remove(name)
 		return
 	}
-	s.pool = append(s.pool, spare{name: name, at: s.now()})
+	s.add(spare{name: name, at: s.now()})
 }
 
 // spareItem is one file written into a spare, waiting for its rename.
@@ -284,8 +302,14 @@ func (s *Spares) place(it *spareItem) error {
 			return nil
 		}
 	} else {
-		s.keepLink(it.path)
-		err = os.Rename(it.tmp, it.path)
+		// Most targets are new: a no-replace rename needs no link. Only
+		// when one is there does its inode join the pool before the
+		// rename replaces it.
+		err = unix.Renameat2(unix.AT_FDCWD, it.tmp, unix.AT_FDCWD, it.path, unix.RENAME_NOREPLACE)
+		if errors.Is(err, unix.EEXIST) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
+			s.keepLink(it.path)
+			err = os.Rename(it.tmp, it.path)
+		}
 	}
 	if err != nil {
 		s.giveBack(it.tmp)
@@ -336,4 +360,26 @@ func (s *Spares) write(path string, data []byte, noReplace bool) error {
 
 // UseSpares makes q write its files through the pool and keep the files
 // Remove and Put's replacements would free (nil: plain files again).
-func (q *Queue) UseSpares(s *Spares) { q.spares = s }
+// Removed files rest removedRest before reuse (at most MinSpareAge; 0
+// where a reader that read a removed file's name acts on nothing but that
+// name, which is gone), replaced ones MinSpareAge.
+func (q *Queue) UseSpares(s *Spares, removedRest time.Duration) {
+	q.spares, q.removedRest = s, min(removedRest, minSpareAge)
+}
+
+// probeNoReplace checks that dir's filesystem has renameat2's
+// RENAME_NOREPLACE (the spares' renames rely on it).
+func probeNoReplace(dir string) error {
+	a := filepath.Join(dir, ".probe-"+strconv.Itoa(os.Getpid()))
+	f, err := os.OpenFile(a, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	f.Close()
+	defer os.Remove(a)
+	b := a + "-b"
+	if err := unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_NOREPLACE); err != nil {
+		return err
+	}
+	return os.Rename(b, a)
+}

@@ -31,7 +31,7 @@ func newSpareFixture(t *testing.T) *spareFixture {
 	}
 	f := &spareFixture{t: t, l: l, q: New(l, layout.QTasks, nil), sp: sp, now: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}
 	sp.now = func() time.Time { return f.now }
-	f.q.UseSpares(sp)
+	f.q.UseSpares(sp, MinSpareAge)
 	return f
 }
 
@@ -203,5 +203,27 @@ func TestSpares_BatchRecyclesAndCommitsInOrder(t *testing.T) {
 	}
 	if len(renamed) != 3 || renamed[0] != 0 || renamed[1] != 1 || renamed[2] != 2 {
 		t.Errorf("AfterRename calls %v, want [0 1 2]", renamed)
+	}
+}
+
+// A removed file of a queue whose removals need no rest is reused at once,
+// ahead of a replaced file still resting.
+func TestSpares_RemovedWithoutRestIsReusedFirst(t *testing.T) {
+	f := newSpareFixture(t)
+	f.q.UseSpares(f.sp, 0)
+	f.q.Put(layout.InProgress, "task-a", map[string]any{"id": "task-a", "v": "1"})
+	f.q.Put(layout.InProgress, "task-a", map[string]any{"id": "task-a", "v": "2"}) // its first inode rests
+	f.q.Put(layout.Pending, "task-b", map[string]any{"id": "task-b"})
+	removed := f.ino(f.q.Path(layout.Pending, "task-b"))
+	f.q.Remove(layout.Pending, "task-b")
+	if f.sp.Len() != 2 {
+		t.Fatalf("pool %d, want 2", f.sp.Len())
+	}
+	f.q.PutOnce(layout.Pending, "task-c", map[string]any{"id": "task-c", "v": "c"})
+	if f.ino(f.q.Path(layout.Pending, "task-c")) != removed {
+		t.Error("the removed file was not reused at once")
+	}
+	if f.sp.Len() != 1 || f.read(layout.InProgress, "task-a") != "2" {
+		t.Errorf("pool %d, task-a %q", f.sp.Len(), f.read(layout.InProgress, "task-a"))
 	}
 }
