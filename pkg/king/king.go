@@ -96,6 +96,7 @@ type King struct {
 	orphanScan  time.Time            // last scan for orphaned tasks
 	generals    map[string]string    // in-flight task → its general (orphans.go)
 	healthSnap  healthCache          // last judgement of resources.json (admission.go)
+	rb          *resultBatch         // the tick's completions (resultbatch.go)
 
 	batching bool             // processPending: dispatch records (batch.go)
 	intents  []dispatchIntent // admitted events awaiting the group commit

@@ -116,6 +116,26 @@ func (b *Batch) Put(q *Queue, state, id string, v any) error {
 	return err
 }
 
+// Replace is Put that reports the file's own outcome after Commit
+// (Staged.Err), for a caller that acts on each file of a batch.
+func (b *Batch) Replace(q *Queue, state, id string, v any) (*Staged, error) {
+	if err := ids.Check(id); err != nil {
+		return nil, fmt.Errorf("put %s/%s: %w", q.kind, state, err)
+	}
+	if err := q.checkState(state); err != nil {
+		return nil, err
+	}
+	data, err := encode(v)
+	if err != nil {
+		return nil, fmt.Errorf("put %s %s: %w", q.kind, id, err)
+	}
+	it, sp, err := b.write(q, q.Path(state, id), data, false)
+	if err != nil {
+		return nil, err
+	}
+	return &Staged{q: q, id: id, state: state, it: it, sp: sp}, nil
+}
+
 // PutOnce stages state/<id>.json of q unless id is in any of q's states or
 // already staged in this batch (like Queue.PutOnce). The returned Staged
 // reports ErrExists at once or, for a file created meanwhile, after Commit.
