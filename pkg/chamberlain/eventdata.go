@@ -1,6 +1,11 @@
 package chamberlain
 
-import "github.com/tidwall/gjson"
+import (
+	"strings"
+	"unsafe"
+
+	"github.com/tidwall/gjson"
+)
 
 // decodeEventData extracts the fields the counters use from an internal
 // event's data in one pass over its members (issue #15: a chamberlain
@@ -8,7 +13,9 @@ import "github.com/tidwall/gjson"
 // another type is left empty, as json.Unmarshal would leave it unusable.
 func decodeEventData(raw []byte) eventData {
 	var d eventData
-	r := gjson.ParseBytes(raw)
+	// raw is only read here: parse it in place and copy out the strings
+	// that are kept.
+	r := gjson.Parse(unsafe.String(unsafe.SliceData(raw), len(raw)))
 	if !r.IsObject() {
 		return d
 	}
@@ -16,15 +23,15 @@ func decodeEventData(raw []byte) eventData {
 		switch k.Str {
 		case "event_id":
 			if v.Type == gjson.String {
-				d.EventID = v.Str
+				d.EventID = strings.Clone(v.Str)
 			}
 		case "general":
 			if v.Type == gjson.String {
-				d.General = v.Str
+				d.General = strings.Clone(v.Str)
 			}
 		case "target_general":
 			if v.Type == gjson.String {
-				d.TargetGeneral = v.Str
+				d.TargetGeneral = strings.Clone(v.Str)
 			}
 		case "duration_seconds":
 			if v.Type == gjson.Number {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 
@@ -33,9 +34,9 @@ type Cursor struct {
 
 	pos         Position
 	f           *os.File // open file at pos.Inode
-	buf         []byte
-	Corrupt     int // corrupt lines skipped since Open
-	Truncations int // times the file was found shorter than the offset
+	buf         []byte   // read buffer, kept across polls
+	Corrupt     int      // corrupt lines skipped since Open
+	Truncations int      // times the file was found shorter than the offset
 }
 
 // OpenCursor loads the saved position from statePath (missing = start of the
@@ -177,7 +178,6 @@ func (c *Cursor) Poll(fn func(Event) error) (int, error) {
 		}
 		c.f.Close()
 		c.f = nil
-		c.buf = c.buf[:0]
 		nf, oerr := os.Open(c.path)
 		if oerr != nil {
 			return total, nil
@@ -210,22 +210,30 @@ func (c *Cursor) drain(fn func(Event) error) (int, error) {
 		}
 	}
 	n := 0
-	chunk := make([]byte, readChunk)
-	c.buf = c.buf[:0]
+	if len(c.buf) == 0 {
+		c.buf = make([]byte, readChunk)
+	}
+	// buf[:carry] holds the start of a line whose newline is not read yet;
+	// each read appends after it, and the complete lines are parsed straight
+	// from buf (parseLine copies what it keeps), so the bytes are copied
+	// once, not once per read.
+	carry := 0
 	off := c.pos.Offset
 	for {
-		m, err := c.f.ReadAt(chunk, off)
+		if carry == len(c.buf) {
+			// One line longer than the buffer: grow it.
+			c.buf = append(c.buf, make([]byte, len(c.buf))...)
+		}
+		m, err := c.f.ReadAt(c.buf[carry:], off)
 		if m > 0 {
 			off += int64(m)
-			c.buf = append(c.buf, chunk[:m]...)
-			// Process complete lines in buf.
+			data := c.buf[:carry+m]
 			for {
-				i := bytes.IndexByte(c.buf, '\n')
+				i := bytes.IndexByte(data, '\n')
 				if i < 0 {
 					break
 				}
-				line := c.buf[:i]
-				consumed := int64(i + 1)
+				line := data[:i]
 				if len(bytes.TrimSpace(line)) > 0 {
 					ev, ok := parseLine(line)
 					if !ok {
@@ -237,9 +245,10 @@ func (c *Cursor) drain(fn func(Event) error) (int, error) {
 						n++
 					}
 				}
-				c.pos.Offset += consumed
-				c.buf = c.buf[i+1:]
+				c.pos.Offset += int64(i + 1)
+				data = data[i+1:]
 			}
+			carry = copy(c.buf, data)
 		}
 		if err == io.EOF || m == 0 {
 			// A partial last line stays unconsumed until its newline arrives.
@@ -259,7 +268,9 @@ func parseLine(line []byte) (Event, bool) {
 	if !gjson.ValidBytes(line) {
 		return Event{}, false
 	}
-	r := gjson.ParseBytes(line)
+	// One copy of the line; every field below is a substring of it, so an
+	// event costs one allocation (Data shares the copy: callers only read it).
+	r := gjson.Parse(string(line))
 	if !r.IsObject() {
 		return Event{}, false
 	}
@@ -275,7 +286,7 @@ func parseLine(line []byte) (Event, bool) {
 		case "actor":
 			ev.Actor = v.String()
 		case "data":
-			ev.Data = json.RawMessage(v.Raw)
+			ev.Data = json.RawMessage(unsafe.Slice(unsafe.StringData(v.Raw), len(v.Raw)))
 		}
 		return true
 	})

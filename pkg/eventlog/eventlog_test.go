@@ -145,6 +145,48 @@ func TestCursor_HoldsPartialLine(t *testing.T) {
 	}
 }
 
+// Lines that straddle the cursor's 1 MiB reads, and one longer than a read,
+// arrive whole and in order with their data intact.
+func TestCursor_LinesAcrossAndBeyondOneReadArriveWhole(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "events.log")
+	big := strings.Repeat("x", 3<<20)
+	var lines []string
+	for i := range 30000 { // ~2 MiB of ordinary lines: many straddle a read
+		lines = append(lines, ev(i))
+	}
+	lines = append(lines, `{"ts":"2026-11-21T10:00:00Z","type":"t.big","actor":"a","data":{"blob":"`+big+`"}}`+"\n", ev(30001))
+	writeLines(t, log, lines...)
+	c, _ := eventlog.OpenCursor(log, "")
+	defer c.Close()
+	var got []string
+	var blob int
+	if _, err := c.Poll(func(e eventlog.Event) error {
+		got = append(got, e.Type)
+		if e.Type == "t.big" {
+			var d struct{ Blob string }
+			if err := json.Unmarshal(e.Data, &d); err != nil {
+				t.Fatal(err)
+			}
+			blob = len(d.Blob)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 30002 || c.Corrupt != 0 || blob != len(big) {
+		t.Fatalf("got %d events (corrupt %d, blob %d bytes); want 30002, 0, %d", len(got), c.Corrupt, blob, len(big))
+	}
+	for i := range 30000 {
+		if got[i] != fmt.Sprintf("t.%d", i) {
+			t.Fatalf("event %d is %s", i, got[i])
+		}
+	}
+	if got[30000] != "t.big" || got[30001] != "t.30001" {
+		t.Fatalf("tail %v", got[30000:])
+	}
+}
+
 func TestCursor_SkipsCorruptLineAlone(t *testing.T) {
 	dir := t.TempDir()
 	log := filepath.Join(dir, "events.log")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -13,8 +14,10 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/clock"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/proctree"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
+	"github.com/kingdom-dev/kingdom/pkg/tmux"
 )
 
 func TestGeneral_SuccessRunsClaudeAndWritesFinalResult(t *testing.T) {
@@ -74,6 +77,63 @@ func TestGeneral_SuccessRunsClaudeAndWritesFinalResult(t *testing.T) {
 	}
 	if len(e.events("task.completed")) != 0 {
 		t.Error("the general must not emit task.completed (§9.7)")
+	}
+}
+
+// A soldier ends its own session when it exits after publishing: the
+// general sees that in /proc and asks tmux nothing more than to start it
+// (issue #17: a tmux client costs ~2 CPU-ms). One that does not end in
+// time is killed through tmux.
+func TestGeneral_SoldierThatEndsByItselfIsNotKilledThroughTmux(t *testing.T) {
+	e := newEnv(t)
+	calls := filepath.Join(e.l.Base, "tmux-calls")
+	shim := filepath.Join(e.l.Base, "tmux-shim")
+	real, err := exec.LookPath("tmux")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// $1 $2 are -L <socket>; $3 is the tmux command.
+	os.WriteFile(shim, []byte("#!/bin/sh\necho \"$3\" >> "+calls+"\nexec "+real+" \"$@\"\n"), 0o700)
+	e.tm = &tmux.Client{Bin: shim, Socket: tmuxC.Socket}
+	e.scenario("", map[string]any{"mode": "success"})
+	e.start()
+	for _, id := range []string{"task-20260101-001", "task-20260101-002"} {
+		e.task(id)
+		if r := e.final(id); r.Status != "success" {
+			t.Fatalf("%s: %+v", id, r)
+		}
+	}
+	b, _ := os.ReadFile(calls)
+	if got := strings.Fields(string(b)); strings.Join(got, " ") != "new-session new-session" {
+		t.Errorf("tmux calls = %v, want only the two new-sessions", got)
+	}
+	if es, _ := sessions.New(e.l).List(); len(es) != 0 {
+		t.Errorf("sessions.json still lists %v", es)
+	}
+	if ss := e.soldierSessions(); len(ss) != 0 {
+		t.Errorf("sessions left: %v", ss)
+	}
+
+	// A process that does not end is waited for only briefly.
+	sleeper := exec.Command("sleep", "30")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer sleeper.Process.Kill()
+	proc, ok := proctree.Identify(sleeper.Process.Pid)
+	if !ok {
+		t.Fatal("cannot identify a live process")
+	}
+	if e.g.awaitExit(proc) {
+		t.Error("a live process was taken for ended")
+	}
+	sleeper.Process.Kill()
+	sleeper.Wait()
+	if !e.g.awaitExit(proc) {
+		t.Error("an ended process was taken for live")
+	}
+	if e.g.awaitExit(proctree.Identity{}) {
+		t.Error("an unknown process was taken for ended")
 	}
 }
 

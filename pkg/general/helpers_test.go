@@ -68,6 +68,7 @@ type env struct {
 	sys    *config.System
 	g      *General
 	clk    clock.Clock
+	tm     *tmux.Client // nil: the shared test client
 }
 
 type envOpt func(*env)
@@ -134,7 +135,11 @@ func jsonList(a []string) string {
 func (e *env) start() *General {
 	e.t.Helper()
 	e.writeSystem()
-	g, err := New(Options{Layout: e.l, Manifest: e.m, System: e.sys, Tmux: tmuxC, Clock: e.clk,
+	tm := tmuxC
+	if e.tm != nil {
+		tm = e.tm
+	}
+	g, err := New(Options{Layout: e.l, Manifest: e.m, System: e.sys, Tmux: tm, Clock: e.clk,
 		SpawnBin: spawnBin, PollInterval: 20 * time.Millisecond, Trace: e.traceHook(),
 		Events: eventlog.NewEmitter(e.l.EventsLog(), e.l.RotateLock(), e.m.Name, nil)})
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/proctree"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
@@ -76,7 +77,7 @@ func (g *General) reconcile(ctx context.Context) error {
 			g.log.Info("re-attaching a live soldier", "task", t.ID, "soldier", reg.ID)
 			sid := reg.ID
 			g.start(task, func(ctx context.Context) {
-				if g.watch(ctx, task, sid, started) {
+				if g.watch(ctx, task, sid, started, proctree.Identity{}) {
 					g.finish(ctx, task, sid, started, ws)
 				}
 			})

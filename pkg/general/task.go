@@ -11,6 +11,7 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/ids"
+	"github.com/kingdom-dev/kingdom/pkg/proctree"
 	"github.com/kingdom-dev/kingdom/pkg/redact"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
@@ -76,7 +77,8 @@ func (g *General) runTask(ctx context.Context, t *schema.Task) {
 	}
 	p := soldier.Params{BaseDir: l.Base, TaskID: t.ID, General: g.name, PromptFile: l.Prompt(t.ID),
 		Workdir: ws.RepoDir, SoldierID: sid, Resume: t.SessionID, Engine: g.o.Manifest.Engine}
-	if _, err := soldier.Spawn(ctx, g.o.Tmux, g.o.SpawnBin, p, g.o.SessionEnv); err != nil {
+	launched, err := soldier.Launch(ctx, g.o.Tmux, g.o.SpawnBin, p, g.o.SessionEnv)
+	if err != nil {
 		_ = g.reg.Remove(sid)
 		g.synthetic(t.ID, schema.ResultFailed, schema.ReasonEngineError, err.Error())
 		g.finish(ctx, t, "", started, ws)
@@ -85,7 +87,10 @@ func (g *General) runTask(ctx context.Context, t *schema.Task) {
 	g.trace(t.ID, "running")
 	g.emit("soldier.spawned", map[string]any{"task_id": t.ID, "soldier_id": sid, "general": g.name, "retry_count": t.RetryCount})
 	g.log.Info("soldier spawned", "task", t.ID, "soldier", sid)
-	if !g.watch(ctx, t, sid, spawnedAt) {
+	// Who the soldier's process is, taken now: its end is then seen in
+	// /proc, with no tmux call (an already finished one has no identity).
+	proc, _ := proctree.Identify(launched.PID)
+	if !g.watch(ctx, t, sid, spawnedAt, proc) {
 		return // shutting down: the restarted general re-attaches (§9.4)
 	}
 	g.finish(ctx, t, sid, started, ws)
@@ -113,7 +118,10 @@ func exists(path string) bool {
 // watch follows soldier sid until its raw result exists (published by the
 // soldier or synthesised here on death or timeout). It returns false when
 // ctx ended first.
-func (g *General) watch(ctx context.Context, t *schema.Task, sid string, spawnedAt time.Time) bool {
+//
+// proc is the soldier's process when known (zero after a restart): a
+// soldier seen to end by itself is not killed through tmux.
+func (g *General) watch(ctx context.Context, t *schema.Task, sid string, spawnedAt time.Time, proc proctree.Identity) bool {
 	l := g.o.Layout
 	raw, hb := l.ResultRaw(t.ID), l.ResultHeartbeat(t.ID)
 	timeout := g.o.Manifest.Timeout()
@@ -132,7 +140,13 @@ func (g *General) watch(ctx context.Context, t *schema.Task, sid string, spawned
 		// liveness waits for the first poll (one tmux process per task
 		// fewer; a fast soldier's result usually wakes us before).
 		alive, err := true, error(nil)
-		if !first {
+		switch {
+		case first:
+		case proc.PID != 0:
+			// The session lives exactly as long as its process: /proc
+			// answers without a tmux process per poll.
+			alive = !proc.Exited()
+		default:
 			alive, err = g.o.Tmux.Has(ctx, sid)
 		}
 		if err != nil && ctx.Err() != nil {
@@ -180,12 +194,37 @@ func (g *General) watch(ctx context.Context, t *schema.Task, sid string, spawned
 		case <-published:
 		}
 	}
+	// A finished soldier's session ends by itself, just after it publishes.
+	// Wait a moment for that (seen in /proc); only a soldier that is still
+	// there, or one whose process is unknown, is killed through tmux, so no
+	// orphan lingers (one tmux process per task fewer, issue #17).
+	if !g.awaitExit(proc) {
+		_ = g.o.Tmux.Kill(context.WithoutCancel(ctx), sid)
+	}
 	if err := g.reg.Remove(sid); err != nil {
 		g.log.Warn("deregister soldier", "soldier", sid, "err", err)
 	}
-	// A finished soldier's session ends by itself; make sure of it so no
-	// orphan lingers.
-	_ = g.o.Tmux.Kill(context.WithoutCancel(ctx), sid)
+	return true
+}
+
+// soldierExitWait bounds how long a general waits for a soldier that
+// published its result to end by itself (it exits right after publishing).
+const soldierExitWait = 250 * time.Millisecond
+
+// awaitExit reports whether proc ended within soldierExitWait. Polling
+// /proc is right here: the general is not the soldier's parent (tmux is),
+// so there is nothing to wait on, and the exit is milliseconds away.
+func (g *General) awaitExit(proc proctree.Identity) bool {
+	if proc.PID == 0 {
+		return false
+	}
+	deadline := time.Now().Add(soldierExitWait)
+	for !proc.Exited() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 	return true
 }
 

@@ -249,7 +249,7 @@ func (g *General) writeTaskFiles(t *schema.Task, ws workspace) error {
 	// the task dir above them (SPEC §10.10): place it in the cwd too, unless
 	// the repo has its own (git ignores ours through info/exclude).
 	if inCwd := filepath.Join(ws.RepoDir, "AGENTS.md"); !exists(inCwd) {
-		if err := atomicfile.WriteFile(inCwd, compose(codexExtra), 0o600); err != nil {
+		if err := atomicfile.WritePrivate(inCwd, compose(codexExtra), 0o600); err != nil {
 			return err
 		}
 	}

@@ -117,3 +117,50 @@ func Alive(pid int) bool {
 	}
 	return s[i+2] != 'Z'
 }
+
+// Identity names one process across pid reuse: its pid and its start time
+// (clock ticks after boot, /proc/<pid>/stat field 22).
+type Identity struct {
+	PID   int
+	Start uint64
+}
+
+// procStat reads pid's state letter and start time.
+func procStat(pid int) (state byte, start uint64, ok bool) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0, 0, false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, 0, false
+	}
+	f := strings.Fields(s[i+1:])
+	// f[0] is field 3 (state); the start time is field 22.
+	if len(f) < 20 || len(f[0]) == 0 {
+		return 0, 0, false
+	}
+	start, err = strconv.ParseUint(f[19], 10, 64)
+	return f[0][0], start, err == nil
+}
+
+// Identify returns pid's identity; ok is false when pid is already gone.
+func Identify(pid int) (Identity, bool) {
+	if pid <= 1 {
+		return Identity{}, false
+	}
+	_, start, ok := procStat(pid)
+	if !ok {
+		return Identity{}, false
+	}
+	return Identity{PID: pid, Start: start}, true
+}
+
+// Exited reports whether the process id names has ended: no such pid, a
+// zombie (ended, its parent not told yet), or the pid now names a later
+// process.
+func (id Identity) Exited() bool {
+	state, start, ok := procStat(id.PID)
+	return !ok || state == 'Z' || start != id.Start
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/ids"
@@ -20,6 +21,9 @@ var ErrDuplicate = errors.New("duplicate event")
 type Admitter struct {
 	Events  *Queue
 	SeenDir string
+
+	once sync.Once
+	idx  *seenIndex // seen.go
 }
 
 // NewAdmitter returns the admitter for the layout.
@@ -27,13 +31,17 @@ func NewAdmitter(l layout.Layout, events *Queue) *Admitter {
 	return &Admitter{Events: events, SeenDir: l.SeenDir()}
 }
 
-// Seen reports whether id has a seen marker.
+func (a *Admitter) index() *seenIndex {
+	a.once.Do(func() { a.idx = newSeenIndex(a.SeenDir) })
+	return a.idx
+}
+
+// Seen reports whether id was admitted before (seen journal or marker).
 func (a *Admitter) Seen(id string) bool {
 	if !ids.Valid(id) {
 		return false
 	}
-	_, err := os.Lstat(filepath.Join(a.SeenDir, id))
-	return err == nil
+	return a.index().seen(id)
 }
 
 // Known reports whether id is queued in any events state or seen.
@@ -64,22 +72,16 @@ func (a *Admitter) Admit(id string, ev any) error {
 	return a.MarkSeen(id)
 }
 
-// MarkSeen writes the empty seen marker for id.
+// MarkSeen records id in today's seen journal.
 func (a *Admitter) MarkSeen(id string) error {
 	if err := ids.Check(id); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(a.SeenDir, 0o700); err != nil {
-		return err
-	}
-	f, err := os.OpenFile(filepath.Join(a.SeenDir, id), os.O_WRONLY|os.O_CREATE, 0o600)
-	if err != nil {
-		return fmt.Errorf("mark seen %s: %w", id, err)
-	}
-	return f.Close()
+	return a.index().mark([]string{id}, time.Now())
 }
 
-// PruneSeen removes seen markers older than age (seed 002: 30 days).
+// PruneSeen removes seen journals and markers last written more than age
+// ago (seed 002: 30 days).
 func (a *Admitter) PruneSeen(age time.Duration, now time.Time) (int, error) {
 	ents, err := os.ReadDir(a.SeenDir)
 	if err != nil {
@@ -112,12 +114,13 @@ func (a *Admitter) AdmitBatch(idl []string, evs []any) []error {
 	errs := make([]error, len(idl))
 	b := NewBatch()
 	staged := make([]*Staged, len(idl))
+	seen := a.index().seenMany(idl)
 	for i, id := range idl {
 		if err := ids.Check(id); err != nil {
 			errs[i] = fmt.Errorf("admit event: %w", err)
 			continue
 		}
-		if a.Seen(id) {
+		if seen[i] {
 			errs[i] = fmt.Errorf("admit %s: %w", id, ErrDuplicate)
 			continue
 		}
@@ -137,20 +140,35 @@ func (a *Admitter) AdmitBatch(idl []string, evs []any) []error {
 			}
 		}
 	}
+	var mark []int
 	for i, s := range staged {
 		if s == nil || errs[i] != nil {
 			continue
 		}
 		if err := s.Err(); err != nil {
 			if errors.Is(err, ErrExists) {
-				a.MarkSeen(idl[i])
+				mark = append(mark, i)
 				errs[i] = fmt.Errorf("admit %s: %w", idl[i], ErrDuplicate)
 			} else {
 				errs[i] = err
 			}
 			continue
 		}
-		errs[i] = a.MarkSeen(idl[i])
+		mark = append(mark, i)
+	}
+	// One append for the whole batch. A failure is reported for the newly
+	// queued ones (a duplicate stays a duplicate): their files are queued
+	// and durable, so a retry finds them there.
+	ml := make([]string, len(mark))
+	for j, i := range mark {
+		ml[j] = idl[i]
+	}
+	if err := a.index().mark(ml, time.Now()); err != nil {
+		for _, i := range mark {
+			if errs[i] == nil {
+				errs[i] = err
+			}
+		}
 	}
 	return errs
 }

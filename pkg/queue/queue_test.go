@@ -271,13 +271,70 @@ func TestAdmitter_DedupesAgainstEveryStateAndSeen(t *testing.T) {
 		t.Fatalf("second admit: %v", err)
 	}
 	ev.Move(layout.Pending, layout.Dispatched, "evt-1")
-	os.Remove(filepath.Join(l.SeenDir(), "evt-1"))
+	os.RemoveAll(l.SeenDir()) // the seen index is gone (retention): the twin still refuses
 	if err := a.Admit("evt-1", item{ID: "evt-1"}); !errors.Is(err, queue.ErrDuplicate) {
 		t.Fatalf("admit with dispatched twin: %v", err)
 	}
 	ev.Remove(layout.Dispatched, "evt-1")
 	if err := a.Admit("evt-1", item{ID: "evt-1"}); !errors.Is(err, queue.ErrDuplicate) {
 		t.Fatalf("admit with seen marker only: %v", err)
+	}
+}
+
+// The seen journal is shared by every admitting process: what one admits,
+// another refuses; a line torn by a crash loses nothing that was whole; a
+// marker file from before the journal is honoured; retention of a day file
+// forgets exactly its ids.
+func TestAdmitter_SeenJournalIsSharedAcrossAdmitters(t *testing.T) {
+	l, _ := newTree(t)
+	ev := queue.New(l, layout.QEvents, nil)
+	sentinel, envoy := queue.NewAdmitter(l, ev), queue.NewAdmitter(l, ev)
+	if envoy.Seen("evt-a") {
+		t.Fatal("seen before anything was admitted")
+	}
+	errs := sentinel.AdmitBatch([]string{"evt-a", "evt-b"}, []any{item{ID: "evt-a"}, item{ID: "evt-b"}})
+	if errs[0] != nil || errs[1] != nil {
+		t.Fatal(errs)
+	}
+	ev.Remove(layout.Pending, "evt-a")
+	ev.Remove(layout.Pending, "evt-b")
+	if !envoy.Seen("evt-a") || !envoy.Seen("evt-b") {
+		t.Fatal("another admitter does not see what the sentinel admitted")
+	}
+	if err := envoy.Admit("evt-b", item{ID: "evt-b"}); !errors.Is(err, queue.ErrDuplicate) {
+		t.Fatalf("re-admit through another admitter: %v", err)
+	}
+	ents, _ := os.ReadDir(l.SeenDir())
+	if len(ents) != 1 || !strings.HasPrefix(ents[0].Name(), "_") {
+		t.Fatalf("seen dir holds %v, want one day journal", ents)
+	}
+	journal := filepath.Join(l.SeenDir(), ents[0].Name())
+	if fi, _ := os.Stat(journal); fi.Mode().Perm() != 0o600 {
+		t.Errorf("journal mode %v, want 0600", fi.Mode().Perm())
+	}
+	// A crash tore the last append ("evt-c" half written); later appends
+	// start on a fresh line.
+	f, _ := os.OpenFile(journal, os.O_WRONLY|os.O_APPEND, 0)
+	f.WriteString("\nevt-c")
+	f.Close()
+	if err := sentinel.MarkSeen("evt-d"); err != nil {
+		t.Fatal(err)
+	}
+	fresh := queue.NewAdmitter(l, ev)
+	for _, id := range []string{"evt-a", "evt-b", "evt-d"} {
+		if !fresh.Seen(id) {
+			t.Errorf("%s forgotten after a torn line", id)
+		}
+	}
+	// A marker file written before the journal existed still counts.
+	os.WriteFile(filepath.Join(l.SeenDir(), "evt-legacy"), nil, 0o600)
+	if !fresh.Seen("evt-legacy") {
+		t.Error("legacy marker not honoured")
+	}
+	// Retention removed the day file: its ids are forgotten, others kept.
+	os.Remove(journal)
+	if fresh.Seen("evt-a") || !fresh.Seen("evt-legacy") {
+		t.Error("index not rebuilt after its journal was removed")
 	}
 }
 

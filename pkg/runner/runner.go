@@ -120,8 +120,9 @@ func Run(ctx context.Context, o Options, role Role) error {
 	}
 	sweepOwnTemps(o)
 
+	hb := &beat{}
 	if o.Once {
-		return runTick(ctx, o, role)
+		return runTick(ctx, o, role, hb)
 	}
 	if s, ok := role.(Starter); ok {
 		if err := s.Start(ctx); err != nil {
@@ -164,7 +165,7 @@ func Run(ctx context.Context, o Options, role Role) error {
 		}
 		// The tick runs on a context that survives the shutdown signal, so a
 		// SIGTERM lets the current tick finish (SPEC §4.2).
-		if err := runTick(context.WithoutCancel(ctx), o, role); err != nil {
+		if err := runTick(context.WithoutCancel(ctx), o, role, hb); err != nil {
 			fails++
 			o.Log.Error("tick failed", "err", err, "consecutive", fails)
 			if fails >= o.MaxFailures {
@@ -203,7 +204,7 @@ func tryLeaderBriefly(ctx context.Context, path string) (*lockfile.Leader, error
 // CatAttr is the slog attribute setting a log line's category.
 func CatAttr(cat string) slog.Attr { return slog.String("cat", cat) }
 
-func runTick(ctx context.Context, o Options, role Role) (err error) {
+func runTick(ctx context.Context, o Options, role Role, hb *beat) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("tick panicked: %v\n%s", r, debug.Stack())
@@ -213,7 +214,27 @@ func runTick(ctx context.Context, o Options, role Role) (err error) {
 		return err
 	}
 	// Heartbeat only after a successful tick (SPEC §9.32).
-	return atomicfile.Touch(o.Layout.Heartbeat(o.Role))
+	return hb.touch(o.Layout.Heartbeat(o.Role))
+}
+
+// beat touches a role's heartbeat at most once per beatEvery: a role ticks
+// on every inotify wake (hundreds a second in a burst) and readers judge a
+// heartbeat on a scale of tens of seconds, so one inode update per tick
+// was pure cost (issue #17).
+type beat struct{ last time.Time }
+
+const beatEvery = time.Second
+
+func (b *beat) touch(path string) error {
+	now := time.Now()
+	if !b.last.IsZero() && now.Sub(b.last) < beatEvery {
+		return nil
+	}
+	if err := atomicfile.Touch(path); err != nil {
+		return err
+	}
+	b.last = now
+	return nil
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {

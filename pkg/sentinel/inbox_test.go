@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/sentinel"
 	"github.com/kingdom-dev/kingdom/pkg/sentinel/inbox"
@@ -66,7 +67,7 @@ func TestInbox_ValidFilesAreQueuedAndDeleted(t *testing.T) {
 	if got := sorted(e.detected()); got != sorted([]string{"evt-ci-build-77", genID}) {
 		t.Errorf("event.detected = %s", got)
 	}
-	if !exists(filepath.Join(e.l.SeenDir(), "evt-ci-build-77")) {
+	if !queue.NewAdmitter(e.l, queue.New(e.l, layout.QEvents, nil)).Seen("evt-ci-build-77") {
 		t.Error("seen marker missing")
 	}
 }

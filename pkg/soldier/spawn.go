@@ -92,11 +92,24 @@ func RunArgs(bin string, p Params) []string {
 // the soldier id (p.SoldierID, or a fresh one). env is set in the session
 // (tmux -e); KINGDOM_BASE_DIR is always added.
 func Spawn(ctx context.Context, tc *tmux.Client, bin string, p Params, env map[string]string) (string, error) {
+	s, err := Launch(ctx, tc, bin, p, env)
+	return s.ID, err
+}
+
+// Launched is a soldier just started: its id (the tmux session) and the
+// pid of its `soldier-spawn run` process (0 if tmux did not say).
+type Launched struct {
+	ID  string
+	PID int
+}
+
+// Launch is Spawn returning the soldier's process too.
+func Launch(ctx context.Context, tc *tmux.Client, bin string, p Params, env map[string]string) (Launched, error) {
 	if p.SoldierID == "" {
 		p.SoldierID = ids.Soldier(nowFunc())
 	}
 	if err := p.Check(); err != nil {
-		return "", fmt.Errorf("spawn soldier for %s: %w", p.TaskID, err)
+		return Launched{}, fmt.Errorf("spawn soldier for %s: %w", p.TaskID, err)
 	}
 	e := map[string]string{layout.EnvBase: p.BaseDir}
 	for k, v := range env {
@@ -105,8 +118,9 @@ func Spawn(ctx context.Context, tc *tmux.Client, bin string, p Params, env map[s
 	if s := tc.Socket; s != "" {
 		e[tmux.EnvSocket] = s
 	}
-	if err := tc.NewSession(ctx, p.SoldierID, tmux.NewOptions{Dir: p.Workdir, Env: e}, RunArgs(bin, p)...); err != nil {
-		return "", fmt.Errorf("spawn soldier %s for %s: %w", p.SoldierID, p.TaskID, err)
+	pid, err := tc.Start(ctx, p.SoldierID, tmux.NewOptions{Dir: p.Workdir, Env: e}, RunArgs(bin, p)...)
+	if err != nil {
+		return Launched{}, fmt.Errorf("spawn soldier %s for %s: %w", p.SoldierID, p.TaskID, err)
 	}
-	return p.SoldierID, nil
+	return Launched{ID: p.SoldierID, PID: pid}, nil
 }

@@ -114,13 +114,21 @@ type NewOptions struct {
 // NewSession creates a detached session running argv (executed directly by
 // tmux, no shell: tmux execs a multi-word command as given).
 func (c *Client) NewSession(ctx context.Context, name string, opt NewOptions, argv ...string) error {
+	_, err := c.Start(ctx, name, opt, argv...)
+	return err
+}
+
+// Start is NewSession that also returns the pid of the session's process
+// (printed by the same tmux call), so a caller can see it end without
+// asking tmux again.
+func (c *Client) Start(ctx context.Context, name string, opt NewOptions, argv ...string) (int, error) {
 	if name == "" || strings.ContainsAny(name, ":.=") {
-		return fmt.Errorf("tmux new-session: bad session name %q", name)
+		return 0, fmt.Errorf("tmux new-session: bad session name %q", name)
 	}
 	if len(argv) == 0 {
-		return errors.New("tmux new-session: empty command")
+		return 0, errors.New("tmux new-session: empty command")
 	}
-	a := []string{"new-session", "-d", "-s", name, "-x", "200", "-y", "50"}
+	a := []string{"new-session", "-d", "-P", "-F", "#{pane_pid}", "-s", name, "-x", "200", "-y", "50"}
 	if opt.Dir != "" {
 		a = append(a, "-c", opt.Dir)
 	}
@@ -136,12 +144,16 @@ func (c *Client) NewSession(ctx context.Context, name string, opt NewOptions, ar
 		// tmux hands a single word to the shell; only two or more words are
 		// exec'd directly. Callers always pass flags, so refuse rather than
 		// risk a shell.
-		return fmt.Errorf("tmux new-session %s: command needs at least two argv words", name)
+		return 0, fmt.Errorf("tmux new-session %s: command needs at least two argv words", name)
 	}
 	a = append(a, "--")
 	a = append(a, argv...)
-	_, err := c.run(ctx, a...)
-	return err
+	out, err := c.run(ctx, a...)
+	if err != nil {
+		return 0, err
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(out))) // 0 if tmux printed nothing
+	return pid, nil
 }
 
 // Kill kills session name; a missing session is not an error.
