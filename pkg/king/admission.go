@@ -45,6 +45,10 @@ func (a *admission) accept(priority string) bool {
 	return a.paused == "" && a.snap.Admit(priority) && a.inFlight < a.max
 }
 
+// room reports whether anything at all could be admitted now (a slot
+// free, not paused).
+func (a *admission) room() bool { return a.paused == "" && a.inFlight < a.max }
+
 func (a *admission) denyReason(priority string) string {
 	if a.paused != "" {
 		return a.paused

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 
 	"github.com/kingdom-dev/kingdom/pkg/layout"
@@ -82,6 +83,21 @@ func (k *King) processPending(adm *admission) error {
 	k.batching, k.intents = true, nil // nothing left by a panicked tick
 	defer func() { k.batching = false }()
 	for _, e := range entries {
+		if e.Data == nil {
+			// A remembered deferral (deferred.go): read only when it could
+			// be admitted now.
+			if !adm.room() {
+				continue
+			}
+			b, err := k.events.Read(layout.Pending, e.ID)
+			if err != nil {
+				if !errors.Is(err, fs.ErrNotExist) {
+					k.deferCache.valid = false // the next walk lists (and rejects) it
+				}
+				continue
+			}
+			e.Data = b
+		}
 		ev, err := decodeEntry(e)
 		if err != nil {
 			k.events.Reject(layout.Pending, e.ID, "invalid event: "+err.Error())
@@ -144,7 +160,7 @@ func (k *King) handleEvent(ev *schema.Event, adm *admission) error {
 }
 
 func (k *King) deferred(ev *schema.Event, adm *admission) {
-	k.rememberDeferred(ev.ID)
+	k.rememberDeferred(ev)
 	k.log.Debug("event deferred", "event", ev.ID, "priority", ev.Priority, "reason", adm.denyReason(ev.Priority))
 }
 
