@@ -311,7 +311,7 @@ func (q *Queue) List(state string) ([]Entry, error) {
 		return nil, err
 	}
 	dir := q.Dir(state)
-	ents, err := os.ReadDir(dir)
+	ents, err := readDirUnsorted(dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, nil
@@ -416,7 +416,7 @@ func SortEntries(out []Entry) {
 // IDs returns the ids of the regular files in state, unordered and unread
 // (cheap); it does not validate them (List and Count do).
 func (q *Queue) IDs(state string) ([]string, error) {
-	ents, err := os.ReadDir(q.Dir(state))
+	ents, err := readDirUnsorted(q.Dir(state))
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, nil
@@ -492,4 +492,16 @@ func (q *Queue) SweepTemps(age time.Duration, now time.Time) int {
 		n += m
 	}
 	return n
+}
+
+// readDirUnsorted is os.ReadDir without its sort by name: List orders its
+// entries itself, IDs and Count need no order, and sorting a deep queue's
+// names on every tick cost more than reading them.
+func readDirUnsorted(dir string) ([]fs.DirEntry, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.ReadDir(-1)
 }
