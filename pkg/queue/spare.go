@@ -42,6 +42,8 @@ type Spares struct {
 	mu   sync.Mutex
 	pool []spare // by rest start, oldest first
 	n    uint64  // name counter
+	// loaded: the directory's files from a previous run are listed.
+	loaded bool
 	// prefix makes this pool's new names unique: s-<pid>-<start ns>-
 	prefix string
 	max    int
@@ -67,7 +69,9 @@ const DefaultMaxSpares = 1024
 
 // NewSpares opens the pool in dir (created 0700), which must be on the
 // filesystem of every path in sameFS (renames do not cross filesystems).
-// Files already in dir (a previous run's pool) are reusable at once.
+// Files already in dir (a previous run's pool) are reusable at once; they
+// are listed on first use, so a role that builds its pool before taking
+// its leader lock lists them only once it leads (one writer per pool).
 func NewSpares(dir string, sameFS ...string) (*Spares, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
@@ -90,27 +94,37 @@ func NewSpares(dir string, sameFS ...string) (*Spares, error) {
 	}
 	s := &Spares{dir: dir, dev: uint64(st.Dev), max: DefaultMaxSpares, now: time.Now,
 		prefix: "s-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-"}
-	ents, err := os.ReadDir(dir)
+	return s, nil
+}
+
+// load lists a previous run's pool on first use (s.mu held).
+func (s *Spares) load() {
+	if s.loaded {
+		return
+	}
+	s.loaded = true
+	ents, err := os.ReadDir(s.dir)
 	if err != nil {
-		return nil, err
+		return
 	}
 	for _, e := range ents {
-		if !e.Type().IsRegular() {
+		if !e.Type().IsRegular() || atomicfile.IsTemp(e.Name()) {
 			continue
 		}
+		p := filepath.Join(s.dir, e.Name())
 		if len(s.pool) >= s.max {
-			os.Remove(filepath.Join(dir, e.Name()))
+			os.Remove(p)
 			continue
 		}
-		s.pool = append(s.pool, spare{name: e.Name()})
+		s.pool = append(s.pool, spare{name: p})
 	}
-	return s, nil
 }
 
 // Len is the number of files in the pool.
 func (s *Spares) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.load()
 	return len(s.pool)
 }
 
@@ -131,6 +145,7 @@ func (s *Spares) add(sp spare) {
 func (s *Spares) keep(path string, rest time.Duration) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.load()
 	if len(s.pool) >= s.max {
 		return false, nil
 	}
@@ -155,6 +170,7 @@ func (s *Spares) keep(path string, rest time.Duration) (bool, error) {
 func (s *Spares) keepLink(path string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.load()
 	if len(s.pool) >= s.max {
 		return
 	}
@@ -168,6 +184,7 @@ func (s *Spares) keepLink(path string) {
 // pool's directory when none is ready. The file is truncated to nothing.
 func (s *Spares) take() (*os.File, string, error) {
 	s.mu.Lock()
+	s.load()
 	now := s.now()
 	for len(s.pool) > 0 && now.Sub(s.pool[0].at) >= minSpareAge {
 		sp := s.pool[0]

@@ -227,3 +227,27 @@ func TestSpares_RemovedWithoutRestIsReusedFirst(t *testing.T) {
 		t.Errorf("pool %d, task-a %q", f.sp.Len(), f.read(layout.InProgress, "task-a"))
 	}
 }
+
+// A previous run's pool is listed on first use and reused at once.
+func TestSpares_APreviousRunsPoolIsReused(t *testing.T) {
+	f := newSpareFixture(t)
+	f.q.Put(layout.Pending, "task-a", map[string]any{"id": "task-a"})
+	old := f.ino(f.q.Path(layout.Pending, "task-a"))
+	f.q.Remove(layout.Pending, "task-a")
+
+	sp, err := NewSpares(f.sp.dir, f.l.QueueState(layout.QTasks, layout.Pending))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := New(f.l, layout.QTasks, nil)
+	q.UseSpares(sp, MinSpareAge)
+	if err := q.PutOnce(layout.Pending, "task-b", map[string]any{"id": "task-b", "v": "b"}); err != nil {
+		t.Fatal(err)
+	}
+	if f.ino(q.Path(layout.Pending, "task-b")) != old {
+		t.Error("the previous run's spare was not reused")
+	}
+	if sp.Len() != 0 {
+		t.Errorf("pool %d, want 0", sp.Len())
+	}
+}
