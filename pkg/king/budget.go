@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"math"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
@@ -108,6 +109,9 @@ func (k *King) ledger(date string) (*spend.Journal, error) {
 	}
 	if k.mon.days == nil {
 		k.mon.days = map[string]*spend.Journal{}
+	}
+	if date == spend.Date(k.now()) {
+		k.foldOldJournals(date)
 	}
 	for len(k.mon.days) >= maxOpenDays {
 		oldest := ""
@@ -354,4 +358,29 @@ func (a *admission) acceptFor(priority, general string) bool {
 func (k *King) recordAttempt(t *schema.Task, res *schema.Result, m attemptMoney) error {
 	_, err := k.recordAttempts([]attempt{{t: t, res: res, m: m}})
 	return err
+}
+
+// foldOldJournals folds the journals of days before today that no open
+// ledger holds into their snapshots, once a day when today's ledger is
+// opened, so a past day is one file again.
+func (k *King) foldOldJournals(today string) {
+	ents, err := os.ReadDir(k.l.SpendDir())
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		date, ok := strings.CutSuffix(e.Name(), ".jsonl")
+		if !ok || date >= today || k.mon.days[date] != nil || !e.Type().IsRegular() {
+			continue
+		}
+		if _, err := time.Parse("2006-01-02", date); err != nil {
+			continue
+		}
+		j, err := spend.Open(k.l.SpendDay(date), date)
+		if err != nil {
+			k.log.Warn("fold a past day's cost journal", "date", date, "err", err)
+			continue
+		}
+		j.Close()
+	}
 }
