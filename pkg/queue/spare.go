@@ -180,8 +180,10 @@ func (s *Spares) keepLink(path string) {
 	}
 }
 
-// take opens a rested spare for rewriting, or creates a fresh temp in the
-// pool's directory when none is ready. The file is truncated to nothing.
+// take opens a rested spare for rewriting (at offset 0, its old bytes
+// still there: stage cuts them after writing, so a small file keeps its
+// block and nothing is freed), or creates a fresh temp in the pool's
+// directory when none is ready.
 func (s *Spares) take() (*os.File, string, error) {
 	s.mu.Lock()
 	s.load()
@@ -199,11 +201,6 @@ func (s *Spares) take() (*os.File, string, error) {
 			st.Nlink != 1 || int(st.Uid) != os.Getuid() || uint64(st.Dev) != s.dev {
 			// Another name still points at it (a replace that failed), or
 			// it is not ours to write: never write into it.
-			f.Close()
-			os.Remove(sp.name)
-			continue
-		}
-		if err := f.Truncate(0); err != nil {
 			f.Close()
 			os.Remove(sp.name)
 			continue
@@ -250,7 +247,11 @@ func (s *Spares) stage(path string, data []byte, noReplace bool) (*spareItem, er
 	if err != nil {
 		return nil, fmt.Errorf("write %s: %w", path, err)
 	}
-	if _, err := f.Write(data); err != nil {
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Truncate(int64(len(data)))
+	}
+	if err != nil {
 		f.Close()
 		s.giveBack(tmp)
 		return nil, fmt.Errorf("write %s: %w", path, err)
@@ -263,7 +264,7 @@ func (s *Spares) stage(path string, data []byte, noReplace bool) (*spareItem, er
 func syncItems(items []*spareItem) error {
 	if len(items) == 1 {
 		it := items[0]
-		err := it.f.Sync()
+		err := datasync(it.f)
 		if cerr := it.f.Close(); err == nil {
 			err = cerr
 		}
@@ -282,7 +283,7 @@ func syncItems(items []*spareItem) error {
 		go func() {
 			defer wg.Done()
 			for it := range next {
-				err := it.f.Sync()
+				err := datasync(it.f)
 				if cerr := it.f.Close(); err == nil {
 					err = cerr
 				}
@@ -399,4 +400,18 @@ func probeNoReplace(dir string) error {
 		return err
 	}
 	return os.Rename(b, a)
+}
+
+// datasync makes a staged file's bytes and length durable (fdatasync: the
+// timestamps a full fsync adds are not needed before the rename).
+func datasync(f *os.File) error {
+	for {
+		err := unix.Fdatasync(int(f.Fd()))
+		if err != unix.EINTR {
+			if err != nil {
+				return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: err}
+			}
+			return nil
+		}
+	}
 }
