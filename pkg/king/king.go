@@ -97,6 +97,7 @@ type King struct {
 	generals    map[string]string    // in-flight task → its general (orphans.go)
 	healthSnap  healthCache          // last judgement of resources.json (admission.go)
 	rb          *resultBatch         // the tick's completions (resultbatch.go)
+	notRetrying fileStamps           // in-progress tasks read and found no retry (stamps.go)
 
 	batching bool             // processPending: dispatch records (batch.go)
 	intents  []dispatchIntent // admitted events awaiting the group commit

@@ -25,6 +25,7 @@ func (k *King) processResults() error {
 		return err
 	}
 	sort.Strings(idl)
+	k.notRetrying.keepOnly(idl, k.tasks, layout.InProgress)
 	var errs []error
 	var todo []attempt
 	for _, id := range idl {
@@ -36,10 +37,17 @@ func (k *King) processResults() error {
 			// A retry that died after deleting the old result but before
 			// re-queueing left its mark (status retrying, written only by
 			// the king): finish it, or the task would sit here forever.
+			if k.notRetrying.has(k.tasks.Path(layout.InProgress, id)) {
+				continue // this very file was read and is no retry
+			}
 			var t schema.Task
-			if k.tasks.ReadJSON(layout.InProgress, id, &t) == nil && t.Status == TaskRetrying {
-				if err := k.requeue(&t); err != nil {
-					errs = append(errs, err)
+			if k.tasks.ReadJSON(layout.InProgress, id, &t) == nil {
+				if t.Status == TaskRetrying {
+					if err := k.requeue(&t); err != nil {
+						errs = append(errs, err)
+					}
+				} else {
+					k.notRetrying.add(k.tasks.Path(layout.InProgress, id))
 				}
 			}
 			continue
