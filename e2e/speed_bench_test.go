@@ -198,8 +198,8 @@ func TestSpeedBench(t *testing.T) {
 	fmt.Fprintf(&b, "| figure | target | measured (median of 20) | limit: fork+exec of `soldier-spawn --help` | ratio |\n|---|---|---|---|---|\n")
 	fmt.Fprintf(&b, "| `soldier-spawn run` CPU per task (engine's own CPU, %.1f ms, subtracted) | ≤ 10 CPU-ms | %.1f CPU-ms | %.1f CPU-ms | %.2f |\n\n",
 		engineCPU.Seconds()*1000, runCPU.Seconds()*1000, limit(limSpawnCPU).Seconds()*1000, ratio(runCPU, limit(limSpawnCPU)))
-	fmt.Fprintf(&b, "Most of that floor is Go start-up with the JSON Schema package linked: its init compiles the\n"+
-		"draft meta-schemas in every process that imports it (`GODEBUG=inittrace=1`).\n\n")
+	fmt.Fprintf(&b, "That floor is the start-up of a static Go binary (runtime, package inits, page faults, exit);\n"+
+		"beyond it a run pays for its engine's process start, about four file creates and two fsyncs.\n\n")
 
 	t.Log("\n" + b.String())
 	if out := os.Getenv("KINGDOM_BENCH_SPEED_OUT"); out != "" {

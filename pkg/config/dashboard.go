@@ -3,7 +3,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
 )
@@ -29,14 +28,14 @@ func DefaultHTTP() HTTP {
 // validateHTTP checks the http section's forms.
 func validateHTTP(h HTTP, p *problems) {
 	if h.Listen != "" {
-		host, port, err := net.SplitHostPort(h.Listen)
+		host, port, err := splitHostPort(h.Listen)
 		n, perr := strconv.Atoi(port)
 		switch {
 		case err != nil:
 			p.add("http.listen", "expected host:port (e.g. 127.0.0.1:8765), got %q", h.Listen)
 		case perr != nil || n < 0 || n > 65535:
 			p.add("http.listen", "expected a port number from 0 to 65535, got %q", port)
-		case host != "" && net.ParseIP(host) == nil && !validHostname(host):
+		case host != "" && !isIP(host) && !validHostname(host):
 			p.add("http.listen", "expected an IP address or host name, got %q", host)
 		}
 	}
@@ -67,15 +66,15 @@ func IsLoopback(host string) bool {
 	if strings.EqualFold(host, "localhost") {
 		return true
 	}
-	ip := net.ParseIP(strings.Trim(host, "[]"))
-	return ip != nil && ip.IsLoopback()
+	ip, ok := parseIP(strings.Trim(host, "[]"))
+	return ok && ip.IsLoopback()
 }
 
 // CheckListen validates a dashboard listen address against its token: a
 // loopback host may go without one; any other address may not (SPEC
 // §10.16). tokenEnv names the variable for the message.
 func CheckListen(listen, token, tokenEnv string) error {
-	host, port, err := net.SplitHostPort(listen)
+	host, port, err := splitHostPort(listen)
 	if err != nil {
 		return fmt.Errorf("http.listen %q: expected host:port: %w", listen, err)
 	}

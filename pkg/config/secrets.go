@@ -8,8 +8,18 @@ import "path/filepath"
 // token variables (with their default names). A file that does not load gives its defaults' names (the
 // role that loads it reports the error).
 func SecretEnvNames(dir string) []string {
+	sys, err := LoadSystem(filepath.Join(dir, SystemFile))
+	if err != nil {
+		sys = nil
+	}
+	return SecretEnvNamesWith(sys, dir)
+}
+
+// SecretEnvNamesWith is SecretEnvNames for a caller that has already loaded
+// system.yaml (nil: it did not load).
+func SecretEnvNamesWith(sys *System, dir string) []string {
 	var names []string
-	if sys, err := LoadSystem(filepath.Join(dir, SystemFile)); err == nil {
+	if sys != nil {
 		names = append(names, sys.Runtime.SecretEnv...)
 	}
 	h := DefaultHTTP()

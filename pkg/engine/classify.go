@@ -32,30 +32,30 @@ func (f Failure) Message() string {
 // refusal is one way an engine refuses its configuration.
 type refusal struct {
 	engine string // "" = any
-	re     *regexp.Regexp
+	re     func() *regexp.Regexp
 	fix    func(sysFile string) string
 }
 
 var refusals = []refusal{
-	{config.EngineClaude, regexp.MustCompile(`cannot be used with root/sudo privileges`), func(f string) string {
+	{config.EngineClaude, lazyRE(`cannot be used with root/sudo privileges`), func(f string) string {
 		return "bypassPermissions is refused as root: use `--permission-mode acceptEdits` (the default) in runtime.claude.args of " + f + ", or run Kingdom as a dedicated user"
 	}},
-	{config.EngineClaude, regexp.MustCompile(`(?i)error: unknown option|error: too many arguments|error: option .* argument missing`), func(f string) string {
+	{config.EngineClaude, lazyRE(`(?i)error: unknown option|error: too many arguments|error: option .* argument missing`), func(f string) string {
 		return "remove or correct the flag in runtime.claude.args of " + f
 	}},
-	{config.EngineClaude, regexp.MustCompile(`(?i)not logged in|please run /login|invalid api key|authentication_error|invalid x-api-key`), func(f string) string {
+	{config.EngineClaude, lazyRE(`(?i)not logged in|please run /login|invalid api key|authentication_error|invalid x-api-key`), func(f string) string {
 		return "set ANTHROPIC_API_KEY in kingdom.env (it is in runtime.env_passthrough by default) or run `claude /login` as the user Kingdom runs as"
 	}},
-	{config.EngineCodex, regexp.MustCompile(`error: unexpected argument|error: invalid value|error: unrecognized subcommand`), func(f string) string {
+	{config.EngineCodex, lazyRE(`error: unexpected argument|error: invalid value|error: unrecognized subcommand`), func(f string) string {
 		return "remove or correct the flag in runtime.codex.args of " + f
 	}},
-	{config.EngineCodex, regexp.MustCompile(`(?i)missing environment variable: .?OPENAI_API_KEY|not logged in|codex login|401 unauthorized|incorrect api key`), func(f string) string {
+	{config.EngineCodex, lazyRE(`(?i)missing environment variable: .?OPENAI_API_KEY|not logged in|codex login|401 unauthorized|incorrect api key`), func(f string) string {
 		return "set OPENAI_API_KEY in kingdom.env (it is in runtime.env_passthrough by default) or run `codex login` as the user Kingdom runs as"
 	}},
 }
 
 // sessionGone matches an engine saying the resumed session does not exist.
-var sessionGone = regexp.MustCompile(`(?i)no conversation found with session id|no rollout found for thread|thread not found|session not found`)
+var sessionGone = lazyRE(`(?i)no conversation found with session id|no rollout found for thread|thread not found|session not found`)
 
 // maxReason bounds the engine's words kept in a result (SPEC §10.3).
 const maxReason = 1000
@@ -77,7 +77,7 @@ func Classify(engine string, resumed bool, exitCode int, o *Outcome, stderrTail,
 	}
 	all := said + "\n" + stderrTail
 	for _, r := range refusals {
-		if (r.engine == "" || r.engine == engine) && r.re.MatchString(all) {
+		if (r.engine == "" || r.engine == engine) && r.re().MatchString(all) {
 			return Failure{Reason: schema.ReasonEngineRefused, Words: words, Fix: r.fix(sysFile)}
 		}
 	}
@@ -85,7 +85,7 @@ func Classify(engine string, resumed bool, exitCode int, o *Outcome, stderrTail,
 		return Failure{Reason: schema.ReasonEngineRefused, Words: words,
 			Fix: "check the API key (" + credentialsOf(engine) + ") in kingdom.env"}
 	}
-	if resumed && sessionGone.MatchString(all) {
+	if resumed && sessionGone().MatchString(all) {
 		return Failure{Reason: schema.ReasonSessionLost, Words: words}
 	}
 	if o.Subtype == "error_max_structured_output_retries" || (o.Ended && !o.IsError && exitCode == 0) {

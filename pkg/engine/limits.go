@@ -279,7 +279,7 @@ func (w *LimitWatch) Limit(now time.Time, fallback time.Duration) (Limit, bool) 
 
 // limitRE matches every wording of a usage or rate limit the engines have
 // used (ENGINES.md), case-insensitively.
-var limitRE = regexp.MustCompile(`(?i)(usage limit (?:reached|has been reached|exceeded)` +
+var limitRE = lazyRE(`(?i)(usage limit (?:reached|has been reached|exceeded)` +
 	`|hit your (?:[\w-]+ )?limit` +
 	`|out of extra usage` +
 	`|quota exceeded` +
@@ -288,7 +288,7 @@ var limitRE = regexp.MustCompile(`(?i)(usage limit (?:reached|has been reached|e
 	`|request rejected \(429\))`)
 
 // IsLimitText reports whether s is an engine's usage- or rate-limit message.
-func IsLimitText(s string) bool { return limitRE.MatchString(s) }
+func IsLimitText(s string) bool { return limitRE().MatchString(s) }
 
 // limitSentence is the line of s that names the limit, trimmed.
 func limitSentence(s string) string {
@@ -344,10 +344,10 @@ func epochOf(v any) (time.Time, bool) {
 }
 
 // pipeEpochRE: claude's oldest form, "Claude AI usage limit reached|1745000000".
-var pipeEpochRE = regexp.MustCompile(`(?i)limit reached\|(\d{9,13})`)
+var pipeEpochRE = lazyRE(`(?i)limit reached\|(\d{9,13})`)
 
 func pipeEpoch(s string) (time.Time, bool) {
-	m := pipeEpochRE.FindStringSubmatch(s)
+	m := pipeEpochRE().FindStringSubmatch(s)
 	if m == nil {
 		return time.Time{}, false
 	}
@@ -387,14 +387,14 @@ func (r *wallReset) next(now time.Time) time.Time {
 var (
 	// "resets 8pm (Europe/Berlin)", "reset at 9am (America/Chicago)",
 	// "resets 9:30 am", "resets at 21:00 (UTC)".
-	clockResetRE = regexp.MustCompile(`(?i)\breset(?:s)?(?: at)? (\d{1,2})(?::(\d{2}))? ?([ap]\.?m\.?)?(?:\s*\(([A-Za-z0-9_+\-/]+)\))?`)
+	clockResetRE = lazyRE(`(?i)\breset(?:s)?(?: at)? (\d{1,2})(?::(\d{2}))? ?([ap]\.?m\.?)?(?:\s*\(([A-Za-z0-9_+\-/]+)\))?`)
 	// "try again at Apr 28th, 2026 10:03 PM", "resets Nov 25, 9am (Europe/Berlin)".
-	datedResetRE = regexp.MustCompile(`(?i)\b(?:try again at|reset(?:s)?(?: at| on)?) ([A-Z][a-z]{2,8})\.? (\d{1,2})(?:st|nd|rd|th)?,?(?: (\d{4}))?,?(?: at)? (\d{1,2})(?::(\d{2}))? ?([ap]\.?m\.?)?(?:\s*\(([A-Za-z0-9_+\-/]+)\))?`)
+	datedResetRE = lazyRE(`(?i)\b(?:try again at|reset(?:s)?(?: at| on)?) ([A-Z][a-z]{2,8})\.? (\d{1,2})(?:st|nd|rd|th)?,?(?: (\d{4}))?,?(?: at)? (\d{1,2})(?::(\d{2}))? ?([ap]\.?m\.?)?(?:\s*\(([A-Za-z0-9_+\-/]+)\))?`)
 	// "try again at 10:03 PM" (a time without a date).
-	againClockRE = regexp.MustCompile(`(?i)\btry again at (\d{1,2})(?::(\d{2}))? ?([ap]\.?m\.?)?(?:\s*\(([A-Za-z0-9_+\-/]+)\))?`)
+	againClockRE = lazyRE(`(?i)\btry again at (\d{1,2})(?::(\d{2}))? ?([ap]\.?m\.?)?(?:\s*\(([A-Za-z0-9_+\-/]+)\))?`)
 	// "try again in 2 hours 5 minutes", "resets in 45m".
-	relativeRE = regexp.MustCompile(`(?i)\b(?:try again|resets?) in ((?:\d+ ?(?:days?|d|hours?|hrs?|h|minutes?|mins?|m|seconds?|secs?|s)\b[ ,]*(?:and )?)+)`)
-	relPartRE  = regexp.MustCompile(`(?i)(\d+) ?(days?|d|hours?|hrs?|h|minutes?|mins?|m|seconds?|secs?|s)\b`)
+	relativeRE = lazyRE(`(?i)\b(?:try again|resets?) in ((?:\d+ ?(?:days?|d|hours?|hrs?|h|minutes?|mins?|m|seconds?|secs?|s)\b[ ,]*(?:and )?)+)`)
+	relPartRE  = lazyRE(`(?i)(\d+) ?(days?|d|hours?|hrs?|h|minutes?|mins?|m|seconds?|secs?|s)\b`)
 )
 
 var months = map[string]int{
@@ -466,7 +466,7 @@ func zoneOf(name string) *time.Location {
 
 // parseWallReset finds a clock reset in s.
 func parseWallReset(s string) (*wallReset, bool) {
-	if m := datedResetRE.FindStringSubmatch(s); m != nil {
+	if m := datedResetRE().FindStringSubmatch(s); m != nil {
 		if mon, ok := monthOf(m[1]); ok {
 			day, _ := strconv.Atoi(m[2])
 			year := 0
@@ -478,7 +478,7 @@ func parseWallReset(s string) (*wallReset, bool) {
 			}
 		}
 	}
-	for _, re := range []*regexp.Regexp{clockResetRE, againClockRE} {
+	for _, re := range []*regexp.Regexp{clockResetRE(), againClockRE()} {
 		m := re.FindStringSubmatch(s)
 		if m == nil {
 			continue
@@ -497,12 +497,12 @@ func parseWallReset(s string) (*wallReset, bool) {
 
 // parseRelative finds "try again in 2 hours 5 minutes" in s.
 func parseRelative(s string) (time.Duration, bool) {
-	m := relativeRE.FindStringSubmatch(s)
+	m := relativeRE().FindStringSubmatch(s)
 	if m == nil {
 		return 0, false
 	}
 	var d time.Duration
-	for _, p := range relPartRE.FindAllStringSubmatch(m[1], -1) {
+	for _, p := range relPartRE().FindAllStringSubmatch(m[1], -1) {
 		n, err := strconv.Atoi(p[1])
 		if err != nil || n > 100000 {
 			return 0, false

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
@@ -17,14 +16,14 @@ import (
 var ErrBadSession = errors.New("malformed session id")
 
 // uuidRE is the form of claude session ids and codex thread ids.
-var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+var uuidRE = lazyRE(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 
 // CheckSessionID validates a resume token of engine: claude session ids
 // and codex thread ids are UUIDs. The command engine takes no token.
 func CheckSessionID(engine, id string) error {
 	switch engine {
 	case config.EngineClaude, config.EngineCodex:
-		if uuidRE.MatchString(id) {
+		if uuidRE().MatchString(id) {
 			return nil
 		}
 		return fmt.Errorf("%s resume token %q is not a UUID: %w", engine, truncateRunes(id, 80), ErrBadSession)
@@ -80,7 +79,7 @@ func ClaudeProjectDir(configDir, cwd string) string {
 // CLI names its own way) is found by its id, which is unique. A malformed
 // id removes nothing.
 func RemoveClaudeSession(configDir, cwd, id string) error {
-	if configDir == "" || !uuidRE.MatchString(id) {
+	if configDir == "" || !uuidRE().MatchString(id) {
 		return nil
 	}
 	dirs := []string{ClaudeProjectDir(configDir, cwd)}
@@ -141,7 +140,7 @@ func CodexHome(env []string) string {
 // (<home>/sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl). A malformed id
 // removes nothing.
 func RemoveCodexSession(home, id string) error {
-	if home == "" || !uuidRE.MatchString(id) {
+	if home == "" || !uuidRE().MatchString(id) {
 		return nil
 	}
 	files, _ := filepath.Glob(filepath.Join(home, "sessions", "*", "*", "*", "rollout-*-"+id+".jsonl"))

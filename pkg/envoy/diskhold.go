@@ -11,16 +11,18 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
-// Never post what cannot be recorded (issue #13 item 4). Before a message is
-// posted its intent is written to state/envoy/sending.json; a write that
-// fails (a full disk) holds every send, so nothing reaches Slack that the
-// envoy could not remember having sent — before, each tick re-posted the
-// same message because the delivery record kept failing. While held, each
-// tick probes the disk with the same write and resumes once it succeeds. A
-// message posted whose delivery could not be recorded is kept in memory and
-// recorded on recovery instead of being posted again. The operator gets one
-// alert per hold (posted without a record: it is the alert that says
-// records fail).
+// Never post what cannot be recorded (issue #13 item 4). Before a tick posts
+// anything, room for the delivery record of every pending message is
+// reserved in the journal (fallocate; where the filesystem has none, an
+// intent file state/envoy/sending.json is written instead, as a probe); a
+// reservation that fails (a full disk) holds every send, so nothing reaches
+// Slack that the envoy could not remember having sent — before, each tick
+// re-posted the same message because the delivery record kept failing.
+// While held, each tick probes the disk with a write of sending.json and
+// resumes once it succeeds. A message posted whose delivery could not be
+// recorded all the same is kept in memory and recorded on recovery instead
+// of being posted again. The operator gets one alert per hold (posted
+// without a record: it is the alert that says records fail).
 
 // errDiskHeld means sends are held because the state cannot be written.
 var errDiskHeld = errors.New("state not writable (disk full?), sends held")
@@ -29,10 +31,14 @@ func sendingPath(l layout.Layout) string {
 	return filepath.Join(l.RoleStateDir(layout.RoleEnvoy), "sending.json")
 }
 
-// recordIntent writes which message is about to be posted.
-func (e *Envoy) recordIntent(m *schema.Message) error {
-	b := fmt.Appendf(nil, "{\"msg_id\": %q, \"at\": %q}\n", m.ID, schema.FormatTime(e.clock.Now()))
-	return atomicfile.WriteFile(sendingPath(e.l), b, 0o600)
+// reserveRecords makes room for the delivery records of n messages.
+func (e *Envoy) reserveRecords(n int) error {
+	err := e.st.reserve(n)
+	if errors.Is(err, errors.ErrUnsupported) {
+		b := fmt.Appendf(nil, "{\"pending\": %d, \"at\": %q}\n", n, schema.FormatTime(e.clock.Now()))
+		return atomicfile.WriteFile(sendingPath(e.l), b, 0o600)
+	}
+	return err
 }
 
 // diskHeld reports whether sends are held; while held it probes the disk

@@ -68,6 +68,7 @@ type Envoy struct {
 	messages *queue.Queue
 	admit    *queue.Admitter
 	st       *store
+	spares   *recycler // status rewrites without a create (recycle.go)
 	poster   poster
 	console  bool
 
@@ -83,6 +84,10 @@ type Envoy struct {
 	holdUntil time.Time
 	// disk holds sends while the state cannot be written (diskhold.go).
 	disk diskState
+	// lastPrune is when prune last looked for expired state.
+	lastPrune time.Time
+	// movedTo: message states moved into since the last checkpoint.
+	movedTo map[string]bool
 }
 
 // New builds the envoy. It does no I/O.
@@ -112,10 +117,13 @@ func New(o Options) (*Envoy, error) {
 		l: o.Layout, cfg: o.Config, log: o.Log, em: o.Events, clock: o.Clock, sleep: o.Sleep,
 		messages:     queue.New(o.Layout, layout.QMessages, o.Events),
 		st:           newStore(o.Layout, o.Log),
+		spares:       &recycler{dir: sparesDir(o.Layout)},
 		appToken:     o.AppToken,
 		pingInterval: o.PingInterval,
 		seenEvt:      map[string]time.Time{},
 	}
+	e.st.replay = e.replay
+	e.st.beforeCheckpoint = e.syncMoves
 	e.admit = queue.NewAdmitter(o.Layout, queue.New(o.Layout, layout.QEvents, o.Events))
 	if o.BotToken == "" {
 		e.console = true
@@ -161,9 +169,6 @@ func (e *Envoy) Watches() []runner.Watch {
 // every pending message, oldest first.
 func (e *Envoy) Tick(ctx context.Context) error {
 	var errs []error
-	if err := e.replayJournal(); err != nil {
-		errs = append(errs, err)
-	}
 	if err := e.ProcessConsoleInbox(ctx); err != nil {
 		errs = append(errs, err)
 	}
@@ -173,8 +178,8 @@ func (e *Envoy) Tick(ctx context.Context) error {
 	if err := e.sendPending(ctx); err != nil {
 		errs = append(errs, err)
 	}
-	// The deliveries of this tick reach the state files once (journal.go).
-	if err := e.st.flush(); err != nil {
+	// The deliveries reach the state files at a checkpoint (journal.go).
+	if err := e.st.flush(e.clock.Now(), false); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -198,11 +203,27 @@ func (e *Envoy) Start(ctx context.Context) error {
 // awaitedTTL is how long an unanswered question stays awaited (SPEC §9.31).
 const awaitedTTL = 7 * 24 * time.Hour
 
+// pruneEvery is how often prune looks for expired state: its ages are
+// hours and days, and a look costs a pass over every entry.
+const pruneEvery = time.Minute
+
 // prune drops expired conversations, awaited entries and thread mappings
 // older than a week, and delivery records whose message has left pending/.
+// The change reaches the files at the next checkpoint (a restart prunes
+// again).
 func (e *Envoy) prune() error {
 	now := e.clock.Now()
-	return e.st.update(func(s *State) error {
+	e.mu.Lock()
+	due := e.lastPrune.IsZero() || now.Sub(e.lastPrune) >= pruneEvery || now.Before(e.lastPrune)
+	if due {
+		e.lastPrune = now
+	}
+	e.mu.Unlock()
+	if !due {
+		return nil
+	}
+	return e.st.mutate(func(s *State) bool {
+		n := len(s.Conversations) + len(s.Awaiting) + len(s.Mappings) + len(s.Deliveries)
 		for k, c := range s.Conversations {
 			if t, err := parseTime(c.ExpiresAt); err != nil || !now.Before(t) {
 				delete(s.Conversations, k)
@@ -227,7 +248,7 @@ func (e *Envoy) prune() error {
 				delete(s.Deliveries, id)
 			}
 		}
-		return nil
+		return len(s.Conversations)+len(s.Awaiting)+len(s.Mappings)+len(s.Deliveries) != n
 	})
 }
 

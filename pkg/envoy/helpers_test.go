@@ -106,6 +106,15 @@ func (h *harness) tick() {
 	}
 }
 
+// checkpoint writes the state files now (a tick writes them only when the
+// journal is long or old enough, journal.go).
+func (h *harness) checkpoint() {
+	h.t.Helper()
+	if err := h.e.st.flush(h.clock.Now(), true); err != nil {
+		h.t.Fatalf("checkpoint: %v", err)
+	}
+}
+
 // message builds a valid message document.
 func message(id, typ, task string) map[string]any {
 	m := map[string]any{

@@ -309,6 +309,7 @@ func TestConsole_OutboundAndReplyMatchTheRealPath(t *testing.T) {
 
 	// The real path, in a copy of the state, for the same reply.
 	real := newHarness(t, setup{})
+	h.checkpoint()
 	for _, p := range []string{h.l.EnvoyThreadMappings(), h.l.EnvoyAwaiting()} {
 		b, _ := os.ReadFile(p)
 		rel, _ := filepath.Rel(h.l.Base, p)

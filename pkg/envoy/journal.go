@@ -9,6 +9,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
@@ -16,15 +19,28 @@ import (
 
 // The delivery journal (issue #17). Recording a delivery used to rewrite
 // deliveries.json and thread-mappings.json for every message — a cost that
-// grew with the number of open threads. Now a delivery is one appended,
-// fdatasync'd line of state/envoy/deliveries.journal, written before the
-// message leaves pending/ (the same point the deliveries.json write held);
-// its bookkeeping (mappings, awaited questions, conversations) stays in
-// memory, and the state files are rewritten once at the end of the tick,
-// after which the journal is emptied. A restart loads the files, then the
-// journal: each recorded delivery is known again (its message, if still
-// pending, is not posted twice), and the bookkeeping of those already in
-// sent/ is applied again from their files (bookkeep is idempotent).
+// grew with the number of open threads. Now a delivery is one appended line
+// of state/envoy/deliveries.journal, written right after Slack accepted the
+// message; the lines of a tick are fdatasync'd once, before any of its
+// messages leaves pending/ (outbound.go). The bookkeeping (mappings, awaited
+// questions, conversations) stays in memory, and the state files are
+// rewritten at a checkpoint — when the journal holds checkpointEntries
+// records or its oldest is checkpointAge old, or at once for a change the
+// journal does not carry (an inbound reply, a prune) — after which the
+// journal is emptied. A restart loads the files, then the journal: each
+// recorded delivery is known again (its message, if still pending, is not
+// posted twice), and the bookkeeping of those already in sent/ is applied
+// again from their files (bookkeep is idempotent).
+
+// Checkpoint thresholds: a restart replays at most this much journal.
+const (
+	checkpointEntries = 256
+	checkpointAge     = 2 * time.Second
+)
+
+// recordReserve is the journal space reserved per message before a tick
+// posts anything (a record is ~150 bytes; ids and channels are short).
+const recordReserve = 512
 
 type journalEntry struct {
 	ID string   `json:"id"`
@@ -35,9 +51,48 @@ func journalPath(l layout.Layout) string {
 	return filepath.Join(l.RoleStateDir(layout.RoleEnvoy), "deliveries.journal")
 }
 
-// record appends the delivery of message id to the journal (durably), then
-// applies it and fn to the in-memory state; the files follow at flush.
-func (st *store) record(id string, d Delivery, fn func(*State)) error {
+// openJournal opens the journal for appending (st.mu held).
+func (st *store) openJournal() error {
+	if st.journal != nil {
+		return nil
+	}
+	if err := layout.EnsureDir(filepath.Dir(journalPath(st.l))); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(journalPath(st.l), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("open delivery journal: %w", err)
+	}
+	st.journal = f
+	return nil
+}
+
+// reserve allocates room in the journal for the records of n messages
+// (fallocate, keeping the size), so that no record of this tick can fail
+// for want of space once its message is posted: on a full disk it fails
+// before anything is posted. A filesystem without fallocate returns an
+// error matching errors.ErrUnsupported.
+func (st *store) reserve(n int) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if err := st.openJournal(); err != nil {
+		return err
+	}
+	fi, err := st.journal.Stat()
+	if err != nil {
+		return fmt.Errorf("reserve delivery journal: %w", err)
+	}
+	err = unix.Fallocate(int(st.journal.Fd()), unix.FALLOC_FL_KEEP_SIZE, fi.Size(), int64(n)*recordReserve)
+	if err != nil {
+		return fmt.Errorf("reserve delivery journal: %w", err)
+	}
+	return nil
+}
+
+// record appends the delivery of message id to the journal (one write; the
+// tick syncs it before the message leaves pending/), then applies it and fn
+// to the in-memory state; the files follow at the next checkpoint.
+func (st *store) record(id string, d Delivery, now time.Time, fn func(*State)) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	s, _, err := st.current()
@@ -48,34 +103,78 @@ func (st *store) record(id string, d Delivery, fn func(*State)) error {
 	if err != nil {
 		return err
 	}
-	if st.journal == nil {
-		if err := layout.EnsureDir(filepath.Dir(journalPath(st.l))); err != nil {
-			return err
-		}
-		f, err := os.OpenFile(journalPath(st.l), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-		if err != nil {
-			return fmt.Errorf("open delivery journal: %w", err)
-		}
-		st.journal = f
+	if err := st.openJournal(); err != nil {
+		return err
 	}
 	if _, err := st.journal.Write(append(line, '\n')); err != nil {
 		return fmt.Errorf("append delivery journal: %w", err)
 	}
-	if err := st.journal.Sync(); err != nil {
-		return fmt.Errorf("sync delivery journal: %w", err)
+	if st.journalN == 0 {
+		st.journalAt = now
 	}
+	st.journalN++
+	st.unsynced = true
 	s.Deliveries[id] = d
 	fn(s)
 	st.dirty = true
 	return nil
 }
 
-// flush writes the state files changed since the last write and empties
-// the journal (end of a tick).
-func (st *store) flush() error {
+// syncJournal makes the records appended since the last sync durable.
+func (st *store) syncJournal() error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if !st.unsynced || st.journal == nil {
+		return nil
+	}
+	if err := unix.Fdatasync(int(st.journal.Fd())); err != nil {
+		return fmt.Errorf("sync delivery journal: %w", err)
+	}
+	st.unsynced = false
+	return nil
+}
+
+// delivered forgets the deliveries of messages that reached sent/ (their
+// records are needed no more; the journal keeps them until the checkpoint).
+func (st *store) delivered(idl []string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.cached == nil {
+		return
+	}
+	for _, id := range idl {
+		delete(st.cached.Deliveries, id)
+	}
+	st.dirty = true
+}
+
+// mutate runs fn on the in-memory state; a change it reports reaches the
+// files at the next checkpoint (changes that may wait: a restart would
+// redo them).
+func (st *store) mutate(fn func(*State) bool) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	s, _, err := st.current()
+	if err != nil {
+		return err
+	}
+	if fn(s) {
+		st.dirty = true
+	}
+	return nil
+}
+
+// flush checkpoints (writes the state files changed since the last write
+// and empties the journal) when the journal is long or old enough, or when
+// a change waits that the journal does not hold (end of a tick). force
+// checkpoints whatever changed.
+func (st *store) flush(now time.Time, force bool) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if !st.dirty || st.cached == nil {
+		return nil
+	}
+	if !force && st.journalN > 0 && st.journalN < checkpointEntries && now.Sub(st.journalAt) < checkpointAge {
 		return nil
 	}
 	if err := st.writeChanged(st.cached, st.raw); err != nil {
@@ -86,8 +185,14 @@ func (st *store) flush() error {
 }
 
 func (st *store) truncateJournal() error {
+	st.journalN, st.unsynced = 0, false
 	if st.journal != nil {
 		if err := st.journal.Truncate(0); err != nil {
+			return fmt.Errorf("empty delivery journal: %w", err)
+		}
+		// Durably empty: an old record replayed after a power loss could
+		// undo a later change (a question answered since).
+		if err := unix.Fdatasync(int(st.journal.Fd())); err != nil {
 			return fmt.Errorf("empty delivery journal: %w", err)
 		}
 		return nil
@@ -120,39 +225,23 @@ func (st *store) readJournal() ([]journalEntry, error) {
 	return out, nil
 }
 
-// takeReplay returns (once) the journal entries a load found.
-func (st *store) takeReplay() []journalEntry {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	out := st.replay
-	st.replay = nil
-	return out
-}
-
-// replayJournal re-applies the bookkeeping of deliveries a previous run
-// recorded but did not write to the state files, for messages already in
-// sent/ (those still pending are finished by deliver, which finds their
-// delivery). Reactions were added before the message left pending/.
-func (e *Envoy) replayJournal() error {
-	if err := e.st.view(func(*State) {}); err != nil { // load (and find the journal)
-		return err
-	}
-	entries := e.st.takeReplay()
-	if len(entries) == 0 {
-		return nil
-	}
-	return e.st.update(func(s *State) error {
-		for _, je := range entries {
-			b, err := e.messages.Read(layout.Sent, je.ID)
-			if err != nil {
-				continue // still pending (deliver finishes it) or gone
-			}
-			m, err := schema.DecodeMessage(b)
-			if err != nil {
-				continue
-			}
-			e.bookkeep(m, je.D, s)
+// replay re-applies the bookkeeping of deliveries a previous run recorded
+// but did not write to the state files, for messages already in sent/
+// (those still pending are finished by deliver, which finds their
+// delivery). It runs when the state is loaded, before anyone reads it (the
+// tick, the socket, `envoy reply` without a running envoy). Reactions were
+// added before the message left pending/.
+func (e *Envoy) replay(s *State, entries []journalEntry) {
+	for _, je := range entries {
+		b, err := e.messages.Read(layout.Sent, je.ID)
+		if err != nil {
+			continue // still pending (deliver finishes it) or gone
 		}
-		return nil
-	})
+		delete(s.Deliveries, je.ID) // in sent/: its record is needed no more
+		m, err := schema.DecodeMessage(b)
+		if err != nil {
+			continue
+		}
+		e.bookkeep(m, je.D, s)
+	}
 }

@@ -51,43 +51,6 @@ var errHeld = errors.New("rate limited by Slack, sends held")
 // ErrNoChannel is a message with no channel and no default channel.
 var ErrNoChannel = errors.New("no channel: message has none and no default channel is configured (SLACK_DEFAULT_CHANNEL or envoy.yaml slack.default_channel)")
 
-// sendPending sends every message in pending/, oldest first. The envoy is
-// the single consumer of the messages queue (its leader lock makes it so), so
-// the message stays in pending/ while it is sent and moves to sent/ or
-// failed/ when done.
-func (e *Envoy) sendPending(ctx context.Context) error {
-	e.mu.Lock()
-	hold := e.holdUntil
-	e.mu.Unlock()
-	if e.clock.Now().Before(hold) {
-		return nil // Slack's Retry-After has not passed yet
-	}
-	if e.diskHeld() {
-		return nil // the state cannot be written: post nothing (diskhold.go)
-	}
-	entries, err := e.messages.List(layout.Pending)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, ent := range entries {
-		if ctx.Err() != nil {
-			break
-		}
-		if err := e.deliver(ctx, ent); err != nil {
-			if errors.Is(err, errHeld) {
-				e.log.Warn("slack rate limit: sends held", "err", err)
-				break
-			}
-			if errors.Is(err, errDiskHeld) {
-				break
-			}
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
 // target is where a message goes and what it does to the state.
 type target struct {
 	channel  string
@@ -191,45 +154,49 @@ func text(m *schema.Message) string {
 	return withUrgency(m, t.data(c).String())
 }
 
-// deliver sends one message. Order (crash safety): post → record the
-// delivery (msg id → channel, ts) → apply the bookkeeping (mappings,
-// awaited, conversations) → rewrite the file's status → move it to sent/ →
-// emit message.sent. A crash before the delivery record repeats the post at
-// worst (one duplicate line in Slack, never a lost message); after it, a
-// restart finds the record and finishes the bookkeeping without posting
-// again. Returning an error means "try again next tick" (disk trouble);
-// Slack failures end in failed/ instead.
-func (e *Envoy) deliver(ctx context.Context, ent queue.Entry) error {
-	m, err := schema.DecodeMessage(ent.Data)
+// deliver posts one message and records its delivery; what is left — the
+// status rewrite and the move to sent/ or failed/, then the event — is done
+// for the whole tick at once (batch.go) and returned as a *done. Order
+// (crash safety): post → append the delivery record (msg id → channel, ts)
+// to the journal → apply the bookkeeping (mappings, awaited, conversations)
+// in memory → reactions → [end of tick: sync the journal → rewrite the
+// files' status → move them to sent/ → emit message.sent]. A crash before
+// the record is appended repeats that one post at worst (one duplicate line
+// in Slack, never a lost message); after it, a restart finds the record and
+// finishes the bookkeeping without posting again. Returning an error means
+// "try again next tick" (disk trouble); Slack failures end in failed/.
+func (e *Envoy) deliver(ctx context.Context, ent queue.Entry) (*done, error) {
+	// List has validated the file (schema, id = file name) and rejected it
+	// if it failed; decoding it again through the schema would validate it
+	// twice more for nothing.
+	m := new(schema.Message)
+	err := json.Unmarshal(ent.Data, m)
 	if err == nil && m.ID != ent.ID {
 		err = fmt.Errorf("id %q does not match the file name %s.json", m.ID, ent.ID)
 	}
 	if err != nil {
 		e.log.Warn("invalid message rejected", "msg_id", ent.ID, "err", err)
-		return e.messages.Reject(layout.Pending, ent.ID, err.Error())
+		return nil, e.messages.Reject(layout.Pending, ent.ID, err.Error())
 	}
 
 	var (
 		t          target
 		d          Delivery
-		done       bool
+		recorded   bool
 		resolveErr error
 	)
 	if err := e.st.view(func(s *State) {
-		d, done = s.Deliveries[m.ID]
+		d, recorded = s.Deliveries[m.ID]
 		t, resolveErr = e.resolve(m, s)
 	}); err != nil {
-		return err
+		return nil, err
 	}
-	if ud, ok := e.unrecordedDelivery(m.ID); ok && !done {
-		d, done = ud, true // posted before the disk filled: record, never repost
+	if ud, ok := e.unrecordedDelivery(m.ID); ok && !recorded {
+		d, recorded = ud, true // posted before the disk filled: record, never repost
 	}
-	if !done {
+	if !recorded {
 		if resolveErr != nil {
-			return e.fail(m, ent, resolveErr)
-		}
-		if err := e.recordIntent(m); err != nil {
-			return e.holdForDisk(ctx, err)
+			return e.failed(m, ent, resolveErr), nil
 		}
 		if t.noPost {
 			d = Delivery{Channel: t.channel, ThreadTS: t.threadTS}
@@ -238,12 +205,12 @@ func (e *Envoy) deliver(ctx context.Context, ent queue.Entry) error {
 				MsgID: m.ID, Type: m.Type, TaskID: schema.Deref(m.TaskID)})
 			if perr != nil {
 				if ctx.Err() != nil {
-					return ctx.Err()
+					return nil, ctx.Err()
 				}
 				if errors.Is(perr, errHeld) {
-					return perr
+					return nil, perr
 				}
-				return e.fail(m, ent, perr)
+				return e.failed(m, ent, perr), nil
 			}
 			if ch == "" {
 				ch = t.channel
@@ -254,13 +221,14 @@ func (e *Envoy) deliver(ctx context.Context, ent queue.Entry) error {
 	}
 
 	var react []reaction
-	// The delivery is journaled durably; the state files follow at the end
-	// of the tick (journal.go).
-	if err := e.st.record(m.ID, d, func(s *State) {
+	// The delivery is journaled (synced at the end of the tick, before the
+	// message leaves pending/); the state files follow at the next
+	// checkpoint (journal.go).
+	if err := e.st.record(m.ID, d, e.clock.Now(), func(s *State) {
 		react = e.bookkeep(m, d, s)
 	}); err != nil {
 		e.setUnrecorded(m.ID, &d)
-		return e.holdForDisk(ctx, fmt.Errorf("record delivery of %s: %w", m.ID, err))
+		return nil, e.holdForDisk(ctx, fmt.Errorf("record delivery of %s: %w", m.ID, err))
 	}
 	e.setUnrecorded(m.ID, nil)
 	for _, r := range react {
@@ -274,12 +242,8 @@ func (e *Envoy) deliver(ctx context.Context, ent queue.Entry) error {
 			e.log.Warn("reaction not added", "msg_id", m.ID, "reaction", r.name, "err", redact(err))
 		}
 	}
-	if err := e.finish(ent, layout.Sent, map[string]any{"slack": map[string]any{"channel": d.Channel, "ts": d.TS}}); err != nil {
-		return err
-	}
-	e.em.Emit("message.sent", map[string]any{"msg_id": m.ID, "task_id": m.TaskID, "channel": d.Channel})
-	e.log.Info("message sent", "msg_id", m.ID, "type", m.Type, "channel", d.Channel)
-	return nil
+	return &done{ent: ent, m: m, state: layout.Sent, d: d,
+		extra: map[string]any{"slack": map[string]any{"channel": d.Channel, "ts": d.TS}}}, nil
 }
 
 type reaction struct {
@@ -420,35 +384,11 @@ func max0(n int) int {
 	return n
 }
 
-// fail moves a message that could not be sent to failed/ with the error.
-func (e *Envoy) fail(m *schema.Message, ent queue.Entry, cause error) error {
+// failed is the end of a message that could not be sent: failed/, with
+// the error.
+func (e *Envoy) failed(m *schema.Message, ent queue.Entry, cause error) *done {
 	msg := redact(cause)
-	if err := e.finish(ent, layout.Failed, map[string]any{"error": msg}); err != nil {
-		return err
-	}
-	e.em.Emit("message.failed", map[string]any{"msg_id": m.ID, "task_id": m.TaskID, "error": msg})
-	e.log.Error("message failed", "msg_id", m.ID, "type", m.Type, "err", msg)
-	return nil
-}
-
-// finish rewrites the message's status (and extra fields) in place, then
-// moves it to state. The directory is the truth; the status field only
-// helps someone reading the file with cat.
-func (e *Envoy) finish(ent queue.Entry, state string, extra map[string]any) error {
-	var doc map[string]any
-	if err := json.Unmarshal(ent.Data, &doc); err == nil {
-		doc["status"] = state
-		for k, v := range extra {
-			doc[k] = v
-		}
-		if err := e.messages.Put(layout.Pending, ent.ID, doc); err != nil {
-			return fmt.Errorf("finish message %s: %w", ent.ID, err)
-		}
-	}
-	if err := e.messages.Move(layout.Pending, state, ent.ID); err != nil {
-		return fmt.Errorf("finish message %s: %w", ent.ID, err)
-	}
-	return nil
+	return &done{ent: ent, m: m, state: layout.Failed, errMsg: msg, extra: map[string]any{"error": msg}}
 }
 
 // redact renders an error for logs and files without secrets.

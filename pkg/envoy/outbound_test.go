@@ -59,6 +59,17 @@ func TestOutbound_ThreadLifecycle(t *testing.T) {
 	if !ok || aw.ThreadTS != parentTS || aw.ReplyContext == nil || aw.ReplyContext.General != "gen-pr" {
 		t.Fatalf("awaited = %+v, %v", aw, ok)
 	}
+	// State files are private (written at a checkpoint).
+	h.checkpoint()
+	for _, p := range []string{h.l.EnvoyThreadMappings(), h.l.EnvoyAwaiting()} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s mode %v, want 0600", p, fi.Mode().Perm())
+		}
+	}
 
 	done := message("msg-"+task+"-done", "notification", task)
 	done["content"] = "PR reviewed"
@@ -88,16 +99,6 @@ func TestOutbound_ThreadLifecycle(t *testing.T) {
 	sent := h.internal("message.sent")
 	if len(sent) != 4 || sent[0]["msg_id"] != "msg-"+task+"-start" || sent[0]["task_id"] != task || sent[0]["channel"] != "CDEFAULT" {
 		t.Errorf("message.sent events = %v", sent)
-	}
-	// State files are private.
-	for _, p := range []string{h.l.EnvoyThreadMappings(), h.l.EnvoyAwaiting()} {
-		fi, err := os.Stat(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if fi.Mode().Perm() != 0o600 {
-			t.Errorf("%s mode %v, want 0600", p, fi.Mode().Perm())
-		}
 	}
 }
 

@@ -77,6 +77,55 @@ type consolePoster struct {
 
 	mu     sync.Mutex
 	lastUS int64
+	// sess is the log held open for a tick's posts (begin/end), nil
+	// between ticks.
+	sess *consoleSession
+}
+
+// consoleSession is the console log opened once for a tick, under the
+// rotation lock held shared until end (a rotation waits for the tick).
+type consoleSession struct {
+	lf *lockfile.File
+	f  *os.File
+}
+
+// begin opens the log for the posts of a tick: one write per record
+// instead of a lock, an open and a close each. Without the lock or the
+// file, each record opens the log on its own as before.
+func (c *consolePoster) begin() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sess != nil || c.lock == "" {
+		return
+	}
+	lf, err := lockfile.Open(c.lock)
+	if err != nil {
+		return
+	}
+	if err := lf.RLock(); err != nil {
+		lf.Close()
+		return
+	}
+	f, err := os.OpenFile(c.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		lf.Unlock()
+		lf.Close()
+		return
+	}
+	c.sess = &consoleSession{lf: lf, f: f}
+}
+
+// end closes what begin opened.
+func (c *consolePoster) end() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sess == nil {
+		return
+	}
+	c.sess.f.Close()
+	c.sess.lf.Unlock()
+	c.sess.lf.Close()
+	c.sess = nil
 }
 
 // nextTS returns a Slack-shaped ts ("<unix>.<micro>") later than any given
@@ -139,6 +188,12 @@ func (c *consolePoster) write(head, text string) error {
 	defer c.mu.Unlock()
 	if c.out != nil {
 		io.WriteString(c.out, b.String())
+	}
+	if c.sess != nil {
+		if _, err := c.sess.f.WriteString(b.String()); err != nil {
+			return fmt.Errorf("append %s: %w", c.path, err)
+		}
+		return nil
 	}
 	return appendLog(c.path, c.lock, b.String())
 }

@@ -93,14 +93,15 @@ func (s *State) liveConversation(channel, threadTS string, now time.Time) (Conve
 	return c, true
 }
 
-// store loads and saves State. Every change is a read-modify-write of the
-// files under one mutex, so the socket goroutine and the tick never lose
-// each other's updates, and the files on disk are always the truth.
+// store loads and saves State. Every change happens under one mutex, so the
+// socket goroutine and the tick never lose each other's updates.
 //
 // Only the envoy (its single leader) writes these files, so the state is
 // read from disk once and then kept in memory (issue #17: no re-read and
-// re-parse of every file for every message); writes still go to disk at
-// once, atomically, for each file whose content changed.
+// re-parse of every file for every message). The truth on disk is the files
+// plus the delivery journal (journal.go): a delivery is journaled at once
+// and the files are rewritten at a checkpoint; any other change (update) is
+// written at once, atomically, for each file whose content changed.
 type store struct {
 	mu    sync.Mutex
 	l     layout.Layout
@@ -112,9 +113,16 @@ type store struct {
 
 	// The delivery journal (journal.go): deliveries recorded since the
 	// files were last written, and those a restart must replay.
-	journal *os.File
-	dirty   bool
-	replay  []journalEntry
+	journal   *os.File
+	journalN  int       // records appended since the last checkpoint
+	journalAt time.Time // when the first of them was appended
+	unsynced  bool      // records appended since the last fdatasync
+	dirty     bool      // memory is ahead of the files
+	// replay applies the bookkeeping of journaled deliveries at load.
+	replay func(*State, []journalEntry)
+	// beforeCheckpoint makes durable what the journal's records stand
+	// for, before they go (the moves of their messages).
+	beforeCheckpoint func() error
 }
 
 type stateFile struct {
@@ -177,7 +185,10 @@ func (st *store) load() (*State, [][]byte, error) {
 	for _, je := range entries {
 		s.Deliveries[je.ID] = je.D
 	}
-	st.replay = append(st.replay, entries...)
+	if len(entries) > 0 && st.replay != nil {
+		st.replay(s, entries)
+		st.dirty = true // the files lag the journal: checkpoint at the next flush
+	}
 	return s, raw, nil
 }
 
@@ -223,11 +234,21 @@ func (st *store) update(fn func(*State) error) error {
 }
 
 // writeChanged writes (atomically, 0600) every file whose content changed,
-// then empties the delivery journal: the files now hold all it recorded.
+// with one group commit (one directory sync), then empties the delivery
+// journal: the files now hold all it recorded.
 func (st *store) writeChanged(s *State, raw [][]byte) error {
+	if st.beforeCheckpoint != nil {
+		if err := st.beforeCheckpoint(); err != nil {
+			return err
+		}
+	}
+	var g atomicfile.Group
+	var changed []int
+	var data [][]byte
 	for i, f := range st.files {
 		b, err := json.MarshalIndent(f.get(s), "", "  ")
 		if err != nil {
+			g.Abort()
 			return fmt.Errorf("encode %s: %w", f.path, err)
 		}
 		b = append(b, '\n')
@@ -237,11 +258,20 @@ func (st *store) writeChanged(s *State, raw [][]byte) error {
 		if bytes.Equal(b, raw[i]) {
 			continue
 		}
-		if err := atomicfile.WriteFile(f.path, b, 0o600); err != nil {
+		if _, err := g.Write(f.path, b, 0o600, false); err != nil {
+			g.Abort()
 			st.cached = nil // memory ran ahead of the disk: reload next time
 			return err
 		}
-		raw[i] = b
+		changed = append(changed, i)
+		data = append(data, b)
+	}
+	if err := g.Commit(); err != nil {
+		st.cached = nil
+		return err
+	}
+	for j, i := range changed {
+		raw[i] = data[j]
 	}
 	return st.truncateJournal()
 }

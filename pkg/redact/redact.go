@@ -116,6 +116,11 @@ func String(s string) string {
 	if !maybePattern(s) {
 		return s
 	}
+	return applyPatterns(s)
+}
+
+// applyPatterns replaces every token shape in s.
+func applyPatterns(s string) string {
 	for _, re := range patterns {
 		s = re.ReplaceAllStringFunc(s, func(m string) string {
 			sub := re.FindStringSubmatch(m)
@@ -132,12 +137,40 @@ func String(s string) string {
 // maybePattern is a cheap pre-check: false means no pattern can match.
 func maybePattern(s string) bool {
 	l := strings.ToLower(s)
-	for _, m := range []string{"xox", "xapp-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "sk-", "bearer", "basic", "token", "password", "secret", "api_key"} {
+	for _, m := range []string{"xox", "xapp-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "bearer", "basic", "token", "password", "secret", "api_key"} {
 		if strings.Contains(l, m) {
 			return true
 		}
 	}
-	return false
+	return maybeSK(s)
+}
+
+// maybeSK reports whether an "sk-" of s starts what an sk- pattern could
+// match: "sk-ant-", "sk-proj-", or "sk-" and 20 letters or digits. Every
+// task id has an "sk-" ("task-…") and nearly every event and log line names
+// one: a bare "sk-" sent them all through the regular expressions.
+func maybeSK(s string) bool {
+	for {
+		i := strings.Index(s, "sk-")
+		if i < 0 {
+			return false
+		}
+		s = s[i+3:]
+		if strings.HasPrefix(s, "ant-") || strings.HasPrefix(s, "proj-") {
+			return true
+		}
+		n := 0
+		for n < len(s) && n < 20 && isAlnum(s[n]) {
+			n++
+		}
+		if n == 20 {
+			return true
+		}
+	}
+}
+
+func isAlnum(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
 }
 
 // MaybeSecret reports whether String could change s (false: skip it).

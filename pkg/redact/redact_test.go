@@ -126,3 +126,26 @@ func FuzzString(f *testing.F) {
 		}
 	})
 }
+
+// The pre-check skips the regular expressions for text no pattern can
+// match — task ids included, which all contain "sk-" — and never for text
+// one would change.
+func TestMaybeSecret_TaskIdsSkipTheSlowPath(t *testing.T) {
+	for _, s := range []string{"task-20261121-001", `{"msg_id":"msg-task-20261121-001-start","task_id":"task-20261121-001","channel":"C1"}`,
+		"proclamation-task-20261121-001", "desk-top risk-free"} {
+		if MaybeSecret(s) {
+			t.Errorf("MaybeSecret(%q) = true, want false", s)
+		}
+	}
+	corpus := []string{"sk-ant-x", "task-ant-x", "sk-proj-abcdefghijklmnopqrstuvwxyz", "mask-proj-abcdefghijklmnopqrst",
+		"sk-abcdefghijklmnopqrst", "sk-abcdefghijklmnopqrs", "task-ABCDEFGHIJKLMNOPQRSTUV", "task-20261121-001 sk-ant-api03-z",
+		"sk-", "sk-sk-ant-1", "a sk-proj-short", "risk-free sk-12345678901234567890xyz"}
+	for _, s := range corpus {
+		if want := applyPatterns(s); want != s && !MaybeSecret(s) {
+			t.Errorf("MaybeSecret(%q) = false, but the patterns change it to %q", s, want)
+		}
+		if got, want := String(s), applyPatterns(s); got != want {
+			t.Errorf("String(%q) = %q, want %q (the patterns applied)", s, got, want)
+		}
+	}
+}

@@ -15,7 +15,14 @@
 // Validate checks bytes against one Kind without decoding them; producers
 // may call it on what they are about to write. Each kind's schema is
 // compiled on its first use (a process pays only for the kinds it
-// validates) and is safe for concurrent use.
+// validates) and is safe for concurrent use. The validator is this
+// package's own: it implements the draft 2020-12 keywords the schemas use
+// (type, $ref, const, enum, format date-time, required, properties,
+// additionalProperties, items, min/maxItems, min/maxLength, pattern,
+// minimum, allOf, oneOf, if/then/else) and refuses to compile any other,
+// so a process links no general-purpose validator (whose start-up cost
+// every short-lived soldier paid). Its tests compare it with a complete
+// validator on every fixture and thousands of mutations of them.
 //
 // Timestamps are strings in the JSON and in the Go types; build them with
 // FormatTime (RFC 3339, UTC, 'Z', SPEC §9.23) and read them with ParseTime.

@@ -1,19 +1,12 @@
 package schema
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
-
-	"github.com/santhosh-tekuri/jsonschema/v6"
-	"github.com/santhosh-tekuri/jsonschema/v6/kind"
-	"golang.org/x/text/language"
-	textmessage "golang.org/x/text/message"
 
 	"github.com/kingdom-dev/kingdom/schemas"
 )
@@ -107,67 +100,38 @@ func (e *syntaxError) Error() string {
 func (e *syntaxError) Is(target error) bool { return target == ErrInvalid || target == ErrNotJSON }
 func (e *syntaxError) Unwrap() error        { return e.err }
 
-// The compiler is made once; each kind's schema is compiled the first time
-// it is used, so a process pays only for the documents it validates (a
-// soldier validates one raw result). The loader serves only the embedded
-// documents a compile asks for (the kind's schema and defs.json); nothing
-// is fetched or read from disk.
+// Each kind's schema is compiled the first time it is used, so a process
+// pays only for the documents it validates (a soldier validates one raw
+// result). Only the embedded documents are read; nothing is fetched.
 var (
 	compileMu sync.Mutex
-	compiler  *jsonschema.Compiler
-	compiled  = map[Kind]*jsonschema.Schema{}
+	comp      *compiler
+	compiled  = map[Kind]*node{}
 )
 
 // schemaFor compiles kind's schema on first use. Formats are asserted
-// (created_at must really be a date-time), which draft 2020-12 leaves off by
-// default.
-func schemaFor(k Kind) (*jsonschema.Schema, error) {
+// (created_at must really be a date-time).
+func schemaFor(k Kind) (*node, error) {
 	compileMu.Lock()
 	defer compileMu.Unlock()
-	if s, ok := compiled[k]; ok {
-		return s, nil
+	if n, ok := compiled[k]; ok {
+		return n, nil
 	}
-	known := false
-	for _, kk := range Kinds() {
-		known = known || kk == k
-	}
-	if !known {
+	if !slices.Contains(Kinds(), k) {
 		return nil, fmt.Errorf("validate: unknown kind %q", k)
 	}
-	if compiler == nil {
-		c := jsonschema.NewCompiler()
-		c.AssertFormat()
-		c.UseLoader(embedLoader{})
-		compiler = c
+	if comp == nil {
+		comp = newCompiler()
 	}
-	s, err := compiler.Compile(k.URL())
+	n, err := comp.compileRef(string(k)+".json", "")
 	if err != nil {
 		// A broken embedded schema is a programming error; a fresh
-		// compiler next time keeps no half-added resources.
-		compiler = nil
+		// compiler next time keeps no half-compiled nodes.
+		comp = nil
 		return nil, fmt.Errorf("compile schema %s: %w", k, err)
 	}
-	compiled[k] = s
-	return s, nil
-}
-
-// embedLoader resolves schema URLs to the embedded documents.
-type embedLoader struct{}
-
-func (embedLoader) Load(url string) (any, error) {
-	name, ok := strings.CutPrefix(url, schemas.BaseURL)
-	if !ok || strings.Contains(name, "/") {
-		return nil, fmt.Errorf("schema %s is not embedded", url)
-	}
-	data, err := fs.ReadFile(schemas.FS, name)
-	if err != nil {
-		return nil, fmt.Errorf("schema %s is not embedded: %w", url, err)
-	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
-	if err != nil {
-		return nil, fmt.Errorf("parse schema %s: %w", name, err)
-	}
-	return doc, nil
+	compiled[k] = n
+	return n, nil
 }
 
 // Validate checks that data is JSON and satisfies kind's schema. Errors
@@ -178,97 +142,28 @@ func Validate(kind Kind, data []byte) error {
 	return err
 }
 
+// validate returns the parsed document (objects as map[string]any, numbers
+// as json.Number) once it satisfies kind's schema.
 func validate(kind Kind, data []byte) (any, error) {
 	sch, err := schemaFor(kind)
 	if err != nil {
 		return nil, err
 	}
-	if !json.Valid(data) {
-		// json.Unmarshal describes the syntax error (offset and character).
-		var v any
-		jerr := json.Unmarshal(data, &v)
-		if jerr == nil {
-			jerr = errors.New("invalid syntax")
-		}
-		return nil, &syntaxError{kind: kind, err: jerr}
-	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+	doc, err := parseJSON(data)
 	if err != nil {
+		// json.Unmarshal describes a syntax error best (offset and
+		// character, "unexpected end of JSON input").
+		var v any
+		if jerr := json.Unmarshal(data, &v); jerr != nil {
+			err = jerr
+		}
 		return nil, &syntaxError{kind: kind, err: err}
 	}
-	if err := sch.Validate(doc); err != nil {
-		var ve *jsonschema.ValidationError
-		if errors.As(err, &ve) {
-			return nil, &Error{Kind: kind, Violations: violations(ve)}
-		}
-		return nil, &Error{Kind: kind, Violations: []Violation{{Message: err.Error()}}}
+	if vs := sch.check(doc, make([]string, 0, 8), nil); len(vs) > 0 {
+		return nil, &Error{Kind: kind, Violations: sortViolations(vs)}
 	}
 	return doc, nil
 }
-
-// violations flattens the library's error tree into its leaves: the
-// concrete broken rules. For a failed oneOf/anyOf the leaves of every branch
-// are listed, which reads as "none of these held".
-func violations(ve *jsonschema.ValidationError) []Violation {
-	var out []Violation
-	var walk func(e *jsonschema.ValidationError)
-	walk = func(e *jsonschema.ValidationError) {
-		if len(e.Causes) == 0 {
-			out = append(out, Violation{
-				Pointer: pointer(e.InstanceLocation),
-				Message: message(e),
-			})
-			return
-		}
-		switch e.ErrorKind.(type) {
-		case *kind.OneOf, *kind.AnyOf:
-			// Alternatives: one violation listing each branch's problems,
-			// not a list that reads as if all were required.
-			var alts []string
-			for _, c := range e.Causes {
-				for _, v := range violations(c) {
-					if v.Pointer == pointer(e.InstanceLocation) {
-						alts = append(alts, v.Message)
-					} else {
-						alts = append(alts, v.String())
-					}
-				}
-			}
-			out = append(out, Violation{
-				Pointer: pointer(e.InstanceLocation),
-				Message: "none of the alternatives holds: " + strings.Join(alts, " or "),
-			})
-			return
-		}
-		for _, c := range e.Causes {
-			walk(c)
-		}
-	}
-	walk(ve)
-	// The library's order follows map iteration; sort for stable messages.
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Pointer != out[j].Pointer {
-			return out[i].Pointer < out[j].Pointer
-		}
-		return out[i].Message < out[j].Message
-	})
-	return dedupe(out)
-}
-
-func dedupe(vs []Violation) []Violation {
-	seen := make(map[Violation]bool, len(vs))
-	out := vs[:0]
-	for _, v := range vs {
-		if !seen[v] {
-			seen[v] = true
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
-// printer renders the library's messages in English.
-var printer = textmessage.NewPrinter(language.English)
 
 // patternNames replaces our long regular expressions with what they mean.
 var patternNames = map[string]string{
@@ -277,23 +172,6 @@ var patternNames = map[string]string{
 	`^gen-[a-z][a-z0-9-]*$`:                                                    "a general name (gen-<lowercase>)",
 	`^[a-z][a-z0-9_]*(?:\.[a-z0-9_]+)+$`:                                       "an event type (category.name, lowercase)",
 	`^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]*[A-Za-z0-9_-][A-Za-z0-9_.-]*$`: "owner/name",
-}
-
-func message(e *jsonschema.ValidationError) string {
-	if p, ok := e.ErrorKind.(*kind.Pattern); ok {
-		if name, ok := patternNames[p.Want]; ok {
-			return fmt.Sprintf("%s is not %s", quote(p.Got), name)
-		}
-	}
-	switch k := e.ErrorKind.(type) {
-	case *kind.Enum:
-		return strings.ReplaceAll(k.LocalizedString(printer), "<nil>", "null")
-	case *kind.OneOf:
-		if len(k.Subschemas) == 2 {
-			return fmt.Sprintf("more than one alternative holds (subschemas %d and %d); exactly one must", k.Subschemas[0], k.Subschemas[1])
-		}
-	}
-	return e.ErrorKind.LocalizedString(printer)
 }
 
 func quote(s string) string {

@@ -13,7 +13,7 @@ import (
 
 // redactedLog wraps a session-log file (logs/sessions/<soldier>.json|.err)
 // so every line is redacted; the returned close flushes a last partial line.
-func redactedLog(f *os.File) (io.Writer, func() error) {
+func redactedLog(f io.Writer) (io.Writer, func() error) {
 	w := redact.NewWriter(f)
 	return w, w.Close
 }

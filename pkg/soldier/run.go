@@ -81,7 +81,10 @@ func Run(ctx context.Context, o RunOptions) (*Outcome, error) {
 		o.Engine = o.System.Runtime.Engine
 	}
 	task := o.TaskID
-	if err := atomicfile.WriteFile(l.ResultSoldierID(task), []byte(o.SoldierID+"\n"), 0o600); err != nil {
+	// Read by the king (cancel), the general and the chamberlain while we
+	// run, so written whole; not synced: after a machine crash the soldier
+	// is gone whatever the file says.
+	if err := atomicfile.WriteFileNoSync(l.ResultSoldierID(task), []byte(o.SoldierID+"\n"), 0o600); err != nil {
 		return nil, fmt.Errorf("record soldier id: %w", err)
 	}
 	hb := l.ResultHeartbeat(task)
@@ -103,10 +106,12 @@ func Run(ctx context.Context, o RunOptions) (*Outcome, error) {
 		}
 	}
 	spec := engine.Spec{Engine: o.Engine, System: o.System, Resume: o.Resume,
-		PromptFile: o.PromptFile, Workdir: o.Workdir, TaskID: task, ResultPath: staging,
-		MaxBudgetUSD: taskBudget(l, o.General)}
+		PromptFile: o.PromptFile, Workdir: o.Workdir, TaskID: task, ResultPath: staging}
 	switch o.Engine {
 	case config.EngineClaude:
+		// Only claude enforces a budget itself (--max-budget-usd); other
+		// engines need not read the manifest and king.yaml for it.
+		spec.MaxBudgetUSD = taskBudget(l, o.General)
 		// §10.5: the session id is ours, recorded before the engine starts,
 		// so a soldier that dies mid-run still leaves a resumable id.
 		out.SessionID = o.Resume
@@ -129,7 +134,9 @@ func Run(ctx context.Context, o RunOptions) (*Outcome, error) {
 		}
 		spec.ResultSchema, spec.SchemaFile, spec.LastMessageFile = sch, l.ResultOutputSchema(task), l.ResultLastMessage(task)
 		_ = os.Remove(spec.LastMessageFile)
-		if err := atomicfile.WriteFile(spec.SchemaFile, sch, 0o600); err != nil {
+		// Read only by the codex we start after this: written in place,
+		// no temp, no fsync (removed when the run ends).
+		if err := atomicfile.WritePrivate(spec.SchemaFile, sch, 0o600); err != nil {
 			return nil, fmt.Errorf("write output schema: %w", err)
 		}
 		defer os.Remove(spec.SchemaFile)
@@ -391,10 +398,8 @@ func executeTo(ctx context.Context, l layout.Layout, o RunOptions, inv *engine.I
 		w, flush := redactedLog(f)
 		defer flush()
 		stdoutLog = w
-		g, err := os.OpenFile(l.SessionErr(o.SoldierID), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-		if err != nil {
-			return -1, "", err
-		}
+		// stderr's log is made only if the engine writes to stderr.
+		g := &lazyLog{path: l.SessionErr(o.SoldierID)}
 		defer g.Close()
 		w2, flush2 := redactedLog(g)
 		defer flush2()
