@@ -320,11 +320,19 @@ func (s *Spares) place(it *spareItem) error {
 			return nil
 		}
 	} else {
-		// Most targets are new: a no-replace rename needs no link. Only
-		// when one is there does its inode join the pool before the
-		// rename replaces it.
+		// Most targets are new: a no-replace rename. One already there is
+		// swapped with the spare in one exchange (readers see the old or
+		// the new file whole), and its old inode stays in the pool under
+		// the spare's name; without the exchange, the pool links it
+		// before a rename replaces it.
 		err = unix.Renameat2(unix.AT_FDCWD, it.tmp, unix.AT_FDCWD, it.path, unix.RENAME_NOREPLACE)
-		if errors.Is(err, unix.EEXIST) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
+		if err != nil {
+			if errors.Is(err, unix.EEXIST) &&
+				unix.Renameat2(unix.AT_FDCWD, it.tmp, unix.AT_FDCWD, it.path, unix.RENAME_EXCHANGE) == nil {
+				s.giveBack(it.tmp) // the name now holds the replaced inode
+				it.tmp = ""
+				return nil
+			}
 			s.keepLink(it.path)
 			err = os.Rename(it.tmp, it.path)
 		}
