@@ -103,12 +103,14 @@ func (k *King) dispatchBatch(batch []dispatchIntent) error {
 	for i := range staged {
 		d := &staged[i]
 		d.task = k.buildTask(d.ev, d.general)
-		s, err := tb.PutOnce(k.tasks, layout.Pending, d.task.ID, d.task)
+		// The id was just reserved (nextN checked it is in no state).
+		s, err := tb.Create(k.tasks, layout.Pending, d.task.ID, d.task)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("write task %s: %w", d.task.ID, err))
 			continue
 		}
 		puts[i] = s
+		k.noteGeneral(d.task.ID, d.general)
 	}
 	if err := tb.Commit(); err != nil {
 		return errors.Join(append(errs, err)...)
@@ -128,7 +130,8 @@ func (k *King) dispatchBatch(batch []dispatchIntent) error {
 		}
 		m := threadStart(d.ev, d.task)
 		k.fillMessage(m)
-		s, err := mb.PutOnce(k.msgs, layout.Pending, m.ID, m)
+		// A new task's first message: only the no-replace rename checks.
+		s, err := mb.Create(k.msgs, layout.Pending, m.ID, m)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("queue message %s: %w", m.ID, err))
 			continue

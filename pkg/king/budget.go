@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"math"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
@@ -49,12 +50,16 @@ func decodeMoney(b []byte) attemptMoney {
 	return m
 }
 
-// money is the king's memory of the ledger: the day it last loaded (the
-// king is the only writer, so the copy stays true).
+// money is the king's memory of the ledger: the days it opened for
+// recording (the king is the only writer, so the copies stay true).
 type money struct {
-	sys *config.System
-	day *spend.Day
+	sys  *config.System
+	days map[string]*spend.Journal
 }
+
+// maxOpenDays bounds the ledger days kept open (today, yesterday's late
+// results, a task's earlier days).
+const maxOpenDays = 4
 
 // budgetMarks is state/king/budget.json: the thresholds today's spend has
 // already crossed, so each is announced once a day.
@@ -82,12 +87,13 @@ func (k *King) engineOf(general string) string {
 	return k.system().EngineFor(k.routes.Manifest(general))
 }
 
-// ledger returns the day's ledger, loading it when the day changed.
-func (k *King) ledger(date string) (*spend.Day, error) {
-	if k.mon.day != nil && k.mon.day.Date == date {
-		return k.mon.day, nil
+// ledger returns a day's ledger open for recording, opening it (and
+// folding its journal, pkg/spend) on first use.
+func (k *King) ledger(date string) (*spend.Journal, error) {
+	if j := k.mon.days[date]; j != nil {
+		return j, nil
 	}
-	d, err := spend.Load(k.l.SpendDay(date), date)
+	j, err := spend.Open(k.l.SpendDay(date), date)
 	if errors.Is(err, spend.ErrCorrupt) {
 		// Keep the broken file for a human and count on from zero, rather
 		// than stop processing results.
@@ -96,45 +102,98 @@ func (k *King) ledger(date string) (*spend.Day, error) {
 			return nil, err
 		}
 		k.log.Error("spend ledger corrupt; moved aside, counting from zero", "file", aside, "err", err)
-		d, err = spend.Load(k.l.SpendDay(date), date)
+		j, err = spend.Open(k.l.SpendDay(date), date)
 	}
 	if err != nil {
 		return nil, err
 	}
-	if date == spend.Date(k.now()) {
-		k.mon.day = d
+	if k.mon.days == nil {
+		k.mon.days = map[string]*spend.Journal{}
 	}
-	return d, nil
+	if date == spend.Date(k.now()) {
+		k.foldOldJournals(date)
+	}
+	for len(k.mon.days) >= maxOpenDays {
+		oldest := ""
+		for d := range k.mon.days {
+			if oldest == "" || d < oldest {
+				oldest = d
+			}
+		}
+		k.mon.days[oldest].Close()
+		delete(k.mon.days, oldest)
+	}
+	k.mon.days[date] = j
+	return j, nil
 }
 
-// recordAttempt puts one attempt's cost into the ledger of the day it
-// completed, once.
-func (k *King) recordAttempt(t *schema.Task, res *schema.Result, m attemptMoney) error {
-	at := k.now()
-	if ct, err := schema.ParseTime(res.CompletedAt); err == nil {
-		at = ct
+// attempt is one final result to act on, with what it says about money.
+type attempt struct {
+	t   *schema.Task
+	res *schema.Result
+	m   attemptMoney
+}
+
+// recordAttempts puts the attempts' costs into the ledgers of the days
+// they completed, once each: one journal append (one fsync) per day for
+// the whole tick, before any of their results is marked processed. It
+// returns the attempts whose cost is recorded (the others wait for the
+// next tick) and the errors.
+func (k *King) recordAttempts(as []attempt) ([]attempt, error) {
+	type group struct {
+		keys    []string
+		entries []spend.Entry
+		idx     []int
 	}
-	date := spend.Date(at)
-	d, err := k.ledger(date)
-	if err != nil {
-		return err
+	byDate := map[string]*group{}
+	var dates []string
+	for i, a := range as {
+		t, res, m := a.t, a.res, a.m
+		at := k.now()
+		if ct, err := schema.ParseTime(res.CompletedAt); err == nil {
+			at = ct
+		}
+		date := spend.Date(at)
+		e := spend.Entry{
+			Task: t.ID, Attempt: res.RetryCount, General: t.TargetGeneral, Engine: k.engineOf(t.TargetGeneral),
+			CostUSD: m.CostUSD, Status: res.Status, ErrorReason: res.ErrorReason, At: schema.FormatTime(at),
+		}
+		if m.Usage != nil {
+			e.Usage = *m.Usage
+		}
+		g := byDate[date]
+		if g == nil {
+			g = &group{}
+			byDate[date] = g
+			dates = append(dates, date)
+		}
+		g.keys = append(g.keys, spend.Key(t.ID, res.RetryCount, firstNonEmpty(res.SoldierID, res.CompletedAt)))
+		g.entries = append(g.entries, e)
+		g.idx = append(g.idx, i)
 	}
-	key := spend.Key(t.ID, res.RetryCount, firstNonEmpty(res.SoldierID, res.CompletedAt))
-	e := spend.Entry{
-		Task: t.ID, Attempt: res.RetryCount, General: t.TargetGeneral, Engine: k.engineOf(t.TargetGeneral),
-		CostUSD: m.CostUSD, Status: res.Status, ErrorReason: res.ErrorReason, At: schema.FormatTime(at),
+	ok := make([]bool, len(as))
+	var errs []error
+	for _, date := range dates {
+		g := byDate[date]
+		j, err := k.ledger(date)
+		if err == nil {
+			_, err = j.Record(g.keys, g.entries)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("record the cost of %d attempts: %w", len(g.keys), err))
+			continue
+		}
+		for _, i := range g.idx {
+			ok[i] = true
+		}
 	}
-	if m.Usage != nil {
-		e.Usage = *m.Usage
+	out := as[:0:0]
+	for i, a := range as {
+		if ok[i] {
+			out = append(out, a)
+		}
 	}
-	if !d.Put(key, e) {
-		return nil // recorded before a crash
-	}
-	if err := spend.Save(k.l.SpendDay(date), d); err != nil {
-		delete(d.Attempts, key)
-		return fmt.Errorf("record the cost of %s: %w", t.ID, err)
-	}
-	return nil
+	return out, errors.Join(errs...)
 }
 
 // taskTotals sums a task's attempts over the days it lived.
@@ -153,8 +212,8 @@ func (k *King) taskTotals(t *schema.Task) spend.Totals {
 		date := spend.Date(day)
 		if !seen[date] {
 			seen[date] = true
-			if d, err := k.ledger(date); err == nil {
-				tot.Merge(d.TaskTotals(t.ID))
+			if j, err := k.ledger(date); err == nil {
+				tot.Merge(j.TaskTotals(t.ID))
 			}
 		}
 		if !day.Before(now) {
@@ -187,11 +246,11 @@ func (k *King) costNote(t *schema.Task, res *schema.Result) string {
 // budgetStatus is today's spend against the daily budget.
 func (k *King) budgetStatus() (spend.Status, error) {
 	date := spend.Date(k.now())
-	d, err := k.ledger(date)
+	j, err := k.ledger(date)
 	if err != nil {
 		return spend.Status{Date: date}, err
 	}
-	return spend.Evaluate(date, d.Summary().Totals, k.cfg.Budget), nil
+	return spend.Evaluate(date, j.Summary().Totals, k.cfg.Budget), nil
 }
 
 // budgetCrossings emits system.budget_warning and system.budget_exceeded
@@ -293,4 +352,35 @@ func (a *admission) acceptFor(priority, general string) bool {
 		return false
 	}
 	return true
+}
+
+// recordAttempt records one attempt's cost (recordAttempts).
+func (k *King) recordAttempt(t *schema.Task, res *schema.Result, m attemptMoney) error {
+	_, err := k.recordAttempts([]attempt{{t: t, res: res, m: m}})
+	return err
+}
+
+// foldOldJournals folds the journals of days before today that no open
+// ledger holds into their snapshots, once a day when today's ledger is
+// opened, so a past day is one file again.
+func (k *King) foldOldJournals(today string) {
+	ents, err := os.ReadDir(k.l.SpendDir())
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		date, ok := strings.CutSuffix(e.Name(), ".jsonl")
+		if !ok || date >= today || k.mon.days[date] != nil || !e.Type().IsRegular() {
+			continue
+		}
+		if _, err := time.Parse("2006-01-02", date); err != nil {
+			continue
+		}
+		j, err := spend.Open(k.l.SpendDay(date), date)
+		if err != nil {
+			k.log.Warn("fold a past day's cost journal", "date", date, "err", err)
+			continue
+		}
+		j.Close()
+	}
 }

@@ -13,6 +13,8 @@ import (
 //	after-event-dispatched   event written to dispatched/, pending copy still there
 //	after-task-write         task written, event's pending copy gone, no thread_start yet
 //	after-completion-message completion message queued, task and event not yet moved
+//	in-dispatch-batch        first dispatched copy of a batch renamed, the others not (batch.go)
+//	in-result-batch          first message of a results batch renamed, the others not (resultbatch.go)
 const EnvCrashAt = "KINGDOM_KING_CRASH_AT"
 
 // Crash points.

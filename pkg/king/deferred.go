@@ -11,22 +11,32 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // Deferred events cost nothing until something that could admit them
 // changes (issue #17). An event processPending deferred is remembered by
-// id together with the admission state at the end of that walk
-// (admissionKey). While the next
-// tick starts from the same state, no remembered event can be admitted —
-// each was refused under a state no better than this one — so only new
-// files in pending/ are read. Anything else (a result freed a slot, health
-// or budget changed, the manifests changed) and the whole queue is walked
-// again, as is done at least every deferredRecheck regardless.
+// id, with its priority and age (so the walk's order needs no read), and
+// with the admission state at the end of that walk (admissionKey). A
+// remembered event is not read again while the next walk starts from the
+// same state — each was refused under a state no better than this one —
+// nor while there is no room at all (max_soldiers reached, or paused): it
+// could only be deferred again. Otherwise (a result freed a slot, health
+// or budget changed) the remembered events are read again in queue order,
+// each only when the walk reaches it with room left. New files in pending/
+// are always read. The whole queue is listed and read again at least every
+// deferredRecheck regardless.
 type deferredCache struct {
 	key   string
 	at    time.Time
-	ids   map[string]bool
+	ids   map[string]deferredHead
 	valid bool
+}
+
+// deferredHead is what ordering a remembered event needs.
+type deferredHead struct {
+	priority string
+	created  time.Time
 }
 
 // deferredRecheck bounds how long remembered deferrals are trusted.
@@ -56,23 +66,27 @@ func (k *King) admissionKey(adm *admission) string {
 }
 
 // rememberDeferred records an event deferred in this walk.
-func (k *King) rememberDeferred(id string) {
+func (k *King) rememberDeferred(ev *schema.Event) {
 	if k.deferCache.ids == nil {
-		k.deferCache.ids = map[string]bool{}
+		k.deferCache.ids = map[string]deferredHead{}
 	}
-	k.deferCache.ids[id] = true
+	created, _ := time.Parse(time.RFC3339Nano, ev.CreatedAt)
+	k.deferCache.ids[ev.ID] = deferredHead{priority: ev.Priority, created: created}
 }
 
-// pendingEntries returns the pending events to walk this tick: all of them
-// (queue.List), or — while the admission state is unchanged since the last
-// walk — only those not remembered as deferred, in the same order.
+// pendingEntries returns the pending events to walk this tick, in queue
+// order: all of them read (queue.List), or the new ones read and the
+// remembered deferrals unread (Data nil: processPending reads one when it
+// reaches it with room left) — none of those while the admission state is
+// unchanged since the last walk or there is no room.
 func (k *King) pendingEntries(adm *admission) ([]queue.Entry, error) {
 	c := &k.deferCache
 	now := k.now()
-	if !c.valid || c.key != k.admissionKey(adm) || now.Sub(c.at) >= deferredRecheck || now.Before(c.at) {
-		c.ids, c.valid, c.at = map[string]bool{}, false, now
+	if !c.valid || now.Sub(c.at) >= deferredRecheck || now.Before(c.at) {
+		c.ids, c.valid, c.at = map[string]deferredHead{}, false, now
 		return k.events.List(layout.Pending)
 	}
+	revisit := c.key != k.admissionKey(adm) && adm.room()
 	idl, err := k.events.IDs(layout.Pending)
 	if err != nil {
 		return nil, err
@@ -81,7 +95,11 @@ func (k *King) pendingEntries(adm *admission) ([]queue.Entry, error) {
 	var out []queue.Entry
 	for _, id := range idl {
 		present[id] = true
-		if c.ids[id] {
+		if h, ok := c.ids[id]; ok {
+			if revisit {
+				out = append(out, queue.Entry{ID: id, State: layout.Pending, Path: k.events.Path(layout.Pending, id),
+					Priority: h.priority, CreatedAt: h.created})
+			}
 			continue
 		}
 		b, err := k.events.Read(layout.Pending, id)

@@ -10,8 +10,8 @@ import (
 
 // Deferred events are not read again while nothing that could admit them
 // changed (issue #17). Replacing a deferred event's content with garbage
-// proves it: a re-read would reject it. Once a slot frees, the whole queue
-// is walked again: the garbage is rejected and the next event admitted.
+// proves it: a re-read would reject it. Once a slot frees, the queue is
+// walked again in order, each deferred event read only while there is room.
 func TestKing_DeferredEventsAreNotReReadUntilAdmissionChanges(t *testing.T) {
 	f := newFixture(t, genPR)
 	f.cfg.Concurrency.MaxSoldiers = 1
@@ -33,16 +33,27 @@ func TestKing_DeferredEventsAreNotReReadUntilAdmissionChanges(t *testing.T) {
 	f.tick()
 	eqList(t, "pending with the new one", f.ids(layout.QEvents, layout.Pending), "evt-2", "evt-3", "evt-4")
 
-	// The slot frees: the full walk rejects the garbage and admits the
-	// high-priority event first.
-	task := f.ids(layout.QTasks, layout.Pending)[0]
-	if err := os.Rename(filepath.Join(f.l.QueueState(layout.QTasks, layout.Pending), task+".json"),
-		filepath.Join(f.l.QueueState(layout.QTasks, layout.Completed), task+".json")); err != nil {
-		t.Fatal(err)
+	// The slot frees: the walk admits the high-priority event first, and
+	// with no room left reads no other deferred event (the garbage stays).
+	free := func() {
+		t.Helper()
+		task := f.ids(layout.QTasks, layout.Pending)[0]
+		if err := os.Rename(filepath.Join(f.l.QueueState(layout.QTasks, layout.Pending), task+".json"),
+			filepath.Join(f.l.QueueState(layout.QTasks, layout.Completed), task+".json")); err != nil {
+			t.Fatal(err)
+		}
 	}
+	free()
+	f.tick()
+	eqList(t, "dispatched", f.ids(layout.QEvents, layout.Dispatched), "evt-1", "evt-4")
+	eqList(t, "rejected with no room left", f.ids(layout.QEvents, layout.Rejected))
+
+	// The slot frees again: the walk reaches the garbage, rejects it and
+	// admits the next event.
+	free()
 	f.tick()
 	eqList(t, "rejected after the slot freed", f.ids(layout.QEvents, layout.Rejected), "evt-2")
-	eqList(t, "dispatched", f.ids(layout.QEvents, layout.Dispatched), "evt-1", "evt-4")
+	eqList(t, "dispatched", f.ids(layout.QEvents, layout.Dispatched), "evt-1", "evt-3", "evt-4")
 }
 
 // A final result frees its slot in the same tick that handles it: the

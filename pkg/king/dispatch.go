@@ -1,9 +1,11 @@
 package king
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 
 	"github.com/kingdom-dev/kingdom/pkg/layout"
@@ -30,22 +32,44 @@ func decodeEvent(data []byte) (*schema.Event, string, error) {
 	return ev, extra.Target, nil
 }
 
+// decodeEntry is decodeEvent for a listed entry: one queue.List already
+// validated (Checked) is only unmarshalled, as CheckDocument decoded the
+// same bytes through the schema.
+func decodeEntry(e queue.Entry) (*schema.Event, error) {
+	if !e.Checked {
+		ev, _, err := decodeEvent(e.Data)
+		return ev, err
+	}
+	ev := new(schema.Event)
+	if err := json.Unmarshal(e.Data, ev); err != nil {
+		return nil, err
+	}
+	return ev, nil
+}
+
 // encodeDispatched renders ev with its target general.
 func encodeDispatched(ev *schema.Event, general string) ([]byte, error) {
 	b, err := json.Marshal(ev)
 	if err != nil {
 		return nil, err
 	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, err
-	}
-	m[fieldTarget] = general
-	out, err := json.MarshalIndent(m, "", "  ")
+	g, err := json.Marshal(general)
 	if err != nil {
 		return nil, err
 	}
-	return append(out, '\n'), nil
+	if len(b) < 2 || b[len(b)-1] != '}' {
+		return nil, fmt.Errorf("encode event %s: not an object", ev.ID)
+	}
+	// The event's object plus one member (Event has its own MarshalJSON,
+	// so a wrapping struct would lose the field).
+	flat := append(b[:len(b)-1:len(b)-1], `,"`+fieldTarget+`":`...)
+	flat = append(append(flat, g...), '}')
+	var out bytes.Buffer
+	if err := json.Indent(&out, flat, "", "  "); err != nil {
+		return nil, err
+	}
+	out.WriteByte('\n')
+	return out.Bytes(), nil
 }
 
 // processPending handles pending events in priority, then age order
@@ -59,7 +83,22 @@ func (k *King) processPending(adm *admission) error {
 	k.batching, k.intents = true, nil // nothing left by a panicked tick
 	defer func() { k.batching = false }()
 	for _, e := range entries {
-		ev, _, err := decodeEvent(e.Data)
+		if e.Data == nil {
+			// A remembered deferral (deferred.go): read only when it could
+			// be admitted now.
+			if !adm.room() {
+				continue
+			}
+			b, err := k.events.Read(layout.Pending, e.ID)
+			if err != nil {
+				if !errors.Is(err, fs.ErrNotExist) {
+					k.deferCache.valid = false // the next walk lists (and rejects) it
+				}
+				continue
+			}
+			e.Data = b
+		}
+		ev, err := decodeEntry(e)
 		if err != nil {
 			k.events.Reject(layout.Pending, e.ID, "invalid event: "+err.Error())
 			continue
@@ -121,7 +160,7 @@ func (k *King) handleEvent(ev *schema.Event, adm *admission) error {
 }
 
 func (k *King) deferred(ev *schema.Event, adm *admission) {
-	k.rememberDeferred(ev.ID)
+	k.rememberDeferred(ev)
 	k.log.Debug("event deferred", "event", ev.ID, "priority", ev.Priority, "reason", adm.denyReason(ev.Priority))
 }
 

@@ -94,6 +94,10 @@ type King struct {
 
 	orphanSince map[string]time.Time // task → first seen without its general
 	orphanScan  time.Time            // last scan for orphaned tasks
+	generals    map[string]string    // in-flight task → its general (orphans.go)
+	healthSnap  healthCache          // last judgement of resources.json (admission.go)
+	rb          *resultBatch         // the tick's completions (resultbatch.go)
+	notRetrying fileStamps           // in-progress tasks read and found no retry (stamps.go)
 
 	batching bool             // processPending: dispatch records (batch.go)
 	intents  []dispatchIntent // admitted events awaiting the group commit
@@ -158,6 +162,7 @@ func New(o Options) (*King, error) {
 			return nil, err
 		}
 	}
+	k.useSpares()
 	k.routes = NewRouter(nil)
 	k.reloadManifests()
 	return k, nil

@@ -1,9 +1,11 @@
 package king
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"sort"
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/ids"
@@ -35,31 +37,36 @@ func (k *King) processOrphans(*admission) error {
 	k.orphanScan = now
 	live := map[string]bool{}
 	installed := map[string]bool{}
+	seenGen := map[string]string{} // the task generals still in flight
 	var errs []error
 	for _, st := range []string{layout.Pending, layout.InProgress} {
-		es, err := k.tasks.List(st)
+		idl, err := k.tasks.IDs(st)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		for _, e := range es {
-			var head struct {
-				TargetGeneral string `json:"target_general"`
+		sort.Strings(idl)
+		for _, id := range idl {
+			general, ok := k.taskGeneral(st, id)
+			if !ok {
+				continue // unreadable: the general's to reject (Count, List)
 			}
-			if e.Decode(&head) != nil || !ids.ValidGeneral(head.TargetGeneral) {
-				continue // the general's to reject
-			}
-			ok, seen := installed[head.TargetGeneral]
+			seenGen[id] = general
+			ok, seen := installed[general]
 			if !seen {
-				_, err := os.Stat(k.l.GeneralManifest(head.TargetGeneral))
+				_, err := os.Stat(k.l.GeneralManifest(general))
 				ok = err == nil
-				installed[head.TargetGeneral] = ok
+				installed[general] = ok
 			}
 			if ok {
 				continue
 			}
-			t, err := schema.DecodeTask(e.Data)
-			if err != nil || t.ID != e.ID {
+			b, err := k.tasks.Read(st, id)
+			if err != nil {
+				continue
+			}
+			t, err := schema.DecodeTask(b)
+			if err != nil || t.ID != id {
 				continue
 			}
 			live[t.ID] = true
@@ -101,5 +108,35 @@ func (k *King) processOrphans(*admission) error {
 			delete(k.orphanSince, id)
 		}
 	}
+	k.generals = seenGen
 	return errors.Join(errs...)
+}
+
+// taskGeneral is the target general of a pending or in-progress task. A
+// task's general never changes, so it is read once per task (or known from
+// its dispatch, noteGeneral) and remembered while the task is in flight:
+// a scan of a deep backlog reads only the tasks it has not met.
+func (k *King) taskGeneral(state, id string) (string, bool) {
+	if g, ok := k.generals[id]; ok {
+		return g, true
+	}
+	b, err := k.tasks.Read(state, id)
+	if err != nil {
+		return "", false
+	}
+	var head struct {
+		TargetGeneral string `json:"target_general"`
+	}
+	if json.Unmarshal(b, &head) != nil || !ids.ValidGeneral(head.TargetGeneral) {
+		return "", false
+	}
+	return head.TargetGeneral, true
+}
+
+// noteGeneral remembers the general of a task the king just wrote.
+func (k *King) noteGeneral(task, general string) {
+	if k.generals == nil {
+		k.generals = map[string]string{}
+	}
+	k.generals[task] = general
 }

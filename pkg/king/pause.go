@@ -96,14 +96,10 @@ func (k *King) pauseEngine(engine string, until time.Time, reason, task string) 
 	return nil
 }
 
-// finishAttempt records the attempt's cost, then acts on its result: a
-// usage limit pauses the engine and re-queues the task; anything else goes
-// through finish.
-func (k *King) finishAttempt(t *schema.Task, res *schema.Result, b []byte) error {
-	m := decodeMoney(b)
-	if err := k.recordAttempt(t, res, m); err != nil {
-		return err
-	}
+// finishAttempt acts on an attempt's result once its cost is recorded
+// (recordAttempts): a usage limit pauses the engine and re-queues the
+// task; anything else goes through finish.
+func (k *King) finishAttempt(t *schema.Task, res *schema.Result, m attemptMoney) error {
 	if res.ErrorReason == ReasonUsageLimited && (res.Status == schema.ResultFailed || res.Status == schema.ResultKilled) {
 		return k.usageLimited(t, res, m)
 	}

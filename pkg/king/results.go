@@ -25,7 +25,9 @@ func (k *King) processResults() error {
 		return err
 	}
 	sort.Strings(idl)
+	k.notRetrying.keepOnly(idl, k.tasks, layout.InProgress)
 	var errs []error
+	var todo []attempt
 	for _, id := range idl {
 		if !taskIDRE.MatchString(id) {
 			continue
@@ -35,10 +37,17 @@ func (k *King) processResults() error {
 			// A retry that died after deleting the old result but before
 			// re-queueing left its mark (status retrying, written only by
 			// the king): finish it, or the task would sit here forever.
+			if k.notRetrying.has(k.tasks.Path(layout.InProgress, id)) {
+				continue // this very file was read and is no retry
+			}
 			var t schema.Task
-			if k.tasks.ReadJSON(layout.InProgress, id, &t) == nil && t.Status == TaskRetrying {
-				if err := k.requeue(&t); err != nil {
-					errs = append(errs, err)
+			if k.tasks.ReadJSON(layout.InProgress, id, &t) == nil {
+				if t.Status == TaskRetrying {
+					if err := k.requeue(&t); err != nil {
+						errs = append(errs, err)
+					}
+				} else {
+					k.notRetrying.add(k.tasks.Path(layout.InProgress, id))
 				}
 			}
 			continue
@@ -63,9 +72,27 @@ func (k *King) processResults() error {
 			k.log.Debug("result of another attempt ignored", "task", id, "result_retry_count", res.RetryCount, "task_retry_count", t.RetryCount)
 			continue
 		}
-		if err := k.finishAttempt(&t, res, b); err != nil {
-			errs = append(errs, fmt.Errorf("task %s: %w", id, err))
+		todo = append(todo, attempt{t: &t, res: res, m: decodeMoney(b)})
+	}
+	// Every attempt's cost goes into the ledger first, in one append, then
+	// each result is acted on (its completing rename comes last).
+	recorded, err := k.recordAttempts(todo)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	// Completions are group-committed (resultbatch.go).
+	k.startResultBatch()
+	defer func() { k.rb = nil }()
+	for _, a := range recorded {
+		k.rb.pending = nil
+		if err := k.finishAttempt(a.t, a.res, a.m); err != nil {
+			errs = append(errs, fmt.Errorf("task %s: %w", a.t.ID, err))
 		}
+	}
+	rb := k.rb
+	k.rb = nil
+	if err := k.flushResults(rb); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -119,7 +146,7 @@ func (k *King) finish(t *schema.Task, res *schema.Result) error {
 			"task_id": t.ID, "status": res.Status, "reason": res.Reason, "duration_seconds": res.DurationSeconds, "general": general,
 		})
 	case schema.ResultNeedsHuman:
-		if _, err := k.putMessage(k.questionMessage(t, res)); err != nil {
+		if err := k.queueMessage(k.questionMessage(t, res)); err != nil {
 			return err
 		}
 		return k.complete(t, schema.ResultNeedsHuman, "task.needs_human", map[string]any{
@@ -170,7 +197,7 @@ func (k *King) finalMessages(t *schema.Task, res *schema.Result, final string) e
 		Final: strPtr(final),
 	}
 	m.TrackConversation = k.conversation(t, res)
-	if _, err := k.putMessage(m); err != nil {
+	if err := k.queueMessage(m); err != nil {
 		return err
 	}
 	// Proclamations only on the final success/failed/skipped (SPEC §9.28),
@@ -181,7 +208,7 @@ func (k *King) finalMessages(t *schema.Task, res *schema.Result, final string) e
 			Channel: p.Channel, Urgency: schema.UrgencyNormal, Content: p.Message,
 			Context: map[string]any{"general": t.TargetGeneral, "task": t.ID, "proclamation": true},
 		}
-		if _, err := k.putMessage(pm); err != nil {
+		if err := k.queueMessage(pm); err != nil {
 			return err
 		}
 	}
@@ -228,6 +255,9 @@ func (k *King) questionMessage(t *schema.Task, res *schema.Result) *schema.Messa
 // completing step: until it happens a repeat redoes everything above it,
 // which only finds its messages already queued.
 func (k *King) complete(t *schema.Task, status, evType string, data map[string]any) error {
+	if k.deferCompletion(t, status, evType, data) {
+		return nil // finished with the tick's batch (resultbatch.go)
+	}
 	k.crash(CrashAfterCompletionMessage)
 	if err := k.events.Move(layout.Dispatched, layout.Completed, t.EventID); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
@@ -241,9 +271,14 @@ func (k *King) complete(t *schema.Task, status, evType string, data map[string]a
 	if err := k.tasks.Move(layout.InProgress, layout.Completed, t.ID); err != nil {
 		return err
 	}
+	k.completed(t, status, evType, data)
+	return nil
+}
+
+// completed emits a finished task's outcome, as its general.
+func (k *King) completed(t *schema.Task, status, evType string, data map[string]any) {
 	k.em.EmitAs(evType, t.TargetGeneral, k.withTotals(t, data))
 	k.log.Info("task finished", "task", t.ID, "general", t.TargetGeneral, "status", status)
-	return nil
 }
 
 // backoff is backoff_seconds · 2^retry_count, jittered, capped at

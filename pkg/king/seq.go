@@ -18,8 +18,14 @@ type taskSeq struct {
 	path   string
 	loaded bool
 	day    string
-	n      int
+	n      int // last number issued
+	hi     int // number persisted in the file (≥ n): nextN reserves ahead
 }
+
+// seqBlock is how many numbers nextN reserves beyond a batch, so a burst
+// of small batches writes the file once per block, not once per batch. A
+// crash leaves at most this many numbers unused: gaps are harmless.
+const seqBlock = 64
 
 func (s *taskSeq) load() error {
 	b, err := os.ReadFile(s.path)
@@ -37,7 +43,7 @@ func (s *taskSeq) load() error {
 		// count; next() skips ids that already exist.
 		day, n = "", 0
 	}
-	s.day, s.n, s.loaded = day, n, true
+	s.day, s.n, s.hi, s.loaded = day, n, n, true
 	return nil
 }
 
@@ -66,14 +72,15 @@ func (s *taskSeq) next(now time.Time, exists func(string) bool) (string, error) 
 	if err := atomicfile.WriteFile(s.path, []byte(fmt.Sprintf("%s:%d\n", day, n)), 0o600); err != nil {
 		return "", fmt.Errorf("write task-seq: %w", err)
 	}
-	s.day, s.n = day, n
+	s.day, s.n, s.hi = day, n, n
 	return id, nil
 }
 
-// nextN reserves n task ids for the day of now with one persisted write
-// (issue #15: a batch of dispatches pays one fsync'd sequence write, not
-// one each). A crash after it leaves unused numbers unused: ids are never
-// reissued, gaps are harmless.
+// nextN reserves n task ids for the day of now with at most one persisted
+// write (issue #15: a batch of dispatches pays one fsync'd sequence write,
+// not one each; and the write reserves seqBlock more, so the next small
+// batches of the day pay none). A crash leaves the reserved numbers unused:
+// ids are never reissued, gaps are harmless.
 func (s *taskSeq) nextN(now time.Time, n int, exists func(string) bool) ([]string, error) {
 	if !s.loaded {
 		if err := s.load(); err != nil {
@@ -96,8 +103,13 @@ func (s *taskSeq) nextN(now time.Time, n int, exists func(string) bool) ([]strin
 	if n == 0 {
 		return out, nil
 	}
-	if err := atomicfile.WriteFile(s.path, []byte(fmt.Sprintf("%s:%d\n", day, last)), 0o600); err != nil {
-		return nil, fmt.Errorf("write task-seq: %w", err)
+	// Persist before use (SPEC §9.2) unless the file already covers them.
+	if s.day != day || last > s.hi {
+		hi := last + seqBlock
+		if err := atomicfile.WriteFile(s.path, []byte(fmt.Sprintf("%s:%d\n", day, hi)), 0o600); err != nil {
+			return nil, fmt.Errorf("write task-seq: %w", err)
+		}
+		s.hi = hi
 	}
 	s.day, s.n = day, last
 	return out, nil

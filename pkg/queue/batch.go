@@ -3,6 +3,7 @@ package queue
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/ids"
@@ -21,10 +22,39 @@ import (
 type Batch struct {
 	g     atomicfile.Group
 	paths map[string]bool
+	// Files of queues that use spares (spare.go) are staged into recycled
+	// inodes; n counts every staged file, gidx maps the Group's own index
+	// to it (AfterRename sees one order).
+	spare []*spareItem
+	sidx  []int
+	gidx  []int
+	n     int
+	after func(i int)
 }
 
 // NewBatch returns an empty batch.
 func NewBatch() *Batch { return &Batch{paths: map[string]bool{}} }
+
+// write stages data for path through q's spares or the Group.
+func (b *Batch) write(q *Queue, path string, data []byte, noReplace bool) (*atomicfile.GroupItem, *spareItem, error) {
+	if q.spares != nil {
+		it, err := q.spares.stage(path, data, noReplace)
+		if err != nil {
+			return nil, nil, err
+		}
+		b.spare = append(b.spare, it)
+		b.sidx = append(b.sidx, b.n)
+		b.n++
+		return nil, it, nil
+	}
+	it, err := b.g.Write(path, data, 0o600, noReplace)
+	if err != nil {
+		return nil, nil, err
+	}
+	b.gidx = append(b.gidx, b.n)
+	b.n++
+	return it, nil, nil
+}
 
 // Staged is one PutOnce of a batch; Err reports its outcome after Commit.
 type Staged struct {
@@ -32,6 +62,7 @@ type Staged struct {
 	id    string
 	state string
 	it    *atomicfile.GroupItem
+	sp    *spareItem
 	err   error
 }
 
@@ -42,20 +73,31 @@ func (s *Staged) Err() error {
 	if s.err != nil {
 		return s.err
 	}
-	if s.it != nil && s.it.Err != nil {
-		if errors.Is(s.it.Err, atomicfile.ErrExists) {
-			return fmt.Errorf("put %s %s: %w in %s", s.q.kind, s.id, ErrExists, s.state)
-		}
-		return s.it.Err
+	var err error
+	switch {
+	case s.it != nil:
+		err = s.it.Err
+	case s.sp != nil:
+		err = s.sp.err
 	}
-	return nil
+	if errors.Is(err, atomicfile.ErrExists) {
+		return fmt.Errorf("put %s %s: %w in %s", s.q.kind, s.id, ErrExists, s.state)
+	}
+	return err
 }
 
 // Len returns the number of files staged.
-func (b *Batch) Len() int { return b.g.Len() }
+func (b *Batch) Len() int { return b.g.Len() + len(b.spare) }
 
 // AfterRename runs after the i-th rename of Commit (tests: crash points).
-func (b *Batch) AfterRename(fn func(i int)) { b.g.AfterRename = fn }
+func (b *Batch) AfterRename(fn func(i int)) {
+	b.after = fn
+	b.g.AfterRename = func(i int) {
+		if b.after != nil && i < len(b.gidx) {
+			b.after(b.gidx[i])
+		}
+	}
+}
 
 // Put stages v as state/<id>.json of q, replacing any file there at Commit
 // (like Queue.Put).
@@ -70,8 +112,28 @@ func (b *Batch) Put(q *Queue, state, id string, v any) error {
 	if err != nil {
 		return fmt.Errorf("put %s %s: %w", q.kind, id, err)
 	}
-	_, err = b.g.Write(q.Path(state, id), data, 0o600, false)
+	_, _, err = b.write(q, q.Path(state, id), data, false)
 	return err
+}
+
+// Replace is Put that reports the file's own outcome after Commit
+// (Staged.Err), for a caller that acts on each file of a batch.
+func (b *Batch) Replace(q *Queue, state, id string, v any) (*Staged, error) {
+	if err := ids.Check(id); err != nil {
+		return nil, fmt.Errorf("put %s/%s: %w", q.kind, state, err)
+	}
+	if err := q.checkState(state); err != nil {
+		return nil, err
+	}
+	data, err := encode(v)
+	if err != nil {
+		return nil, fmt.Errorf("put %s %s: %w", q.kind, id, err)
+	}
+	it, sp, err := b.write(q, q.Path(state, id), data, false)
+	if err != nil {
+		return nil, err
+	}
+	return &Staged{q: q, id: id, state: state, it: it, sp: sp}, nil
 }
 
 // PutOnce stages state/<id>.json of q unless id is in any of q's states or
@@ -98,12 +160,43 @@ func (b *Batch) PutOnce(q *Queue, state, id string, v any) (*Staged, error) {
 	if err != nil {
 		return nil, fmt.Errorf("put %s %s: %w", q.kind, id, err)
 	}
-	it, err := b.g.Write(q.Path(state, id), data, 0o600, true)
+	it, sp, err := b.write(q, q.Path(state, id), data, true)
 	if err != nil {
 		return nil, err
 	}
 	b.paths[key] = true
-	s.it = it
+	s.it, s.sp = it, sp
+	return s, nil
+}
+
+// Create stages state/<id>.json of q with a no-replace rename, for an id
+// the caller knows is new (one it just reserved, e.g. a fresh task id):
+// unlike PutOnce it does not look for id in q's other states, only the
+// rename refuses a file already in state. Staged.Err reports ErrExists
+// after Commit.
+func (b *Batch) Create(q *Queue, state, id string, v any) (*Staged, error) {
+	if err := ids.Check(id); err != nil {
+		return nil, fmt.Errorf("put %s/%s: %w", q.kind, state, err)
+	}
+	if err := q.checkState(state); err != nil {
+		return nil, err
+	}
+	s := &Staged{q: q, id: id, state: state}
+	key := q.kind + "/" + id
+	if b.paths[key] {
+		s.err = fmt.Errorf("put %s %s: %w in this batch", q.kind, id, ErrExists)
+		return s, nil
+	}
+	data, err := encode(v)
+	if err != nil {
+		return nil, fmt.Errorf("put %s %s: %w", q.kind, id, err)
+	}
+	it, sp, err := b.write(q, q.Path(state, id), data, true)
+	if err != nil {
+		return nil, err
+	}
+	b.paths[key] = true
+	s.it, s.sp = it, sp
 	return s, nil
 }
 
@@ -112,11 +205,52 @@ func (b *Batch) PutOnce(q *Queue, state, id string, v any) (*Staged, error) {
 // mark done, which the deterministic names make idempotent.
 func (b *Batch) Commit() error {
 	b.paths = map[string]bool{}
-	return b.g.Commit()
+	items, idx := b.spare, b.sidx
+	b.spare, b.sidx = nil, nil
+	defer func() { b.gidx, b.n = nil, 0 }()
+	if len(items) == 0 {
+		return b.g.Commit()
+	}
+	// Recycled files first: sync them all, then the Group commits its own
+	// (sync, renames, directories), then the recycled files are renamed in
+	// order and their directories synced once each.
+	if err := syncItems(items); err != nil {
+		abortItems(items)
+		b.g.Abort()
+		return err
+	}
+	var errs []error
+	if err := b.g.Commit(); err != nil {
+		errs = append(errs, err)
+	}
+	dirs := map[string]bool{}
+	var order []string
+	for i, it := range items {
+		sp := it.pool
+		if err := sp.place(it); err != nil {
+			errs = append(errs, err)
+		} else if it.err == nil {
+			if d := filepath.Dir(it.path); !dirs[d] {
+				dirs[d] = true
+				order = append(order, d)
+			}
+		}
+		if b.after != nil {
+			b.after(idx[i])
+		}
+	}
+	for _, d := range order {
+		if err := atomicfile.SyncDir(d); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Abort drops every staged file.
 func (b *Batch) Abort() {
 	b.paths = map[string]bool{}
+	abortItems(b.spare)
+	b.spare, b.sidx, b.gidx, b.n = nil, nil, nil, 0
 	b.g.Abort()
 }

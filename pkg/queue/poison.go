@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -136,7 +135,7 @@ func notRegular(m fs.FileMode) string {
 // In rejected/ it counts the rejected .json files.
 func (q *Queue) Count(state string) int {
 	dir := q.Dir(state)
-	ents, err := os.ReadDir(dir)
+	ents, err := readDirUnsorted(dir)
 	if err != nil {
 		return 0
 	}

@@ -53,6 +53,9 @@ type Queue struct {
 	em      *eventlog.Emitter
 	MaxSize int64
 	valid   validCache
+	spares  *Spares // recycled inodes (spare.go); nil: plain files
+	// removedRest is how long a removed file rests in spares.
+	removedRest time.Duration
 }
 
 // New returns the queue of kind (layout.QEvents, QTasks or QMessages).
@@ -107,6 +110,9 @@ func (q *Queue) Put(state, id string, v any) error {
 	if err != nil {
 		return fmt.Errorf("put %s %s: %w", q.kind, id, err)
 	}
+	if q.spares != nil {
+		return q.spares.write(q.Path(state, id), b, false)
+	}
 	return atomicfile.WriteFile(q.Path(state, id), b, 0o600)
 }
 
@@ -127,7 +133,11 @@ func (q *Queue) PutOnce(state, id string, v any) error {
 	if err != nil {
 		return fmt.Errorf("put %s %s: %w", q.kind, id, err)
 	}
-	if err := atomicfile.CreateNoReplace(q.Path(state, id), b, 0o600); err != nil {
+	create := atomicfile.CreateNoReplace
+	if q.spares != nil {
+		create = func(path string, data []byte, _ os.FileMode) error { return q.spares.write(path, data, true) }
+	}
+	if err := create(q.Path(state, id), b, 0o600); err != nil {
 		if errors.Is(err, atomicfile.ErrExists) {
 			return fmt.Errorf("put %s %s: %w in %s", q.kind, id, ErrExists, state)
 		}
@@ -194,6 +204,11 @@ func (q *Queue) Remove(state, id string) error {
 	if err := ids.Check(id); err != nil {
 		return fmt.Errorf("remove %s: %w", q.kind, err)
 	}
+	if q.spares != nil {
+		if kept, _ := q.spares.keep(q.Path(state, id), q.removedRest); kept {
+			return nil
+		}
+	}
 	if err := os.Remove(q.Path(state, id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove %s %s: %w", q.kind, id, err)
 	}
@@ -258,6 +273,10 @@ type Entry struct {
 	Priority  string
 	CreatedAt time.Time
 	Data      []byte
+	// Checked: Data passed CheckDocument (List checks every entry it
+	// returns outside rejected/, or remembers the same file version
+	// passing), so a consumer may decode it without validating again.
+	Checked bool
 }
 
 // Decode unmarshals the entry's data into v.
@@ -292,7 +311,7 @@ func (q *Queue) List(state string) ([]Entry, error) {
 		return nil, err
 	}
 	dir := q.Dir(state)
-	ents, err := os.ReadDir(dir)
+	ents, err := readDirUnsorted(dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, nil
@@ -364,7 +383,7 @@ func (q *Queue) List(state string) ([]Entry, error) {
 				seen[name] = st
 			}
 		}
-		e := Entry{ID: id, State: state, Path: path, Priority: h.Priority, Data: b}
+		e := Entry{ID: id, State: state, Path: path, Priority: h.Priority, Data: b, Checked: state != layout.Rejected}
 		if t, err := time.Parse(time.RFC3339Nano, h.CreatedAt); err == nil {
 			e.CreatedAt = t
 		} else if ierr == nil {
@@ -397,7 +416,7 @@ func SortEntries(out []Entry) {
 // IDs returns the ids of the regular files in state, unordered and unread
 // (cheap); it does not validate them (List and Count do).
 func (q *Queue) IDs(state string) ([]string, error) {
-	ents, err := os.ReadDir(q.Dir(state))
+	ents, err := readDirUnsorted(q.Dir(state))
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, nil
@@ -473,4 +492,16 @@ func (q *Queue) SweepTemps(age time.Duration, now time.Time) int {
 		n += m
 	}
 	return n
+}
+
+// readDirUnsorted is os.ReadDir without its sort by name: List orders its
+// entries itself, IDs and Count need no order, and sorting a deep queue's
+// names on every tick cost more than reading them.
+func readDirUnsorted(dir string) ([]fs.DirEntry, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.ReadDir(-1)
 }

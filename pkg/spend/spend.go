@@ -4,9 +4,10 @@
 //
 // The king is the only writer. It records each attempt once, when it
 // processes the attempt's final result and before the rename that marks the
-// result processed; the entry's key (task, attempt, soldier) makes a repeat
-// after a crash a no-op, so the ledger never counts twice and never loses an
-// attempt. Everyone else reads:
+// result processed, by appending a line to the day's journal (Open,
+// Journal.Record; journal.go); the entry's key (task, attempt, soldier)
+// makes a repeat after a crash a no-op, so the ledger never counts twice
+// and never loses an attempt. Everyone else reads:
 //
 //	d, err := spend.Load(l.SpendDay(spend.Date(now)))
 //	s := d.Summary()            // today's totals, per general and engine
@@ -122,8 +123,20 @@ var ErrCorrupt = errors.New("corrupt ledger")
 // maxDay bounds a ledger read (a day of many thousand attempts fits).
 const maxDay = 64 << 20
 
-// Load reads a day's ledger; a missing file is an empty day.
+// Load reads a day's ledger: its snapshot, then the attempts its journal
+// recorded since (journal.go); missing files are an empty day.
 func Load(path, date string) (*Day, error) {
+	d, err := loadSnapshot(path, date)
+	if err != nil {
+		return d, err
+	}
+	if _, _, err := replay(JournalPath(path), d); err != nil {
+		return d, err
+	}
+	return d, nil
+}
+
+func loadSnapshot(path, date string) (*Day, error) {
 	d := &Day{Date: date, Attempts: map[string]Entry{}}
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -146,8 +159,9 @@ func Load(path, date string) (*Day, error) {
 	return d, nil
 }
 
-// Save writes the ledger (0600, write-then-rename), creating its 0700
-// directory on first use.
+// Save writes the ledger's snapshot (0600, write-then-rename), creating its
+// 0700 directory on first use. Attempts in the day's journal still count
+// (Load adds them); the king records through a Journal instead.
 func Save(path string, d *Day) error {
 	if err := layout.EnsureDir(filepath.Dir(path)); err != nil {
 		return err

@@ -1,0 +1,425 @@
+package queue
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
+)
+
+// Spares recycles the inodes of queue files a role would otherwise free
+// (issue #17). On ext4 without a journal, creating a file costs 0.3–1 ms
+// of kernel CPU, most of it spent skipping every inode of its block group
+// freed in the last minute (the kernel's recently_deleted check), so a busy
+// kingdom makes each create dearer; rewriting an existing inode costs
+// ~0.1 ms. A role that both frees and writes queue files (the king: a
+// dispatched event's pending copy, the copy its own rewrite replaces) keeps
+// those inodes in a private directory instead, and writes its next files
+// into them: write, fsync, rename into place. It is atomicfile's
+// write-then-rename with a recycled inode for the temp, so a reader still
+// sees every file whole or not at all, and a file is durable before the
+// caller marks its input done.
+//
+// A spare is written only when it has no other name (link count 1), is a
+// regular file of this process's user, and has rested minSpareAge in the
+// pool (a reader that opened the file before it was replaced has long
+// finished reading it).
+type Spares struct {
+	dir string
+	dev uint64
+
+	mu   sync.Mutex
+	pool []spare // by rest start, oldest first
+	n    uint64  // name counter
+	// loaded: the directory's files from a previous run are listed.
+	loaded bool
+	// prefix makes this pool's new names unique: s-<pid>-<start ns>-
+	prefix string
+	max    int
+	now    func() time.Time
+}
+
+type spare struct {
+	name string
+	at   time.Time
+}
+
+// minSpareAge is how long a kept inode rests before it is rewritten: a
+// file still reachable under its name (one a rewrite replaced) may be in
+// a reader's hands. A queue whose removed files nobody acts on once their
+// name is gone (UseSpares' removedRest) may reuse those at once.
+const minSpareAge = time.Second
+
+// MinSpareAge is minSpareAge, for UseSpares.
+const MinSpareAge = minSpareAge
+
+// DefaultMaxSpares bounds a pool (beyond it, files are freed as before).
+const DefaultMaxSpares = 1024
+
+// NewSpares opens the pool in dir (created 0700), which must be on the
+// filesystem of every path in sameFS (renames do not cross filesystems).
+// Files already in dir (a previous run's pool) are reusable at once; they
+// are listed on first use, so a role that builds its pool before taking
+// its leader lock lists them only once it leads (one writer per pool).
+func NewSpares(dir string, sameFS ...string) (*Spares, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(dir, &st); err != nil {
+		return nil, err
+	}
+	for _, p := range sameFS {
+		var o syscall.Stat_t
+		if err := syscall.Stat(p, &o); err != nil {
+			return nil, err
+		}
+		if o.Dev != st.Dev {
+			return nil, fmt.Errorf("spares %s: %s is on another filesystem", dir, p)
+		}
+	}
+	if err := probeNoReplace(dir); err != nil {
+		return nil, fmt.Errorf("spares %s: no-replace rename unsupported: %w", dir, err)
+	}
+	s := &Spares{dir: dir, dev: uint64(st.Dev), max: DefaultMaxSpares, now: time.Now,
+		prefix: "s-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-"}
+	return s, nil
+}
+
+// load lists a previous run's pool on first use (s.mu held).
+func (s *Spares) load() {
+	if s.loaded {
+		return
+	}
+	s.loaded = true
+	ents, err := os.ReadDir(s.dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if !e.Type().IsRegular() || atomicfile.IsTemp(e.Name()) {
+			continue
+		}
+		p := filepath.Join(s.dir, e.Name())
+		if len(s.pool) >= s.max {
+			os.Remove(p)
+			continue
+		}
+		s.pool = append(s.pool, spare{name: p})
+	}
+}
+
+// Len is the number of files in the pool.
+func (s *Spares) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.load()
+	return len(s.pool)
+}
+
+func (s *Spares) newName() string {
+	s.n++
+	return filepath.Join(s.dir, s.prefix+strconv.FormatUint(s.n, 10))
+}
+
+// add puts sp into the pool in order of its rest start (s.mu held).
+func (s *Spares) add(sp spare) {
+	i := sort.Search(len(s.pool), func(i int) bool { return s.pool[i].at.After(sp.at) })
+	s.pool = slices.Insert(s.pool, i, sp)
+}
+
+// keep moves path into the pool instead of unlinking it, to rest rest
+// before reuse. false: the pool is full or the rename failed (the caller
+// unlinks as before); a missing path is kept trivially (true).
+func (s *Spares) keep(path string, rest time.Duration) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.load()
+	if len(s.pool) >= s.max {
+		return false, nil
+	}
+	if fi, err := os.Lstat(path); err != nil || !fi.Mode().IsRegular() {
+		return errors.Is(err, fs.ErrNotExist), nil
+	}
+	name := s.newName()
+	if err := os.Rename(path, name); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return true, nil
+		}
+		return false, err
+	}
+	// A file rests from at; one kept with a shorter rest counts as older.
+	s.add(spare{name: name, at: s.now().Add(rest - minSpareAge)})
+	return true, nil
+}
+
+// keepLink gives the pool a second name for path's inode, just before a
+// rename replaces path (the inode is then the pool's alone). A failure
+// only means the inode is freed as before.
+func (s *Spares) keepLink(path string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.load()
+	if len(s.pool) >= s.max {
+		return
+	}
+	name := s.newName()
+	if os.Link(path, name) == nil {
+		s.add(spare{name: name, at: s.now()})
+	}
+}
+
+// take opens a rested spare for rewriting (at offset 0, its old bytes
+// still there: stage cuts them after writing, so a small file keeps its
+// block and nothing is freed), or creates a fresh temp in the pool's
+// directory when none is ready.
+func (s *Spares) take() (*os.File, string, error) {
+	s.mu.Lock()
+	s.load()
+	now := s.now()
+	for len(s.pool) > 0 && now.Sub(s.pool[0].at) >= minSpareAge {
+		sp := s.pool[0]
+		s.pool = s.pool[1:]
+		f, err := os.OpenFile(sp.name, os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+		if err != nil {
+			os.Remove(sp.name)
+			continue
+		}
+		var st syscall.Stat_t
+		if err := syscall.Fstat(int(f.Fd()), &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG ||
+			st.Nlink != 1 || int(st.Uid) != os.Getuid() || uint64(st.Dev) != s.dev {
+			// Another name still points at it (a replace that failed), or
+			// it is not ours to write: never write into it.
+			f.Close()
+			os.Remove(sp.name)
+			continue
+		}
+		if st.Mode&0o777 != 0o600 {
+			f.Chmod(0o600)
+		}
+		s.mu.Unlock()
+		return f, sp.name, nil
+	}
+	name := s.newName()
+	s.mu.Unlock()
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, "", err
+	}
+	return f, name, nil
+}
+
+// giveBack returns a written spare that was not renamed into place.
+func (s *Spares) giveBack(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.pool) >= s.max {
+		os.Remove(name)
+		return
+	}
+	s.add(spare{name: name, at: s.now()})
+}
+
+// spareItem is one file written into a spare, waiting for its rename.
+type spareItem struct {
+	pool      *Spares
+	path      string
+	noReplace bool
+	tmp       string
+	f         *os.File
+	err       error
+}
+
+// stage writes data into a spare for path (not yet synced).
+func (s *Spares) stage(path string, data []byte, noReplace bool) (*spareItem, error) {
+	f, tmp, err := s.take()
+	if err != nil {
+		return nil, fmt.Errorf("write %s: %w", path, err)
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Truncate(int64(len(data)))
+	}
+	if err != nil {
+		f.Close()
+		s.giveBack(tmp)
+		return nil, fmt.Errorf("write %s: %w", path, err)
+	}
+	return &spareItem{pool: s, path: path, noReplace: noReplace, tmp: tmp, f: f}, nil
+}
+
+// syncItems fsyncs and closes the staged files, in parallel (the disk
+// merges them into few commits).
+func syncItems(items []*spareItem) error {
+	if len(items) == 1 {
+		it := items[0]
+		err := datasync(it.f)
+		if cerr := it.f.Close(); err == nil {
+			err = cerr
+		}
+		it.f = nil
+		if err != nil {
+			return fmt.Errorf("write %s: %w", it.path, err)
+		}
+		return nil
+	}
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	next := make(chan *spareItem)
+	for range min(8, len(items)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for it := range next {
+				err := datasync(it.f)
+				if cerr := it.f.Close(); err == nil {
+					err = cerr
+				}
+				it.f = nil
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("write %s: %w", it.path, err))
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for _, it := range items {
+		if it.f != nil {
+			next <- it
+		}
+	}
+	close(next)
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// place renames a synced spare into place: replacing path (its old inode
+// joins the pool) or, with noReplace, only where nothing is (ErrExists in
+// it.err, and the spare goes back to the pool).
+func (s *Spares) place(it *spareItem) error {
+	var err error
+	if it.noReplace {
+		err = unix.Renameat2(unix.AT_FDCWD, it.tmp, unix.AT_FDCWD, it.path, unix.RENAME_NOREPLACE)
+		if errors.Is(err, unix.EEXIST) {
+			s.giveBack(it.tmp)
+			it.tmp = ""
+			it.err = fmt.Errorf("create %s: %w", it.path, atomicfile.ErrExists)
+			return nil
+		}
+	} else {
+		// Most targets are new: a no-replace rename. One already there is
+		// swapped with the spare in one exchange (readers see the old or
+		// the new file whole), and its old inode stays in the pool under
+		// the spare's name; without the exchange, the pool links it
+		// before a rename replaces it.
+		err = unix.Renameat2(unix.AT_FDCWD, it.tmp, unix.AT_FDCWD, it.path, unix.RENAME_NOREPLACE)
+		if err != nil {
+			if errors.Is(err, unix.EEXIST) &&
+				unix.Renameat2(unix.AT_FDCWD, it.tmp, unix.AT_FDCWD, it.path, unix.RENAME_EXCHANGE) == nil {
+				s.giveBack(it.tmp) // the name now holds the replaced inode
+				it.tmp = ""
+				return nil
+			}
+			s.keepLink(it.path)
+			err = os.Rename(it.tmp, it.path)
+		}
+	}
+	if err != nil {
+		s.giveBack(it.tmp)
+		it.tmp = ""
+		it.err = fmt.Errorf("write %s: %w", it.path, err)
+		return it.err
+	}
+	it.tmp = ""
+	return nil
+}
+
+// abortItems returns staged spares to their pools.
+func abortItems(items []*spareItem) {
+	for _, it := range items {
+		if it.f != nil {
+			it.f.Close()
+			it.f = nil
+		}
+		if it.tmp != "" {
+			it.pool.giveBack(it.tmp)
+			it.tmp = ""
+		}
+	}
+}
+
+// write is one durable file through a spare: stage, fsync, rename, then
+// the target directory's fsync. The pool's directory is not synced: a
+// crash that brings back the spare's old name leaves an inode with two
+// names, which take never writes into (link count check).
+func (s *Spares) write(path string, data []byte, noReplace bool) error {
+	it, err := s.stage(path, data, noReplace)
+	if err != nil {
+		return err
+	}
+	if err := syncItems([]*spareItem{it}); err != nil {
+		abortItems([]*spareItem{it})
+		return err
+	}
+	if err := s.place(it); err != nil {
+		return err
+	}
+	if it.err != nil {
+		return it.err
+	}
+	atomicfile.SyncDir(filepath.Dir(path))
+	return nil
+}
+
+// UseSpares makes q write its files through the pool and keep the files
+// Remove and Put's replacements would free (nil: plain files again).
+// Removed files rest removedRest before reuse (at most MinSpareAge; 0
+// where a reader that read a removed file's name acts on nothing but that
+// name, which is gone), replaced ones MinSpareAge.
+func (q *Queue) UseSpares(s *Spares, removedRest time.Duration) {
+	q.spares, q.removedRest = s, min(removedRest, minSpareAge)
+}
+
+// probeNoReplace checks that dir's filesystem has renameat2's
+// RENAME_NOREPLACE (the spares' renames rely on it).
+func probeNoReplace(dir string) error {
+	a := filepath.Join(dir, ".probe-"+strconv.Itoa(os.Getpid()))
+	f, err := os.OpenFile(a, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	f.Close()
+	defer os.Remove(a)
+	b := a + "-b"
+	if err := unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_NOREPLACE); err != nil {
+		return err
+	}
+	return os.Rename(b, a)
+}
+
+// datasync makes a staged file's bytes and length durable (fdatasync: the
+// timestamps a full fsync adds are not needed before the rename).
+func datasync(f *os.File) error {
+	for {
+		err := unix.Fdatasync(int(f.Fd()))
+		if err != unix.EINTR {
+			if err != nil {
+				return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: err}
+			}
+			return nil
+		}
+	}
+}

@@ -1,0 +1,253 @@
+package queue
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+)
+
+type spareFixture struct {
+	t   *testing.T
+	l   layout.Layout
+	q   *Queue
+	sp  *Spares
+	now time.Time
+}
+
+func newSpareFixture(t *testing.T) *spareFixture {
+	t.Helper()
+	l := layout.New(t.TempDir())
+	if err := l.Ensure(); err != nil {
+		t.Fatal(err)
+	}
+	sp, err := NewSpares(filepath.Join(l.Base, "state", "spare"), l.QueueState(layout.QTasks, layout.Pending))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &spareFixture{t: t, l: l, q: New(l, layout.QTasks, nil), sp: sp, now: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}
+	sp.now = func() time.Time { return f.now }
+	f.q.UseSpares(sp, MinSpareAge)
+	return f
+}
+
+func (f *spareFixture) ino(path string) uint64 {
+	f.t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		f.t.Fatal(err)
+	}
+	return st.Ino
+}
+
+func (f *spareFixture) read(state, id string) string {
+	f.t.Helper()
+	var v map[string]any
+	if err := f.q.ReadJSON(state, id, &v); err != nil {
+		f.t.Fatal(err)
+	}
+	s, _ := v["v"].(string)
+	return s
+}
+
+func (f *spareFixture) mode(path string) os.FileMode {
+	f.t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return st.Mode().Perm()
+}
+
+// A removed file's inode rests in the pool, then carries the next write:
+// same inode, the new content whole, mode 0600, nothing left in the pool.
+func TestSpares_RemovedInodeCarriesTheNextWriteAfterItRested(t *testing.T) {
+	f := newSpareFixture(t)
+	if err := f.q.Put(layout.Pending, "task-a", map[string]any{"id": "task-a", "v": "a long value that is longer than the next one"}); err != nil {
+		t.Fatal(err)
+	}
+	old := f.ino(f.q.Path(layout.Pending, "task-a"))
+	if err := f.q.Remove(layout.Pending, "task-a"); err != nil {
+		t.Fatal(err)
+	}
+	if f.q.Exists(layout.Pending, "task-a") || f.sp.Len() != 1 {
+		t.Fatalf("after Remove: exists %v, pool %d", f.q.Exists(layout.Pending, "task-a"), f.sp.Len())
+	}
+
+	// Too young: a fresh file, the spare stays.
+	if err := f.q.PutOnce(layout.Pending, "task-b", map[string]any{"id": "task-b", "v": "b"}); err != nil {
+		t.Fatal(err)
+	}
+	if f.ino(f.q.Path(layout.Pending, "task-b")) == old || f.sp.Len() != 1 {
+		t.Fatal("a spare younger than minSpareAge was rewritten")
+	}
+
+	f.now = f.now.Add(minSpareAge)
+	if err := f.q.PutOnce(layout.Pending, "task-c", map[string]any{"id": "task-c", "v": "c"}); err != nil {
+		t.Fatal(err)
+	}
+	path := f.q.Path(layout.Pending, "task-c")
+	if f.ino(path) != old {
+		t.Error("the rested spare was not reused")
+	}
+	if got := f.read(layout.Pending, "task-c"); got != "c" {
+		t.Errorf("content %q", got)
+	}
+	if m := f.mode(path); m != 0o600 {
+		t.Errorf("mode %v", m)
+	}
+	if f.sp.Len() != 0 {
+		t.Errorf("pool %d after reuse, want 0", f.sp.Len())
+	}
+}
+
+// Put replacing a file keeps the replaced inode (the pool's alone now);
+// PutOnce onto a taken id fails with ErrExists and keeps its spare.
+func TestSpares_ReplaceKeepsTheOldInodeAndPutOnceRefuses(t *testing.T) {
+	f := newSpareFixture(t)
+	f.q.Put(layout.InProgress, "task-a", map[string]any{"id": "task-a", "v": "1"})
+	first := f.ino(f.q.Path(layout.InProgress, "task-a"))
+	if err := f.q.Put(layout.InProgress, "task-a", map[string]any{"id": "task-a", "v": "2"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.read(layout.InProgress, "task-a"); got != "2" {
+		t.Fatalf("content %q", got)
+	}
+	if f.sp.Len() != 1 {
+		t.Fatalf("pool %d, want the replaced inode", f.sp.Len())
+	}
+	var st syscall.Stat_t
+	syscall.Stat(f.sp.pool[0].name, &st)
+	if st.Ino != first || st.Nlink != 1 {
+		t.Errorf("pool holds ino %d nlink %d, want %d with one name", st.Ino, st.Nlink, first)
+	}
+
+	f.now = f.now.Add(minSpareAge)
+	err := f.q.PutOnce(layout.Pending, "task-a", map[string]any{"id": "task-a", "v": "3"})
+	if !errors.Is(err, ErrExists) {
+		t.Fatalf("PutOnce of a taken id: %v", err)
+	}
+	if f.sp.Len() != 1 {
+		t.Errorf("pool %d after a refused PutOnce, want 1", f.sp.Len())
+	}
+	if got := f.read(layout.InProgress, "task-a"); got != "2" {
+		t.Errorf("the taken file changed: %q", got)
+	}
+}
+
+// A spare that still has another name (a replace whose rename failed) is
+// never written into: the file behind the other name stays intact.
+func TestSpares_NeverWritesASpareWithAnotherName(t *testing.T) {
+	f := newSpareFixture(t)
+	f.q.Put(layout.Pending, "task-live", map[string]any{"id": "task-live", "v": "live"})
+	f.sp.keepLink(f.q.Path(layout.Pending, "task-live")) // as if the rename after it failed
+	f.now = f.now.Add(time.Hour)
+	if err := f.q.PutOnce(layout.Pending, "task-new", map[string]any{"id": "task-new", "v": "new"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.read(layout.Pending, "task-live"); got != "live" {
+		t.Fatalf("a file with two names was rewritten: %q", got)
+	}
+	if f.ino(f.q.Path(layout.Pending, "task-new")) == f.ino(f.q.Path(layout.Pending, "task-live")) {
+		t.Fatal("the new file shares the live file's inode")
+	}
+	var st syscall.Stat_t
+	syscall.Stat(f.q.Path(layout.Pending, "task-live"), &st)
+	if st.Nlink != 1 {
+		t.Errorf("live file nlink %d, want 1 (the pool dropped its name)", st.Nlink)
+	}
+}
+
+// A batch over a queue with spares recycles inodes too, commits every
+// file whole, refuses a taken id per file and calls AfterRename in order.
+func TestSpares_BatchRecyclesAndCommitsInOrder(t *testing.T) {
+	f := newSpareFixture(t)
+	var inos []uint64
+	for _, id := range []string{"task-1", "task-2"} {
+		f.q.Put(layout.Pending, id, map[string]any{"id": id})
+		inos = append(inos, f.ino(f.q.Path(layout.Pending, id)))
+		f.q.Remove(layout.Pending, id)
+	}
+	f.q.Put(layout.Pending, "task-taken", map[string]any{"id": "task-taken", "v": "theirs"})
+	f.now = f.now.Add(minSpareAge)
+
+	b := NewBatch()
+	var renamed []int
+	b.AfterRename(func(i int) { renamed = append(renamed, i) })
+	if err := b.Put(f.q, layout.InProgress, "task-x", map[string]any{"id": "task-x", "v": "x"}); err != nil {
+		t.Fatal(err)
+	}
+	y, err := b.Create(f.q, layout.Pending, "task-y", map[string]any{"id": "task-y", "v": "y"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken, _ := b.Create(f.q, layout.Pending, "task-taken", map[string]any{"id": "task-taken", "v": "mine"})
+	if f.q.Exists(layout.InProgress, "task-x") {
+		t.Fatal("visible before Commit")
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if y.Err() != nil || !errors.Is(taken.Err(), ErrExists) {
+		t.Errorf("errs: y %v taken %v", y.Err(), taken.Err())
+	}
+	if f.read(layout.InProgress, "task-x") != "x" || f.read(layout.Pending, "task-y") != "y" || f.read(layout.Pending, "task-taken") != "theirs" {
+		t.Error("committed contents wrong")
+	}
+	if f.ino(f.q.Path(layout.InProgress, "task-x")) != inos[0] || f.ino(f.q.Path(layout.Pending, "task-y")) != inos[1] {
+		t.Error("the batch did not recycle the rested inodes in order")
+	}
+	if len(renamed) != 3 || renamed[0] != 0 || renamed[1] != 1 || renamed[2] != 2 {
+		t.Errorf("AfterRename calls %v, want [0 1 2]", renamed)
+	}
+}
+
+// A removed file of a queue whose removals need no rest is reused at once,
+// ahead of a replaced file still resting.
+func TestSpares_RemovedWithoutRestIsReusedFirst(t *testing.T) {
+	f := newSpareFixture(t)
+	f.q.UseSpares(f.sp, 0)
+	f.q.Put(layout.InProgress, "task-a", map[string]any{"id": "task-a", "v": "1"})
+	f.q.Put(layout.InProgress, "task-a", map[string]any{"id": "task-a", "v": "2"}) // its first inode rests
+	f.q.Put(layout.Pending, "task-b", map[string]any{"id": "task-b"})
+	removed := f.ino(f.q.Path(layout.Pending, "task-b"))
+	f.q.Remove(layout.Pending, "task-b")
+	if f.sp.Len() != 2 {
+		t.Fatalf("pool %d, want 2", f.sp.Len())
+	}
+	f.q.PutOnce(layout.Pending, "task-c", map[string]any{"id": "task-c", "v": "c"})
+	if f.ino(f.q.Path(layout.Pending, "task-c")) != removed {
+		t.Error("the removed file was not reused at once")
+	}
+	if f.sp.Len() != 1 || f.read(layout.InProgress, "task-a") != "2" {
+		t.Errorf("pool %d, task-a %q", f.sp.Len(), f.read(layout.InProgress, "task-a"))
+	}
+}
+
+// A previous run's pool is listed on first use and reused at once.
+func TestSpares_APreviousRunsPoolIsReused(t *testing.T) {
+	f := newSpareFixture(t)
+	f.q.Put(layout.Pending, "task-a", map[string]any{"id": "task-a"})
+	old := f.ino(f.q.Path(layout.Pending, "task-a"))
+	f.q.Remove(layout.Pending, "task-a")
+
+	sp, err := NewSpares(f.sp.dir, f.l.QueueState(layout.QTasks, layout.Pending))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := New(f.l, layout.QTasks, nil)
+	q.UseSpares(sp, MinSpareAge)
+	if err := q.PutOnce(layout.Pending, "task-b", map[string]any{"id": "task-b", "v": "b"}); err != nil {
+		t.Fatal(err)
+	}
+	if f.ino(q.Path(layout.Pending, "task-b")) != old {
+		t.Error("the previous run's spare was not reused")
+	}
+	if sp.Len() != 0 {
+		t.Errorf("pool %d, want 0", sp.Len())
+	}
+}
