@@ -19,8 +19,8 @@ import (
 // batch is reserved in the journal (a full disk holds the sends,
 // diskhold.go); each message is then posted, in order, and its record
 // appended at once; at the end of the batch the records are synced with one
-// fdatasync, each file's status is rewritten over a recycled spare
-// (recycle.go; one group commit where that is unsupported), and the files
+// fdatasync, each file's status is rewritten over a recycled spare with one
+// group commit (spares.go; new files where there is no pool), and the files
 // move to sent/ (or failed/); the directories are synced once, at the next
 // checkpoint, before the journal that still holds the records is emptied.
 // Per message that leaves one post, one appended line, one overwrite and
@@ -150,50 +150,34 @@ func (e *Envoy) finishAll(dones []*done) error {
 	}
 	var errs []error
 	staged := make([]*done, 0, len(dones))
+	// Each rewrite swaps a recycled spare in (spares.go), or is a new
+	// file where there is no pool; one group commit for all.
+	e.useSpares()
+	b := queue.NewBatch()
+	if afterRename != nil {
+		b.AfterRename(afterRename)
+	}
 	var rw []*done
-	var paths []string
-	var data [][]byte
 	for _, d := range dones {
-		b, err := statusDoc(d.ent.Data, d.state, d.extra)
+		data, err := statusDoc(d.ent.Data, d.state, d.extra)
 		if errors.Is(err, errNotObject) {
 			staged = append(staged, d) // moved as it is
 			continue
+		}
+		if err == nil {
+			_, err = b.Rewrite(e.messages, layout.Pending, d.ent.ID, data)
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("finish message %s: %w", d.ent.ID, err))
 			continue
 		}
 		rw = append(rw, d)
-		paths = append(paths, e.messages.Path(layout.Pending, d.ent.ID))
-		data = append(data, b)
-	}
-	// Each rewrite over a recycled spare (recycle.go); what that could not
-	// do goes through one group commit.
-	ok, err := e.spares.rewrite(paths, data)
-	if err != nil && !errors.Is(err, errNoSwap) {
-		e.log.Warn("status rewrite over a spare failed, writing a new file", "err", err)
-	}
-	b := queue.NewBatch()
-	if afterRename != nil {
-		b.AfterRename(afterRename)
-	}
-	var batched []*done
-	for i, d := range rw {
-		if ok[i] {
-			staged = append(staged, d)
-			continue
-		}
-		if err := b.Put(e.messages, layout.Pending, d.ent.ID, data[i]); err != nil {
-			errs = append(errs, fmt.Errorf("finish message %s: %w", d.ent.ID, err))
-			continue
-		}
-		batched = append(batched, d)
 	}
 	if err := b.Commit(); err != nil {
 		// Some files may be rewritten (each whole); those stay in pending/.
 		errs = append(errs, fmt.Errorf("finish messages: %w", err))
 	} else {
-		staged = append(staged, batched...)
+		staged = append(staged, rw...)
 	}
 	var moved []*done
 	var sent []string

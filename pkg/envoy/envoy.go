@@ -68,9 +68,13 @@ type Envoy struct {
 	messages *queue.Queue
 	admit    *queue.Admitter
 	st       *store
-	spares   *recycler // status rewrites without a create (recycle.go)
-	poster   poster
-	console  bool
+	// spares recycles the messages' inodes (spares.go); nil: none. The
+	// pool in spareDir is opened at the first batch (sparesOpened).
+	spares       *queue.Spares
+	spareDir     string
+	sparesOpened bool
+	poster       poster
+	console      bool
 
 	api          *slack.Client // nil in console mode
 	appToken     string
@@ -117,7 +121,7 @@ func New(o Options) (*Envoy, error) {
 		l: o.Layout, cfg: o.Config, log: o.Log, em: o.Events, clock: o.Clock, sleep: o.Sleep,
 		messages:     queue.New(o.Layout, layout.QMessages, o.Events),
 		st:           newStore(o.Layout, o.Log),
-		spares:       &recycler{dir: sparesDir(o.Layout)},
+		spareDir:     sparesDir(o.Layout),
 		appToken:     o.AppToken,
 		pingInterval: o.PingInterval,
 		seenEvt:      map[string]time.Time{},

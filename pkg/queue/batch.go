@@ -36,9 +36,9 @@ type Batch struct {
 func NewBatch() *Batch { return &Batch{paths: map[string]bool{}} }
 
 // write stages data for path through q's spares or the Group.
-func (b *Batch) write(q *Queue, path string, data []byte, noReplace bool) (*atomicfile.GroupItem, *spareItem, error) {
+func (b *Batch) write(q *Queue, path string, data []byte, mode placeMode) (*atomicfile.GroupItem, *spareItem, error) {
 	if q.spares != nil {
-		it, err := q.spares.stage(path, data, noReplace)
+		it, err := q.spares.stage(path, data, mode, q.replacedRest)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -47,7 +47,7 @@ func (b *Batch) write(q *Queue, path string, data []byte, noReplace bool) (*atom
 		b.n++
 		return nil, it, nil
 	}
-	it, err := b.g.Write(path, data, 0o600, noReplace)
+	it, err := b.g.Write(path, data, 0o600, mode == placeCreate)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -112,13 +112,27 @@ func (b *Batch) Put(q *Queue, state, id string, v any) error {
 	if err != nil {
 		return fmt.Errorf("put %s %s: %w", q.kind, id, err)
 	}
-	_, _, err = b.write(q, q.Path(state, id), data, false)
+	_, _, err = b.write(q, q.Path(state, id), data, placeReplace)
 	return err
 }
 
 // Replace is Put that reports the file's own outcome after Commit
 // (Staged.Err), for a caller that acts on each file of a batch.
 func (b *Batch) Replace(q *Queue, state, id string, v any) (*Staged, error) {
+	return b.replace(q, state, id, v, placeReplace)
+}
+
+// Rewrite is Replace for a file the caller knows is there (one it just
+// read and holds, e.g. a message whose status it sets). Through q's spares
+// the new version is swapped with the old in one renameat2
+// (RENAME_EXCHANGE) and the old inode joins the pool (it rests as
+// UseSparesRest says); a file gone meanwhile is created. Without spares it
+// is Replace.
+func (b *Batch) Rewrite(q *Queue, state, id string, v any) (*Staged, error) {
+	return b.replace(q, state, id, v, placeRewrite)
+}
+
+func (b *Batch) replace(q *Queue, state, id string, v any, mode placeMode) (*Staged, error) {
 	if err := ids.Check(id); err != nil {
 		return nil, fmt.Errorf("put %s/%s: %w", q.kind, state, err)
 	}
@@ -129,7 +143,7 @@ func (b *Batch) Replace(q *Queue, state, id string, v any) (*Staged, error) {
 	if err != nil {
 		return nil, fmt.Errorf("put %s %s: %w", q.kind, id, err)
 	}
-	it, sp, err := b.write(q, q.Path(state, id), data, false)
+	it, sp, err := b.write(q, q.Path(state, id), data, mode)
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +174,7 @@ func (b *Batch) PutOnce(q *Queue, state, id string, v any) (*Staged, error) {
 	if err != nil {
 		return nil, fmt.Errorf("put %s %s: %w", q.kind, id, err)
 	}
-	it, sp, err := b.write(q, q.Path(state, id), data, true)
+	it, sp, err := b.write(q, q.Path(state, id), data, placeCreate)
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +205,7 @@ func (b *Batch) Create(q *Queue, state, id string, v any) (*Staged, error) {
 	if err != nil {
 		return nil, fmt.Errorf("put %s %s: %w", q.kind, id, err)
 	}
-	it, sp, err := b.write(q, q.Path(state, id), data, true)
+	it, sp, err := b.write(q, q.Path(state, id), data, placeCreate)
 	if err != nil {
 		return nil, err
 	}

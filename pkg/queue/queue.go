@@ -54,8 +54,9 @@ type Queue struct {
 	MaxSize int64
 	valid   validCache
 	spares  *Spares // recycled inodes (spare.go); nil: plain files
-	// removedRest is how long a removed file rests in spares.
-	removedRest time.Duration
+	// removedRest and replacedRest are how long a removed file and a
+	// replaced one rest in spares.
+	removedRest, replacedRest time.Duration
 }
 
 // New returns the queue of kind (layout.QEvents, QTasks or QMessages).
@@ -111,7 +112,7 @@ func (q *Queue) Put(state, id string, v any) error {
 		return fmt.Errorf("put %s %s: %w", q.kind, id, err)
 	}
 	if q.spares != nil {
-		return q.spares.write(q.Path(state, id), b, false)
+		return q.spares.write(q.Path(state, id), b, placeReplace, q.replacedRest)
 	}
 	return atomicfile.WriteFile(q.Path(state, id), b, 0o600)
 }
@@ -135,7 +136,7 @@ func (q *Queue) PutOnce(state, id string, v any) error {
 	}
 	create := atomicfile.CreateNoReplace
 	if q.spares != nil {
-		create = func(path string, data []byte, _ os.FileMode) error { return q.spares.write(path, data, true) }
+		create = func(path string, data []byte, _ os.FileMode) error { return q.spares.write(path, data, placeCreate, 0) }
 	}
 	if err := create(q.Path(state, id), b, 0o600); err != nil {
 		if errors.Is(err, atomicfile.ErrExists) {

@@ -165,9 +165,9 @@ func (s *Spares) keep(path string, rest time.Duration) (bool, error) {
 }
 
 // keepLink gives the pool a second name for path's inode, just before a
-// rename replaces path (the inode is then the pool's alone). A failure
-// only means the inode is freed as before.
-func (s *Spares) keepLink(path string) {
+// rename replaces path (the inode is then the pool's alone), to rest rest.
+// A failure only means the inode is freed as before.
+func (s *Spares) keepLink(path string, rest time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.load()
@@ -176,7 +176,7 @@ func (s *Spares) keepLink(path string) {
 	}
 	name := s.newName()
 	if os.Link(path, name) == nil {
-		s.add(spare{name: name, at: s.now()})
+		s.add(spare{name: name, at: s.now().Add(rest - minSpareAge)})
 	}
 }
 
@@ -220,29 +220,47 @@ func (s *Spares) take() (*os.File, string, error) {
 	return f, name, nil
 }
 
-// giveBack returns a written spare that was not renamed into place.
-func (s *Spares) giveBack(name string) {
+// giveBack returns name to the pool, to rest rest: a written spare that
+// was not renamed into place, or the inode an exchange swapped out.
+func (s *Spares) giveBack(name string, rest time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.pool) >= s.max {
 		os.Remove(name)
 		return
 	}
-	s.add(spare{name: name, at: s.now()})
+	s.add(spare{name: name, at: s.now().Add(rest - minSpareAge)})
 }
+
+// placeMode is how a staged spare takes its target's name.
+type placeMode uint8
+
+const (
+	// placeReplace: the target is new or replaced (Put). Most are new: a
+	// no-replace rename first, an exchange where a file is there.
+	placeReplace placeMode = iota
+	// placeCreate: only where nothing is (PutOnce, Create).
+	placeCreate
+	// placeRewrite: the target is expected to exist (Rewrite): the
+	// exchange first, a no-replace rename where it is gone.
+	placeRewrite
+)
 
 // spareItem is one file written into a spare, waiting for its rename.
 type spareItem struct {
-	pool      *Spares
-	path      string
-	noReplace bool
-	tmp       string
-	f         *os.File
-	err       error
+	pool *Spares
+	path string
+	mode placeMode
+	// rest is how long the inode the write replaces rests in the pool.
+	rest time.Duration
+	tmp  string
+	f    *os.File
+	err  error
 }
 
-// stage writes data into a spare for path (not yet synced).
-func (s *Spares) stage(path string, data []byte, noReplace bool) (*spareItem, error) {
+// stage writes data into a spare for path (not yet synced); the inode it
+// replaces, if any, will rest rest in the pool.
+func (s *Spares) stage(path string, data []byte, mode placeMode, rest time.Duration) (*spareItem, error) {
 	f, tmp, err := s.take()
 	if err != nil {
 		return nil, fmt.Errorf("write %s: %w", path, err)
@@ -253,10 +271,10 @@ func (s *Spares) stage(path string, data []byte, noReplace bool) (*spareItem, er
 	}
 	if err != nil {
 		f.Close()
-		s.giveBack(tmp)
+		s.giveBack(tmp, minSpareAge)
 		return nil, fmt.Errorf("write %s: %w", path, err)
 	}
-	return &spareItem{pool: s, path: path, noReplace: noReplace, tmp: tmp, f: f}, nil
+	return &spareItem{pool: s, path: path, mode: mode, rest: rest, tmp: tmp, f: f}, nil
 }
 
 // syncItems fsyncs and closes the staged files, in parallel (the disk
@@ -307,44 +325,56 @@ func syncItems(items []*spareItem) error {
 }
 
 // place renames a synced spare into place: replacing path (its old inode
-// joins the pool) or, with noReplace, only where nothing is (ErrExists in
-// it.err, and the spare goes back to the pool).
+// joins the pool, to rest it.rest) or, with placeCreate, only where
+// nothing is (ErrExists in it.err, and the spare goes back to the pool).
+// A replaced file is swapped with the spare in one renameat2
+// (RENAME_EXCHANGE): readers see the old or the new file whole, and the
+// old inode stays in the pool under the spare's name. Where the exchange
+// fails, the pool links the old inode before a rename replaces it.
 func (s *Spares) place(it *spareItem) error {
 	var err error
-	if it.noReplace {
-		err = unix.Renameat2(unix.AT_FDCWD, it.tmp, unix.AT_FDCWD, it.path, unix.RENAME_NOREPLACE)
+	if it.mode == placeCreate {
+		err = renameNoReplace(it.tmp, it.path)
 		if errors.Is(err, unix.EEXIST) {
-			s.giveBack(it.tmp)
+			s.giveBack(it.tmp, minSpareAge)
 			it.tmp = ""
 			it.err = fmt.Errorf("create %s: %w", it.path, atomicfile.ErrExists)
 			return nil
 		}
 	} else {
-		// Most targets are new: a no-replace rename. One already there is
-		// swapped with the spare in one exchange (readers see the old or
-		// the new file whole), and its old inode stays in the pool under
-		// the spare's name; without the exchange, the pool links it
-		// before a rename replaces it.
-		err = unix.Renameat2(unix.AT_FDCWD, it.tmp, unix.AT_FDCWD, it.path, unix.RENAME_NOREPLACE)
+		// A rewrite's target is there: the exchange first. A put's is
+		// mostly new: a no-replace rename first.
+		swapped := it.mode == placeRewrite && exchange(it.tmp, it.path) == nil
+		if !swapped {
+			err = renameNoReplace(it.tmp, it.path)
+			swapped = errors.Is(err, unix.EEXIST) && exchange(it.tmp, it.path) == nil
+		}
+		if swapped {
+			s.giveBack(it.tmp, it.rest) // the name now holds the replaced inode
+			it.tmp = ""
+			return nil
+		}
 		if err != nil {
-			if errors.Is(err, unix.EEXIST) &&
-				unix.Renameat2(unix.AT_FDCWD, it.tmp, unix.AT_FDCWD, it.path, unix.RENAME_EXCHANGE) == nil {
-				s.giveBack(it.tmp) // the name now holds the replaced inode
-				it.tmp = ""
-				return nil
-			}
-			s.keepLink(it.path)
+			s.keepLink(it.path, it.rest)
 			err = os.Rename(it.tmp, it.path)
 		}
 	}
 	if err != nil {
-		s.giveBack(it.tmp)
+		s.giveBack(it.tmp, minSpareAge)
 		it.tmp = ""
 		it.err = fmt.Errorf("write %s: %w", it.path, err)
 		return it.err
 	}
 	it.tmp = ""
 	return nil
+}
+
+func renameNoReplace(from, to string) error {
+	return unix.Renameat2(unix.AT_FDCWD, from, unix.AT_FDCWD, to, unix.RENAME_NOREPLACE)
+}
+
+func exchange(a, b string) error {
+	return unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE)
 }
 
 // abortItems returns staged spares to their pools.
@@ -355,7 +385,7 @@ func abortItems(items []*spareItem) {
 			it.f = nil
 		}
 		if it.tmp != "" {
-			it.pool.giveBack(it.tmp)
+			it.pool.giveBack(it.tmp, minSpareAge)
 			it.tmp = ""
 		}
 	}
@@ -365,8 +395,8 @@ func abortItems(items []*spareItem) {
 // the target directory's fsync. The pool's directory is not synced: a
 // crash that brings back the spare's old name leaves an inode with two
 // names, which take never writes into (link count check).
-func (s *Spares) write(path string, data []byte, noReplace bool) error {
-	it, err := s.stage(path, data, noReplace)
+func (s *Spares) write(path string, data []byte, mode placeMode, rest time.Duration) error {
+	it, err := s.stage(path, data, mode, rest)
 	if err != nil {
 		return err
 	}
@@ -390,7 +420,17 @@ func (s *Spares) write(path string, data []byte, noReplace bool) error {
 // where a reader that read a removed file's name acts on nothing but that
 // name, which is gone), replaced ones MinSpareAge.
 func (q *Queue) UseSpares(s *Spares, removedRest time.Duration) {
-	q.spares, q.removedRest = s, min(removedRest, minSpareAge)
+	q.UseSparesRest(s, removedRest, minSpareAge)
+}
+
+// UseSparesRest is UseSpares where the files q's writes replace rest
+// replacedRest (at most MinSpareAge): 0 for a queue whose files nobody
+// reads but the process that rewrites them (the envoy's messages), which
+// is done reading a file before it replaces it.
+func (q *Queue) UseSparesRest(s *Spares, removedRest, replacedRest time.Duration) {
+	q.spares = s
+	q.removedRest = min(removedRest, minSpareAge)
+	q.replacedRest = min(replacedRest, minSpareAge)
 }
 
 // probeNoReplace checks that dir's filesystem has renameat2's
@@ -404,7 +444,7 @@ func probeNoReplace(dir string) error {
 	f.Close()
 	defer os.Remove(a)
 	b := a + "-b"
-	if err := unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_NOREPLACE); err != nil {
+	if err := renameNoReplace(a, b); err != nil {
 		return err
 	}
 	return os.Rename(b, a)

@@ -2,7 +2,9 @@ package queue
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -144,7 +146,7 @@ func TestSpares_ReplaceKeepsTheOldInodeAndPutOnceRefuses(t *testing.T) {
 func TestSpares_NeverWritesASpareWithAnotherName(t *testing.T) {
 	f := newSpareFixture(t)
 	f.q.Put(layout.Pending, "task-live", map[string]any{"id": "task-live", "v": "live"})
-	f.sp.keepLink(f.q.Path(layout.Pending, "task-live")) // as if the rename after it failed
+	f.sp.keepLink(f.q.Path(layout.Pending, "task-live"), MinSpareAge) // as if the rename after it failed
 	f.now = f.now.Add(time.Hour)
 	if err := f.q.PutOnce(layout.Pending, "task-new", map[string]any{"id": "task-new", "v": "new"}); err != nil {
 		t.Fatal(err)
@@ -249,5 +251,181 @@ func TestSpares_APreviousRunsPoolIsReused(t *testing.T) {
 	}
 	if sp.Len() != 0 {
 		t.Errorf("pool %d, want 0", sp.Len())
+	}
+}
+
+// poolInodes is the set of inodes in the pool's directory.
+func (f *spareFixture) poolInodes() map[uint64]bool {
+	f.t.Helper()
+	ents, err := os.ReadDir(f.sp.dir)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	out := map[uint64]bool{}
+	for _, de := range ents {
+		out[f.ino(filepath.Join(f.sp.dir, de.Name()))] = true
+	}
+	return out
+}
+
+// rewrite commits one batch rewriting each id of pending/ to v.
+func (f *spareFixture) rewrite(v string, idl ...string) {
+	f.t.Helper()
+	b := NewBatch()
+	var staged []*Staged
+	for _, id := range idl {
+		s, err := b.Rewrite(f.q, layout.Pending, id, map[string]any{"id": id, "v": v})
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		staged = append(staged, s)
+	}
+	if err := b.Commit(); err != nil {
+		f.t.Fatal(err)
+	}
+	for i, s := range staged {
+		if s.Err() != nil {
+			f.t.Fatalf("rewrite %s: %v", idl[i], s.Err())
+		}
+	}
+}
+
+// Rewrite swaps each file with a spare in one exchange: the new content
+// whole under the same name, mode 0600, and the old inode in the pool
+// with no other name. On a queue whose replaced files need no rest
+// (UseSparesRest 0), the next rewrite reuses those inodes at once: after
+// the first batch no file is created.
+func TestSpares_RewriteSwapsAndAQueueWithoutRestReusesAtOnce(t *testing.T) {
+	f := newSpareFixture(t)
+	f.q.UseSparesRest(f.sp, 0, 0)
+	idl := []string{"task-a", "task-b"}
+	old := map[uint64]bool{}
+	for _, id := range idl {
+		if err := f.q.PutOnce(layout.Pending, id, map[string]any{"id": id, "v": "0"}); err != nil {
+			t.Fatal(err)
+		}
+		old[f.ino(f.q.Path(layout.Pending, id))] = true
+	}
+	f.rewrite("1", idl...)
+	pool := f.poolInodes()
+	if len(pool) != 2 {
+		t.Fatalf("pool %d after the first rewrite, want the 2 old inodes", len(pool))
+	}
+	for ino := range old {
+		if !pool[ino] {
+			t.Errorf("old inode %d not in the pool", ino)
+		}
+	}
+	for _, id := range idl {
+		p := f.q.Path(layout.Pending, id)
+		if f.read(layout.Pending, id) != "1" || f.mode(p) != 0o600 {
+			t.Errorf("%s: %q mode %v", id, f.read(layout.Pending, id), f.mode(p))
+		}
+		var st syscall.Stat_t
+		syscall.Stat(p, &st)
+		if old[st.Ino] || st.Nlink != 1 {
+			t.Errorf("%s: ino %d nlink %d after the swap", id, st.Ino, st.Nlink)
+		}
+	}
+	all := map[uint64]bool{}
+	for ino := range pool {
+		all[ino] = true
+	}
+	for _, id := range idl {
+		all[f.ino(f.q.Path(layout.Pending, id))] = true
+	}
+	// Same clock: no rest needed.
+	f.rewrite("2", idl...)
+	f.rewrite("3", idl...)
+	for _, id := range idl {
+		if f.read(layout.Pending, id) != "3" {
+			t.Errorf("%s: %q", id, f.read(layout.Pending, id))
+		}
+		if !all[f.ino(f.q.Path(layout.Pending, id))] {
+			t.Errorf("%s: a new inode; the pool's were not reused", id)
+		}
+	}
+	if n := len(f.poolInodes()); n != 2 {
+		t.Errorf("pool %d after three rewrites, want 2", n)
+	}
+}
+
+// On a queue with the default rest, a rewritten file's old inode rests
+// MinSpareAge (a reader may hold it) before it carries another write.
+func TestSpares_RewrittenInodeRestsByDefault(t *testing.T) {
+	f := newSpareFixture(t)
+	f.q.PutOnce(layout.Pending, "task-a", map[string]any{"id": "task-a", "v": "0"})
+	old := f.ino(f.q.Path(layout.Pending, "task-a"))
+	f.rewrite("1", "task-a")
+	f.q.PutOnce(layout.Pending, "task-b", map[string]any{"id": "task-b", "v": "b"})
+	if f.ino(f.q.Path(layout.Pending, "task-b")) == old {
+		t.Fatal("a replaced inode was reused before it rested")
+	}
+	f.now = f.now.Add(MinSpareAge)
+	f.q.PutOnce(layout.Pending, "task-c", map[string]any{"id": "task-c", "v": "c"})
+	if f.ino(f.q.Path(layout.Pending, "task-c")) != old {
+		t.Error("the rested inode was not reused")
+	}
+}
+
+// A rewrite whose file is gone creates it; AfterRename runs once per file,
+// in order, and a crash point after the first leaves it rewritten whole
+// and the second as it was.
+func TestSpares_RewriteOfAGoneFileCreatesItAndCrashPointsAreInOrder(t *testing.T) {
+	f := newSpareFixture(t)
+	f.q.UseSparesRest(f.sp, 0, 0)
+	f.q.PutOnce(layout.Pending, "task-a", map[string]any{"id": "task-a", "v": "0"})
+	f.q.PutOnce(layout.Pending, "task-b", map[string]any{"id": "task-b", "v": "0"})
+	b := NewBatch()
+	var renamed []int
+	b.AfterRename(func(i int) {
+		renamed = append(renamed, i)
+		if i == 0 && f.read(layout.Pending, "task-b") != "0" {
+			t.Error("the second file changed before its rename")
+		}
+	})
+	for _, id := range []string{"task-a", "task-b", "task-gone"} {
+		if _, err := b.Rewrite(f.q, layout.Pending, id, map[string]any{"id": id, "v": "1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(renamed) != "[0 1 2]" {
+		t.Errorf("AfterRename calls %v", renamed)
+	}
+	for _, id := range []string{"task-a", "task-b", "task-gone"} {
+		if f.read(layout.Pending, id) != "1" {
+			t.Errorf("%s: %q", id, f.read(layout.Pending, id))
+		}
+	}
+}
+
+// A queue without spares rewrites through the group commit: same outcome.
+func TestBatch_RewriteWithoutSpares(t *testing.T) {
+	f := newSpareFixture(t)
+	f.q.UseSpares(nil, 0)
+	f.q.PutOnce(layout.Pending, "task-a", map[string]any{"id": "task-a", "v": "0"})
+	f.rewrite("1", "task-a")
+	if f.read(layout.Pending, "task-a") != "1" || f.sp.Len() != 0 {
+		t.Errorf("content %q, pool %d", f.read(layout.Pending, "task-a"), f.sp.Len())
+	}
+}
+
+// The pool must share the queue's filesystem (an exchange cannot cross
+// one): NewSpares refuses a directory on another.
+func TestSpares_AnotherFilesystemIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs (needs root): %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+	l := layout.New(t.TempDir())
+	if err := l.Ensure(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewSpares(filepath.Join(dir, "spares"), l.QueueState(layout.QMessages, layout.Pending)); err == nil {
+		t.Fatal("a pool on another filesystem was accepted")
 	}
 }
