@@ -20,8 +20,8 @@ var (
 // ReadLimited reads a regular file of at most max bytes, the counterpart
 // of the writers here for a file another process (or an agent) wrote. It
 // never follows a symlink and never blocks on a FIFO planted at path.
-// (queue.ReadLimited is the same read for queue files; this one is here
-// for processes that must not link pkg/queue and its validator.)
+// (queue.ReadLimited, for queue files, is this read; it is here for
+// processes that must not link pkg/queue and its validator.)
 func ReadLimited(path string, max int64) ([]byte, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {

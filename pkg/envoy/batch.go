@@ -196,14 +196,7 @@ func (e *Envoy) finishAll(dones []*done) error {
 	// The moves are made durable before the records that stand for them
 	// go: at the next checkpoint (syncMoves), not once per tick.
 	if len(moved) > 0 {
-		e.mu.Lock()
-		if e.movedTo == nil {
-			e.movedTo = map[string]bool{}
-		}
-		for st := range dirs {
-			e.movedTo[st] = true
-		}
-		e.mu.Unlock()
+		e.markMoved(dirs)
 	}
 	e.st.delivered(sent)
 	for _, d := range moved {
@@ -261,17 +254,22 @@ func (e *Envoy) syncMoves() error {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		e.mu.Lock()
-		if e.movedTo == nil {
-			e.movedTo = map[string]bool{}
-		}
-		for st := range dirs {
-			e.movedTo[st] = true
-		}
-		e.mu.Unlock()
+		e.markMoved(dirs) // synced again at the next checkpoint
 		return err
 	}
 	return nil
+}
+
+// markMoved notes the message states moved into, for syncMoves.
+func (e *Envoy) markMoved(states map[string]bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.movedTo == nil {
+		e.movedTo = map[string]bool{}
+	}
+	for st := range states {
+		e.movedTo[st] = true
+	}
 }
 
 // Crash points for tests: afterPosts runs when a tick's posts are done and

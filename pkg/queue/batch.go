@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
-	"github.com/kingdom-dev/kingdom/pkg/ids"
 )
 
 // Batch group-commits queue writes (issue #15), across queues: Put and
@@ -99,20 +98,22 @@ func (b *Batch) AfterRename(fn func(i int)) {
 	}
 }
 
+// stage encodes v and stages it as state/<id>.json of q.
+func (b *Batch) stage(q *Queue, state, id string, v any, mode placeMode) (*atomicfile.GroupItem, *spareItem, error) {
+	data, err := encode(v)
+	if err != nil {
+		return nil, nil, fmt.Errorf("put %s %s: %w", q.kind, id, err)
+	}
+	return b.write(q, q.Path(state, id), data, mode)
+}
+
 // Put stages v as state/<id>.json of q, replacing any file there at Commit
 // (like Queue.Put).
 func (b *Batch) Put(q *Queue, state, id string, v any) error {
-	if err := ids.Check(id); err != nil {
-		return fmt.Errorf("put %s/%s: %w", q.kind, state, err)
-	}
-	if err := q.checkState(state); err != nil {
+	if err := q.checkPut(state, id); err != nil {
 		return err
 	}
-	data, err := encode(v)
-	if err != nil {
-		return fmt.Errorf("put %s %s: %w", q.kind, id, err)
-	}
-	_, _, err = b.write(q, q.Path(state, id), data, placeReplace)
+	_, _, err := b.stage(q, state, id, v, placeReplace)
 	return err
 }
 
@@ -133,17 +134,10 @@ func (b *Batch) Rewrite(q *Queue, state, id string, v any) (*Staged, error) {
 }
 
 func (b *Batch) replace(q *Queue, state, id string, v any, mode placeMode) (*Staged, error) {
-	if err := ids.Check(id); err != nil {
-		return nil, fmt.Errorf("put %s/%s: %w", q.kind, state, err)
-	}
-	if err := q.checkState(state); err != nil {
+	if err := q.checkPut(state, id); err != nil {
 		return nil, err
 	}
-	data, err := encode(v)
-	if err != nil {
-		return nil, fmt.Errorf("put %s %s: %w", q.kind, id, err)
-	}
-	it, sp, err := b.write(q, q.Path(state, id), data, mode)
+	it, sp, err := b.stage(q, state, id, v, mode)
 	if err != nil {
 		return nil, err
 	}
@@ -154,33 +148,7 @@ func (b *Batch) replace(q *Queue, state, id string, v any, mode placeMode) (*Sta
 // already staged in this batch (like Queue.PutOnce). The returned Staged
 // reports ErrExists at once or, for a file created meanwhile, after Commit.
 func (b *Batch) PutOnce(q *Queue, state, id string, v any) (*Staged, error) {
-	if err := ids.Check(id); err != nil {
-		return nil, fmt.Errorf("put %s/%s: %w", q.kind, state, err)
-	}
-	if err := q.checkState(state); err != nil {
-		return nil, err
-	}
-	s := &Staged{q: q, id: id, state: state}
-	key := q.kind + "/" + id
-	if b.paths[key] {
-		s.err = fmt.Errorf("put %s %s: %w in this batch", q.kind, id, ErrExists)
-		return s, nil
-	}
-	if st, ok := q.Find(id); ok {
-		s.err = fmt.Errorf("put %s %s: %w in %s", q.kind, id, ErrExists, st)
-		return s, nil
-	}
-	data, err := encode(v)
-	if err != nil {
-		return nil, fmt.Errorf("put %s %s: %w", q.kind, id, err)
-	}
-	it, sp, err := b.write(q, q.Path(state, id), data, placeCreate)
-	if err != nil {
-		return nil, err
-	}
-	b.paths[key] = true
-	s.it, s.sp = it, sp
-	return s, nil
+	return b.create(q, state, id, v, true)
 }
 
 // Create stages state/<id>.json of q with a no-replace rename, for an id
@@ -189,10 +157,13 @@ func (b *Batch) PutOnce(q *Queue, state, id string, v any) (*Staged, error) {
 // rename refuses a file already in state. Staged.Err reports ErrExists
 // after Commit.
 func (b *Batch) Create(q *Queue, state, id string, v any) (*Staged, error) {
-	if err := ids.Check(id); err != nil {
-		return nil, fmt.Errorf("put %s/%s: %w", q.kind, state, err)
-	}
-	if err := q.checkState(state); err != nil {
+	return b.create(q, state, id, v, false)
+}
+
+// create stages a no-replace create of state/<id>.json, refused at once
+// when id is staged in this batch or (lookup) in any of q's states.
+func (b *Batch) create(q *Queue, state, id string, v any, lookup bool) (*Staged, error) {
+	if err := q.checkPut(state, id); err != nil {
 		return nil, err
 	}
 	s := &Staged{q: q, id: id, state: state}
@@ -201,11 +172,13 @@ func (b *Batch) Create(q *Queue, state, id string, v any) (*Staged, error) {
 		s.err = fmt.Errorf("put %s %s: %w in this batch", q.kind, id, ErrExists)
 		return s, nil
 	}
-	data, err := encode(v)
-	if err != nil {
-		return nil, fmt.Errorf("put %s %s: %w", q.kind, id, err)
+	if lookup {
+		if st, ok := q.Find(id); ok {
+			s.err = fmt.Errorf("put %s %s: %w in %s", q.kind, id, ErrExists, st)
+			return s, nil
+		}
 	}
-	it, sp, err := b.write(q, q.Path(state, id), data, placeCreate)
+	it, sp, err := b.stage(q, state, id, v, placeCreate)
 	if err != nil {
 		return nil, err
 	}

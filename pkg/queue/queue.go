@@ -16,13 +16,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
@@ -41,8 +39,6 @@ var (
 	// ErrExists is returned by PutOnce (and no-replace moves) when the id is
 	// already present.
 	ErrExists = errors.New("already exists")
-	// ErrTooLarge is returned by Read for files over the size limit.
-	ErrTooLarge = errors.New("file too large")
 )
 
 // Queue is one queue kind (events, tasks or messages).
@@ -84,6 +80,14 @@ func (q *Queue) checkState(state string) error {
 	return fmt.Errorf("queue %s has no state %q", q.kind, state)
 }
 
+// checkPut checks the id and state of a write.
+func (q *Queue) checkPut(state, id string) error {
+	if err := ids.Check(id); err != nil {
+		return fmt.Errorf("put %s/%s: %w", q.kind, state, err)
+	}
+	return q.checkState(state)
+}
+
 func encode(v any) ([]byte, error) {
 	if b, ok := v.([]byte); ok {
 		if !json.Valid(b) {
@@ -101,10 +105,7 @@ func encode(v any) ([]byte, error) {
 // Put writes v (a value or raw JSON bytes) as state/<id>.json, replacing any
 // file of that name there. Use it to rewrite a file its owner holds.
 func (q *Queue) Put(state, id string, v any) error {
-	if err := ids.Check(id); err != nil {
-		return fmt.Errorf("put %s/%s: %w", q.kind, state, err)
-	}
-	if err := q.checkState(state); err != nil {
+	if err := q.checkPut(state, id); err != nil {
 		return err
 	}
 	b, err := encode(v)
@@ -121,10 +122,7 @@ func (q *Queue) Put(state, id string, v any) error {
 // (rejected/ included, SPEC §9.3). It returns an error wrapping ErrExists
 // otherwise, leaving everything untouched.
 func (q *Queue) PutOnce(state, id string, v any) error {
-	if err := ids.Check(id); err != nil {
-		return fmt.Errorf("put %s/%s: %w", q.kind, state, err)
-	}
-	if err := q.checkState(state); err != nil {
+	if err := q.checkPut(state, id); err != nil {
 		return err
 	}
 	if s, ok := q.Find(id); ok {
@@ -236,34 +234,11 @@ func (q *Queue) ReadJSON(state, id string, v any) error {
 	return nil
 }
 
-// ErrNotRegular is returned for a FIFO, device, directory or symlink where a
-// file was expected.
-var ErrNotRegular = errors.New("not a regular file")
-
-// ReadLimited reads a regular file of at most max bytes. It never follows a
-// symlink and never blocks on a FIFO planted in a queue directory.
+// ReadLimited reads a regular file of at most max bytes: it never follows a
+// symlink and never blocks on a FIFO planted in a queue directory
+// (atomicfile.ReadLimited; atomicfile.ErrNotRegular, atomicfile.ErrTooLarge).
 func ReadLimited(path string, max int64) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		if errors.Is(err, syscall.ELOOP) {
-			return nil, fmt.Errorf("read %s: %w (symlink)", path, ErrNotRegular)
-		}
-		return nil, err
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err != nil {
-		return nil, err
-	} else if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("read %s: %w", path, ErrNotRegular)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	if int64(len(b)) > max {
-		return nil, fmt.Errorf("read %s: %w (over %d bytes)", path, ErrTooLarge, max)
-	}
-	return b, nil
+	return atomicfile.ReadLimited(path, max)
 }
 
 // Entry is one listed queue file.
