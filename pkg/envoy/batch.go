@@ -154,6 +154,9 @@ func (e *Envoy) finishAll(dones []*done) error {
 	// file where there is no pool; one group commit for all.
 	e.useSpares()
 	b := queue.NewBatch()
+	// pending/ is synced with the moves, at the next checkpoint (syncMoves),
+	// before the journal that records these deliveries is emptied.
+	b.DeferDirSync()
 	if afterRename != nil {
 		b.AfterRename(afterRename)
 	}
@@ -195,7 +198,7 @@ func (e *Envoy) finishAll(dones []*done) error {
 	}
 	// The moves are made durable before the records that stand for them
 	// go: at the next checkpoint (syncMoves), not once per tick.
-	if len(moved) > 0 {
+	if len(moved) > 0 || len(rw) > 0 {
 		e.markMoved(dirs)
 	}
 	e.st.delivered(sent)

@@ -29,6 +29,8 @@ type Batch struct {
 	gidx  []int
 	n     int
 	after func(i int)
+	// deferDirs: Commit leaves the recycled files' directories unsynced.
+	deferDirs bool
 }
 
 // NewBatch returns an empty batch.
@@ -187,7 +189,17 @@ func (b *Batch) create(q *Queue, state, id string, v any, lookup bool) (*Staged,
 	return s, nil
 }
 
-// Commit makes every staged file visible and durable. On an error some
+// DeferDirSync makes Commit skip the fsync of the directories its recycled
+// files (those of queues with spares) were renamed into: each file's
+// content is durable before its rename, but after a crash its name may hold
+// the old version again, whole. It is for a caller that syncs those
+// directories itself before it relies on the renames (the envoy, at its
+// checkpoint, before it empties the journal that records what it did).
+// Files of queues without spares are committed by the Group, which syncs
+// their directories as always.
+func (b *Batch) DeferDirSync() { b.deferDirs = true }
+
+// Commit makes every staged file visible and durable (see DeferDirSync). On an error some
 // files may be in place (each whole); the caller retries what it did not
 // mark done, which the deterministic names make idempotent.
 func (b *Batch) Commit() error {
@@ -227,6 +239,9 @@ func (b *Batch) Commit() error {
 		}
 	}
 	for _, d := range order {
+		if b.deferDirs {
+			break
+		}
 		if err := atomicfile.SyncDir(d); err != nil {
 			errs = append(errs, err)
 		}

@@ -38,6 +38,7 @@ import (
 type Spares struct {
 	dir string
 	dev uint64
+	uid int
 
 	mu   sync.Mutex
 	pool []spare // by rest start, oldest first
@@ -92,7 +93,7 @@ func NewSpares(dir string, sameFS ...string) (*Spares, error) {
 	if err := probeNoReplace(dir); err != nil {
 		return nil, fmt.Errorf("spares %s: no-replace rename unsupported: %w", dir, err)
 	}
-	s := &Spares{dir: dir, dev: uint64(st.Dev), max: DefaultMaxSpares, now: time.Now,
+	s := &Spares{dir: dir, dev: uint64(st.Dev), uid: os.Getuid(), max: DefaultMaxSpares, now: time.Now,
 		prefix: "s-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-"}
 	return s, nil
 }
@@ -183,8 +184,8 @@ func (s *Spares) keepLink(path string, rest time.Duration) {
 // take opens a rested spare for rewriting (at offset 0, its old bytes
 // still there: stage cuts them after writing, so a small file keeps its
 // block and nothing is freed), or creates a fresh temp in the pool's
-// directory when none is ready.
-func (s *Spares) take() (*os.File, string, error) {
+// directory when none is ready. It returns the file's length too.
+func (s *Spares) take() (*os.File, string, int64, error) {
 	s.mu.Lock()
 	s.load()
 	now := s.now()
@@ -198,7 +199,7 @@ func (s *Spares) take() (*os.File, string, error) {
 		}
 		var st syscall.Stat_t
 		if err := syscall.Fstat(int(f.Fd()), &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG ||
-			st.Nlink != 1 || int(st.Uid) != os.Getuid() || uint64(st.Dev) != s.dev {
+			st.Nlink != 1 || int(st.Uid) != s.uid || uint64(st.Dev) != s.dev {
 			// Another name still points at it (a replace that failed), or
 			// it is not ours to write: never write into it.
 			f.Close()
@@ -209,15 +210,15 @@ func (s *Spares) take() (*os.File, string, error) {
 			f.Chmod(0o600)
 		}
 		s.mu.Unlock()
-		return f, sp.name, nil
+		return f, sp.name, st.Size, nil
 	}
 	name := s.newName()
 	s.mu.Unlock()
 	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return nil, "", err
+		return nil, "", 0, err
 	}
-	return f, name, nil
+	return f, name, 0, nil
 }
 
 // giveBack returns name to the pool, to rest rest: a written spare that
@@ -261,13 +262,13 @@ type spareItem struct {
 // stage writes data into a spare for path (not yet synced); the inode it
 // replaces, if any, will rest rest in the pool.
 func (s *Spares) stage(path string, data []byte, mode placeMode, rest time.Duration) (*spareItem, error) {
-	f, tmp, err := s.take()
+	f, tmp, size, err := s.take()
 	if err != nil {
 		return nil, fmt.Errorf("write %s: %w", path, err)
 	}
 	_, err = f.Write(data)
-	if err == nil {
-		err = f.Truncate(int64(len(data)))
+	if err == nil && size > int64(len(data)) {
+		err = f.Truncate(int64(len(data))) // cut the old tail
 	}
 	if err != nil {
 		f.Close()
