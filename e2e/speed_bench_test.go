@@ -72,75 +72,23 @@ func TestSpeedBench(t *testing.T) {
 		once = append(once, d)
 	}
 
-	// 3. Burst: 200 inbox files at once.
-	const burst = 200
+	// 3. Burst: 200 inbox files at once, three times; the run with the
+	// median CPU per task is reported (each run's figures are listed too):
+	// one burst's CPU swings by ±15% with the machine's other work.
+	const burst, runs = 200, 3
 	pids := rolePIDs(t, k)
 	pids["start"] = k.start.Process.Pid
 	if srv := parentPID(pids["king"]); srv > 1 {
 		pids["tmux server (soldiers)"] = srv
 	}
-	cpuBefore := map[string]float64{}
-	for name, pid := range pids {
-		cpuBefore[name] = cpuTreeSeconds(pid)
+	var all []burstRun
+	for r := range runs {
+		all = append(all, runBurst(t, k, w, pids, slots, burst, fmt.Sprintf("evt-burst%d", r)))
 	}
-	done0 := countJSON(k.L.QueueState(layout.QEvents, layout.Completed))
-	stop := make(chan struct{})
-	var samples []int // tasks in progress while work waits
-	var smu sync.Mutex
-	go func() {
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(10 * time.Millisecond):
-			}
-			// Names only (no stat, no validation): the sampler shares the
-			// two cores with the kingdom it measures.
-			waiting := countJSON(k.L.QueueState(layout.QTasks, layout.Pending)) + countJSON(k.L.QueueState(layout.QEvents, layout.Pending)) + countJSON(k.L.Inbox())
-			if waiting == 0 {
-				continue
-			}
-			smu.Lock()
-			samples = append(samples, countJSON(k.L.QueueState(layout.QTasks, layout.InProgress)))
-			smu.Unlock()
-		}
-	}()
-	burstStart := time.Now()
-	bl := map[string]time.Time{}
-	for i := 0; i < burst; i++ {
-		id := fmt.Sprintf("evt-burst-%03d", i)
-		bl[id] = dropInbox(t, k, id, i)
-	}
-	k.Eventually("burst completed", 5*time.Minute, func() bool {
-		return countJSON(k.L.QueueState(layout.QEvents, layout.Completed)) == done0+burst && countJSON(k.L.QueueState(layout.QMessages, layout.Pending)) == 0
-	})
-	close(stop)
-	_, burstSent := w.latencies(k, bl)
-	last := burstStart
-	for _, d := range burstSent {
-		if at := burstStart.Add(d); at.After(last) {
-			last = at
-		}
-	}
-	// Let the last soldiers' processes be reaped before reading CPU.
-	time.Sleep(500 * time.Millisecond)
-	cpu := map[string]float64{}
-	var cpuTotal float64
-	for name, pid := range pids {
-		cpu[name] = cpuTreeSeconds(pid) - cpuBefore[name]
-		cpuTotal += cpu[name]
-	}
-	elapsed := last.Sub(burstStart)
-	rate := float64(burst) / elapsed.Seconds()
-	smu.Lock()
-	busy := 0.0
-	for _, s := range samples {
-		busy += float64(min(s, slots))
-	}
-	if len(samples) > 0 {
-		busy = busy / float64(len(samples)) / slots * 100
-	}
-	smu.Unlock()
+	sorted := append([]burstRun(nil), all...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].cpuTotal < sorted[j].cpuTotal })
+	med := sorted[len(sorted)/2]
+	cpu, cpuTotal, rate, busy, elapsed, samples := med.cpu, med.cpuTotal, med.rate, med.busy, med.elapsed, med.samples
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "### Machine limits (measured in this run, in the kingdom's base dir)\n\n")
@@ -181,7 +129,12 @@ func TestSpeedBench(t *testing.T) {
 	fmt.Fprintf(&b, "| burst (%d events, %d slots, instant engine) | target | measured | limit | ratio |\n|---|---|---|---|---|\n", burst, slots)
 	fmt.Fprintf(&b, "| end to end, first inbox file → last completion sent | ≥ 60 events/s | %.1f events/s (%s) | %.0f events/s (%d slots / (tmux session + 2 process starts)) | %.2f |\n",
 		rate, elapsed.Round(time.Millisecond), floorRate, slots, rate/floorRate)
-	fmt.Fprintf(&b, "| slots busy while work waits | ≥ 90%% | %.0f%% (%d samples) | 100%% | %.2f |\n\n", busy, len(samples), busy/100)
+	fmt.Fprintf(&b, "| slots busy while work waits | ≥ 90%% | %.0f%% (%d samples) | 100%% | %.2f |\n\n", busy, samples, busy/100)
+	var each []string
+	for i, r := range all {
+		each = append(each, fmt.Sprintf("run %d: %.1f events/s, %.0f%% busy, %.1f CPU-ms per task", i+1, r.rate, r.busy, r.cpuTotal*1000/burst))
+	}
+	fmt.Fprintf(&b, "%d bursts in this run, the one with the median CPU reported above and below (%s).\n\n", runs, strings.Join(each, "; "))
 	fmt.Fprintf(&b, "### Issue #17: CPU per task across all processes (the burst above)\n\n")
 	fmt.Fprintf(&b, "User+system CPU of each daemon and its reaped children (`/proc/<pid>/stat` utime+stime+cutime+cstime)\n"+
 		"over the burst, divided by %d tasks. Soldiers (`soldier-spawn run` and the engine) run under the tmux server.\n\n", burst)
@@ -506,4 +459,83 @@ func soldierRunCPU(t *testing.T, k *Kingdom) (run, engine time.Duration) {
 	}
 	engine = pctD(engines, 50)
 	return pctD(runs, 50) - engine, engine
+}
+
+// burstRun is one burst's figures.
+type burstRun struct {
+	cpu      map[string]float64 // CPU seconds per process over the burst
+	cpuTotal float64
+	rate     float64 // events per second, first inbox file → last completion sent
+	busy     float64 // % of slots busy while work waited
+	elapsed  time.Duration
+	samples  int
+}
+
+// runBurst drops n inbox files at once (ids prefix-000…) and measures until
+// every one is completed and its messages sent.
+func runBurst(t *testing.T, k *Kingdom, w *fileTimes, pids map[string]int, slots, n int, prefix string) burstRun {
+	cpuBefore := map[string]float64{}
+	for name, pid := range pids {
+		cpuBefore[name] = cpuTreeSeconds(pid)
+	}
+	done0 := countJSON(k.L.QueueState(layout.QEvents, layout.Completed))
+	stop := make(chan struct{})
+	var samples []int // tasks in progress while work waits
+	var smu sync.Mutex
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			// Names only (no stat, no validation): the sampler shares the
+			// two cores with the kingdom it measures.
+			waiting := countJSON(k.L.QueueState(layout.QTasks, layout.Pending)) + countJSON(k.L.QueueState(layout.QEvents, layout.Pending)) + countJSON(k.L.Inbox())
+			if waiting == 0 {
+				continue
+			}
+			smu.Lock()
+			samples = append(samples, countJSON(k.L.QueueState(layout.QTasks, layout.InProgress)))
+			smu.Unlock()
+		}
+	}()
+	burstStart := time.Now()
+	bl := map[string]time.Time{}
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("%s-%03d", prefix, i)
+		bl[id] = dropInbox(t, k, id, i)
+	}
+	k.Eventually("burst completed", 5*time.Minute, func() bool {
+		return countJSON(k.L.QueueState(layout.QEvents, layout.Completed)) == done0+n && countJSON(k.L.QueueState(layout.QMessages, layout.Pending)) == 0
+	})
+	close(stop)
+	_, sent := w.latencies(k, bl)
+	last := burstStart
+	for _, d := range sent {
+		if at := burstStart.Add(d); at.After(last) {
+			last = at
+		}
+	}
+	// Let the last soldiers' processes be reaped before reading CPU.
+	time.Sleep(500 * time.Millisecond)
+	r := burstRun{cpu: map[string]float64{}}
+	for name, pid := range pids {
+		r.cpu[name] = cpuTreeSeconds(pid) - cpuBefore[name]
+		r.cpuTotal += r.cpu[name]
+	}
+	r.elapsed = last.Sub(burstStart)
+	r.rate = float64(n) / r.elapsed.Seconds()
+	smu.Lock()
+	defer smu.Unlock()
+	r.samples = len(samples)
+	for _, s := range samples {
+		r.busy += float64(min(s, slots))
+	}
+	if len(samples) > 0 {
+		r.busy = r.busy / float64(len(samples)) / float64(slots) * 100
+	}
+	// Let the kingdom settle (retries, reports) before the next run.
+	time.Sleep(time.Second)
+	return r
 }

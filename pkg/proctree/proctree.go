@@ -20,21 +20,27 @@ type Proc struct {
 	PID, PGID int
 }
 
-// stat reads the parent pid and process group of pid from /proc/<pid>/stat.
-func stat(pid int) (ppid, pgid int, ok bool) {
+// statFields returns the fields of /proc/<pid>/stat from the third on
+// (state, ppid, pgrp, …): the command name before them is in parentheses
+// and may contain spaces, so they start after the last ')'.
+func statFields(pid int) ([]string, bool) {
 	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
 	if err != nil {
-		return 0, 0, false
+		return nil, false
 	}
-	// The command name is in parentheses and may contain spaces: fields
-	// start after the last ')'. Then: state ppid pgrp …
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0, 0, false
+		return nil, false
 	}
 	f := strings.Fields(s[i+1:])
-	if len(f) < 3 {
+	return f, len(f) >= 20 && len(f[0]) > 0
+}
+
+// stat reads the parent pid and process group of pid.
+func stat(pid int) (ppid, pgid int, ok bool) {
+	f, ok := statFields(pid)
+	if !ok {
 		return 0, 0, false
 	}
 	ppid, err1 := strconv.Atoi(f[1])
@@ -106,16 +112,8 @@ func Kill(tree []Proc) {
 
 // Alive reports whether pid still exists (a zombie counts as gone).
 func Alive(pid int) bool {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 || i+2 >= len(s) {
-		return false
-	}
-	return s[i+2] != 'Z'
+	f, ok := statFields(pid)
+	return ok && f[0][0] != 'Z'
 }
 
 // Identity names one process across pid reuse: its pid and its start time
@@ -125,23 +123,13 @@ type Identity struct {
 	Start uint64
 }
 
-// procStat reads pid's state letter and start time.
+// procStat reads pid's state letter and start time (field 22).
 func procStat(pid int) (state byte, start uint64, ok bool) {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
+	f, ok := statFields(pid)
+	if !ok {
 		return 0, 0, false
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, 0, false
-	}
-	f := strings.Fields(s[i+1:])
-	// f[0] is field 3 (state); the start time is field 22.
-	if len(f) < 20 || len(f[0]) == 0 {
-		return 0, 0, false
-	}
-	start, err = strconv.ParseUint(f[19], 10, 64)
+	start, err := strconv.ParseUint(f[19], 10, 64)
 	return f[0][0], start, err == nil
 }
 
