@@ -74,6 +74,7 @@ type General struct {
 	lastReconcile time.Time
 	raw           rawWatch
 	others        map[string]bool // pending task ids addressed elsewhere (pending.go)
+	sparesOpened  bool            // the claim rewrites' pool was opened (spares.go)
 }
 
 // New returns the general described by o.Manifest.
@@ -239,7 +240,8 @@ func (g *General) claim(ctx context.Context) error {
 		}
 		g.trace(t.ID, "claimed")
 		t.Status = schema.TaskInProgress
-		if err := g.tasks.Put(layout.InProgress, t.ID, t); err != nil {
+		g.useSpares()
+		if err := g.tasks.Rewrite(layout.InProgress, t.ID, t); err != nil {
 			g.log.Warn("mark task in progress", "task", t.ID, "err", err)
 		}
 		g.emit("task.started", map[string]any{"task_id": t.ID, "general": g.name, "retry_count": t.RetryCount, "type": t.Type})

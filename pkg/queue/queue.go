@@ -118,6 +118,24 @@ func (q *Queue) Put(state, id string, v any) error {
 	return atomicfile.WriteFile(q.Path(state, id), b, 0o600)
 }
 
+// Rewrite is Put for a file the caller knows is there (one it just claimed
+// or read and holds): through spares the new version is swapped with the
+// old in one renameat2 (RENAME_EXCHANGE), and the old inode joins the pool;
+// a file gone meanwhile is created. Without spares it is Put.
+func (q *Queue) Rewrite(state, id string, v any) error {
+	if q.spares == nil {
+		return q.Put(state, id, v)
+	}
+	if err := q.checkPut(state, id); err != nil {
+		return err
+	}
+	b, err := encode(v)
+	if err != nil {
+		return fmt.Errorf("put %s %s: %w", q.kind, id, err)
+	}
+	return q.spares.write(q.Path(state, id), b, placeRewrite, q.replacedRest)
+}
+
 // PutOnce creates state/<id>.json only if id is in none of the queue's states
 // (rejected/ included, SPEC §9.3). It returns an error wrapping ErrExists
 // otherwise, leaving everything untouched.

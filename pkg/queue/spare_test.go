@@ -429,3 +429,27 @@ func TestSpares_AnotherFilesystemIsRefused(t *testing.T) {
 		t.Fatal("a pool on another filesystem was accepted")
 	}
 }
+
+// Queue.Rewrite swaps the new version in and keeps the old inode in the
+// pool; without spares it is Put.
+func TestQueue_RewriteThroughSparesAndWithout(t *testing.T) {
+	f := newSpareFixture(t)
+	f.q.PutOnce(layout.InProgress, "task-a", map[string]any{"id": "task-a", "v": "0"})
+	old := f.ino(f.q.Path(layout.InProgress, "task-a"))
+	if err := f.q.Rewrite(layout.InProgress, "task-a", map[string]any{"id": "task-a", "v": "1"}); err != nil {
+		t.Fatal(err)
+	}
+	if f.read(layout.InProgress, "task-a") != "1" || !f.poolInodes()[old] {
+		t.Errorf("content %q; old inode in the pool: %v", f.read(layout.InProgress, "task-a"), f.poolInodes()[old])
+	}
+	f.q.UseSpares(nil, 0)
+	if err := f.q.Rewrite(layout.InProgress, "task-a", map[string]any{"id": "task-a", "v": "2"}); err != nil {
+		t.Fatal(err)
+	}
+	if f.read(layout.InProgress, "task-a") != "2" || f.sp.Len() != 1 {
+		t.Errorf("content %q, pool %d", f.read(layout.InProgress, "task-a"), f.sp.Len())
+	}
+	if err := f.q.Rewrite(layout.InProgress, "../x", map[string]any{}); err == nil {
+		t.Error("unsafe id rewritten")
+	}
+}
