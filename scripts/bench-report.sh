@@ -37,6 +37,13 @@ group, and those groups are crowded). File creates are the dearest step of a tas
 directory every per-task figure below rises; the limits beside each figure are measured where
 the figure is.
 
+The filesystem is ext4 mounted without a journal (\`/proc/fs/jbd2\` is empty). There a new inode
+skips every inode freed in the last ~35 s of its block group, so a create also gets dearer right
+after many deletions — which the benchmarks cause themselves (each package's temp dirs are removed
+when its benchmarks end). The same code therefore measures differently from run to run: sentinel
+admission of 1,000 inbox files took 334 µs/event run alone and over 1,000 µs/event inside
+\`make bench\` (2026-11-24/25). Compare CPU figures, and read each figure beside its limit.
+
 HDR
 if [ -n "$speed" ] && [ -s "$speed" ]; then
   cat "$speed"
