@@ -146,26 +146,38 @@ func pct(ds []time.Duration, p int) string {
 	if len(ds) == 0 {
 		return "-"
 	}
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	i := (len(s) - 1) * p / 100
-	return s[i].Round(100 * time.Microsecond).String()
+	return pctD(ds, p).Round(100 * time.Microsecond).String()
 }
 
-// cpuSeconds reads utime+stime of a process from /proc (clock ticks of 1/100 s).
-func cpuSeconds(pid int) float64 {
+// procStat returns the fields of /proc/<pid>/stat after the command name
+// (state, ppid, …; utime is [11]), or nil.
+func procStat(pid int) []string {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0
+		return nil
 	}
 	s := string(b)
 	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	if len(f) < 13 {
-		return 0
+	if len(f) < 15 {
+		return nil
 	}
-	u, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	return (u + st) / 100
+	return f
+}
+
+// cpuSeconds reads utime+stime of a process (clock ticks of 1/100 s).
+func cpuSeconds(pid int) float64 { return statSeconds(pid, 11, 12) }
+
+// statSeconds sums the /proc/<pid>/stat tick fields at idx, in seconds.
+func statSeconds(pid int, idx ...int) float64 {
+	f := procStat(pid)
+	var sum float64
+	for _, i := range idx {
+		if f != nil {
+			v, _ := strconv.ParseFloat(f[i], 64)
+			sum += v
+		}
+	}
+	return sum / 100
 }
 
 func rssMiB(pid int) float64 {

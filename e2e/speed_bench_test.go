@@ -284,35 +284,17 @@ func ratio(a, b time.Duration) float64 {
 
 // parentPID reads a process's parent from /proc.
 func parentPID(pid int) int {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
+	f := procStat(pid)
+	if f == nil {
 		return 0
 	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
 	p, _ := strconv.Atoi(f[1])
 	return p
 }
 
 // cpuTreeSeconds is utime+stime+cutime+cstime of a process (its own CPU
 // and that of the children it has reaped), in seconds.
-func cpuTreeSeconds(pid int) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	if len(f) < 15 {
-		return 0
-	}
-	var sum float64
-	for _, i := range []int{11, 12, 13, 14} {
-		v, _ := strconv.ParseFloat(f[i], 64)
-		sum += v
-	}
-	return sum / 100
-}
+func cpuTreeSeconds(pid int) float64 { return statSeconds(pid, 11, 12, 13, 14) }
 
 type limitFigure struct {
 	name string
