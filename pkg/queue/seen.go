@@ -63,19 +63,25 @@ func (s *seenIndex) refresh() error {
 		}
 		return fmt.Errorf("read seen index: %w", err)
 	}
-	present := map[string]bool{}
+	present := map[string]int64{} // name → size
 	for _, e := range ents {
-		if isSeenJournal(e.Name()) && e.Type().IsRegular() {
-			present[e.Name()] = true
+		if !isSeenJournal(e.Name()) || !e.Type().IsRegular() {
+			continue
+		}
+		if fi, err := e.Info(); err == nil {
+			present[e.Name()] = fi.Size()
 		}
 	}
 	for name := range s.offsets {
-		if !present[name] {
+		if _, ok := present[name]; !ok {
 			s.ids, s.offsets = map[string]struct{}{}, map[string]int64{}
 			break
 		}
 	}
-	for name := range present {
+	for name, size := range present {
+		if off, ok := s.offsets[name]; ok && off == size {
+			continue // nothing appended since the last read
+		}
 		if err := s.readFrom(name); err != nil {
 			return err
 		}
