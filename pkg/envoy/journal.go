@@ -106,7 +106,10 @@ func (st *store) record(id string, d Delivery, now time.Time, fn func(*State)) e
 	if err := st.openJournal(); err != nil {
 		return err
 	}
-	if _, err := st.journal.Write(append(line, '\n')); err != nil {
+	// The leading newline ends a line a crash tore (a power loss can keep
+	// part of an append): this record is never glued onto it.
+	rec := append(append([]byte{'\n'}, line...), '\n')
+	if _, err := st.journal.Write(rec); err != nil {
 		return fmt.Errorf("append delivery journal: %w", err)
 	}
 	if st.journalN == 0 {
@@ -203,8 +206,9 @@ func (st *store) truncateJournal() error {
 	return nil
 }
 
-// readJournal returns the recorded deliveries; a torn last line (a crash
-// mid-append, before its message left pending/) is ignored.
+// readJournal returns the recorded deliveries; a torn line (a crash
+// mid-append, before its message left pending/) and the empty lines
+// between records are ignored.
 func (st *store) readJournal() ([]journalEntry, error) {
 	b, err := os.ReadFile(journalPath(st.l))
 	if errors.Is(err, fs.ErrNotExist) {

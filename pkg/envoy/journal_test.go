@@ -59,3 +59,31 @@ func TestJournal_ReplayAfterACrashBeforeTheFilesWereWritten(t *testing.T) {
 		t.Errorf("message in %q", s)
 	}
 }
+
+// A power loss can leave part of an append at the journal's end; the next
+// run's records start on a line of their own and replay (they were glued
+// onto the torn one, and lost with it).
+func TestJournal_RecordAfterATornLineReplays(t *testing.T) {
+	h := newHarness(t, setup{console: true})
+	if err := layout.EnsureDir(h.l.RoleStateDir(layout.RoleEnvoy)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(journalPath(h.l), []byte(`{"id":"msg-torn","d":{"ts":"17`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h.put(message("msg-task-20261121-001-start", "thread_start", "task-20261121-001"))
+	if err := h.e.sendPending(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := h.e.st.readJournal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, je := range entries {
+		got = append(got, je.ID)
+	}
+	if len(got) != 1 || got[0] != "msg-task-20261121-001-start" {
+		t.Fatalf("journal replays %v, want only the new record", got)
+	}
+}
