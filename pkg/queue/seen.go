@@ -45,6 +45,11 @@ type seenIndex struct {
 	dir     string
 	ids     map[string]struct{}
 	offsets map[string]int64
+	// dirMtime is the seen directory's mtime at the last listing; while it
+	// stays and the newest journal is today's, no journal came or went and
+	// only today's (where every admitter appends) can have grown.
+	dirMtime time.Time
+	newest   string
 }
 
 func newSeenIndex(dir string) *seenIndex {
@@ -55,13 +60,27 @@ func newSeenIndex(dir string) *seenIndex {
 // A journal that disappeared (retention) drops the index and rebuilds it
 // from the files that remain. Must hold mu.
 func (s *seenIndex) refresh() error {
+	di, err := os.Stat(s.dir)
+	// (Timestamps are coarse, so a journal made in the same tick as the last
+	// listing would not move the mtime: today's journal must be the newest
+	// known one, else the directory is listed again.)
+	if err == nil && s.newest == seenJournalName(time.Now()) && di.ModTime().Equal(s.dirMtime) {
+		fi, err := os.Stat(filepath.Join(s.dir, s.newest))
+		if err == nil && fi.Size() == s.offsets[s.newest] {
+			return nil
+		}
+		return s.readFrom(s.newest)
+	}
 	ents, err := os.ReadDir(s.dir)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			s.ids, s.offsets = map[string]struct{}{}, map[string]int64{}
+			s.ids, s.offsets, s.newest = map[string]struct{}{}, map[string]int64{}, ""
 			return nil
 		}
 		return fmt.Errorf("read seen index: %w", err)
+	}
+	if di != nil {
+		s.dirMtime = di.ModTime()
 	}
 	present := map[string]int64{} // name → size
 	for _, e := range ents {
@@ -78,7 +97,9 @@ func (s *seenIndex) refresh() error {
 			break
 		}
 	}
+	s.newest = ""
 	for name, size := range present {
+		s.newest = max(s.newest, name) // day names sort by date
 		if off, ok := s.offsets[name]; ok && off == size {
 			continue // nothing appended since the last read
 		}
