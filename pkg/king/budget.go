@@ -224,17 +224,21 @@ func (k *King) taskTotals(t *schema.Task) spend.Totals {
 }
 
 // withTotals adds the task's totals over its attempts to a task.* event.
-func (k *King) withTotals(t *schema.Task, data map[string]any) map[string]any {
-	tot := k.taskTotals(t)
-	data["cost_usd"] = tot.CostUSD
+// Its cost is null when no attempt was priced (§10.6: codex without
+// pricing), not a zero that reads as free.
+func withTotals(tot spend.Totals, data map[string]any) map[string]any {
+	if tot.Attempts > tot.Unpriced {
+		data["cost_usd"] = tot.CostUSD
+	} else {
+		data["cost_usd"] = nil
+	}
 	data["usage"] = tot.Usage
 	data["attempts_costed"] = tot.Attempts
 	return data
 }
 
 // costNote is the cost and duration line of a completion message.
-func (k *King) costNote(t *schema.Task, res *schema.Result) string {
-	tot := k.taskTotals(t)
+func costNote(tot spend.Totals, res *schema.Result) string {
 	d := time.Duration(res.DurationSeconds * float64(time.Second)).Round(time.Second)
 	cost := fmt.Sprintf("$%.2f", tot.CostUSD)
 	if tot.Attempts > 0 && tot.Unpriced == tot.Attempts {

@@ -13,6 +13,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/spend"
 )
 
 // processResults handles every final result whose task is still in
@@ -130,51 +131,55 @@ func (k *King) decodeResult(t *schema.Task, b []byte, readErr error) *schema.Res
 func (k *King) finish(t *schema.Task, res *schema.Result) error {
 	k.cancelOverride(t, res)
 	general := t.TargetGeneral
+	if res.Status != schema.ResultSuccess && res.Status != schema.ResultSkipped && res.Status != schema.ResultNeedsHuman &&
+		!res.IsTerminal() && t.RetryCount < k.cfg.Retry.MaxAttempts {
+		// failed, killed (and anything unknown): the error policy (seed 004).
+		return k.retry(t, res)
+	}
+	// The task's totals over its attempts, read once for its message and
+	// its task.* event (§10.6).
+	tot := k.taskTotals(t)
 	switch res.Status {
 	case schema.ResultSuccess:
-		if err := k.finalMessages(t, res, schema.FinalDone); err != nil {
+		if err := k.finalMessages(t, res, schema.FinalDone, tot); err != nil {
 			return err
 		}
-		return k.complete(t, schema.TaskCompleted, "task.completed", map[string]any{
+		return k.complete(t, schema.TaskCompleted, "task.completed", withTotals(tot, map[string]any{
 			"task_id": t.ID, "status": res.Status, "duration_seconds": res.DurationSeconds, "general": general,
-		})
+		}))
 	case schema.ResultSkipped:
-		if err := k.finalMessages(t, res, schema.FinalSkipped); err != nil {
+		if err := k.finalMessages(t, res, schema.FinalSkipped, tot); err != nil {
 			return err
 		}
-		return k.complete(t, schema.ResultSkipped, "task.completed", map[string]any{
+		return k.complete(t, schema.ResultSkipped, "task.completed", withTotals(tot, map[string]any{
 			"task_id": t.ID, "status": res.Status, "reason": res.Reason, "duration_seconds": res.DurationSeconds, "general": general,
-		})
+		}))
 	case schema.ResultNeedsHuman:
 		if err := k.queueMessage(k.questionMessage(t, res)); err != nil {
 			return err
 		}
-		return k.complete(t, schema.ResultNeedsHuman, "task.needs_human", map[string]any{
+		return k.complete(t, schema.ResultNeedsHuman, "task.needs_human", withTotals(tot, map[string]any{
 			"task_id": t.ID, "question": res.Question, "general": general,
-		})
+		}))
 	}
-	// failed, killed (and anything unknown): the error policy (seed 004).
-	if !res.IsTerminal() && t.RetryCount < k.cfg.Retry.MaxAttempts {
-		return k.retry(t, res)
-	}
-	if err := k.finalMessages(t, res, schema.FinalFailed); err != nil {
+	if err := k.finalMessages(t, res, schema.FinalFailed, tot); err != nil {
 		return err
 	}
-	return k.complete(t, schema.ResultFailed, "task.failed", map[string]any{
+	return k.complete(t, schema.ResultFailed, "task.failed", withTotals(tot, map[string]any{
 		"task_id": t.ID, "status": res.Status, "error": res.Error, "error_reason": res.ErrorReason,
 		"retry_count": t.RetryCount, "terminal": res.IsTerminal(), "general": general,
-	})
+	}))
 }
 
 // finalMessages queues the completion notification (msg-<task>-done|failed|
 // skipped, into notify_channel when given) and the proclamation, if any.
-func (k *King) finalMessages(t *schema.Task, res *schema.Result, final string) error {
+func (k *King) finalMessages(t *schema.Task, res *schema.Result, final string, tot spend.Totals) error {
 	var content string
 	ctx := map[string]any{"general": t.TargetGeneral, "status": res.Status, "summary": res.Summary,
 		"duration_seconds": res.DurationSeconds, "task_type": t.Type, "repo": t.Repo}
 	switch {
 	case final == schema.FinalDone:
-		content = fmt.Sprintf("✅ %s finished %s%s: %s", t.TargetGeneral, t.ID, k.costNote(t, res), truncate(res.Summary, 3000))
+		content = fmt.Sprintf("✅ %s finished %s%s: %s", t.TargetGeneral, t.ID, costNote(tot, res), truncate(res.Summary, 3000))
 	case final == schema.FinalSkipped:
 		content = fmt.Sprintf("⏭️ %s skipped %s: %s", t.TargetGeneral, t.ID, truncate(firstNonEmpty(res.Reason, res.Summary), 3000))
 		ctx["reason"] = res.Reason
@@ -186,7 +191,7 @@ func (k *King) finalMessages(t *schema.Task, res *schema.Result, final string) e
 	default:
 		attempts := t.RetryCount + 1
 		content = fmt.Sprintf("❌ %s failed %s after %d attempt%s%s (%s): %s", t.TargetGeneral, t.ID, attempts,
-			plural(attempts), k.costNote(t, res), firstNonEmpty(res.ErrorReason, res.Status), truncate(firstNonEmpty(res.Error, res.Summary), 3000))
+			plural(attempts), costNote(tot, res), firstNonEmpty(res.ErrorReason, res.Status), truncate(firstNonEmpty(res.Error, res.Summary), 3000))
 		ctx["error_reason"] = res.ErrorReason
 		ctx["error"] = truncate(res.Error, 3000)
 		ctx["retry_count"] = t.RetryCount
@@ -277,7 +282,7 @@ func (k *King) complete(t *schema.Task, status, evType string, data map[string]a
 
 // completed emits a finished task's outcome, as its general.
 func (k *King) completed(t *schema.Task, status, evType string, data map[string]any) {
-	k.em.EmitAs(evType, t.TargetGeneral, k.withTotals(t, data))
+	k.em.EmitAs(evType, t.TargetGeneral, data)
 	k.log.Info("task finished", "task", t.ID, "general", t.TargetGeneral, "status", status)
 }
 
