@@ -66,6 +66,27 @@ func TestKing_EveryAttemptCostedAndTaskTotalsSummed(t *testing.T) {
 	eq(t, "claude tokens", s.Engines["claude"].Tokens, int64(4600))
 }
 
+// An attempt without a dollar figure (codex without pricing) makes the
+// task's cost null on its task.* event, not a 0 that reads as free (§10.6);
+// the message shows its tokens instead.
+func TestKing_UnpricedTaskCostIsNullNotZero(t *testing.T) {
+	f := started(t)
+	f.finalResult(task1, map[string]any{"status": "success", "summary": "done", "usage": usage(1000, 200), "soldier_id": "soldier-1-a"})
+	f.tick()
+	done := f.internal("task.completed")
+	if len(done) != 1 {
+		t.Fatalf("task.completed = %d, want 1", len(done))
+	}
+	d := data(done[0])
+	if v, ok := d["cost_usd"]; !ok || v != nil {
+		t.Errorf("cost_usd = %v (present %v), want null", v, ok)
+	}
+	eq(t, "attempts costed", d["attempts_costed"], any(1.0))
+	if m := f.message("msg-" + task1 + "-done"); !strings.Contains(m.Content, "1200 tokens") {
+		t.Errorf("completion message %q lacks the tokens", m.Content)
+	}
+}
+
 func TestKing_AttemptRecordedOnceAcrossRepeats(t *testing.T) {
 	f := started(t)
 	f.finalResult(task1, map[string]any{"status": "success", "cost_usd": 0.4, "usage": usage(10, 10), "soldier_id": "soldier-1-a"})
