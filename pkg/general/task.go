@@ -84,12 +84,12 @@ func (g *General) runTask(ctx context.Context, t *schema.Task) {
 		g.finish(ctx, t, "", started, ws)
 		return
 	}
-	g.trace(t.ID, "running")
-	g.emit("soldier.spawned", map[string]any{"task_id": t.ID, "soldier_id": sid, "general": g.name, "retry_count": t.RetryCount})
-	g.log.Info("soldier spawned", "task", t.ID, "soldier", sid)
 	// Who the soldier's process is, taken now: its end is then seen in
 	// /proc, with no tmux call (an already finished one has no identity).
 	proc, _ := proctree.Identify(launched.PID)
+	g.trace(t.ID, "running")
+	g.emit("soldier.spawned", map[string]any{"task_id": t.ID, "soldier_id": sid, "general": g.name, "retry_count": t.RetryCount})
+	g.log.Info("soldier spawned", "task", t.ID, "soldier", sid)
 	if !g.watch(ctx, t, sid, spawnedAt, proc) {
 		return // shutting down: the restarted general re-attaches (§9.4)
 	}
@@ -112,6 +112,12 @@ func (g *General) synthetic(task, status, reason, msg string) {
 
 func exists(path string) bool {
 	_, err := os.Stat(path)
+	return err == nil
+}
+
+// lexists is exists without following a symlink.
+func lexists(path string) bool {
+	_, err := os.Lstat(path)
 	return err == nil
 }
 

@@ -248,7 +248,9 @@ func (g *General) writeTaskFiles(t *schema.Task, ws workspace) error {
 	// Codex reads AGENTS.md only from its cwd and the git root, not from
 	// the task dir above them (SPEC §10.10): place it in the cwd too, unless
 	// the repo has its own (git ignores ours through info/exclude).
-	if inCwd := filepath.Join(ws.RepoDir, "AGENTS.md"); !exists(inCwd) {
+	// Lstat: any entry counts as the repo's own (a dangling symlink too,
+	// which the in-place write would refuse).
+	if inCwd := filepath.Join(ws.RepoDir, "AGENTS.md"); !lexists(inCwd) {
 		if err := atomicfile.WritePrivate(inCwd, compose(codexExtra), 0o600); err != nil {
 			return err
 		}

@@ -245,3 +245,27 @@ func TestRender_NeverReexpandsPayload(t *testing.T) {
 		t.Fatalf("got %q want %q", got, want)
 	}
 }
+
+// A repo whose own AGENTS.md is a symlink (here dangling) keeps it: the
+// general neither follows nor replaces it, and the task runs.
+func TestWorkspace_RepoAgentsSymlinkIsTheRepos(t *testing.T) {
+	e := newEnv(t)
+	work := withRepo(t, e)
+	if err := os.Symlink("docs/missing.md", filepath.Join(work, "AGENTS.md")); err != nil {
+		t.Fatal(err)
+	}
+	run(t, work, "add", ".")
+	run(t, work, "commit", "-q", "-m", "agents link")
+	run(t, work, "push", "-q", "origin", "main")
+	e.m.DefaultRepo = "acme/app"
+	e.scenario("task-20260101-110", map[string]any{"mode": "hang"})
+	e.start()
+	e.task("task-20260101-110")
+	e.tickUntil("soldier", func() bool { return sessionOf(e, "task-20260101-110") != "" })
+	link := filepath.Join(e.l.TaskDir("gen-test", "task-20260101-110"), "repo", "AGENTS.md")
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the repo's AGENTS.md link was not kept: %v %v", fi, err)
+	}
+	tmuxC.Kill(context.Background(), sessionOf(e, "task-20260101-110"))
+	e.final("task-20260101-110")
+}
