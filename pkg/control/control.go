@@ -74,9 +74,6 @@ type Cancelled struct {
 	At         string `json:"at"`
 }
 
-// ReasonCancelled is the error_reason of a cancelled task (terminal).
-const ReasonCancelled = schema.ReasonCancelled
-
 // Validate checks a request read from disk.
 func (r *Request) Validate() error {
 	switch r.Action {

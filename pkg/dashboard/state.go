@@ -353,7 +353,7 @@ func (s *Server) recentTasks(n int, day *spend.Day) []TaskInfo {
 	})
 	out := make([]TaskInfo, 0, min(n, len(cs)))
 	for _, c := range cs[:min(n, len(cs))] {
-		ti := TaskInfo{ID: c.id, CompletedAt: schemaTime(c.mt)}
+		ti := TaskInfo{ID: c.id, CompletedAt: schema.FormatTime(c.mt)}
 		t := s.readTask(layout.Completed, c.id)
 		if t != nil {
 			ti.General, ti.Type, ti.Title, ti.Outcome = t.TargetGeneral, t.Type, t.title(), t.Status
@@ -401,8 +401,6 @@ func plainSummary(r *resultFile) string {
 	}
 	return redact.String(strings.Join(keep, " — "))
 }
-
-func schemaTime(t time.Time) string { return schema.FormatTime(t) }
 
 // clip shortens s to at most n runes, marking the cut.
 func clip(s string, n int) string {

@@ -37,7 +37,7 @@ const (
 // processControl is the tick's control step: queued requests first, then the
 // cancelled tasks still in progress (level-triggered: a soldier that a crash
 // or a race left alive is killed on a later tick).
-func (k *King) processControl(*admission) error {
+func (k *King) processControl() error {
 	var errs []error
 	paths, err := control.Requests(k.l)
 	if err != nil {
@@ -249,10 +249,7 @@ func (k *King) soldierOf(task string) string {
 // process tree and its tmux session. The general sees the raw result and
 // writes the final one as for any attempt.
 func (k *King) stopSoldier(rec *control.Cancelled) {
-	raw := schema.RawResult{TaskID: rec.TaskID, Status: schema.ResultFailed,
-		Summary: "cancelled by " + rec.By, Error: "cancelled by " + rec.By, ErrorReason: schema.ReasonCancelled}
-	t := true
-	raw.Terminal = &t
+	raw := cancelledResult(&schema.Task{ID: rec.TaskID}, rec.By, "").RawResult
 	raw.RetryCount = rec.RetryCount
 	if b, err := json.MarshalIndent(raw, "", "  "); err == nil {
 		if err := atomicfile.CreateNoReplace(k.l.ResultRaw(rec.TaskID), append(b, '\n'), 0o600); err != nil && !errors.Is(err, atomicfile.ErrExists) {

@@ -238,7 +238,7 @@ func (k *King) Tick(ctx context.Context) error {
 	}
 	// Operator requests first, so a pause answered in this tick already
 	// holds this tick's admissions (control.go).
-	if err := k.processControl(nil); err != nil {
+	if err := k.processControl(); err != nil {
 		errs = append(errs, fmt.Errorf("control: %w", err))
 	}
 	// Results first: a slot a result frees admits the next event in this

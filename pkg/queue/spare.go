@@ -32,7 +32,7 @@ import (
 // caller marks its input done.
 //
 // A spare is written only when it has no other name (link count 1), is a
-// regular file of this process's user, and has rested minSpareAge in the
+// regular file of this process's user, and has rested MinSpareAge in the
 // pool (a reader that opened the file before it was replaced has long
 // finished reading it).
 type Spares struct {
@@ -56,14 +56,11 @@ type spare struct {
 	at   time.Time
 }
 
-// minSpareAge is how long a kept inode rests before it is rewritten: a
+// MinSpareAge is how long a kept inode rests before it is rewritten: a
 // file still reachable under its name (one a rewrite replaced) may be in
 // a reader's hands. A queue whose removed files nobody acts on once their
 // name is gone (UseSpares' removedRest) may reuse those at once.
-const minSpareAge = time.Second
-
-// MinSpareAge is minSpareAge, for UseSpares.
-const MinSpareAge = minSpareAge
+const MinSpareAge = time.Second
 
 // DefaultMaxSpares bounds a pool (beyond it, files are freed as before).
 const DefaultMaxSpares = 1024
@@ -161,7 +158,7 @@ func (s *Spares) keep(path string, rest time.Duration) (bool, error) {
 		return false, err
 	}
 	// A file rests from at; one kept with a shorter rest counts as older.
-	s.add(spare{name: name, at: s.now().Add(rest - minSpareAge)})
+	s.add(spare{name: name, at: s.now().Add(rest - MinSpareAge)})
 	return true, nil
 }
 
@@ -177,7 +174,7 @@ func (s *Spares) keepLink(path string, rest time.Duration) {
 	}
 	name := s.newName()
 	if os.Link(path, name) == nil {
-		s.add(spare{name: name, at: s.now().Add(rest - minSpareAge)})
+		s.add(spare{name: name, at: s.now().Add(rest - MinSpareAge)})
 	}
 }
 
@@ -189,7 +186,7 @@ func (s *Spares) take() (*os.File, string, int64, error) {
 	s.mu.Lock()
 	s.load()
 	now := s.now()
-	for len(s.pool) > 0 && now.Sub(s.pool[0].at) >= minSpareAge {
+	for len(s.pool) > 0 && now.Sub(s.pool[0].at) >= MinSpareAge {
 		sp := s.pool[0]
 		s.pool = s.pool[1:]
 		f, err := os.OpenFile(sp.name, os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
@@ -230,7 +227,7 @@ func (s *Spares) giveBack(name string, rest time.Duration) {
 		os.Remove(name)
 		return
 	}
-	s.add(spare{name: name, at: s.now().Add(rest - minSpareAge)})
+	s.add(spare{name: name, at: s.now().Add(rest - MinSpareAge)})
 }
 
 // placeMode is how a staged spare takes its target's name.
@@ -272,7 +269,7 @@ func (s *Spares) stage(path string, data []byte, mode placeMode, rest time.Durat
 	}
 	if err != nil {
 		f.Close()
-		s.giveBack(tmp, minSpareAge)
+		s.giveBack(tmp, MinSpareAge)
 		return nil, fmt.Errorf("write %s: %w", path, err)
 	}
 	return &spareItem{pool: s, path: path, mode: mode, rest: rest, tmp: tmp, f: f}, nil
@@ -337,7 +334,7 @@ func (s *Spares) place(it *spareItem) error {
 	if it.mode == placeCreate {
 		err = renameNoReplace(it.tmp, it.path)
 		if errors.Is(err, unix.EEXIST) {
-			s.giveBack(it.tmp, minSpareAge)
+			s.giveBack(it.tmp, MinSpareAge)
 			it.tmp = ""
 			it.err = fmt.Errorf("create %s: %w", it.path, atomicfile.ErrExists)
 			return nil
@@ -361,7 +358,7 @@ func (s *Spares) place(it *spareItem) error {
 		}
 	}
 	if err != nil {
-		s.giveBack(it.tmp, minSpareAge)
+		s.giveBack(it.tmp, MinSpareAge)
 		it.tmp = ""
 		it.err = fmt.Errorf("write %s: %w", it.path, err)
 		return it.err
@@ -386,7 +383,7 @@ func abortItems(items []*spareItem) {
 			it.f = nil
 		}
 		if it.tmp != "" {
-			it.pool.giveBack(it.tmp, minSpareAge)
+			it.pool.giveBack(it.tmp, MinSpareAge)
 			it.tmp = ""
 		}
 	}
@@ -421,7 +418,7 @@ func (s *Spares) write(path string, data []byte, mode placeMode, rest time.Durat
 // where a reader that read a removed file's name acts on nothing but that
 // name, which is gone), replaced ones MinSpareAge.
 func (q *Queue) UseSpares(s *Spares, removedRest time.Duration) {
-	q.UseSparesRest(s, removedRest, minSpareAge)
+	q.UseSparesRest(s, removedRest, MinSpareAge)
 }
 
 // UseSparesRest is UseSpares where the files q's writes replace rest
@@ -430,8 +427,8 @@ func (q *Queue) UseSpares(s *Spares, removedRest time.Duration) {
 // is done reading a file before it replaces it.
 func (q *Queue) UseSparesRest(s *Spares, removedRest, replacedRest time.Duration) {
 	q.spares = s
-	q.removedRest = min(removedRest, minSpareAge)
-	q.replacedRest = min(replacedRest, minSpareAge)
+	q.removedRest = min(removedRest, MinSpareAge)
+	q.replacedRest = min(replacedRest, MinSpareAge)
 }
 
 // probeNoReplace checks that dir's filesystem has renameat2's

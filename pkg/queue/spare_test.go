@@ -85,10 +85,10 @@ func TestSpares_RemovedInodeCarriesTheNextWriteAfterItRested(t *testing.T) {
 		t.Fatal(err)
 	}
 	if f.ino(f.q.Path(layout.Pending, "task-b")) == old || f.sp.Len() != 1 {
-		t.Fatal("a spare younger than minSpareAge was rewritten")
+		t.Fatal("a spare younger than MinSpareAge was rewritten")
 	}
 
-	f.now = f.now.Add(minSpareAge)
+	f.now = f.now.Add(MinSpareAge)
 	if err := f.q.PutOnce(layout.Pending, "task-c", map[string]any{"id": "task-c", "v": "c"}); err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestSpares_ReplaceKeepsTheOldInodeAndPutOnceRefuses(t *testing.T) {
 		t.Errorf("pool holds ino %d nlink %d, want %d with one name", st.Ino, st.Nlink, first)
 	}
 
-	f.now = f.now.Add(minSpareAge)
+	f.now = f.now.Add(MinSpareAge)
 	err := f.q.PutOnce(layout.Pending, "task-a", map[string]any{"id": "task-a", "v": "3"})
 	if !errors.Is(err, ErrExists) {
 		t.Fatalf("PutOnce of a taken id: %v", err)
@@ -175,7 +175,7 @@ func TestSpares_BatchRecyclesAndCommitsInOrder(t *testing.T) {
 		f.q.Remove(layout.Pending, id)
 	}
 	f.q.Put(layout.Pending, "task-taken", map[string]any{"id": "task-taken", "v": "theirs"})
-	f.now = f.now.Add(minSpareAge)
+	f.now = f.now.Add(MinSpareAge)
 
 	b := NewBatch()
 	var renamed []int
