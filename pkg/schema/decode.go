@@ -1,7 +1,6 @@
 package schema
 
 import (
-	"encoding/json"
 	"reflect"
 
 	docpkg "github.com/kingdom-dev/kingdom/pkg/doc"
@@ -19,10 +18,7 @@ func Decode(kind Kind, data []byte, v any) error {
 			return &docpkg.DecodeError{Kind: kind, Err: err}
 		}
 	}
-	if err := json.Unmarshal(data, v); err != nil {
-		return &docpkg.DecodeError{Kind: kind, Err: err}
-	}
-	return nil
+	return docpkg.Unmarshal(kind, data, v) // valid JSON by now: only a type mismatch is left
 }
 func decode[T any](kind Kind, data []byte) (*T, error) {
 	v := new(T)
