@@ -253,6 +253,8 @@ func (e *Envoy) syncMoves() error {
 		if dirs[st] {
 			if err := atomicfile.SyncDir(e.messages.Dir(st)); err != nil {
 				errs = append(errs, err)
+			} else if e.spares != nil {
+				e.spares.Synced(e.messages.Dir(st))
 			}
 		}
 	}

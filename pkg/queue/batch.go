@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 )
@@ -224,6 +225,12 @@ func (b *Batch) Commit() error {
 	}
 	dirs := map[string]bool{}
 	var order []string
+	var pools []*Spares
+	for _, it := range items {
+		if !slices.Contains(pools, it.pool) {
+			pools = append(pools, it.pool)
+		}
+	}
 	for i, it := range items {
 		sp := it.pool
 		if err := sp.place(it); err != nil {
@@ -244,6 +251,10 @@ func (b *Batch) Commit() error {
 		}
 		if err := atomicfile.SyncDir(d); err != nil {
 			errs = append(errs, err)
+			continue
+		}
+		for _, sp := range pools {
+			sp.Synced(d)
 		}
 	}
 	return errors.Join(errs...)

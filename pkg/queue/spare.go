@@ -54,6 +54,11 @@ type Spares struct {
 type spare struct {
 	name string
 	at   time.Time
+	// dir, when set, still holds a name for this inode on disk: the entry
+	// was renamed away, swapped or replaced, but dir was not fsynced since.
+	// Until it is, a power loss can bring that name back pointing at this
+	// inode, so take syncs dir before it writes anything into the inode.
+	dir string
 }
 
 // MinSpareAge is how long a kept inode rests before it is rewritten: a
@@ -158,7 +163,7 @@ func (s *Spares) keep(path string, rest time.Duration) (bool, error) {
 		return false, err
 	}
 	// A file rests from at; one kept with a shorter rest counts as older.
-	s.add(spare{name: name, at: s.now().Add(rest - MinSpareAge)})
+	s.add(spare{name: name, at: s.now().Add(rest - MinSpareAge), dir: filepath.Dir(path)})
 	return true, nil
 }
 
@@ -174,7 +179,7 @@ func (s *Spares) keepLink(path string, rest time.Duration) {
 	}
 	name := s.newName()
 	if os.Link(path, name) == nil {
-		s.add(spare{name: name, at: s.now().Add(rest - MinSpareAge)})
+		s.add(spare{name: name, at: s.now().Add(rest - MinSpareAge), dir: filepath.Dir(path)})
 	}
 }
 
@@ -189,6 +194,13 @@ func (s *Spares) take() (*os.File, string, int64, error) {
 	for len(s.pool) > 0 && now.Sub(s.pool[0].at) >= MinSpareAge {
 		sp := s.pool[0]
 		s.pool = s.pool[1:]
+		if sp.dir != "" {
+			if err := atomicfile.SyncDir(sp.dir); err != nil {
+				os.Remove(sp.name) // cannot make its old name's end durable: free it
+				continue
+			}
+			s.synced(sp.dir)
+		}
 		f, err := os.OpenFile(sp.name, os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 		if err != nil {
 			os.Remove(sp.name)
@@ -219,15 +231,34 @@ func (s *Spares) take() (*os.File, string, int64, error) {
 }
 
 // giveBack returns name to the pool, to rest rest: a written spare that
-// was not renamed into place, or the inode an exchange swapped out.
-func (s *Spares) giveBack(name string, rest time.Duration) {
+// was not renamed into place (dir ""), or the inode an exchange swapped out
+// of dir.
+func (s *Spares) giveBack(name string, rest time.Duration, dir string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.pool) >= s.max {
 		os.Remove(name)
 		return
 	}
-	s.add(spare{name: name, at: s.now().Add(rest - MinSpareAge)})
+	s.add(spare{name: name, at: s.now().Add(rest - MinSpareAge), dir: dir})
+}
+
+// synced records that dir was fsynced: no spare waits on it any more.
+// (s.mu held.)
+func (s *Spares) synced(dir string) {
+	for i := range s.pool {
+		if s.pool[i].dir == dir {
+			s.pool[i].dir = ""
+		}
+	}
+}
+
+// Synced is synced for a caller that fsynced dir itself (Batch.Commit, the
+// envoy's checkpoint).
+func (s *Spares) Synced(dir string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.synced(dir)
 }
 
 // placeMode is how a staged spare takes its target's name.
@@ -269,7 +300,7 @@ func (s *Spares) stage(path string, data []byte, mode placeMode, rest time.Durat
 	}
 	if err != nil {
 		f.Close()
-		s.giveBack(tmp, MinSpareAge)
+		s.giveBack(tmp, MinSpareAge, "")
 		return nil, fmt.Errorf("write %s: %w", path, err)
 	}
 	return &spareItem{pool: s, path: path, mode: mode, rest: rest, tmp: tmp, f: f}, nil
@@ -334,7 +365,7 @@ func (s *Spares) place(it *spareItem) error {
 	if it.mode == placeCreate {
 		err = renameNoReplace(it.tmp, it.path)
 		if errors.Is(err, unix.EEXIST) {
-			s.giveBack(it.tmp, MinSpareAge)
+			s.giveBack(it.tmp, MinSpareAge, "")
 			it.tmp = ""
 			it.err = fmt.Errorf("create %s: %w", it.path, atomicfile.ErrExists)
 			return nil
@@ -348,7 +379,7 @@ func (s *Spares) place(it *spareItem) error {
 			swapped = errors.Is(err, unix.EEXIST) && exchange(it.tmp, it.path) == nil
 		}
 		if swapped {
-			s.giveBack(it.tmp, it.rest) // the name now holds the replaced inode
+			s.giveBack(it.tmp, it.rest, filepath.Dir(it.path)) // the name now holds the replaced inode
 			it.tmp = ""
 			return nil
 		}
@@ -358,7 +389,7 @@ func (s *Spares) place(it *spareItem) error {
 		}
 	}
 	if err != nil {
-		s.giveBack(it.tmp, MinSpareAge)
+		s.giveBack(it.tmp, MinSpareAge, "")
 		it.tmp = ""
 		it.err = fmt.Errorf("write %s: %w", it.path, err)
 		return it.err
@@ -383,7 +414,7 @@ func abortItems(items []*spareItem) {
 			it.f = nil
 		}
 		if it.tmp != "" {
-			it.pool.giveBack(it.tmp, MinSpareAge)
+			it.pool.giveBack(it.tmp, MinSpareAge, "")
 			it.tmp = ""
 		}
 	}
@@ -408,7 +439,9 @@ func (s *Spares) write(path string, data []byte, mode placeMode, rest time.Durat
 	if it.err != nil {
 		return it.err
 	}
-	atomicfile.SyncDir(filepath.Dir(path))
+	if atomicfile.SyncDir(filepath.Dir(path)) == nil {
+		s.Synced(filepath.Dir(path))
+	}
 	return nil
 }
 

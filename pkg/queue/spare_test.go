@@ -453,3 +453,61 @@ func TestQueue_RewriteThroughSparesAndWithout(t *testing.T) {
 		t.Error("unsafe id rewritten")
 	}
 }
+
+// An inode whose old name's removal is not yet durable (Remove keeps it
+// without a directory fsync; a deferred batch swaps it out) waits on that
+// directory: take syncs it before writing into the inode, and a commit
+// that synced the directory releases every spare waiting on it. Otherwise
+// a power loss could bring the old name back pointing at new content.
+func TestSpares_ReuseWaitsForTheOldNamesDirectorySync(t *testing.T) {
+	f := newSpareFixture(t)
+	pending := f.q.Dir(layout.Pending)
+	if err := f.q.Put(layout.Pending, "task-a", map[string]any{"v": "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.q.Remove(layout.Pending, "task-a"); err != nil {
+		t.Fatal(err)
+	}
+	waiting := func() int {
+		f.sp.mu.Lock()
+		defer f.sp.mu.Unlock()
+		n := 0
+		for _, s := range f.sp.pool {
+			if s.dir == pending {
+				n++
+			}
+		}
+		return n
+	}
+	if waiting() != 1 {
+		t.Fatalf("removed file's inode does not wait on %s", pending)
+	}
+	f.now = f.now.Add(MinSpareAge)
+	if err := f.q.Put(layout.Pending, "task-b", map[string]any{"v": "b"}); err != nil {
+		t.Fatal(err)
+	}
+	if waiting() != 0 {
+		t.Error("a spare still waits after its directory was synced")
+	}
+	if got := f.read(layout.Pending, "task-b"); got != "b" {
+		t.Errorf("task-b = %q", got)
+	}
+	// A batch that syncs the directory releases the spares waiting on it.
+	if err := f.q.Put(layout.Pending, "task-c", map[string]any{"v": "c"}); err != nil {
+		t.Fatal(err)
+	}
+	f.q.Remove(layout.Pending, "task-c")
+	if waiting() != 1 {
+		t.Fatal("second removal not waiting")
+	}
+	b := NewBatch()
+	if err := b.Put(f.q, layout.Pending, "task-d", map[string]any{"v": "d"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if waiting() != 0 {
+		t.Error("a committed batch's directory sync did not release the waiting spare")
+	}
+}
