@@ -12,7 +12,12 @@ import (
 // (track_conversation, gen-herald). The general keeps the task dir too, so
 // the follow-up resumes with the same cwd, as claude requires.
 func keepsConversation(o RunOptions, raw map[string]any) bool {
+	// A success the general will accept as one (it validates; the schema
+	// requires a summary): a broken one becomes InvalidResult there.
 	if st, _ := raw["status"].(string); st != doc.ResultSuccess {
+		return false
+	}
+	if _, ok := raw["summary"].(string); !ok {
 		return false
 	}
 	if v, _ := raw["track_conversation"].(bool); v {

@@ -285,7 +285,7 @@ func redactBound(s string) string {
 // resumed run that will be retried; gone otherwise.
 func forgetSession(o RunOptions, inv *engine.Invocation, env []string, out *Outcome) {
 	st, _ := out.Raw["status"].(string)
-	if st == doc.ResultNeedsHuman || out.SessionID == "" || keepsConversation(o, out.Raw) {
+	if out.SessionID == "" || asksAQuestion(out.Raw) || keepsConversation(o, out.Raw) {
 		return
 	}
 	if o.Resume != "" {
@@ -303,6 +303,18 @@ func forgetSession(o RunOptions, inv *engine.Invocation, env []string, out *Outc
 	case config.EngineCodex:
 		_ = engine.RemoveCodexSession(engine.CodexHome(env), out.SessionID)
 	}
+}
+
+// asksAQuestion reports whether raw is a needs_human result the general
+// will accept as one: the schema's own needs for it (a summary, a
+// question). The soldier does not validate (the general does); a result
+// that only claims needs_human becomes InvalidResult there, and its session
+// must not outlive it.
+func asksAQuestion(raw map[string]any) bool {
+	st, _ := raw["status"].(string)
+	_, sum := raw["summary"].(string)
+	q, _ := raw["question"].(string)
+	return st == doc.ResultNeedsHuman && sum && q != ""
 }
 
 func failed(task, reason, msg string) map[string]any {
