@@ -281,6 +281,13 @@ type Proclamation struct {
 // fails its schema (soldier-spawn does not validate, see the package doc).
 const RawOrigin = "origin"
 
+// RawFallback is the raw result's property holding the agent's staging
+// result when its structured output was published instead: SPEC §10.1's
+// precedence is structured output > a *valid* staging file, and only the
+// general validates, so it takes the fallback when the structured output
+// fails the schema and the fallback passes.
+const RawFallback = "fallback"
+
 // RawResult is state/results/<task>-raw.json: one soldier attempt's outcome.
 type RawResult struct {
 	TaskID  string `json:"task_id"`

@@ -34,7 +34,11 @@ func (g *General) readRaw(task string) *schema.RawResult {
 	}
 	r, err := schema.DecodeRawResult(b)
 	if err != nil {
-		return invalidRaw(task, b, err)
+		if fr := validFallback(b); fr != nil {
+			r, err = fr, nil
+		} else {
+			return invalidRaw(task, b, err)
+		}
 	}
 	if r.TaskID != task {
 		return invalid(task, fmt.Sprintf("raw result names task %q", r.TaskID))

@@ -50,3 +50,33 @@ func invalidRaw(task string, b []byte, err error) *schema.RawResult {
 	}
 	return r
 }
+
+// validFallback is the agent's staging result the soldier published beside
+// a structured output (schema.RawFallback), when it passes the schema: the
+// structured output goes first only when valid (SPEC §10.1). The attempt's
+// session, usage and cost, which the soldier measured on the outer result,
+// go with it. nil: no fallback, or it fails too.
+func validFallback(b []byte) *schema.RawResult {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(b, &m) != nil || len(m[schema.RawFallback]) == 0 {
+		return nil
+	}
+	var fb map[string]json.RawMessage
+	if json.Unmarshal(m[schema.RawFallback], &fb) != nil || fb == nil {
+		return nil
+	}
+	for _, k := range []string{"session_id", "usage", "cost_usd"} {
+		if v, ok := m[k]; ok {
+			fb[k] = v
+		}
+	}
+	fbb, err := json.Marshal(fb)
+	if err != nil {
+		return nil
+	}
+	r, err := schema.DecodeRawResult(fbb)
+	if err != nil {
+		return nil
+	}
+	return r
+}

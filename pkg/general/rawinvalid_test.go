@@ -1,6 +1,7 @@
 package general
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -53,5 +54,39 @@ func TestInvalidRaw_OriginAndKeptFieldsAreCheckedThemselves(t *testing.T) {
 				t.Errorf("usage %+v, want kept: %v", r.Usage, c.usage)
 			}
 		})
+	}
+}
+
+// SPEC §10.1: structured output > a *valid* staging file. The soldier
+// publishes the structured output with the staging result beside it; the
+// general takes the fallback when the structured output fails the schema
+// (keeping the attempt's session, usage and cost), and the structured one
+// when it passes.
+func TestReadRaw_InvalidStructuredOutputFallsBackToAValidStagingResult(t *testing.T) {
+	e := newEnv(t)
+	const id = "task-20260101-005"
+	write := func(raw string) {
+		if err := os.WriteFile(e.l.ResultRaw(id), []byte(raw), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fallback := `{"task_id":"` + id + `","status":"success","summary":"from staging","origin":"agent result x"}`
+	write(`{"task_id":"` + id + `","status":"done","summary":"structured","origin":"agent structured output",` +
+		`"session_id":"5e55a0b1-0000-4000-8000-000000000005","usage":{"input_tokens":4,"output_tokens":2},"fallback":` + fallback + `}`)
+	g := e.start()
+	r := g.readRaw(id)
+	if r.Status != schema.ResultSuccess || r.Summary != "from staging" {
+		t.Fatalf("took %s %q, want the valid staging fallback", r.Status, r.Summary)
+	}
+	if r.SessionID != "5e55a0b1-0000-4000-8000-000000000005" || r.Usage == nil || r.Usage.InputTokens != 4 {
+		t.Errorf("session %q usage %+v: the attempt's figures not kept", r.SessionID, r.Usage)
+	}
+	write(`{"task_id":"` + id + `","status":"success","summary":"structured","fallback":` + fallback + `}`)
+	if r := g.readRaw(id); r.Summary != "structured" {
+		t.Errorf("a valid structured output lost to its fallback: %q", r.Summary)
+	}
+	write(`{"task_id":"` + id + `","status":"done","summary":"structured","origin":"agent structured output","fallback":{"task_id":"` + id + `","status":"nope"}}`)
+	if r := g.readRaw(id); r.ErrorReason != schema.ReasonInvalidResult || !strings.Contains(r.Error, "agent structured output: ") {
+		t.Errorf("both invalid: %s %q, want InvalidResult naming the structured output", r.ErrorReason, r.Error)
 	}
 }

@@ -67,6 +67,7 @@ const (
 	PriorityLow              = docpkg.PriorityLow
 	PriorityNormal           = docpkg.PriorityNormal
 	RawOrigin                = docpkg.RawOrigin
+	RawFallback              = docpkg.RawFallback
 	ReasonAgentFailed        = docpkg.ReasonAgentFailed
 	ReasonBudgetExceeded     = docpkg.ReasonBudgetExceeded
 	ReasonCancelled          = docpkg.ReasonCancelled

@@ -194,8 +194,9 @@ func Run(ctx context.Context, o RunOptions) (*Outcome, error) {
 }
 
 // resultOf picks the attempt's raw result: structured output (a JSON
-// object) > the staging file (a JSON object for this task) > a failure
-// naming why there is none (SPEC §10.1–10.5).
+// object, with the staging file beside it as its fallback) > the staging
+// file (a JSON object for this task) > a failure naming why there is none
+// (SPEC §10.1–10.5).
 func resultOf(task string, o RunOptions, inv *engine.Invocation, spec engine.Spec, po *engine.Outcome,
 	code int, stderrTail string, runErr error, staging string) map[string]any {
 	structured := po.Structured
@@ -208,14 +209,17 @@ func resultOf(task string, o RunOptions, inv *engine.Invocation, spec engine.Spe
 		}
 	}
 	var structErr error
+	raw, stageErr := readStaging(staging, task)
 	if len(structured) > 0 {
-		raw, err := fromStructured(task, structured)
+		sraw, err := fromStructured(task, structured)
 		if err == nil {
-			return raw
+			if raw != nil {
+				sraw[doc.RawFallback] = raw // the general's, if the structured one fails the schema
+			}
+			return sraw
 		}
 		structErr = err
 	}
-	raw, stageErr := readStaging(staging, task)
 	switch {
 	case raw != nil:
 		return raw

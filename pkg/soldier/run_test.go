@@ -12,6 +12,7 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/doc"
+	"github.com/kingdom-dev/kingdom/pkg/engine"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
@@ -142,5 +143,30 @@ func TestReadStaging_OnlyAJSONObjectForThisTask(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.errHas) {
 			t.Errorf("%s: %v, want an error with %q", c.name, err, c.errHas)
 		}
+	}
+}
+
+// With both a structured output and a staging file, the structured output
+// is published with the staging result beside it (SPEC §10.1: structured >
+// a *valid* staging file; the general validates and picks).
+func TestResultOf_StructuredOutputCarriesTheStagingFallback(t *testing.T) {
+	dir := t.TempDir()
+	const task = "task-20260101-006"
+	staging := filepath.Join(dir, "staging.json")
+	os.WriteFile(staging, []byte(`{"task_id":"`+task+`","status":"success","summary":"staged"}`), 0o600)
+	inv := &engine.Invocation{Engine: config.EngineClaude}
+	po := &engine.Outcome{Structured: []byte(`{"status":"done","summary":"structured"}`)}
+	raw := resultOf(task, RunOptions{}, inv, engine.Spec{}, po, 0, "", nil, staging)
+	if raw["summary"] != "structured" {
+		t.Fatalf("published %v, want the structured output", raw)
+	}
+	fb, _ := raw[doc.RawFallback].(map[string]any)
+	if fb["summary"] != "staged" || fb["task_id"] != task {
+		t.Errorf("fallback = %v, want the staging result", raw[doc.RawFallback])
+	}
+	os.Remove(staging)
+	raw = resultOf(task, RunOptions{}, inv, engine.Spec{}, po, 0, "", nil, staging)
+	if _, ok := raw[doc.RawFallback]; ok {
+		t.Errorf("a fallback without a staging file: %v", raw)
 	}
 }
