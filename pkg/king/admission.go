@@ -2,8 +2,6 @@ package king
 
 import (
 	"fmt"
-	"os"
-	"syscall"
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/health"
@@ -70,30 +68,25 @@ func (a *admission) denyReason(priority string) string {
 // seconds). A file unchanged since (same inode, size, mtime) is judged
 // again only when a second has passed, for its age.
 type healthCache struct {
-	key  string
-	at   time.Time
-	snap health.Snapshot
+	stamp fileStamp // zero: nothing cached
+	at    time.Time
+	snap  health.Snapshot
 }
 
 func (c *healthCache) read(path string, now time.Time) (health.Snapshot, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		c.key = ""
+	st, ok := stampFile(path)
+	if !ok {
+		c.stamp = fileStamp{}
 		return health.Read(path, now)
 	}
-	var ino uint64
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		ino = st.Ino
-	}
-	key := fmt.Sprintf("%d/%d/%d", ino, fi.Size(), fi.ModTime().UnixNano())
-	if key == c.key && !now.Before(c.at) && now.Sub(c.at) < time.Second {
+	if st == c.stamp && !now.Before(c.at) && now.Sub(c.at) < time.Second {
 		return c.snap, nil
 	}
 	snap, err := health.Read(path, now)
 	if err != nil {
-		c.key = ""
+		c.stamp = fileStamp{}
 		return snap, err
 	}
-	c.key, c.at, c.snap = key, now, snap
+	c.stamp, c.at, c.snap = st, now, snap
 	return snap, nil
 }
