@@ -14,19 +14,29 @@ import (
 // crash between the move and this rewrite leaves the old status, nothing
 // else.
 func (k *King) markCompleted(id, discarded string) {
+	doc := k.completedDoc(id, discarded)
+	if doc == nil {
+		return
+	}
+	if err := k.events.Put(layout.Completed, id, doc); err != nil {
+		k.log.Warn("mark event completed", "event", id, "err", err)
+	}
+}
+
+// completedDoc is event id in events/completed/ with its status (and the
+// reason it was discarded) set; nil when it cannot be read.
+func (k *King) completedDoc(id, discarded string) map[string]any {
 	b, err := k.events.Read(layout.Completed, id)
 	if err != nil {
-		return
+		return nil
 	}
 	var doc map[string]any
 	if json.Unmarshal(b, &doc) != nil {
-		return
+		return nil
 	}
 	doc["status"] = schema.EventCompleted
 	if discarded != "" {
 		doc["discarded"] = discarded
 	}
-	if err := k.events.Put(layout.Completed, id, doc); err != nil {
-		k.log.Warn("mark event completed", "event", id, "err", err)
-	}
+	return doc
 }

@@ -1,7 +1,6 @@
 package king
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -153,15 +152,10 @@ func (k *King) flushResults(rb *resultBatch) error {
 // stageMarkCompleted is markCompleted into a batch (best effort: nil when
 // the event cannot be read).
 func (k *King) stageMarkCompleted(b *queue.Batch, id string) *queue.Staged {
-	data, err := k.events.Read(layout.Completed, id)
-	if err != nil {
+	doc := k.completedDoc(id, "")
+	if doc == nil {
 		return nil
 	}
-	var doc map[string]any
-	if json.Unmarshal(data, &doc) != nil {
-		return nil
-	}
-	doc["status"] = schema.EventCompleted
 	s, err := b.Replace(k.events, layout.Completed, id, doc)
 	if err != nil {
 		k.log.Warn("mark event completed", "event", id, "err", err)
