@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 )
 
 // Group commits many file writes with one fsync pass (issue #15): Write
@@ -76,35 +75,12 @@ func (g *Group) Write(path string, data []byte, perm os.FileMode, noReplace bool
 func (g *Group) syncOpen() error {
 	items := g.open
 	g.open = nil
-	var mu sync.Mutex
-	var errs []error
-	var wg sync.WaitGroup
-	next := make(chan *GroupItem)
-	n := min(syncWorkers, len(items))
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for it := range next {
-				err := it.f.Sync()
-				if cerr := it.f.Close(); err == nil {
-					err = cerr
-				}
-				it.f = nil
-				if err != nil {
-					mu.Lock()
-					errs = append(errs, fmt.Errorf("write %s: %w", it.Path, err))
-					mu.Unlock()
-				}
-			}
-		}()
+	files, paths := make([]*os.File, len(items)), make([]string, len(items))
+	for i, it := range items {
+		files[i], paths[i] = it.f, it.Path
+		it.f = nil
 	}
-	for _, it := range items {
-		next <- it
-	}
-	close(next)
-	wg.Wait()
-	return errors.Join(errs...)
+	return SyncClose(files, paths, false)
 }
 
 // Commit makes every written file visible and durable (see Group). It

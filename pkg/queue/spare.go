@@ -309,48 +309,15 @@ func (s *Spares) stage(path string, data []byte, mode placeMode, rest time.Durat
 // syncItems fsyncs and closes the staged files, in parallel (the disk
 // merges them into few commits).
 func syncItems(items []*spareItem) error {
-	if len(items) == 1 {
-		it := items[0]
-		err := datasync(it.f)
-		if cerr := it.f.Close(); err == nil {
-			err = cerr
-		}
-		it.f = nil
-		if err != nil {
-			return fmt.Errorf("write %s: %w", it.path, err)
-		}
-		return nil
-	}
-	var mu sync.Mutex
-	var errs []error
-	var wg sync.WaitGroup
-	next := make(chan *spareItem)
-	for range min(8, len(items)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for it := range next {
-				err := datasync(it.f)
-				if cerr := it.f.Close(); err == nil {
-					err = cerr
-				}
-				it.f = nil
-				if err != nil {
-					mu.Lock()
-					errs = append(errs, fmt.Errorf("write %s: %w", it.path, err))
-					mu.Unlock()
-				}
-			}
-		}()
-	}
+	var files []*os.File
+	var paths []string
 	for _, it := range items {
 		if it.f != nil {
-			next <- it
+			files, paths = append(files, it.f), append(paths, it.path)
+			it.f = nil
 		}
 	}
-	close(next)
-	wg.Wait()
-	return errors.Join(errs...)
+	return atomicfile.SyncClose(files, paths, true)
 }
 
 // place renames a synced spare into place: replacing path (its old inode
@@ -483,14 +450,3 @@ func probeNoReplace(dir string) error {
 
 // datasync makes a staged file's bytes and length durable (fdatasync: the
 // timestamps a full fsync adds are not needed before the rename).
-func datasync(f *os.File) error {
-	for {
-		err := unix.Fdatasync(int(f.Fd()))
-		if err != unix.EINTR {
-			if err != nil {
-				return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: err}
-			}
-			return nil
-		}
-	}
-}
