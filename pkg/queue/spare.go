@@ -365,6 +365,9 @@ func (s *Spares) place(it *spareItem) error {
 	return nil
 }
 
+// renameNoReplace is renameat2(RENAME_NOREPLACE) alone: unlike
+// atomicfile's, no link+unlink fallback, since the pool needs the real
+// call (and RENAME_EXCHANGE beside it; NewSpares probes for it).
 func renameNoReplace(from, to string) error {
 	return unix.Renameat2(unix.AT_FDCWD, from, unix.AT_FDCWD, to, unix.RENAME_NOREPLACE)
 }
@@ -447,6 +450,3 @@ func probeNoReplace(dir string) error {
 	}
 	return os.Rename(b, a)
 }
-
-// datasync makes a staged file's bytes and length durable (fdatasync: the
-// timestamps a full fsync adds are not needed before the rename).
