@@ -152,39 +152,20 @@ func (m *metrics) count(line []byte) {
 	}
 }
 
-// taskFigures adds a finished task's duration, cost and tokens: from the
-// event when it carries them (SPEC §10.6), else from its final result.
+// taskFigures adds a finished task's duration, cost and tokens from its
+// task.* event, which carries them (SPEC §10.6): no file is read per
+// event. A null cost is an unpriced task: nothing to add.
 func (m *metrics) taskFigures(data gjson.Result) {
-	var res *resultFile
-	result := func() *resultFile {
-		if res == nil {
-			res = readResult(m.s.l, data.Get("task_id").String())
-			if res == nil {
-				res = &resultFile{}
-			}
-		}
-		return res
-	}
-	if d := data.Get("duration_seconds"); d.Exists() {
+	if d := data.Get("duration_seconds"); d.Type == gjson.Number {
 		m.duration.Observe(d.Float())
-	} else if r := result(); r.DurationSeconds != nil {
-		m.duration.Observe(*r.DurationSeconds)
 	}
 	if c := data.Get("cost_usd"); c.Type == gjson.Number {
 		m.cost.Add(max(c.Float(), 0))
-	} else if r := result(); r.CostUSD != nil {
-		m.cost.Add(max(*r.CostUSD, 0))
 	}
-	var u usage
-	if raw := data.Get("usage"); raw.IsObject() {
-		u = usage{raw.Get("input_tokens").Int(), raw.Get("output_tokens").Int(),
-			raw.Get("cache_read_input_tokens").Int(), raw.Get("cache_creation_input_tokens").Int()}
-	} else if r := result(); r.Usage != nil {
-		u = *r.Usage
-	}
-	for kind, v := range map[string]int64{"input": u.InputTokens, "output": u.OutputTokens,
-		"cache_read": u.CacheReadInputTokens, "cache_creation": u.CacheCreationInputTokens} {
-		if v > 0 {
+	u := data.Get("usage")
+	for kind, key := range map[string]string{"input": "input_tokens", "output": "output_tokens",
+		"cache_read": "cache_read_input_tokens", "cache_creation": "cache_creation_input_tokens"} {
+		if v := u.Get(key).Int(); v > 0 {
 			m.tokens.WithLabelValues(kind).Add(float64(v))
 		}
 	}

@@ -170,11 +170,12 @@ func TestMetrics_ParseAndMoveWithATask(t *testing.T) {
 	}
 
 	// A task finishes the way the king reports it: its final result on
-	// disk (with the §10.6 cost) and task.completed in events.log.
+	// disk and task.completed in events.log with the task's totals (§10.6).
 	os.WriteFile(l.ResultFinal("task-20261124-001"), []byte(`{"task_id":"task-20261124-001","status":"success","summary":"ok","general":"gen-pr","duration_seconds":42,"completed_at":"2026-11-24T10:00:00Z","retry_count":0,"cost_usd":0.25,"usage":{"input_tokens":1000,"output_tokens":200,"cache_read_input_tokens":0,"cache_creation_input_tokens":0}}`), 0o600)
 	em := emitter(l, "gen-pr")
 	defer em.Close()
-	em.Emit("task.completed", map[string]any{"task_id": "task-20261124-001", "status": "success", "duration_seconds": 42, "general": "gen-pr"})
+	em.Emit("task.completed", map[string]any{"task_id": "task-20261124-001", "status": "success", "duration_seconds": 42, "general": "gen-pr",
+		"cost_usd": 0.25, "usage": map[string]any{"input_tokens": 1000, "output_tokens": 200, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}, "attempts_costed": 1})
 	em.Emit("message.sent", map[string]any{"msg_id": "msg-chamberlain-dead-king-1700000000"})
 	em.Emit("message.sent", map[string]any{"msg_id": "msg-chamberlain-report-20261124-1700000000"})
 	em.Emit("system.rate_limited", map[string]any{"engine": "claude", "until": "2026-11-24T12:00:00Z"})

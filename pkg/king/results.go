@@ -159,7 +159,7 @@ func (k *King) finish(t *schema.Task, res *schema.Result) error {
 			return err
 		}
 		return k.complete(t, schema.ResultNeedsHuman, "task.needs_human", withTotals(tot, map[string]any{
-			"task_id": t.ID, "question": res.Question, "general": general,
+			"task_id": t.ID, "question": res.Question, "duration_seconds": res.DurationSeconds, "general": general,
 		}))
 	}
 	if err := k.finalMessages(t, res, schema.FinalFailed, tot); err != nil {
@@ -167,7 +167,7 @@ func (k *King) finish(t *schema.Task, res *schema.Result) error {
 	}
 	return k.complete(t, schema.ResultFailed, "task.failed", withTotals(tot, map[string]any{
 		"task_id": t.ID, "status": res.Status, "error": res.Error, "error_reason": res.ErrorReason,
-		"retry_count": t.RetryCount, "terminal": res.IsTerminal(), "general": general,
+		"retry_count": t.RetryCount, "terminal": res.IsTerminal(), "duration_seconds": res.DurationSeconds, "general": general,
 	}))
 }
 
