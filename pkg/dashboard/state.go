@@ -269,7 +269,7 @@ func (t *taskFile) title() string {
 }
 
 // resultFile is the part of a final result the dashboard shows (SPEC §3.3,
-// §10.6: cost_usd and usage are optional).
+// §10.6: cost_usd is optional).
 type resultFile struct {
 	Status          string   `json:"status"`
 	Summary         string   `json:"summary"`
@@ -281,14 +281,6 @@ type resultFile struct {
 	DurationSeconds *float64 `json:"duration_seconds"`
 	CompletedAt     string   `json:"completed_at"`
 	CostUSD         *float64 `json:"cost_usd"`
-	Usage           *usage   `json:"usage"`
-}
-
-type usage struct {
-	InputTokens              int64 `json:"input_tokens"`
-	OutputTokens             int64 `json:"output_tokens"`
-	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
-	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
 }
 
 const maxFile = 1 << 20
