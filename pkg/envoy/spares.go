@@ -1,8 +1,6 @@
 package envoy
 
 import (
-	"path/filepath"
-
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 )
@@ -12,7 +10,7 @@ import (
 // inode per message, and on this kind of disk an inode allocation is the
 // dearest thing the envoy does (0.1–1 CPU-ms, more as directories churn;
 // far more than the fsync). So the envoy's messages queue writes through a
-// pool of recycled inodes (queue.Spares) in state/envoy/spares/: a status
+// pool of recycled inodes (queue.Spares) in state/envoy/spare/: a status
 // rewrite (queue.Batch.Rewrite) writes the new content over a spare,
 // fdatasyncs it, then swaps it with the message file in one
 // renameat2(RENAME_EXCHANGE). A reader sees the old file or the new one,
@@ -27,7 +25,7 @@ import (
 // before.
 
 func sparesDir(l layout.Layout) string {
-	return filepath.Join(l.RoleStateDir(layout.RoleEnvoy), "spares")
+	return l.SpareDir(layout.RoleEnvoy)
 }
 
 // useSpares opens the pool once, at the first batch: after the envoy took

@@ -1,8 +1,6 @@
 package general
 
 import (
-	"path/filepath"
-
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 )
@@ -34,5 +32,5 @@ func (g *General) useSpares() {
 }
 
 func (g *General) spareDir() string {
-	return filepath.Join(g.o.Layout.RoleStateDir(g.name), "spare")
+	return g.o.Layout.SpareDir(g.name)
 }

@@ -1,8 +1,6 @@
 package king
 
 import (
-	"path/filepath"
-
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 )
@@ -15,7 +13,7 @@ import (
 // state/king/spare/. Without it (another filesystem under queue/), the
 // king writes plain new files as before.
 func (k *King) useSpares() {
-	dir := filepath.Join(k.l.RoleStateDir(layout.RoleKing), "spare")
+	dir := k.l.SpareDir(layout.RoleKing)
 	sp, err := queue.NewSpares(dir, k.l.QueueState(layout.QEvents, layout.Pending),
 		k.l.QueueState(layout.QTasks, layout.Pending), k.l.QueueState(layout.QMessages, layout.Pending))
 	if err != nil {

@@ -114,6 +114,9 @@ func (l Layout) QueueState(kind, state string) string { return l.p("queue", kind
 // State paths.
 func (l Layout) StateDir() string                { return l.p("state") }
 func (l Layout) RoleStateDir(role string) string { return l.p("state", role) }
+
+// SpareDir is a role's pool of recycled inodes (queue.Spares): state/<role>/spare/.
+func (l Layout) SpareDir(role string) string { return l.p("state", role, "spare") }
 func (l Layout) Heartbeat(role string) string    { return l.p("state", role, "heartbeat") }
 func (l Layout) LeaderLock(role string) string   { return l.p("state", role, "leader.lock") }
 func (l Layout) Resources() string               { return l.p("state", "resources.json") }
