@@ -116,12 +116,12 @@ func (l Layout) StateDir() string                { return l.p("state") }
 func (l Layout) RoleStateDir(role string) string { return l.p("state", role) }
 
 // SpareDir is a role's pool of recycled inodes (queue.Spares): state/<role>/spare/.
-func (l Layout) SpareDir(role string) string { return l.p("state", role, "spare") }
-func (l Layout) Heartbeat(role string) string    { return l.p("state", role, "heartbeat") }
-func (l Layout) LeaderLock(role string) string   { return l.p("state", role, "leader.lock") }
-func (l Layout) Resources() string               { return l.p("state", "resources.json") }
-func (l Layout) SessionsJSON() string            { return l.p("state", "sessions.json") }
-func (l Layout) SessionsLock() string            { return l.p("state", "sessions.lock") }
+func (l Layout) SpareDir(role string) string   { return l.p("state", role, "spare") }
+func (l Layout) Heartbeat(role string) string  { return l.p("state", role, "heartbeat") }
+func (l Layout) LeaderLock(role string) string { return l.p("state", role, "leader.lock") }
+func (l Layout) Resources() string             { return l.p("state", "resources.json") }
+func (l Layout) SessionsJSON() string          { return l.p("state", "sessions.json") }
+func (l Layout) SessionsLock() string          { return l.p("state", "sessions.lock") }
 
 // Results paths (state/results).
 func (l Layout) ResultsDir() string             { return l.p("state", "results") }
