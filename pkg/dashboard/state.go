@@ -237,11 +237,7 @@ func healthInfo(h health.Snapshot) HealthInfo {
 // taskCost is what a task's recorded attempts cost today (the king's
 // ledger); nil when none is recorded or none was priced.
 func taskCost(day *spend.Day, task string) *float64 {
-	t := day.TaskTotals(task)
-	if t.Attempts == 0 || t.Unpriced == t.Attempts {
-		return nil
-	}
-	return &t.CostUSD
+	return day.TaskTotals(task).Priced()
 }
 
 // taskFile is the part of a task file the dashboard shows. Cost fields are

@@ -196,42 +196,24 @@ func (k *King) recordAttempts(as []attempt) ([]attempt, error) {
 	return out, errors.Join(errs...)
 }
 
-// taskTotals sums a task's attempts over the days it lived.
+// taskTotals sums a task's attempts over the days it lived (at most a
+// month of ledgers).
 func (k *King) taskTotals(t *schema.Task) spend.Totals {
-	var tot spend.Totals
-	now := k.now()
-	from := now
-	if ct, err := schema.ParseTime(t.CreatedAt); err == nil && ct.Before(now) && now.Sub(ct) < 31*24*time.Hour {
-		from = ct
-	}
-	seen := map[string]bool{}
-	for day := from; ; day = day.Add(24 * time.Hour) {
-		if day.After(now) {
-			day = now
+	created, _ := schema.ParseTime(t.CreatedAt)
+	return spend.TaskTotals(created, k.now(), 31, func(date string) spend.Totals {
+		j, err := k.ledger(date)
+		if err != nil {
+			return spend.Totals{}
 		}
-		date := spend.Date(day)
-		if !seen[date] {
-			seen[date] = true
-			if j, err := k.ledger(date); err == nil {
-				tot.Merge(j.TaskTotals(t.ID))
-			}
-		}
-		if !day.Before(now) {
-			break
-		}
-	}
-	return tot
+		return j.TaskTotals(t.ID)
+	})
 }
 
 // withTotals adds the task's totals over its attempts to a task.* event.
 // Its cost is null when no attempt was priced (§10.6: codex without
 // pricing), not a zero that reads as free.
 func withTotals(tot spend.Totals, data map[string]any) map[string]any {
-	if tot.Attempts > tot.Unpriced {
-		data["cost_usd"] = tot.CostUSD
-	} else {
-		data["cost_usd"] = nil
-	}
+	data["cost_usd"] = tot.Priced()
 	data["usage"] = tot.Usage
 	data["attempts_costed"] = tot.Attempts
 	return data

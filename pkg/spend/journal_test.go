@@ -1,10 +1,12 @@
 package spend
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func entry(task string, cost float64) Entry {
@@ -180,5 +182,31 @@ func TestJournal_OpenCorruptSnapshot(t *testing.T) {
 	os.WriteFile(path, []byte("{not json"), 0o600)
 	if _, err := Open(path, "2026-11-21"); err == nil || !strings.Contains(err.Error(), ErrCorrupt.Error()) {
 		t.Fatalf("Open of a corrupt snapshot: %v", err)
+	}
+}
+
+// A task's totals span the local days from its creation to now, each day
+// asked once, at most maxDays back; Priced is null when nothing was priced.
+func TestTaskTotals_DaysOfTheTaskOnceEachWithinTheBound(t *testing.T) {
+	now := time.Date(2026, 11, 24, 10, 0, 0, 0, time.Local)
+	var asked []string
+	day := func(date string) Totals {
+		asked = append(asked, date)
+		return Totals{CostUSD: 0.5, Attempts: 1}
+	}
+	tot := TaskTotals(now.Add(-49*time.Hour), now, 8, day)
+	if want := []string{"2026-11-22", "2026-11-23", "2026-11-24"}; fmt.Sprint(asked) != fmt.Sprint(want) {
+		t.Errorf("asked %v, want %v", asked, want)
+	}
+	if p := tot.Priced(); p == nil || *p != 1.5 {
+		t.Errorf("priced %v, want 1.5", p)
+	}
+	asked = nil
+	TaskTotals(now.Add(-30*24*time.Hour), now, 3, day)
+	if len(asked) != 3 || asked[2] != "2026-11-24" {
+		t.Errorf("a month-old task asked %v, want the last 3 days", asked)
+	}
+	if (Totals{Attempts: 2, Unpriced: 2, Tokens: 9}).Priced() != nil || (Totals{}).Priced() != nil {
+		t.Error("unpriced or empty totals have a price")
 	}
 }

@@ -230,3 +230,37 @@ func (t *Totals) Merge(o Totals) {
 // roundNano keeps sums to the nano-dollar: 0.95 + 0.10 is 1.05, and the
 // rounding of thousands of attempts stays far below a cent.
 func roundNano(f float64) float64 { return math.Round(f*1e9) / 1e9 }
+
+// Priced is the cost of the attempts in t, or nil when none was priced
+// (none recorded, or none with a dollar figure: SPEC §10.6's null).
+func (t Totals) Priced() *float64 {
+	if t.Attempts == 0 || t.Unpriced == t.Attempts {
+		return nil
+	}
+	c := t.CostUSD
+	return &c
+}
+
+// TaskTotals sums a task's attempts over the days it lived: from created
+// (at most maxDays back from now) to now, one ledger per local day,
+// through day (which returns the task's totals in that day's ledger).
+func TaskTotals(created, now time.Time, maxDays int, day func(date string) Totals) Totals {
+	from := created
+	if from.IsZero() || from.After(now) || now.Sub(from) > time.Duration(maxDays-1)*24*time.Hour {
+		from = now.Add(-time.Duration(maxDays-1) * 24 * time.Hour)
+	}
+	var tot Totals
+	last := ""
+	for d := from; ; d = d.Add(24 * time.Hour) {
+		if d.After(now) {
+			d = now
+		}
+		if date := Date(d); date != last {
+			last = date
+			tot.Merge(day(date))
+		}
+		if !d.Before(now) {
+			return tot
+		}
+	}
+}

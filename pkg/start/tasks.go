@@ -156,29 +156,15 @@ func newLedgerReader(l layout.Layout) *ledgerReader {
 const maxLedgerDays = 8
 
 func (r *ledgerReader) taskCost(task string, created, now time.Time) *float64 {
-	day := created
-	if day.IsZero() || now.Sub(day) > maxLedgerDays*24*time.Hour {
-		day = now.Add(-(maxLedgerDays - 1) * 24 * time.Hour)
-	}
-	var tot spend.Totals
-	for {
-		date := spend.Date(day)
+	return spend.TaskTotals(created, now, maxLedgerDays, func(date string) spend.Totals {
 		d, ok := r.days[date]
 		if !ok {
 			d, _ = spend.Load(r.l.SpendDay(date), date)
 			r.days[date] = d
 		}
-		if d != nil {
-			tot.Merge(d.TaskTotals(task))
+		if d == nil {
+			return spend.Totals{}
 		}
-		if spend.Date(day) == spend.Date(now) || day.After(now) {
-			break
-		}
-		day = day.Add(24 * time.Hour)
-	}
-	if tot.Attempts == 0 || tot.Attempts == tot.Unpriced {
-		return nil
-	}
-	c := tot.CostUSD
-	return &c
+		return d.TaskTotals(task)
+	}).Priced()
 }
