@@ -206,7 +206,7 @@ func (g gauges) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, r := range k.Roles {
 		up := 0.0
-		if r.SessionAlive && r.HeartbeatAge >= 0 && r.HeartbeatAge <= s.o.HeartbeatThreshold {
+		if r.Up(s.o.HeartbeatThreshold) {
 			up = 1
 		}
 		ch <- prometheus.MustNewConstMetric(descRoleUp, prometheus.GaugeValue, up, r.Name)

@@ -176,7 +176,7 @@ func (s *Server) Snapshot(ctx context.Context) (*State, error) {
 		if r.HeartbeatAge >= 0 {
 			a := r.HeartbeatAge.Seconds()
 			ri.HeartbeatAgeSeconds = &a
-			ri.Up = r.SessionAlive && r.HeartbeatAge <= s.o.HeartbeatThreshold
+			ri.Up = r.Up(s.o.HeartbeatThreshold)
 		}
 		st.Roles = append(st.Roles, ri)
 	}

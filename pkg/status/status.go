@@ -37,6 +37,24 @@ type Role struct {
 	SessionAlive bool
 	HeartbeatAge time.Duration // -1 when no heartbeat yet
 	LeaderPID    int           // 0 when nobody holds the lock
+	// SinceSession is how long ago its tmux session was created (0: no
+	// session, or tmux did not say).
+	SinceSession time.Duration
+}
+
+// Up is SPEC §9.14's liveness: a live session whose last sign of life is
+// within threshold, where a heartbeat older than the session (a freshly
+// relaunched role that has not ticked yet) counts from the session's
+// creation, as the chamberlain judges it.
+func (r Role) Up(threshold time.Duration) bool {
+	if !r.SessionAlive || r.HeartbeatAge < 0 {
+		return false
+	}
+	age := r.HeartbeatAge
+	if r.SinceSession > 0 && r.SinceSession < age {
+		age = r.SinceSession
+	}
+	return age <= threshold
 }
 
 // Kingdom is the one-screen state of an installation.
@@ -73,11 +91,15 @@ func Read(ctx context.Context, l layout.Layout, tc Lister, now time.Time) (*King
 		return nil, err
 	}
 	alive := map[string]bool{}
+	created := map[string]time.Time{}
 	for _, s := range live {
-		alive[s.Name] = true
+		alive[s.Name], created[s.Name] = true, s.Created
 	}
 	for _, n := range RoleNames(l) {
 		rs := Role{Name: n, SessionAlive: alive[n], HeartbeatAge: -1}
+		if c := created[n]; !c.IsZero() && !c.After(now) {
+			rs.SinceSession = now.Sub(c)
+		}
 		if fi, err := os.Stat(l.Heartbeat(n)); err == nil {
 			rs.HeartbeatAge = now.Sub(fi.ModTime())
 		}

@@ -49,3 +49,24 @@ func TestRead_CountsWithoutMovingAnything(t *testing.T) {
 		t.Errorf("king %+v", king)
 	}
 }
+
+// §9.14: a role relaunched a moment ago, whose heartbeat is older than its
+// new session, is up (the session counts as its last sign of life); a stale
+// heartbeat with an old session, or no session, is not.
+func TestRole_UpCountsASessionNewerThanItsHeartbeat(t *testing.T) {
+	const threshold = 90 * time.Second
+	for _, c := range []struct {
+		r    Role
+		want bool
+	}{
+		{Role{SessionAlive: true, HeartbeatAge: 5 * time.Minute, SinceSession: 3 * time.Second}, true},
+		{Role{SessionAlive: true, HeartbeatAge: 5 * time.Minute, SinceSession: 10 * time.Minute}, false},
+		{Role{SessionAlive: true, HeartbeatAge: 10 * time.Second, SinceSession: time.Hour}, true},
+		{Role{SessionAlive: false, HeartbeatAge: 10 * time.Second}, false},
+		{Role{SessionAlive: true, HeartbeatAge: -1, SinceSession: time.Second}, false},
+	} {
+		if got := c.r.Up(threshold); got != c.want {
+			t.Errorf("%+v: up %v, want %v", c.r, got, c.want)
+		}
+	}
+}
