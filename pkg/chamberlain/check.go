@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/redact"
 )
 
 // Check evaluates one report without changing anything: no state, cursor,
@@ -103,7 +104,7 @@ func (rep *Report) Table(w io.Writer) error {
 			p("  — over 80%%")
 		}
 		for _, eng := range sortedKeys(m.Pauses) {
-			p("\nPAUSED\tengine %s until %s (%s)", eng, fmtLocal(m.Pauses[eng].Until), truncateText(m.Pauses[eng].Reason, 120))
+			p("\nPAUSED\tengine %s until %s (%s)", eng, fmtLocal(m.Pauses[eng].Until), redact.Clip(m.Pauses[eng].Reason, 120))
 		}
 	}
 	p("\n\nQUEUE\tSTATE\tFILES\n")

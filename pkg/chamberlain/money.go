@@ -8,6 +8,7 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/enginepause"
 	"github.com/kingdom-dev/kingdom/pkg/health"
+	"github.com/kingdom-dev/kingdom/pkg/redact"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/spend"
 )
@@ -164,7 +165,7 @@ func (r *Role) moneyAlerts(rep *Report, now time.Time) []string {
 			continue
 		}
 		content := fmt.Sprintf("⏸️ Engine %s paused by a usage limit until %s: %s. Its tasks wait and resume by themselves; nothing fails.",
-			eng, fmtLocal(p.Until), truncateText(p.Reason, 300))
+			eng, fmtLocal(p.Until), redact.Clip(p.Reason, 300))
 		if send(KindPause, eng, schema.UrgencyNormal, content, map[string]any{"engine": eng, "until": p.Until}) {
 			r.alerts.Active[ak] = &ActiveAlert{Kind: KindPause, Key: eng, Since: now, LastSent: now, Sent: 1, Content: content}
 		}
@@ -195,13 +196,6 @@ func fmtLocal(ts string) string {
 		return ts
 	}
 	return t.In(time.Local).Format("2006-01-02 15:04 MST")
-}
-
-func truncateText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/doc"
+	"github.com/kingdom-dev/kingdom/pkg/redact"
 )
 
 // Failure is why a run that left no result failed.
@@ -117,5 +118,5 @@ func credentialsOf(engine string) string {
 // Bound redacts nothing; it cuts s to the SPEC §10.3 limit of 1,000
 // characters (runes), marking the cut.
 func Bound(s string) string {
-	return truncateRunes(s, maxReason-1)
+	return redact.Clip(s, maxReason-1)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/doc"
+	"github.com/kingdom-dev/kingdom/pkg/redact"
 )
 
 // Parser reads an engine's stdout line by line into an Outcome.
@@ -227,13 +228,13 @@ func (p *claudeParser) Line(line []byte) bool {
 func denial(tool string, input map[string]any) string {
 	for _, k := range []string{"command", "file_path", "path", "url", "question"} {
 		if v, ok := input[k].(string); ok && v != "" {
-			return tool + "(" + truncateRunes(v, 200) + ")"
+			return tool + "(" + redact.Clip(v, 200) + ")"
 		}
 	}
 	if qs, ok := input["questions"].([]any); ok && len(qs) > 0 {
 		if q, ok := qs[0].(map[string]any); ok {
 			if s, ok := q["question"].(string); ok {
-				return tool + "(" + truncateRunes(s, 200) + ")"
+				return tool + "(" + redact.Clip(s, 200) + ")"
 			}
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/redact"
 )
 
 // ErrBadSession is matched by errors for a resume token or session id that
@@ -26,7 +27,7 @@ func CheckSessionID(engine, id string) error {
 		if uuidRE().MatchString(id) {
 			return nil
 		}
-		return fmt.Errorf("%s resume token %q is not a UUID: %w", engine, truncateRunes(id, 80), ErrBadSession)
+		return fmt.Errorf("%s resume token %q is not a UUID: %w", engine, redact.Clip(id, 80), ErrBadSession)
 	}
 	return fmt.Errorf("engine %s has no sessions: %w", engine, ErrBadSession)
 }
@@ -110,14 +111,6 @@ func RemoveClaudeSession(configDir, cwd, id string) error {
 		_ = os.Remove(dir)
 	}
 	return errors.Join(errs...)
-}
-
-func truncateRunes(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n]) + "…"
 }
 
 // CodexHome is where codex keeps its state for an environment in

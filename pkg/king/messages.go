@@ -6,6 +6,7 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
+	"github.com/kingdom-dev/kingdom/pkg/redact"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
@@ -58,14 +59,6 @@ func sourceRef(ev *schema.Event) *schema.SourceRef {
 
 func strPtr(s string) *string { return &s }
 
-func truncate(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n]) + "…"
-}
-
 // threadStart is the message that opens a task's Slack thread. For Slack
 // events the source DM becomes the parent (source_ref); a resume task reuses
 // the original thread (thread_ts, SPEC §9.8).
@@ -76,9 +69,9 @@ func threadStart(ev *schema.Event, t *schema.Task) *schema.Message {
 		content += " in " + repo
 	}
 	if title, _ := ev.Payload["subject_title"].(string); title != "" {
-		content += ": " + truncate(title, 200)
+		content += ": " + redact.Clip(title, 200)
 	} else if sum, _ := ev.Payload["summary"].(string); sum != "" {
-		content += ": " + truncate(sum, 200)
+		content += ": " + redact.Clip(sum, 200)
 	}
 	m := &schema.Message{
 		ID:        msgStartID(t.ID),

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/enginepause"
+	"github.com/kingdom-dev/kingdom/pkg/redact"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
@@ -59,7 +60,7 @@ func (k *King) usageLimitedForGood(t *schema.Task, res *schema.Result) error {
 	r := *res
 	terminal := true
 	r.Terminal = &terminal
-	r.Error = fmt.Sprintf("stopped by a usage limit %d times; giving up (last: %s)", t.UsageLimits+1, truncate(res.Error, 500))
+	r.Error = fmt.Sprintf("stopped by a usage limit %d times; giving up (last: %s)", t.UsageLimits+1, redact.Clip(res.Error, 500))
 	k.log.Warn("task failed: usage limit hit too often", "task", t.ID, "usage_limits", t.UsageLimits+1)
 	return k.finish(t, &r)
 }
@@ -81,7 +82,7 @@ func (k *King) pauseEngine(engine string, until time.Time, reason, task string) 
 	if active && !until.After(cur.UntilTime()) {
 		return nil // the same pause, recorded already
 	}
-	p := enginepause.Pause{Until: schema.FormatTime(until), Reason: truncate(reason, 500), Since: schema.FormatTime(now), Task: task}
+	p := enginepause.Pause{Until: schema.FormatTime(until), Reason: redact.Clip(reason, 500), Since: schema.FormatTime(now), Task: task}
 	if active {
 		p.Since = cur.Since
 	}

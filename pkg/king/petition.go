@@ -193,7 +193,7 @@ func (k *King) settlePetition(ev *schema.Event) error {
 		case derr != nil && json.Unmarshal(b, &failed) == nil && failed.Error != "":
 			// The classifier's own failure (engine refused, no credit,
 			// timeout): its words go to the fallback log line (SPEC §10.9).
-			return k.petitionFallback(ev, "classifier failed: "+truncate(failed.Error, 1000))
+			return k.petitionFallback(ev, "classifier failed: "+redact.Clip(failed.Error, 1000))
 		case derr != nil:
 			return k.petitionFallback(ev, "classifier answer unusable: "+firstLine(derr.Error()))
 		case pr.General != "":

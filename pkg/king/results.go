@@ -12,6 +12,7 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
+	"github.com/kingdom-dev/kingdom/pkg/redact"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/spend"
 )
@@ -179,21 +180,21 @@ func (k *King) finalMessages(t *schema.Task, res *schema.Result, final string, t
 		"duration_seconds": res.DurationSeconds, "task_type": t.Type, "repo": t.Repo}
 	switch {
 	case final == schema.FinalDone:
-		content = fmt.Sprintf("✅ %s finished %s%s: %s", t.TargetGeneral, t.ID, costNote(tot, res), truncate(res.Summary, 3000))
+		content = fmt.Sprintf("✅ %s finished %s%s: %s", t.TargetGeneral, t.ID, costNote(tot, res), redact.Clip(res.Summary, 3000))
 	case final == schema.FinalSkipped:
-		content = fmt.Sprintf("⏭️ %s skipped %s: %s", t.TargetGeneral, t.ID, truncate(firstNonEmpty(res.Reason, res.Summary), 3000))
+		content = fmt.Sprintf("⏭️ %s skipped %s: %s", t.TargetGeneral, t.ID, redact.Clip(firstNonEmpty(res.Reason, res.Summary), 3000))
 		ctx["reason"] = res.Reason
 	case cancelledFinal(res):
-		content = fmt.Sprintf("⛔ %s: %s cancelled (%s)", t.TargetGeneral, t.ID, truncate(firstNonEmpty(res.Error, res.Summary), 3000))
+		content = fmt.Sprintf("⛔ %s: %s cancelled (%s)", t.TargetGeneral, t.ID, redact.Clip(firstNonEmpty(res.Error, res.Summary), 3000))
 		ctx["error_reason"] = res.ErrorReason
-		ctx["error"] = truncate(res.Error, 3000)
+		ctx["error"] = redact.Clip(res.Error, 3000)
 		ctx["retry_count"] = t.RetryCount
 	default:
 		attempts := t.RetryCount + 1
 		content = fmt.Sprintf("❌ %s failed %s after %d attempt%s%s (%s): %s", t.TargetGeneral, t.ID, attempts,
-			plural(attempts), costNote(tot, res), firstNonEmpty(res.ErrorReason, res.Status), truncate(firstNonEmpty(res.Error, res.Summary), 3000))
+			plural(attempts), costNote(tot, res), firstNonEmpty(res.ErrorReason, res.Status), redact.Clip(firstNonEmpty(res.Error, res.Summary), 3000))
 		ctx["error_reason"] = res.ErrorReason
-		ctx["error"] = truncate(res.Error, 3000)
+		ctx["error"] = redact.Clip(res.Error, 3000)
 		ctx["retry_count"] = t.RetryCount
 	}
 	m := &schema.Message{
@@ -243,7 +244,7 @@ func (k *King) questionMessage(t *schema.Task, res *schema.Result) *schema.Messa
 	}
 	m := &schema.Message{
 		ID: msgQuestionID(t.ID), Type: schema.MessageHumanInputRequest, TaskID: strPtr(t.ID),
-		Urgency: schema.UrgencyHigh, Content: "❓ " + t.TargetGeneral + " needs your input on " + t.ID + ": " + truncate(res.Question, 3000),
+		Urgency: schema.UrgencyHigh, Content: "❓ " + t.TargetGeneral + " needs your input on " + t.ID + ": " + redact.Clip(res.Question, 3000),
 		Context:      map[string]any{"general": t.TargetGeneral, "question": res.Question, "summary": res.Summary},
 		ReplyContext: rc,
 	}

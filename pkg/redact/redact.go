@@ -303,3 +303,20 @@ func CleanEnv(env []string) []string {
 	}
 	return out
 }
+
+// Clip keeps the first n runes of s and marks the cut with "…" (never
+// splitting a character): the one bound for text that leaves the kingdom
+// (reasons, messages, alerts).
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s // n bytes hold at most n runes
+	}
+	i := 0
+	for j := range s {
+		if i == n {
+			return s[:j] + "…"
+		}
+		i++
+	}
+	return s
+}

@@ -149,3 +149,23 @@ func TestMaybeSecret_TaskIdsSkipTheSlowPath(t *testing.T) {
 		}
 	}
 }
+
+// Clip keeps n runes and never splits a character.
+func TestClip_KeepsRunesWhole(t *testing.T) {
+	for _, c := range []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"exactly", 7, "exactly"},
+		{"abcdef", 3, "abc…"},
+		{"한국어 텍스트", 2, "한국…"},
+		{"ééé", 3, "ééé"},
+		{"", 0, ""},
+	} {
+		if got := Clip(c.s, c.n); got != c.want {
+			t.Errorf("Clip(%q, %d) = %q, want %q", c.s, c.n, got, c.want)
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/engine"
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/redact"
 )
 
 // PetitionOptions configure Petition.
@@ -113,7 +114,7 @@ func classify(ctx context.Context, o PetitionOptions) (*doc.PetitionResult, erro
 			f := engine.Classify(inv.Engine, false, code, po, stderrTail, "system.yaml")
 			return nil, fmt.Errorf("petition engine exited with code %d without an answer (%s): %s", code, f.Reason, redactBound(f.Message()))
 		}
-		return nil, fmt.Errorf("petition answer is not a JSON object: %q", truncate(strings.TrimSpace(text), 200))
+		return nil, fmt.Errorf("petition answer is not a JSON object: %q", redact.Clip(strings.TrimSpace(text), 200))
 	}
 	r.General = strings.TrimSpace(r.General)
 	r.DirectResponse = strings.TrimSpace(r.DirectResponse)

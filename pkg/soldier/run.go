@@ -23,6 +23,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/logging"
+	"github.com/kingdom-dev/kingdom/pkg/redact"
 )
 
 var nowFunc = time.Now
@@ -328,13 +329,6 @@ func failed(task, reason, msg string) map[string]any {
 	}
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
-
 // readStaging reads the agent's result file: a JSON object naming this
 // task. The rest of the raw-result schema is the general's to check when it
 // reads the published result (see fromStructured); the origin recorded
@@ -375,7 +369,7 @@ func jsonText(v any) string {
 	if err != nil {
 		return fmt.Sprint(v)
 	}
-	return truncate(string(b), 80)
+	return redact.Clip(string(b), 80)
 }
 
 // publish writes the raw result with no-replace (§9.5).
