@@ -37,21 +37,33 @@ type refusal struct {
 	fix    func(sysFile string) string
 }
 
+// bypassAsRootFix and credentialsFix are the fixes both a refusal at run
+// time and `start doctor` name (SPEC §10.4: the same cases, the same words).
+func bypassAsRootFix(sysFile string) string {
+	return "bypassPermissions is refused as root: use `--permission-mode acceptEdits` (the default) in runtime.claude.args of " + sysFile + ", or run Kingdom as a dedicated user"
+}
+
+func credentialsFix(eng, sysFile string) string {
+	key, login := "ANTHROPIC_API_KEY", "claude /login"
+	if eng == config.EngineCodex {
+		key, login = "OPENAI_API_KEY", "codex login"
+	}
+	return "set " + key + " in kingdom.env and keep it in runtime.env_passthrough of " + sysFile + ", or run `" + login + "` as the user Kingdom runs as"
+}
+
 var refusals = []refusal{
-	{config.EngineClaude, lazyRE(`cannot be used with root/sudo privileges`), func(f string) string {
-		return "bypassPermissions is refused as root: use `--permission-mode acceptEdits` (the default) in runtime.claude.args of " + f + ", or run Kingdom as a dedicated user"
-	}},
+	{config.EngineClaude, lazyRE(`cannot be used with root/sudo privileges`), bypassAsRootFix},
 	{config.EngineClaude, lazyRE(`(?i)error: unknown option|error: too many arguments|error: option .* argument missing`), func(f string) string {
 		return "remove or correct the flag in runtime.claude.args of " + f
 	}},
 	{config.EngineClaude, lazyRE(`(?i)not logged in|please run /login|invalid api key|authentication_error|invalid x-api-key`), func(f string) string {
-		return "set ANTHROPIC_API_KEY in kingdom.env (it is in runtime.env_passthrough by default) or run `claude /login` as the user Kingdom runs as"
+		return credentialsFix(config.EngineClaude, f)
 	}},
 	{config.EngineCodex, lazyRE(`error: unexpected argument|error: invalid value|error: unrecognized subcommand`), func(f string) string {
 		return "remove or correct the flag in runtime.codex.args of " + f
 	}},
 	{config.EngineCodex, lazyRE(`(?i)missing environment variable: .?OPENAI_API_KEY|not logged in|codex login|401 unauthorized|incorrect api key`), func(f string) string {
-		return "set OPENAI_API_KEY in kingdom.env (it is in runtime.env_passthrough by default) or run `codex login` as the user Kingdom runs as"
+		return credentialsFix(config.EngineCodex, f)
 	}},
 }
 

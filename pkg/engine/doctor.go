@@ -77,7 +77,7 @@ func Doctor(ctx context.Context, sys *config.System, eng string, e DoctorEnv) []
 		bypass := BypassRequested(rt.Claude.Args)
 		ok := !(bypass && e.UID == 0 && getenv(e.Environ, "IS_SANDBOX") != "1")
 		info := "runtime.claude.args: " + strings.Join(rt.Claude.Args, " ")
-		add("permission mode", ok, info, "bypassPermissions is refused as root: use `--permission-mode acceptEdits` (the default) in runtime.claude.args of "+e.SysFile+", or run Kingdom as a dedicated user")
+		add("permission mode", ok, info, bypassAsRootFix(e.SysFile))
 	}
 	ok, info, fix := credentials(eng, rt.EnvPassthrough, e)
 	add("credentials", ok, info, fix)
@@ -119,27 +119,23 @@ func getenv(env []string, k string) string {
 // credentials: an API key that reaches the engine (set and passed
 // through), or the CLI's own login files.
 func credentials(eng string, passthrough []string, e DoctorEnv) (bool, string, string) {
-	key, login := "ANTHROPIC_API_KEY", ""
+	key := "ANTHROPIC_API_KEY"
 	var files []string
 	switch eng {
 	case config.EngineClaude:
 		if d := ClaudeConfigDir(e.Environ); d != "" {
 			files = append(files, filepath.Join(d, ".credentials.json"))
 		}
-		if h := getenv(e.Environ, "HOME"); h != "" {
-			files = append(files, filepath.Join(h, ".claude.json"))
-		}
-		login = "claude /login"
 		if getenv(e.Environ, "CLAUDE_CODE_OAUTH_TOKEN") != "" && slices.Contains(passthrough, "CLAUDE_CODE_OAUTH_TOKEN") {
 			return true, "CLAUDE_CODE_OAUTH_TOKEN set", ""
 		}
 	case config.EngineCodex:
-		key, login = "OPENAI_API_KEY", "codex login"
+		key = "OPENAI_API_KEY"
 		if h := CodexHome(e.Environ); h != "" {
 			files = append(files, filepath.Join(h, "auth.json"))
 		}
 	}
-	fix := "set " + key + " in kingdom.env and keep it in runtime.env_passthrough of " + e.SysFile + ", or run `" + login + "` as the user Kingdom runs as"
+	fix := credentialsFix(eng, e.SysFile)
 	if getenv(e.Environ, key) != "" {
 		if !slices.Contains(passthrough, key) {
 			return false, key + " is set but not in runtime.env_passthrough: the engine never sees it", fix
@@ -147,7 +143,7 @@ func credentials(eng string, passthrough []string, e DoctorEnv) (bool, string, s
 		return true, key + " set", ""
 	}
 	for _, f := range files {
-		if st, err := os.Stat(f); err == nil && st.Size() > 0 && (strings.HasSuffix(f, ".credentials.json") || strings.HasSuffix(f, "auth.json")) {
+		if st, err := os.Stat(f); err == nil && st.Size() > 0 {
 			return true, "logged in (" + f + ")", ""
 		}
 	}
