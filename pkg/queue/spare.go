@@ -37,8 +37,10 @@ import (
 // finished reading it).
 type Spares struct {
 	dir string
-	dev uint64
-	uid int
+	// fresh is where new files are created (spare_dir.go).
+	fresh string
+	dev   uint64
+	uid   int
 
 	mu   sync.Mutex
 	pool []spare // by rest start, oldest first
@@ -93,10 +95,14 @@ func NewSpares(dir string, sameFS ...string) (*Spares, error) {
 			return nil, fmt.Errorf("spares %s: %s is on another filesystem", dir, p)
 		}
 	}
-	if err := probeNoReplace(dir); err != nil {
+	fresh, err := freshDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := probeNoReplace(fresh); err != nil {
 		return nil, fmt.Errorf("spares %s: no-replace rename unsupported: %w", dir, err)
 	}
-	s := &Spares{dir: dir, dev: uint64(st.Dev), uid: os.Getuid(), max: DefaultMaxSpares, now: time.Now,
+	s := &Spares{dir: dir, fresh: fresh, dev: uint64(st.Dev), uid: os.Getuid(), max: DefaultMaxSpares, now: time.Now,
 		prefix: "s-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-"}
 	return s, nil
 }
@@ -107,21 +113,23 @@ func (s *Spares) load() {
 		return
 	}
 	s.loaded = true
-	ents, err := os.ReadDir(s.dir)
-	if err != nil {
-		return
-	}
-	for _, e := range ents {
-		if !e.Type().IsRegular() || atomicfile.IsTemp(e.Name()) {
+	for _, dir := range []string{s.dir, s.fresh} {
+		ents, err := os.ReadDir(dir)
+		if err != nil {
 			continue
 		}
-		p := filepath.Join(s.dir, e.Name())
-		if len(s.pool) >= s.max {
-			os.Remove(p)
-			s.stats.Freed++
-			continue
+		for _, e := range ents {
+			if !e.Type().IsRegular() || atomicfile.IsTemp(e.Name()) {
+				continue
+			}
+			p := filepath.Join(dir, e.Name())
+			if len(s.pool) >= s.max {
+				os.Remove(p)
+				s.stats.Freed++
+				continue
+			}
+			s.pool = append(s.pool, spare{name: p})
 		}
-		s.pool = append(s.pool, spare{name: p})
 	}
 }
 
@@ -229,7 +237,8 @@ func (s *Spares) take() (*os.File, string, int64, error) {
 		s.mu.Unlock()
 		return f, sp.name, st.Size, nil
 	}
-	name := s.newName()
+	s.n++
+	name := filepath.Join(s.fresh, s.prefix+strconv.FormatUint(s.n, 10))
 	s.stats.Created++
 	s.mu.Unlock()
 	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
@@ -249,6 +258,13 @@ func (s *Spares) giveBack(name string, rest time.Duration, dir string) {
 		os.Remove(name)
 		s.stats.Freed++
 		return
+	}
+	if filepath.Dir(name) == s.fresh {
+		// A file born in the fresh directory rests in the pool directory
+		// with the others (its inode stays where it was born).
+		if to := s.newName(); os.Rename(name, to) == nil {
+			name = to
+		}
 	}
 	s.add(spare{name: name, at: s.now().Add(rest - MinSpareAge), dir: dir})
 }

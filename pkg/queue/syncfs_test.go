@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 )
 
@@ -106,10 +108,9 @@ func TestSyncBatches_OneSyncThenCommitsInOrder(t *testing.T) {
 	if !msgs.Exists(layout.Pending, "msg-task-2") || f.read(layout.Pending, "task-1") != "task-1" {
 		t.Error("the second Commit lost a file")
 	}
-	// Nothing of the batches is left in the pool's directory but spares.
-	ents, _ := os.ReadDir(f.sp.dir)
-	if len(ents) != 0 {
-		t.Errorf("pool directory holds %d entries after the commits, want 0", len(ents))
+	// Nothing of the batches is left in the pool.
+	if n := len(f.poolInodes()); n != 0 {
+		t.Errorf("pool holds %d files after the commits, want 0", n)
 	}
 }
 
@@ -163,5 +164,43 @@ func TestSpares_KeepTakesAnyFileAndStatsCount(t *testing.T) {
 	}
 	if st := f.sp.Stats(); st != (SpareStats{Reused: 1, Created: 1, Kept: 1}) {
 		t.Errorf("stats %+v, want 1 reused, 1 created, 1 kept", st)
+	}
+}
+
+// A pool creates its new files in its fresh directory, made beside the
+// pool under a parent flagged top-directory where the filesystem has the
+// flag (so the kernel places it in a block group of its own).
+func TestSpares_NewFilesAreCreatedInTheFreshDirectory(t *testing.T) {
+	f := newSpareFixture(t)
+	if err := f.q.PutOnce(layout.Pending, "task-a", map[string]any{"id": "task-a"}); err != nil {
+		t.Fatal(err)
+	}
+	f.q.Remove(layout.Pending, "task-a") // into the pool
+	ents, err := os.ReadDir(f.sp.fresh)
+	if err != nil || f.sp.fresh != f.sp.dir+"-fresh" {
+		t.Fatalf("fresh directory %s: %v", f.sp.fresh, err)
+	}
+	if len(ents) != 0 {
+		t.Errorf("fresh directory holds %v; the created file was renamed into place", ents)
+	}
+	if f.sp.Stats().Created != 1 || len(f.poolInodes()) != 1 {
+		t.Errorf("stats %+v, pool %d", f.sp.Stats(), len(f.poolInodes()))
+	}
+	d, err := os.Open(filepath.Dir(f.sp.dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	flags, err := unix.IoctlGetUint32(int(d.Fd()), unix.FS_IOC_GETFLAGS)
+	if err != nil {
+		t.Skipf("no inode flags here: %v", err)
+	}
+	if flags&fsTopdirFL == 0 {
+		t.Logf("the filesystem did not keep FS_TOPDIR_FL (flags %#x)", flags)
+	}
+	// A second pool on the same directory reuses the subdirectory.
+	sp2, err := NewSpares(f.sp.dir)
+	if err != nil || sp2.fresh != f.sp.fresh {
+		t.Errorf("reopened pool: %v, fresh %q", err, sp2.fresh)
 	}
 }
