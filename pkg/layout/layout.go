@@ -246,6 +246,10 @@ func (l Layout) RepoClone(g, ownerRepo string) string {
 }
 func (l Layout) TaskDir(g, task string) string { return l.p("workspace", g, "tasks", task) }
 
+// TaskDirSpares holds a general's emptied task dirs, kept for its next
+// tasks instead of being removed and made anew: workspace/<general>/spare/.
+func (l Layout) TaskDirSpares(g string) string { return l.p("workspace", g, "spare") }
+
 // RepoDirName turns "owner/repo" into "owner__repo".
 func RepoDirName(ownerRepo string) string {
 	out := make([]byte, 0, len(ownerRepo)+1)
