@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -25,7 +26,11 @@ import (
 // is taken (a process of the old soldier still writing into its cwd), and
 // a kept file that is not a regular file with one name is replaced, never
 // written through. Where anything fails the dir is removed and made anew
-// as before.
+// as before. One difference remains: a process that escaped the soldier's
+// session (daemonised out of it, so the kill missed it) and still writes
+// into its old cwd writes into a later task's repo/, where before its
+// writes failed in a removed directory; what it wrote before that task
+// started is removed when the dir is taken.
 
 // maxSpareTaskDirs bounds the pool (beyond it, task dirs are removed).
 const maxSpareTaskDirs = 32
@@ -101,8 +106,15 @@ func (g *General) takeTaskDir(dir string, withRepo bool) bool {
 	name := p.dirs[len(p.dirs)-1]
 	p.dirs = slices.Delete(p.dirs, len(p.dirs)-1, len(p.dirs))
 	p.mu.Unlock()
-	if os.Rename(name, dir) != nil {
-		_ = removeTree(name)
+	if err := os.Rename(name, dir); err != nil {
+		if errors.Is(err, fs.ErrExist) || errors.Is(err, syscall.ENOTEMPTY) {
+			// Something is at dir: the spare is fine, the caller decides.
+			p.mu.Lock()
+			p.dirs = append(p.dirs, name)
+			p.mu.Unlock()
+		} else {
+			_ = removeTree(name)
+		}
 		return false
 	}
 	repo := filepath.Join(dir, "repo")
