@@ -241,7 +241,12 @@ func (s *Spares) take() (*os.File, string, int64, error) {
 	name := filepath.Join(s.fresh, s.prefix+strconv.FormatUint(s.n, 10))
 	s.stats.Created++
 	s.mu.Unlock()
+	start := time.Now()
 	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	d := time.Since(start)
+	s.mu.Lock()
+	s.stats.CreateTime += d
+	s.mu.Unlock()
 	if err != nil {
 		return nil, "", 0, err
 	}

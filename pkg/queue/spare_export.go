@@ -25,11 +25,13 @@ func (s *Spares) SetClock(now func() time.Time) {
 }
 
 // SpareStats counts a pool's inodes: Reused files written into a spare,
-// Created files created for want of a rested spare, Kept files moved into
-// the pool instead of being freed, Freed files the pool unlinked (full, or
-// unfit to reuse).
+// Created files created for want of a rested spare (CreateTime: the
+// creates' wall time, what the disk's recent deletes make them cost), Kept
+// files moved into the pool instead of being freed, Freed files the pool
+// unlinked (full, or unfit to reuse).
 type SpareStats struct {
 	Reused, Created, Kept, Freed int64
+	CreateTime                   time.Duration
 }
 
 // Stats returns the pool's counts since it was opened.
