@@ -42,7 +42,31 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	if out := os.Getenv(envInPane); out != "" {
+		os.Exit(inPane(out))
+	}
 	os.Exit(m.Run())
+}
+
+// envInPane makes the test binary, started as a session's command, act as
+// a general would: UseControl, then Starts; it writes what happened.
+const envInPane = "KINGDOM_TMUX_TEST_IN_PANE"
+
+func inPane(out string) int {
+	c := tmux.New()
+	var b strings.Builder
+	fmt.Fprintf(&b, "use=%v\n", c.UseControl())
+	ctx := context.Background()
+	before := tmux.Execs()
+	for i := 0; i < 3; i++ {
+		pid, err := c.Start(ctx, fmt.Sprintf("pane-s-%d", i), tmux.NewOptions{}, "sleep", "60")
+		fmt.Fprintf(&b, "start=%d err=%v\n", pid, err)
+	}
+	fmt.Fprintf(&b, "execs=%d ctl=%v\n", tmux.Execs()-before, tmux.ControlPID(c) != 0)
+	c.Close()
+	os.WriteFile(out+".tmp", []byte(b.String()), 0o600)
+	os.Rename(out+".tmp", out)
+	return 0
 }
 
 func readDump(t *testing.T, path string) dump {
@@ -456,4 +480,28 @@ func TestControl_OnlyInsideAPaneOfTheSameServer(t *testing.T) {
 		t.Error("UseControl inside a pane of the same server refused")
 	}
 	c.Close()
+}
+
+// A process in a pane of the server (as start runs a general) turns the
+// control client on by itself and starts sessions without tmux processes.
+func TestControl_UseControlInsideARolePane(t *testing.T) {
+	c := privateClient(t)
+	out := filepath.Join(t.TempDir(), "report")
+	env := map[string]string{envInPane: out, tmux.EnvSocket: c.Socket}
+	if err := c.NewSession(context.Background(), "gen-x", tmux.NewOptions{Env: env}, os.Args[0], "-test.run=^$"); err != nil {
+		t.Fatal(err)
+	}
+	var b []byte
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		var err error
+		if b, err = os.ReadFile(out); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // waiting for the pane's process
+	}
+	got := string(b)
+	if !strings.HasPrefix(got, "use=true\n") || !strings.Contains(got, "execs=0 ctl=true") || strings.Contains(got, "err=tmux") || strings.Contains(got, "start=0 ") {
+		t.Fatalf("inside a pane: %q; want the control client used for every Start", got)
+	}
 }
