@@ -128,7 +128,7 @@ func (ct *control) run(ctx context.Context, to time.Duration, a []string) ([]byt
 	if !ok {
 		return nil, "", ctlUnsent, nil
 	}
-	k := ct.get(to)
+	k := ct.get(ctx, to)
 	if k == nil {
 		return nil, "", ctlUnsent, nil
 	}
@@ -168,10 +168,10 @@ func (ct *control) run(ctx context.Context, to time.Duration, a []string) ([]byt
 
 // get returns the live connection, connecting if there is none (at most
 // once per retry period after a failure); nil: run commands as processes.
-func (ct *control) get(to time.Duration) *ctlConn {
+func (ct *control) get(ctx context.Context, to time.Duration) *ctlConn {
 	ct.mu.Lock()
 	defer ct.mu.Unlock()
-	if ct.closed {
+	if ct.closed || ctx.Err() != nil {
 		return nil
 	}
 	if ct.conn != nil {
@@ -185,9 +185,11 @@ func (ct *control) get(to time.Duration) *ctlConn {
 	if time.Now().Before(ct.nextTry) {
 		return nil
 	}
-	k, err := ct.connect(to)
+	k, err := ct.connect(ctx, to)
 	if err != nil {
-		ct.nextTry = time.Now().Add(ct.retry)
+		if ctx.Err() == nil {
+			ct.nextTry = time.Now().Add(ct.retry)
+		}
 		return nil
 	}
 	ct.conn = k
@@ -234,7 +236,7 @@ type ctlReply struct {
 	lost   bool // the client ended first
 }
 
-func (ct *control) connect(to time.Duration) (*ctlConn, error) {
+func (ct *control) connect(ctx context.Context, to time.Duration) (*ctlConn, error) {
 	bin := ct.c.Bin
 	if bin == "" {
 		bin = "tmux"
@@ -289,6 +291,8 @@ func (ct *control) connect(to time.Duration) (*ctlConn, error) {
 		err = errors.New(msg)
 	case <-timer.C:
 		err = errors.New("no reply to attach")
+	case <-ctx.Done():
+		err = ctx.Err()
 	}
 	k.kill()
 	<-k.dead
@@ -320,50 +324,31 @@ func (k *ctlConn) kill() {
 }
 
 // read parses the client's output until it ends: the first block is the
-// attach's own; then each block flagged as this client's (flags bit 1)
-// answers the oldest queued command. Notifications (%session-changed,
-// %sessions-changed, %window-add, %output …) between blocks are skipped. A
-// block ends only at the %end/%error line carrying its own number, so
-// output lines that look like one do not cut it short.
+// attach's own; then each block flagged as this client's answers the
+// oldest queued command.
 func (k *ctlConn) read(out io.Reader) {
 	br := bufio.NewReaderSize(out, 64<<10)
 	attached := false
-	inBlock, ours := false, false
-	var num string
-	var body []string
+	var p blockParser
 	for {
 		line, err := br.ReadString('\n')
 		if err != nil {
 			break
 		}
-		line = strings.TrimSuffix(line, "\n")
-		if inBlock {
-			end, failed := strings.HasPrefix(line, "%end "), strings.HasPrefix(line, "%error ")
-			if (end || failed) && blockNum(line) == num {
-				inBlock = false
-				switch {
-				case !attached:
-					attached = true
-					if failed {
-						k.ready <- strings.Join(body, "; ")
-					} else {
-						k.ready <- ""
-					}
-				case ours:
-					k.deliver(body, failed)
-				}
-				continue
-			}
-			body = append(body, line)
+		b, done := p.line(strings.TrimSuffix(line, "\n"))
+		if !done {
 			continue
 		}
-		if strings.HasPrefix(line, "%begin ") {
-			f := strings.Fields(line)
-			flags := 0
-			if len(f) >= 4 {
-				flags, _ = strconv.Atoi(f[3])
+		switch {
+		case !attached:
+			attached = true
+			if b.failed {
+				k.ready <- strings.Join(b.body, "; ")
+			} else {
+				k.ready <- ""
 			}
-			inBlock, ours, num, body = true, flags&1 != 0, blockNum(line), nil
+		case b.ours:
+			k.deliver(b.body, b.failed)
 		}
 	}
 	// Its stdout ended (or was closed by Wait): this client is done.
@@ -396,6 +381,72 @@ func (k *ctlConn) deliver(body []string, failed bool) {
 	k.mu.Unlock()
 	r.body, r.failed = body, failed
 	close(r.done)
+}
+
+// blockParser splits a control client's output into command blocks.
+// Notifications between blocks (%session-changed, %sessions-changed,
+// %window-add, %output …) are skipped. A block ends only at the %end/%error
+// line carrying its own command number, so output lines that merely look
+// like one do not cut it short. Released tmux writes notifications only
+// between blocks; a line inside a block that has the shape of one
+// ("%word" alone or followed by a space) is dropped too — none of the
+// commands this package sends prints such a line (pids, session lines with
+// tabs, error messages), and some tmux development builds (next-3.8) wrote
+// notifications inside the running command's block.
+type blockParser struct {
+	in  bool
+	b   ctlBlock
+	num string
+}
+
+type ctlBlock struct {
+	ours   bool // flags bit 1: the reply to a command this client sent
+	failed bool // %error
+	body   []string
+}
+
+// line takes one output line; done reports a completed block.
+func (p *blockParser) line(l string) (ctlBlock, bool) {
+	if !p.in {
+		if strings.HasPrefix(l, "%begin ") {
+			f := strings.Fields(l)
+			flags := 0
+			if len(f) >= 4 {
+				flags, _ = strconv.Atoi(f[3])
+			}
+			p.in, p.num, p.b = true, blockNum(l), ctlBlock{ours: flags&1 != 0}
+		}
+		return ctlBlock{}, false
+	}
+	end, failed := strings.HasPrefix(l, "%end "), strings.HasPrefix(l, "%error ")
+	if (end || failed) && blockNum(l) == p.num {
+		p.in = false
+		b := p.b
+		b.failed = failed
+		return b, true
+	}
+	if !isNotification(l) {
+		p.b.body = append(p.b.body, l)
+	}
+	return ctlBlock{}, false
+}
+
+// isNotification reports whether l has the shape of a control-mode
+// notification: "%" and a lower-case word, alone or before a space.
+func isNotification(l string) bool {
+	if len(l) < 2 || l[0] != '%' {
+		return false
+	}
+	for i := 1; i < len(l); i++ {
+		switch c := l[i]; {
+		case c == ' ':
+			return i > 1
+		case c >= 'a' && c <= 'z', c == '-' && i > 1:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // blockNum is the command number of a %begin/%end/%error line

@@ -398,6 +398,9 @@ func TestControl_StalledServerNeverHangs(t *testing.T) {
 	ctx := context.Background()
 	c := controlled(t, "no-output,ignore-size")
 	c.Timeout = 500 * time.Millisecond
+	// A reconnect tried while the server is stopped fails; the next try
+	// then waits this long.
+	tmux.SetControlRetry(c, 100*time.Millisecond)
 	if ok, err := c.Has(ctx, "keep"); !ok || err != nil {
 		t.Fatalf("Has(keep) = %v, %v", ok, err)
 	}
@@ -429,6 +432,7 @@ func TestControl_StalledServerNeverHangs(t *testing.T) {
 	}
 	syscall.Kill(server, syscall.SIGCONT)
 	resumed = true
+	time.Sleep(150 * time.Millisecond) // past the retry period of a reconnect that failed while stopped
 	var pid int
 	var err error
 	for i := 0; i < 3; i++ {

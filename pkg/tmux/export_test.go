@@ -1,5 +1,7 @@
 package tmux
 
+import "time"
+
 // UseControlAt attaches c's control client to target (a pane id) with the
 // given attach flags: tests run outside tmux, so UseControl's environment
 // check would refuse; "ignore-size" alone lets %output through.
@@ -28,3 +30,7 @@ func Execs() int64 { return execs.Load() }
 
 // IsOwnServer exposes the TMUX check of UseControl.
 func IsOwnServer(c *Client, tmuxEnv string) bool { return c.isOwnServer(tmuxEnv) }
+
+// SetControlRetry sets how long after a failed connect c waits before the
+// next try (tests: the default 5 s is long).
+func SetControlRetry(c *Client, d time.Duration) { c.ctl.retry = d }
