@@ -67,7 +67,8 @@ type control struct {
 // client when this process runs in a tmux pane of c's own server (the
 // environment's TMUX names c's socket and TMUX_PANE a pane). It reports
 // whether it did; otherwise c keeps running a tmux process per command.
-// The client connects on first use; Close ends it.
+// The client connects on first use; Close ends it. Call it before c is
+// shared with other goroutines (at start-up).
 func (c *Client) UseControl() bool {
 	pane := os.Getenv("TMUX_PANE")
 	if c.ctl != nil || pane == "" || !strings.HasPrefix(pane, "%") || !c.isOwnServer(os.Getenv("TMUX")) {
