@@ -42,8 +42,13 @@ func freshDir(dir string) (string, error) {
 		}
 		return sub, nil
 	}
-	if err := placeFresh(sub); err != nil && !errors.Is(err, os.ErrExist) {
-		return "", err
+	perr := placeFresh(sub)
+	// Another process of the role (a standby) may have placed it first.
+	if fi, err := os.Lstat(sub); err != nil || !fi.IsDir() {
+		if perr == nil {
+			perr = errors.New("not a directory")
+		}
+		return "", &os.PathError{Op: "spares", Path: sub, Err: perr}
 	}
 	return sub, nil
 }
