@@ -191,16 +191,23 @@ func (e *CodeError) ExitCode() int { return e.Code }
 // error to stderr and exits with ExitCode. It is the only os.Exit.
 func Main(cmd *cli.Command) {
 	Prepare(cmd)
-	endProfile := startProfile(cmd.Name)
+	MainFunc(cmd.Name, func(ctx context.Context) error { return cmd.Run(ctx, os.Args) })
+}
+
+// MainFunc is Main for a command that parses its own arguments (a path run
+// once per task that need not build the command tree, soldier-spawn run):
+// the same profile, signals, error report and exit code.
+func MainFunc(name string, run func(ctx context.Context) error) {
+	endProfile := startProfile(name)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	err := cmd.Run(ctx, os.Args)
+	err := run(ctx)
 	stop()
 	endProfile()
 	code := ExitCode(err)
 	if err != nil {
 		var ce *CodeError
 		if !errors.As(err, &ce) || ce.Err != nil {
-			fmt.Fprintf(os.Stderr, "%s: %s\n", cmd.Name, logging.Redact(err.Error()))
+			fmt.Fprintf(os.Stderr, "%s: %s\n", name, logging.Redact(err.Error()))
 		}
 	}
 	os.Exit(code)

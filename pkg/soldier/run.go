@@ -378,14 +378,20 @@ func publish(l layout.Layout, task string, raw map[string]any) error {
 	if err != nil {
 		return fmt.Errorf("encode raw result %s: %w", task, err)
 	}
-	if err := atomicfile.CreateNoReplace(l.ResultRaw(task), append(b, '\n'), 0o600); err != nil {
+	b = append(b, '\n')
+	staging, path := l.ResultStaging(task), l.ResultRaw(task)
+	err = publishInPlace(staging, path, b)
+	if errors.Is(err, errNoStaging) {
+		err = atomicfile.CreateNoReplace(path, b, 0o600)
+	}
+	if err != nil {
+		removeStaging(staging)
 		if errors.Is(err, atomicfile.ErrExists) {
-			removeStaging(l.ResultStaging(task))
 			return nil // the general already decided (Timeout, SoldierDied)
 		}
 		return fmt.Errorf("publish raw result %s: %w", task, err)
 	}
-	removeStaging(l.ResultStaging(task))
+	removeStaging(staging)
 	return nil
 }
 
