@@ -76,9 +76,13 @@ func runTask(ctx context.Context, p soldier.Params) error {
 }
 
 func main() {
+	// Launch asked the runtime for one processor through the session's
+	// environment; the engine sees the environment as it was.
+	soldier.RestoreEnv()
 	if len(os.Args) > 1 && (os.Args[1] == "run" || os.Args[1] == "petition") {
 		// Both mostly wait on their engine; one P spares the idle
 		// processors' spinning on every wake-up (~0.4 CPU-ms per task).
+		// Already one when Launch started us: no change then.
 		runtime.GOMAXPROCS(1)
 	}
 	if p, ok := fastRunParams(os.Args); ok {
