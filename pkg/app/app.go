@@ -191,17 +191,20 @@ func (e *CodeError) ExitCode() int { return e.Code }
 // error to stderr and exits with ExitCode. It is the only os.Exit.
 func Main(cmd *cli.Command) {
 	Prepare(cmd)
-	MainFunc(cmd.Name, func(ctx context.Context) error { return cmd.Run(ctx, os.Args) })
+	MainFunc(cmd.Name, func(ctx context.Context) error {
+		ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+		defer stop()
+		return cmd.Run(ctx, os.Args)
+	})
 }
 
-// MainFunc is Main for a command that parses its own arguments (a path run
-// once per task that need not build the command tree, soldier-spawn run):
-// the same profile, signals, error report and exit code.
+// MainFunc is Main for a command that parses its own arguments and handles
+// signals itself (soldier-spawn run, once per task: each signal a process
+// starts or stops watching costs the runtime a round trip to a thread of
+// its own): the same profile, error report and exit code.
 func MainFunc(name string, run func(ctx context.Context) error) {
 	endProfile := startProfile(name)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	err := run(ctx)
-	stop()
+	err := run(context.Background())
 	endProfile()
 	code := ExitCode(err)
 	if err != nil {

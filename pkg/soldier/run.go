@@ -467,8 +467,10 @@ func executeTo(ctx context.Context, l layout.Layout, o RunOptions, inv *engine.I
 	// engine's group down with us, or a killed soldier's agent would go on
 	// working as an orphan.
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(sigs)
+	signal.Notify(sigs, stopSignals...)
+	if !signalsForLife {
+		defer signal.Stop(sigs)
+	}
 	if err := cmd.Start(); err != nil {
 		return -1, "", err
 	}
