@@ -381,17 +381,19 @@ func publish(l layout.Layout, task string, raw map[string]any) error {
 	b = append(b, '\n')
 	staging, path := l.ResultStaging(task), l.ResultRaw(task)
 	err = publishInPlace(staging, path, b)
+	if err == nil {
+		return nil // the staging file is the raw result now
+	}
 	if errors.Is(err, errNoStaging) {
 		err = atomicfile.CreateNoReplace(path, b, 0o600)
 	}
+	removeStaging(staging)
+	if errors.Is(err, atomicfile.ErrExists) {
+		return nil // the general already decided (Timeout, SoldierDied)
+	}
 	if err != nil {
-		removeStaging(staging)
-		if errors.Is(err, atomicfile.ErrExists) {
-			return nil // the general already decided (Timeout, SoldierDied)
-		}
 		return fmt.Errorf("publish raw result %s: %w", task, err)
 	}
-	removeStaging(staging)
 	return nil
 }
 
