@@ -2,7 +2,6 @@ package chamberlain
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -198,9 +197,9 @@ func (r *Role) observeSessions(ctx context.Context, now time.Time, rep *Report) 
 			r.emit("recovery.sessions_cleaned", map[string]any{"removed_count": len(pruned)})
 		}
 	} else {
-		// Readers take no lock: sessions.json is replaced by rename, so a
-		// plain read sees a whole version.
-		es, rerr := readRegistry(r.l.SessionsJSON())
+		// Read under the shared lock: a write trades sessions.json's inode
+		// with a kept sibling that the write after next rewrites in place.
+		es, rerr := r.reg.Read()
 		if rerr != nil {
 			rep.Errors = append(rep.Errors, rerr.Error())
 			// What is true on disk, not an empty list (issue #13 item 5).
@@ -227,21 +226,6 @@ func (r *Role) observeSessions(ctx context.Context, now time.Time, rep *Report) 
 		}
 	}
 	return nil
-}
-
-func readRegistry(path string) ([]sessions.Entry, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) || (err == nil && len(b) == 0) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	var es []sessions.Entry
-	if err := json.Unmarshal(b, &es); err != nil {
-		return nil, fmt.Errorf("decode %s: %w", path, err)
-	}
-	return es, nil
 }
 
 // watchedRoles returns sentinel, king, envoy and every installed general

@@ -75,6 +75,7 @@ type General struct {
 	raw           rawWatch
 	others        map[string]bool // pending task ids addressed elsewhere (pending.go)
 	sparesOpened  bool            // the claim rewrites' pool was opened (spares.go)
+	taskDirs      taskDirPool     // emptied task dirs for the next tasks (taskdirs.go)
 }
 
 // New returns the general described by o.Manifest.

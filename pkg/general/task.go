@@ -61,7 +61,7 @@ func (g *General) runTask(ctx context.Context, t *schema.Task) {
 		return
 	}
 	// Read only by the soldier started below; rewritten on every attempt.
-	if err := atomicfile.WritePrivate(l.Prompt(t.ID), []byte(redact.String(prompt)), 0o600); err != nil {
+	if err := atomicfile.WriteInPlace(l.Prompt(t.ID), []byte(redact.String(prompt)), 0o600); err != nil {
 		g.synthetic(t.ID, schema.ResultFailed, schema.ReasonEngineError, "write prompt: "+err.Error())
 		g.finish(ctx, t, "", started, ws)
 		return

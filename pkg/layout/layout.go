@@ -123,6 +123,11 @@ func (l Layout) Resources() string             { return l.p("state", "resources.
 func (l Layout) SessionsJSON() string          { return l.p("state", "sessions.json") }
 func (l Layout) SessionsLock() string          { return l.p("state", "sessions.lock") }
 
+// SessionsSwap is the file sessions.json trades places with on each write
+// (atomicfile.ReplaceSwap): it holds the previous version, is rewritten in
+// place by the next write, and is never removed.
+func (l Layout) SessionsSwap() string { return l.p("state", ".sessions.json.swap") }
+
 // Results paths (state/results).
 func (l Layout) ResultsDir() string             { return l.p("state", "results") }
 func (l Layout) ResultFinal(task string) string { return l.p("state", "results", task+".json") }
@@ -240,6 +245,10 @@ func (l Layout) RepoClone(g, ownerRepo string) string {
 	return l.p("workspace", g, "repos", RepoDirName(ownerRepo))
 }
 func (l Layout) TaskDir(g, task string) string { return l.p("workspace", g, "tasks", task) }
+
+// TaskDirSpares holds a general's emptied task dirs, kept for its next
+// tasks instead of being removed and made anew: workspace/<general>/spare/.
+func (l Layout) TaskDirSpares(g string) string { return l.p("workspace", g, "spare") }
 
 // RepoDirName turns "owner/repo" into "owner__repo".
 func RepoDirName(ownerRepo string) string {
