@@ -1,8 +1,16 @@
 package soldier
 
 import (
+	"context"
+	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/tmux"
 )
 
 // The soldier's session asks for one processor, and the soldier gives its
@@ -44,5 +52,42 @@ func TestSoldierProcs_SessionGetsOneAndTheEngineTheOriginal(t *testing.T) {
 	soldierProcsEnv(e)
 	if e[envGOMAXPROCS] != "4" || e[EnvSoldierProcs] != "" {
 		t.Errorf("session env %v, want the caller's GOMAXPROCS=4 and no mark", e)
+	}
+}
+
+// The soldier's session (real tmux, private socket) starts its command
+// with GOMAXPROCS=1 and the mark RestoreEnv reads.
+func TestLaunch_SessionStartsWithOneProcessor(t *testing.T) {
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("tmux not installed")
+	}
+	tc := &tmux.Client{Socket: fmt.Sprintf("kingdom-test-soldier-%d", os.Getpid())}
+	t.Cleanup(func() { tc.KillServer(context.Background()) })
+	dir := t.TempDir()
+	out := filepath.Join(dir, "env")
+	// Stands in for soldier-spawn: records the environment it was started with.
+	bin := filepath.Join(dir, "soldier-spawn")
+	os.WriteFile(bin, []byte("#!/bin/sh\nenv > "+out+".tmp && mv "+out+".tmp "+out+"\n"), 0o700)
+	t.Setenv(envGOMAXPROCS, "7") // the general's own, and so the session's without Launch
+	p := Params{BaseDir: dir, TaskID: "task-20261125-020", General: "gen-a", PromptFile: filepath.Join(dir, "p.md"),
+		Workdir: dir, SoldierID: "soldier-1-cd"}
+	if _, err := Launch(context.Background(), tc, bin, p, nil); err != nil {
+		t.Fatal(err)
+	}
+	var env string
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if b, err := os.ReadFile(out); err == nil {
+			env = string(b)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the session's command never ran")
+		}
+		time.Sleep(10 * time.Millisecond) // a real tmux session starting
+	}
+	for _, want := range []string{"GOMAXPROCS=1\n", EnvSoldierProcs + "==7\n"} {
+		if !strings.Contains(env, want) {
+			t.Errorf("session environment lacks %q:\n%s", want, env)
+		}
 	}
 }
