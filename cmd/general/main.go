@@ -34,6 +34,11 @@ func main() {
 			if err != nil {
 				return err
 			}
+			// Inside its role session the general sends its tmux commands
+			// (a soldier's new-session) through one control client.
+			if env.Tmux.UseControl() {
+				defer env.Tmux.Close()
+			}
 			l := env.Layout
 			m, err := config.LoadManifest(l.GeneralManifest(name))
 			if err != nil {

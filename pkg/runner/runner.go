@@ -275,7 +275,11 @@ func watch(ctx context.Context, o Options, notify func()) (*fsnotify.Watcher, er
 				if !ok {
 					return
 				}
-				if !ev.Has(fsnotify.Create) && !ev.Has(fsnotify.Write) && !ev.Has(fsnotify.Rename) {
+				// A file that arrived (created, renamed in) or was written in
+				// place. One that left (fsnotify's Rename is IN_MOVED_FROM: a
+				// claim, a dispatch, a delivery moving it on) is no new work:
+				// waking on it woke every general at each claim.
+				if !ev.Has(fsnotify.Create) && !ev.Has(fsnotify.Write) {
 					continue
 				}
 				dir, name := filepath.Dir(ev.Name), filepath.Base(ev.Name)

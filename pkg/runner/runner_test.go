@@ -179,6 +179,34 @@ func TestRunner_InotifyWakesTickAndFailuresAreCounted(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("a new file did not wake the runner")
 	}
+	// A file leaving the dir (a claim renames it on) is no new work. The
+	// write above may still wake once more (IN_MODIFY after IN_CREATE):
+	// drain that first.
+	for drained := false; !drained; {
+		select {
+		case <-woke:
+		case <-time.After(300 * time.Millisecond): // quiet: no wake pending
+			drained = true
+		}
+	}
+	away := t.TempDir()
+	if err := os.Rename(filepath.Join(dir, "x.json"), filepath.Join(away, "x.json")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-woke:
+		t.Fatal("a file renamed out of the dir woke the runner")
+	case <-time.After(300 * time.Millisecond): // the negative check, as above
+	}
+	// One renamed in is.
+	if err := os.Rename(filepath.Join(away, "x.json"), filepath.Join(dir, "y.json")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-woke:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a file renamed into the dir did not wake the runner")
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/redact"
@@ -35,6 +36,8 @@ type Client struct {
 	Socket string // -L socket name ("" = default server)
 	// Timeout bounds each tmux call (default 10 s).
 	Timeout time.Duration
+
+	ctl *control // the control-mode client, when UseControl enabled it (control.go)
 }
 
 // New returns a client for the socket named by KINGDOM_TMUX_SOCKET.
@@ -50,16 +53,73 @@ func (c *Client) args(a ...string) []string {
 	return a
 }
 
+func (c *Client) timeout() time.Duration {
+	if c.Timeout == 0 {
+		return 10 * time.Second
+	}
+	return c.Timeout
+}
+
+// run runs one tmux command: through the control client when there is one
+// (control.go), else (or when it cannot send) as a tmux process of its own.
 func (c *Client) run(ctx context.Context, a ...string) ([]byte, error) {
+	if c.ctl == nil {
+		return c.exec(ctx, a...)
+	}
+	out, msg, how, err := c.ctl.run(ctx, c.timeout(), a)
+	switch how {
+	case ctlDone:
+		if err != nil && msg != "" {
+			return out, c.failed(a[0], err, msg)
+		}
+		return out, err
+	case ctlLost:
+		return c.rerun(ctx, a)
+	}
+	return c.exec(ctx, a...)
+}
+
+// rerun runs as a process of its own a command whose control-mode reply was
+// lost (the control client died after it was sent, so tmux may or may not
+// have run it). Only new-session is not idempotent: if the lost one did
+// create the session, the second meets "duplicate session", and the pane
+// pid of that session is the answer (session names are fresh ids).
+func (c *Client) rerun(ctx context.Context, a []string) ([]byte, error) {
+	out, err := c.exec(ctx, a...)
+	if err == nil || a[0] != "new-session" || !strings.Contains(err.Error(), "duplicate session") {
+		return out, err
+	}
+	name := ""
+	for i := 1; i+1 < len(a) && a[i] != "--"; i++ {
+		if a[i] == "-s" {
+			name = a[i+1]
+		}
+	}
+	if name == "" {
+		return out, err
+	}
+	return c.exec(ctx, "display-message", "-p", "-t", exact(name)+":", "#{pane_pid}")
+}
+
+// failed is the error of a tmux command that failed with message msg.
+func (c *Client) failed(cmd string, err error, msg string) error {
+	if isNoServer(msg) || strings.Contains(msg, "can't find session") || strings.Contains(msg, "session not found") {
+		return fmt.Errorf("tmux %s: %w (%s)", cmd, ErrNoSession, msg)
+	}
+	return fmt.Errorf("tmux %s: %w: %s", cmd, err, msg)
+}
+
+// execs counts tmux client processes started for commands (tests).
+var execs atomic.Int64
+
+// exec runs one tmux command as a tmux client process.
+func (c *Client) exec(ctx context.Context, a ...string) ([]byte, error) {
+	execs.Add(1)
 	bin := c.Bin
 	if bin == "" {
 		bin = "tmux"
 	}
-	to := c.Timeout
-	if to == 0 {
-		to = 10 * time.Second
-	}
-	ctx, cancel := context.WithTimeout(ctx, to)
+	ctx, cancel := context.WithTimeout(ctx, c.timeout())
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, c.args(a...)...)
 	// The first tmux call starts the server, which keeps this environment
@@ -74,11 +134,7 @@ func (c *Client) run(ctx context.Context, a ...string) ([]byte, error) {
 		if ctx.Err() != nil {
 			return out.Bytes(), fmt.Errorf("tmux %s: %w", a[0], ctx.Err())
 		}
-		msg := strings.TrimSpace(errb.String())
-		if isNoServer(msg) || strings.Contains(msg, "can't find session") || strings.Contains(msg, "session not found") {
-			return out.Bytes(), fmt.Errorf("tmux %s: %w (%s)", a[0], ErrNoSession, msg)
-		}
-		return out.Bytes(), fmt.Errorf("tmux %s: %w: %s", a[0], err, msg)
+		return out.Bytes(), c.failed(a[0], err, strings.TrimSpace(errb.String()))
 	}
 	return out.Bytes(), nil
 }
@@ -129,16 +185,35 @@ func (c *Client) Start(ctx context.Context, name string, opt NewOptions, argv ..
 		return 0, errors.New("tmux new-session: empty command")
 	}
 	a := []string{"new-session", "-d", "-P", "-F", "#{pane_pid}", "-s", name, "-x", "200", "-y", "50"}
-	if opt.Dir != "" {
-		a = append(a, "-c", opt.Dir)
+	dir := opt.Dir
+	if dir == "" {
+		// A tmux process's own directory was the default; a control
+		// client's default would be its session's: name ours.
+		dir, _ = os.Getwd()
 	}
-	keys := make([]string, 0, len(opt.Env))
+	if dir != "" {
+		// tmux expands formats in -c (#{…}, #(command)!): ## is a literal #.
+		a = append(a, "-c", strings.ReplaceAll(dir, "#", "##"))
+	}
+	keys := make([]string, 0, len(opt.Env)+1)
 	for k := range opt.Env {
 		keys = append(keys, k)
 	}
+	if _, set := opt.Env["PATH"]; !set {
+		// tmux gives a session the PATH of the client that asked for it,
+		// but only of a client not attached to a session; a control client
+		// is attached, so pass ours as a tmux process would.
+		if _, ok := os.LookupEnv("PATH"); ok {
+			keys = append(keys, "PATH")
+		}
+	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		a = append(a, "-e", k+"="+opt.Env[k])
+		v, ok := opt.Env[k]
+		if !ok {
+			v = os.Getenv(k)
+		}
+		a = append(a, "-e", k+"="+v)
 	}
 	if len(argv) < 2 {
 		// tmux hands a single word to the shell; only two or more words are
