@@ -52,15 +52,47 @@ func loadSystem(base string) (*config.System, error) {
 	if err != nil {
 		return nil, &app.ConfigError{Err: err}
 	}
-	redact.SetExtraNames(config.SecretEnvNamesWith(sys, l.ConfigDir()))
+	redact.SetExtraNames(soldier.SecretNames(sys, l.ConfigDir(), os.Environ()))
 	return sys, nil
 }
 
+// runTask is `soldier-spawn run`: the engine for one task attempt.
+func runTask(ctx context.Context, p soldier.Params) error {
+	sys, err := loadSystem(p.BaseDir)
+	if err != nil {
+		// Leave a result so the task does not wait for a timeout, but
+		// never run the engine on defaults.
+		if perr := soldier.PublishConfigFailure(p.BaseDir, p.TaskID, err); perr != nil {
+			return perr
+		}
+		return err
+	}
+	out, rerr := soldier.Run(ctx, soldier.RunOptions{Params: p, System: sys, Environ: os.Environ()})
+	if rerr != nil {
+		return rerr
+	}
+	fmt.Printf("%s: %v\n", p.TaskID, out.Raw["status"])
+	return nil
+}
+
 func main() {
+	// Launch asked the runtime for one processor through the session's
+	// environment; the engine sees the environment as it was.
+	soldier.RestoreEnv()
 	if len(os.Args) > 1 && (os.Args[1] == "run" || os.Args[1] == "petition") {
 		// Both mostly wait on their engine; one P spares the idle
 		// processors' spinning on every wake-up (~0.4 CPU-ms per task).
+		// Already one when Launch started us: no change then.
 		runtime.GOMAXPROCS(1)
+	}
+	if p, ok := fastRunParams(os.Args); ok {
+		// The soldier session's own command, once per task: parsed here
+		// without building the command tree (see fastRunParams). A stop
+		// signal ends it by default until its engine starts, then ends
+		// the engine's group (and nothing is published either way: the
+		// one who stopped the soldier decides its result).
+		soldier.CatchSignals()
+		app.MainFunc("soldier-spawn", func(ctx context.Context) error { return runTask(ctx, p) })
 	}
 	cmd := &cli.Command{
 		Name:  "soldier-spawn",
@@ -81,22 +113,7 @@ func main() {
 				Usage: "run the engine for the task (the soldier session's command)",
 				Flags: taskFlags(),
 				Action: func(ctx context.Context, c *cli.Command) error {
-					p := params(c)
-					sys, err := loadSystem(p.BaseDir)
-					if err != nil {
-						// Leave a result so the task does not wait for a
-						// timeout, but never run the engine on defaults.
-						if perr := soldier.PublishConfigFailure(p.BaseDir, p.TaskID, err); perr != nil {
-							return perr
-						}
-						return err
-					}
-					out, rerr := soldier.Run(ctx, soldier.RunOptions{Params: p, System: sys, Environ: os.Environ()})
-					if rerr != nil {
-						return rerr
-					}
-					fmt.Printf("%s: %v\n", p.TaskID, out.Raw["status"])
-					return nil
+					return runTask(ctx, params(c))
 				},
 			},
 			{

@@ -191,16 +191,26 @@ func (e *CodeError) ExitCode() int { return e.Code }
 // error to stderr and exits with ExitCode. It is the only os.Exit.
 func Main(cmd *cli.Command) {
 	Prepare(cmd)
-	endProfile := startProfile(cmd.Name)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	err := cmd.Run(ctx, os.Args)
-	stop()
+	MainFunc(cmd.Name, func(ctx context.Context) error {
+		ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+		defer stop()
+		return cmd.Run(ctx, os.Args)
+	})
+}
+
+// MainFunc is Main for a command that parses its own arguments and handles
+// signals itself (soldier-spawn run, once per task: each signal a process
+// starts or stops watching costs the runtime a round trip to a thread of
+// its own): the same profile, error report and exit code.
+func MainFunc(name string, run func(ctx context.Context) error) {
+	endProfile := startProfile(name)
+	err := run(context.Background())
 	endProfile()
 	code := ExitCode(err)
 	if err != nil {
 		var ce *CodeError
 		if !errors.As(err, &ce) || ce.Err != nil {
-			fmt.Fprintf(os.Stderr, "%s: %s\n", cmd.Name, logging.Redact(err.Error()))
+			fmt.Fprintf(os.Stderr, "%s: %s\n", name, logging.Redact(err.Error()))
 		}
 	}
 	os.Exit(code)

@@ -92,19 +92,24 @@ func values() []string {
 	return out
 }
 
-var patterns = []*regexp.Regexp{
-	regexp.MustCompile(`xox[abposr]-[A-Za-z0-9-]+`),
-	regexp.MustCompile(`xapp-[A-Za-z0-9-]+`),
-	regexp.MustCompile(`gh[pousr]_[A-Za-z0-9]{16,}`),
-	regexp.MustCompile(`github_pat_[A-Za-z0-9_]{20,}`),
-	regexp.MustCompile(`sk-ant-[A-Za-z0-9_-]+`),
-	regexp.MustCompile(`sk-proj-[A-Za-z0-9_-]{20,}`),
-	regexp.MustCompile(`sk-[A-Za-z0-9]{20,}`),
-	regexp.MustCompile(`(?i)(authorization:?\s*(bearer|basic|token)\s+)[^\s"']+`),
-	regexp.MustCompile(`(?i)\b(bearer|basic)\s+[A-Za-z0-9+/=._-]{8,}`),
-	regexp.MustCompile(`(?i)((token|password|secret|api_key)=)[^\s&"']+`),
-	regexp.MustCompile(`(?i)("[a-z_]*(token|password|secret|api_key)"\s*:\s*")(?:[^"\\]|\\.)+`),
-}
+// patterns are compiled on first use: every process links this package
+// (soldier-spawn starts once per task), most text never reaches them (see
+// maybePattern), and compiling them at init cost each start ~0.2 ms.
+var patterns = sync.OnceValue(func() []*regexp.Regexp {
+	return []*regexp.Regexp{
+		regexp.MustCompile(`xox[abposr]-[A-Za-z0-9-]+`),
+		regexp.MustCompile(`xapp-[A-Za-z0-9-]+`),
+		regexp.MustCompile(`gh[pousr]_[A-Za-z0-9]{16,}`),
+		regexp.MustCompile(`github_pat_[A-Za-z0-9_]{20,}`),
+		regexp.MustCompile(`sk-ant-[A-Za-z0-9_-]+`),
+		regexp.MustCompile(`sk-proj-[A-Za-z0-9_-]{20,}`),
+		regexp.MustCompile(`sk-[A-Za-z0-9]{20,}`),
+		regexp.MustCompile(`(?i)(authorization:?\s*(bearer|basic|token)\s+)[^\s"']+`),
+		regexp.MustCompile(`(?i)\b(bearer|basic)\s+[A-Za-z0-9+/=._-]{8,}`),
+		regexp.MustCompile(`(?i)((token|password|secret|api_key)=)[^\s&"']+`),
+		regexp.MustCompile(`(?i)("[a-z_]*(token|password|secret|api_key)"\s*:\s*")(?:[^"\\]|\\.)+`),
+	}
+})
 
 // String returns s with every secret replaced by Marker.
 func String(s string) string {
@@ -121,7 +126,7 @@ func String(s string) string {
 
 // applyPatterns replaces every token shape in s.
 func applyPatterns(s string) string {
-	for _, re := range patterns {
+	for _, re := range patterns() {
 		s = re.ReplaceAllStringFunc(s, func(m string) string {
 			sub := re.FindStringSubmatch(m)
 			if len(sub) > 1 && sub[1] != "" && (strings.HasSuffix(strings.ToLower(sub[1]), "=") || strings.HasSuffix(sub[1], "\"")) ||

@@ -58,7 +58,7 @@ type Options struct {
 	Layout   layout.Layout
 	Interval time.Duration // idle tick period (default 10 s)
 	Watches  []Watch
-	Debounce time.Duration // coalesce bursts of wake-ups (default 5 ms)
+	Debounce time.Duration // least time between a tick's end and a tick a wake-up causes (default 5 ms)
 	Once     bool          // run one tick and return
 	Standby  bool          // wait for the leader lock instead of exiting
 	// MaxFailures consecutive failing ticks make Run return (default 10).
@@ -149,6 +149,7 @@ func Run(ctx context.Context, o Options, role Role) error {
 	}
 
 	fails := 0
+	var lastEnd time.Time     // when the last tick ended
 	timer := time.NewTimer(0) // first tick at once
 	defer timer.Stop()
 	for {
@@ -158,14 +159,21 @@ func Run(ctx context.Context, o Options, role Role) error {
 			return nil
 		case <-timer.C:
 		case <-wake:
-			if !sleepCtx(ctx, o.Debounce) {
+			// Ticks a wake causes are at least Debounce apart (a burst of
+			// files coalesces into the next tick), but the first wake after
+			// a quiet spell ticks at once: on an idle kingdom each hop of a
+			// task (sentinel, king, general, envoy) used to wait the full
+			// window.
+			if rest := o.Debounce - time.Since(lastEnd); rest > 0 && !sleepCtx(ctx, rest) {
 				return nil
 			}
 		case <-roleWake:
 		}
 		// The tick runs on a context that survives the shutdown signal, so a
 		// SIGTERM lets the current tick finish (SPEC §4.2).
-		if err := runTick(context.WithoutCancel(ctx), o, role, hb); err != nil {
+		err := runTick(context.WithoutCancel(ctx), o, role, hb)
+		lastEnd = time.Now()
+		if err != nil {
 			fails++
 			o.Log.Error("tick failed", "err", err, "consecutive", fails)
 			if fails >= o.MaxFailures {

@@ -263,3 +263,79 @@ func TestRunner_ShutdownFinishesTheCurrentTick(t *testing.T) {
 		t.Fatal("the finished tick did not touch the heartbeat")
 	}
 }
+
+// The debounce spaces the ticks wake-ups cause, but the first wake after a
+// quiet spell ticks at once. With a debounce of an hour: a file landing a
+// while after the last tick ticks now; one landing right after that tick
+// waits for the window (it does not tick within the negative check).
+func TestRunner_FirstWakeAfterQuietTicksAtOnceLaterOnesAreSpaced(t *testing.T) {
+	l := layout.New(t.TempDir())
+	dir := filepath.Join(l.Base, "watched")
+	woke := make(chan struct{}, 10)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- runner.Run(ctx, runner.Options{
+			Role: "r", Layout: l, Interval: time.Hour, Debounce: time.Hour,
+			Watches: []runner.Watch{{Dir: dir}},
+		}, tickFunc(func(context.Context) error {
+			woke <- struct{}{}
+			return nil
+		}))
+	}()
+	<-woke // the initial tick: the debounce window starts at its end
+	publish := func(name string) {
+		tmp := filepath.Join(l.Base, name)
+		os.WriteFile(tmp, []byte("{}"), 0o600)
+		if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish("a.json")
+	select {
+	case <-woke:
+		t.Fatal("a wake right after a tick did not wait for the debounce window")
+	case <-time.After(300 * time.Millisecond): // negative check: a wake takes well under 1 ms
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	// A runner whose last tick ended longer ago than its debounce ticks at
+	// once on a wake, even with a window far longer than the test.
+	l2 := layout.New(t.TempDir())
+	dir2 := filepath.Join(l2.Base, "watched")
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	woke2 := make(chan struct{}, 10)
+	go func() {
+		done <- runner.Run(ctx2, runner.Options{
+			Role: "r", Layout: l2, Interval: time.Hour, Debounce: time.Second,
+			Watches: []runner.Watch{{Dir: dir2}},
+		}, tickFunc(func(context.Context) error {
+			woke2 <- struct{}{}
+			return nil
+		}))
+	}()
+	<-woke2
+	time.Sleep(1200 * time.Millisecond) // a quiet spell longer than the debounce
+	start := time.Now()
+	tmp := filepath.Join(l2.Base, "b.json")
+	os.WriteFile(tmp, []byte("{}"), 0o600)
+	os.Rename(tmp, filepath.Join(dir2, "b.json"))
+	select {
+	case <-woke2:
+		// With the old rule every wake slept the whole window first.
+		if d := time.Since(start); d >= time.Second {
+			t.Fatalf("the first wake after quiet waited %v, the debounce window", d)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a wake after a quiet spell did not tick")
+	}
+	cancel2()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

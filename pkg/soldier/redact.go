@@ -1,9 +1,12 @@
 package soldier
 
 import (
+	"errors"
 	"io"
 	"os"
+	"syscall"
 
+	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/redact"
 )
 
@@ -29,4 +32,45 @@ func redactRaw(raw map[string]any) map[string]any {
 // would otherwise stay forever.
 func removeStaging(path string) {
 	_ = os.Remove(path)
+}
+
+// errNoStaging says publishInPlace found no staging file it may reuse.
+var errNoStaging = errors.New("no reusable staging file")
+
+// publishInPlace publishes the raw result in the inode of the agent's
+// staging file, already read: rewritten whole (mode 0600), synced, then
+// moved to path with a no-replace rename and its directory synced — the
+// guarantees of atomicfile.CreateNoReplace, without a new file and without
+// freeing the staging one (on this project's disks every create scans the
+// inodes freed lately, issue #17). Only a regular file of ours with no
+// other link is reused (never a symlink or a hard link the agent made to
+// another file); otherwise, or if it is gone, errNoStaging.
+func publishInPlace(staging, path string, data []byte) error {
+	f, err := os.OpenFile(staging, os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return errNoStaging
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG ||
+		st.Nlink != 1 || int(st.Uid) != os.Geteuid() {
+		f.Close()
+		return errNoStaging
+	}
+	werr := f.Chmod(0o600)
+	if werr == nil {
+		werr = f.Truncate(0)
+	}
+	if werr == nil {
+		_, werr = f.Write(data)
+	}
+	if werr == nil {
+		werr = f.Sync()
+	}
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return errNoStaging // written anew (the staging file goes with the rest)
+	}
+	return atomicfile.RenameNoReplace(staging, path)
 }

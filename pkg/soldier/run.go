@@ -9,11 +9,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"os/signal"
 	"strings"
-	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
@@ -378,14 +375,22 @@ func publish(l layout.Layout, task string, raw map[string]any) error {
 	if err != nil {
 		return fmt.Errorf("encode raw result %s: %w", task, err)
 	}
-	if err := atomicfile.CreateNoReplace(l.ResultRaw(task), append(b, '\n'), 0o600); err != nil {
-		if errors.Is(err, atomicfile.ErrExists) {
-			removeStaging(l.ResultStaging(task))
-			return nil // the general already decided (Timeout, SoldierDied)
-		}
+	b = append(b, '\n')
+	staging, path := l.ResultStaging(task), l.ResultRaw(task)
+	err = publishInPlace(staging, path, b)
+	if err == nil {
+		return nil // the staging file is the raw result now
+	}
+	if errors.Is(err, errNoStaging) {
+		err = atomicfile.CreateNoReplace(path, b, 0o600)
+	}
+	removeStaging(staging)
+	if errors.Is(err, atomicfile.ErrExists) {
+		return nil // the general already decided (Timeout, SoldierDied)
+	}
+	if err != nil {
 		return fmt.Errorf("publish raw result %s: %w", task, err)
 	}
-	removeStaging(l.ResultStaging(task))
 	return nil
 }
 
@@ -432,63 +437,38 @@ func executeTo(ctx context.Context, l layout.Layout, o RunOptions, inv *engine.I
 		stderrLog = w2
 	}
 
-	cmd := exec.CommandContext(ctx, inv.Path, inv.Args[1:]...)
-	cmd.Args[0] = inv.Args[0]
-	cmd.Dir = inv.Dir
-	cmd.Env = env
-	// The engine gets its own process group so the whole tree can be killed
-	// at once; Pdeathsig takes it down even if this runner is SIGKILLed.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 2 * time.Second
+	var stdin *os.File
 	if inv.StdinPrompt {
 		f, err := os.Open(o.PromptFile)
 		if err != nil {
 			return -1, "", fmt.Errorf("open prompt: %w", err)
 		}
 		defer f.Close()
-		cmd.Stdin = f
+		stdin = f
 	}
-	// Output goes through writers, not pipes read by us: when the engine
-	// exits but leaves a background child holding stdout (a dev server
-	// started by the agent), WaitDelay closes the pipes instead of the
-	// soldier hanging until its timeout.
+	// Output goes through writers fed from pipes whose reading ends when
+	// the engine's group is gone, or engineWaitDelay after the engine
+	// exited: a background child holding stdout (a dev server started by
+	// the agent) does not hang the soldier until its timeout.
 	outW := &lineWriter{log: stdoutLog, hb: hb, parser: p}
 	errW := &lineWriter{log: stderrLog, hb: hb, keepTail: true}
-	cmd.Stdout, cmd.Stderr = outW, errW
 	// tmux kill-session sends SIGHUP to the pane's process group, which is
 	// ours, not the engine's: catch it (and SIGTERM/SIGINT) and take the
 	// engine's group down with us, or a killed soldier's agent would go on
 	// working as an orphan.
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(sigs)
-	if err := cmd.Start(); err != nil {
+	signal.Notify(sigs, stopSignals...)
+	if !signalsForLife {
+		defer signal.Stop(sigs)
+	}
+	code, interrupted, started, err := runEngine(ctx, inv.Path, inv.Args, inv.Dir, env, stdin, outW, errW, sigs)
+	if !started {
 		return -1, "", err
 	}
-	var interrupted atomic.Bool
-	waited := make(chan struct{})
-	go func() {
-		select {
-		case <-sigs:
-			interrupted.Store(true)
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		case <-waited:
-		}
-	}()
-	err := cmd.Wait()
-	close(waited)
-	// Whatever the engine left running in its group goes with it.
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	outW.flush()
 	errW.flush()
-	code := cmd.ProcessState.ExitCode()
-	if interrupted.Load() || ctx.Err() == context.Canceled {
+	if interrupted || ctx.Err() == context.Canceled {
 		return code, errW.Tail(), ErrInterrupted
-	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) || errors.Is(err, exec.ErrWaitDelay) {
-		err = nil // a non-zero exit is reported by its code
 	}
 	return code, errW.Tail(), err
 }

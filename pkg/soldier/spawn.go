@@ -90,7 +90,8 @@ func RunArgs(bin string, p Params) []string {
 
 // Spawn creates the soldier's tmux session running `bin run …` and returns
 // the soldier id (p.SoldierID, or a fresh one). env is set in the session
-// (tmux -e); KINGDOM_BASE_DIR is always added.
+// (tmux -e); KINGDOM_BASE_DIR is always added, and GOMAXPROCS=1 for the
+// soldier's own runtime (see RestoreEnv).
 func Spawn(ctx context.Context, tc *tmux.Client, bin string, p Params, env map[string]string) (string, error) {
 	s, err := Launch(ctx, tc, bin, p, env)
 	return s.ID, err
@@ -115,6 +116,7 @@ func Launch(ctx context.Context, tc *tmux.Client, bin string, p Params, env map[
 	for k, v := range env {
 		e[k] = v
 	}
+	soldierProcsEnv(e)
 	if s := tc.Socket; s != "" {
 		e[tmux.EnvSocket] = s
 	}

@@ -12,9 +12,9 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -28,13 +28,11 @@ type task struct {
 
 func main() {
 	if len(os.Args) < 5 {
-		fmt.Fprintln(os.Stderr, "usage: demo-soldier PROMPT_FILE WORKDIR TASK_ID RESULT_PATH")
-		os.Exit(2)
+		fail(2, "usage: demo-soldier PROMPT_FILE WORKDIR TASK_ID RESULT_PATH")
 	}
 	promptFile, taskID, resultPath := os.Args[1], os.Args[3], os.Args[4]
 	if _, err := os.Stat(promptFile); err != nil {
-		fmt.Fprintln(os.Stderr, "prompt file:", err)
-		os.Exit(2)
+		fail(2, "prompt file: "+err.Error())
 	}
 	if d, err := time.ParseDuration(os.Getenv("DEMO_SOLDIER_DELAY")); err == nil {
 		time.Sleep(d)
@@ -48,16 +46,17 @@ func main() {
 		res["task_id"] = taskID
 	}
 	b, _ := json.MarshalIndent(res, "", "  ")
-	tmp := resultPath + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+	// Written in place: the soldier reads the result only after this
+	// process has exited (a temp and a rename would only cost more).
+	if err := os.WriteFile(resultPath, b, 0o600); err != nil {
+		fail(1, err.Error())
 	}
-	if err := os.Rename(tmp, resultPath); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	fmt.Printf("{\"type\":\"result\",\"session_id\":\"demo-%s\"}\n", taskID)
+	os.Stdout.WriteString(`{"type":"result","session_id":"demo-` + taskID + "\"}\n")
+}
+
+func fail(code int, msg string) {
+	os.Stderr.WriteString(msg + "\n")
+	os.Exit(code)
 }
 
 func readTask(id string) task {
@@ -92,18 +91,18 @@ func decide(t task) map[string]any {
 		if answer == "" {
 			answer = str(p, "reply_text")
 		}
-		return map[string]any{"status": "success", "summary": fmt.Sprintf("Resumed with the human's answer %q and finished the job.", answer)}
+		return map[string]any{"status": "success", "summary": "Resumed with the human's answer " + strconv.Quote(answer) + " and finished the job."}
 	case p["needs_human"] == true || strings.Contains(strings.ToLower(text), "deploy"):
 		return map[string]any{"status": "needs_human", "summary": "Ready to deploy, but the target is ambiguous.",
 			"question": "Which environment should I deploy to: staging or production?"}
 	case strings.HasPrefix(t.Type, "github.pr."), t.Type == "review.requested":
 		title := str(p, "subject_title")
-		return map[string]any{"status": "success", "summary": fmt.Sprintf("Reviewed %q: 2 suggestions posted, no blocking issues.", title),
+		return map[string]any{"status": "success", "summary": "Reviewed " + strconv.Quote(title) + ": 2 suggestions posted, no blocking issues.",
 			"memory_updates": []string{"Demo repo PRs are small; review tone: friendly."}}
 	case strings.HasPrefix(t.Type, "slack."):
-		return map[string]any{"status": "success", "summary": fmt.Sprintf("Hello! You said %q. The kingdom is up; ask me anything.", text)}
+		return map[string]any{"status": "success", "summary": "Hello! You said " + strconv.Quote(text) + ". The kingdom is up; ask me anything."}
 	case p["skip"] == true:
 		return map[string]any{"status": "skipped", "summary": "Nothing to do.", "reason": "payload asked to skip"}
 	}
-	return map[string]any{"status": "success", "summary": fmt.Sprintf("Handled %s.", t.Type)}
+	return map[string]any{"status": "success", "summary": "Handled " + t.Type + "."}
 }
