@@ -20,8 +20,9 @@ import (
 // the disk's cache (~45 µs of the caller's CPU and ~65 µs of wall time each,
 // eight in parallel). syncfs writes every dirty page and inode of the
 // filesystem in one pass (inodes sharing a table block in one write) and
-// flushes the cache once: a batch of 768 recycled files was durable in
-// ~9 ms and 1 ms of CPU instead of ~50 ms and 27 ms.
+// flushes the cache once (then once more: syncClose): a batch of 768
+// recycled files was durable in ~9 ms and 1 ms of CPU instead of ~50 ms and
+// 27 ms.
 //
 // It also writes what other processes left dirty on the same filesystem.
 // That work is bounded: syncfs is used only when the machine's dirty and
@@ -78,6 +79,15 @@ func syncClose(files []*os.File, paths []string, first int) error {
 			}
 		}
 		err := syncfs(files[first])
+		if err == nil {
+			// syncfs flushes the disk's cache before its last pass over the
+			// block device's buffers (ext4 without a journal writes the
+			// inode tables there: sizes, extents); one fdatasync of a file
+			// now clean is that flush after them, so every file is durable,
+			// metadata included, before any rename, as with an fdatasync
+			// each.
+			err = fdatasync(files[first])
+		}
 		if cerr := files[first].Close(); err == nil {
 			err = cerr
 		}
@@ -99,6 +109,18 @@ func syncfs(f *os.File) error {
 		if err != unix.EINTR {
 			if err != nil {
 				return &os.PathError{Op: "syncfs", Path: f.Name(), Err: err}
+			}
+			return nil
+		}
+	}
+}
+
+func fdatasync(f *os.File) error {
+	for {
+		err := unix.Fdatasync(int(f.Fd()))
+		if err != unix.EINTR {
+			if err != nil {
+				return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: err}
 			}
 			return nil
 		}
