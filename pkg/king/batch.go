@@ -11,12 +11,14 @@ import (
 
 // Group-committed dispatch (issue #15.2). While processPending walks the
 // pending events, dispatch only records each admitted event; the tick then
-// dispatches them all in SPEC §9.2's crash-safe order, one group commit per
-// step instead of four fsync'd writes per event:
+// dispatches them all in SPEC §9.2's crash-safe order, with one sync for
+// the whole batch instead of four fsync'd writes per event:
 //
 //	reserve the task ids (one task-seq write for the whole batch)
-//	→ dispatched copies (one commit) → unlink the pending copies
-//	→ tasks (one commit) → thread_start messages (one commit) → emit.
+//	→ stage every dispatched copy, task and thread_start (invisible temps)
+//	→ make them all durable (one sync) → rename the dispatched copies
+//	(directory synced) → unlink the pending copies → rename the tasks
+//	(directory synced) → rename the messages (directory synced) → emit.
 //
 // A crash anywhere leaves exactly the states a crash in a single dispatch
 // can leave, per event, and recover() repairs them the same way.
@@ -65,6 +67,12 @@ func (k *King) dispatchBatch(batch []dispatchIntent) error {
 		return err
 	}
 	var errs []error
+	// Every file of the batch is staged first and made durable in one sync
+	// (queue.SyncBatches); the renames then follow in §9.2's order, each
+	// step's directory synced before the next step starts. A staged file
+	// is invisible (a temp of the king's spare pool) until its rename, so a
+	// crash anywhere leaves the states of a crash between the steps.
+	//
 	// 1. The dispatched copies, carrying task_id and the chosen general.
 	b := queue.NewBatch()
 	b.AfterRename(func(i int) {
@@ -86,8 +94,44 @@ func (k *King) dispatchBatch(batch []dispatchIntent) error {
 		}
 		staged = append(staged, d)
 	}
+	// 3. The tasks (the id was just reserved: nextN checked it is in no
+	// state, only the no-replace rename checks again).
+	tb := queue.NewBatch()
+	puts := make([]*queue.Staged, len(staged))
+	for i := range staged {
+		d := &staged[i]
+		d.task = k.buildTask(d.ev, d.general)
+		s, err := tb.Create(k.tasks, layout.Pending, d.task.ID, d.task)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("write task %s: %w", d.task.ID, err))
+			continue
+		}
+		puts[i] = s
+	}
+	// 4. Their thread_start messages (a new task's first message: only
+	// the no-replace rename checks).
+	mb := queue.NewBatch()
+	msgs := make([]*queue.Staged, len(staged))
+	for i, d := range staged {
+		if puts[i] == nil {
+			continue
+		}
+		m := threadStart(d.ev, d.task)
+		k.fillMessage(m)
+		s, err := mb.Create(k.msgs, layout.Pending, m.ID, m)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("queue message %s: %w", m.ID, err))
+			continue
+		}
+		msgs[i] = s
+	}
+	if err := queue.SyncBatches(b, tb, mb); err != nil {
+		return errors.Join(append(errs, err)...)
+	}
 	if err := b.Commit(); err != nil {
 		// Some copies may be in place: recover() finishes them.
+		tb.Abort()
+		mb.Abort()
 		return errors.Join(append(errs, err)...)
 	}
 	k.crash(CrashAfterEventDispatched)
@@ -97,22 +141,13 @@ func (k *King) dispatchBatch(batch []dispatchIntent) error {
 			errs = append(errs, err)
 		}
 	}
-	// 3. The tasks.
-	tb := queue.NewBatch()
-	puts := make([]*queue.Staged, len(staged))
-	for i := range staged {
-		d := &staged[i]
-		d.task = k.buildTask(d.ev, d.general)
-		// The id was just reserved (nextN checked it is in no state).
-		s, err := tb.Create(k.tasks, layout.Pending, d.task.ID, d.task)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("write task %s: %w", d.task.ID, err))
-			continue
+	for i, d := range staged {
+		if puts[i] != nil {
+			k.noteGeneral(d.task.ID, d.general)
 		}
-		puts[i] = s
-		k.noteGeneral(d.task.ID, d.general)
 	}
 	if err := tb.Commit(); err != nil {
+		mb.Abort()
 		return errors.Join(append(errs, err)...)
 	}
 	for _, s := range puts {
@@ -121,23 +156,6 @@ func (k *King) dispatchBatch(batch []dispatchIntent) error {
 		}
 	}
 	k.crash(CrashAfterTaskWrite)
-	// 4. Their thread_start messages.
-	mb := queue.NewBatch()
-	msgs := make([]*queue.Staged, len(staged))
-	for i, d := range staged {
-		if puts[i] == nil {
-			continue
-		}
-		m := threadStart(d.ev, d.task)
-		k.fillMessage(m)
-		// A new task's first message: only the no-replace rename checks.
-		s, err := mb.Create(k.msgs, layout.Pending, m.ID, m)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("queue message %s: %w", m.ID, err))
-			continue
-		}
-		msgs[i] = s
-	}
 	if err := mb.Commit(); err != nil {
 		return errors.Join(append(errs, err)...)
 	}

@@ -28,7 +28,7 @@ func cpuTime() time.Duration {
 func BenchmarkKing_DeferredTick(b *testing.B) {
 	for _, n := range []int{100, 1000, 10000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
-			l := layout.New(b.TempDir())
+			l := layout.New(benchTempDir(b))
 			if err := l.Ensure(); err != nil {
 				b.Fatal(err)
 			}

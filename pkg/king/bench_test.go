@@ -13,13 +13,14 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/runner"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 func benchKing(b *testing.B) (*King, layout.Layout) {
 	b.Helper()
-	l := layout.New(b.TempDir())
+	l := layout.New(benchTempDir(b))
 	if err := l.Ensure(); err != nil {
 		b.Fatal(err)
 	}
@@ -33,15 +34,19 @@ func benchKing(b *testing.B) (*King, layout.Layout) {
 	return k, l
 }
 
-func benchEvents(b *testing.B, l layout.Layout, from, n int) {
+// benchEvents writes n pending events and returns the time their creation
+// took (the producer's side).
+func benchEvents(b *testing.B, l layout.Layout, from, n int) time.Duration {
 	b.Helper()
 	dir := l.QueueState(layout.QEvents, layout.Pending)
+	start := time.Now()
 	for i := from; i < from+n; i++ {
 		id := fmt.Sprintf("evt-bench-%06d", i)
 		ev := &schema.Event{ID: id, Type: "github.pr.review_requested", Source: "github", Priority: "normal",
 			Payload: map[string]any{"pr_number": i}, CreatedAt: "2026-11-21T10:00:00Z", Status: "pending"}
 		writeJSONB(b, filepath.Join(dir, id+".json"), ev)
 	}
+	return time.Since(start)
 }
 
 func writeJSONB(b *testing.B, path string, v any) {
@@ -52,17 +57,32 @@ func writeJSONB(b *testing.B, path string, v any) {
 }
 
 // BenchmarkKing_OneTick: n events pending, one tick turns them all into
-// tasks. Reports events/s.
+// tasks. Reports events/s and the tick's CPU per event.
+//
+// Each event costs the king three durable files (dispatched copy, task,
+// thread_start); the pending copy's inode carries one of them (spares), the
+// other two are new files. On this kind of disk (ext4 without a journal) a
+// create skips every inode of its block group freed in the last minute, so
+// the figure depends on what was deleted before it: env-create-µs states
+// it (what creating each of the n pending files cost just before the tick,
+// the producer's side, untimed), creates/event counts the king's own and
+// king-create-µs what each cost (in its pool's own directory, placed by
+// the kernel when the run's king was made: after mass deletes it may land
+// in a group they emptied, which a long-running king's pool does not). The
+// runs' files are removed after the package's last benchmark (main_test.go).
 func BenchmarkKing_OneTick(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
-			var total, cpu time.Duration
+			var total, cpu, create time.Duration
+			var created int64
+			var createTime time.Duration
 			iters := 0
-			var bases []string
+			_, sf0 := queue.SyncfsStats()
 			for b.Loop() {
 				b.StopTimer()
 				k, l := benchKing(b)
-				benchEvents(b, l, 0, n)
+				create += benchEvents(b, l, 0, n)
+				st0 := k.spares.Stats()
 				b.StartTimer()
 				start, c := time.Now(), cpuTime()
 				if err := k.Tick(context.Background()); err != nil {
@@ -72,25 +92,30 @@ func BenchmarkKing_OneTick(b *testing.B) {
 				cpu += cpuTime() - c
 				iters++
 				b.StopTimer()
+				st := k.spares.Stats()
+				created += st.Created - st0.Created
+				createTime += st.CreateTime - st0.CreateTime
 				if got := k.tasks.Count(layout.Pending); got != n {
 					b.Fatalf("tasks = %d, want %d", got, n)
 				}
-				// Removed after the loop, not here: on ext4 without a
-				// journal a create skips every inode freed in the last
-				// minute, so deleting this run's ~40,000 files would bill
-				// the next run's creates for the benchmark's own cleanup.
-				bases = append(bases, l.Base)
 				b.StartTimer()
 			}
-			b.StopTimer()
-			for _, d := range bases {
-				os.RemoveAll(d)
-			}
-			b.ReportMetric(float64(n*iters)/total.Seconds(), "events/s")
+			events := float64(n * iters)
+			b.ReportMetric(events/total.Seconds(), "events/s")
 			// The tick's CPU (every thread of the process) per event: on a
 			// shared machine wall time follows the neighbours' load, CPU
 			// much less.
-			b.ReportMetric(float64(cpu.Microseconds())/float64(n*iters), "cpu-µs/event")
+			b.ReportMetric(float64(cpu.Microseconds())/events, "cpu-µs/event")
+			// How many of the 3 files per event were made durable by one
+			// syncfs per batch rather than an fdatasync each (queue's
+			// syncfs.go: only while the machine's dirty page cache is small).
+			_, sf := queue.SyncfsStats()
+			b.ReportMetric(float64(sf-sf0)/(3*events), "syncfs-share")
+			b.ReportMetric(float64(create.Nanoseconds())/events/1e3, "env-create-µs")
+			b.ReportMetric(float64(created)/events, "creates/event")
+			if created > 0 {
+				b.ReportMetric(float64(createTime.Nanoseconds())/float64(created)/1e3, "king-create-µs")
+			}
 		})
 	}
 }
@@ -116,7 +141,6 @@ func BenchmarkKing_SteadyState(b *testing.B) {
 					b.StopTimer()
 				}
 				iters++
-				os.RemoveAll(l.Base)
 				b.StartTimer()
 			}
 			b.ReportMetric(float64(n*iters)/total.Seconds(), "events/s")

@@ -103,8 +103,9 @@ type King struct {
 	intents  []dispatchIntent // admitted events awaiting the group commit
 	// deferCache remembers deferred pending events (deferred.go).
 	deferCache deferredCache
-	tm         *tmux.Client // soldier sessions, for cancel (control.go)
-	mon        money        // cost ledger, budget and engine pauses (budget.go)
+	tm         *tmux.Client  // soldier sessions, for cancel (control.go)
+	spares     *queue.Spares // recycled inodes (spares.go); nil: none
+	mon        money         // cost ledger, budget and engine pauses (budget.go)
 }
 
 // New builds a King. It loads the manifests once; later ticks reload them

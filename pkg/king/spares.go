@@ -24,6 +24,7 @@ func (k *King) useSpares() {
 	// on more than its (gone) name: the next batch may reuse it at once.
 	// A task's or message's removed file rests, as its general or the
 	// envoy may be reading it.
+	k.spares = sp
 	k.events.UseSpares(sp, 0)
 	k.tasks.UseSpares(sp, queue.MinSpareAge)
 	k.msgs.UseSpares(sp, queue.MinSpareAge)

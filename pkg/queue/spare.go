@@ -37,8 +37,10 @@ import (
 // finished reading it).
 type Spares struct {
 	dir string
-	dev uint64
-	uid int
+	// fresh is where new files are created (spare_dir.go).
+	fresh string
+	dev   uint64
+	uid   int
 
 	mu   sync.Mutex
 	pool []spare // by rest start, oldest first
@@ -49,6 +51,7 @@ type Spares struct {
 	prefix string
 	max    int
 	now    func() time.Time
+	stats  SpareStats // spare_export.go
 }
 
 type spare struct {
@@ -92,10 +95,14 @@ func NewSpares(dir string, sameFS ...string) (*Spares, error) {
 			return nil, fmt.Errorf("spares %s: %s is on another filesystem", dir, p)
 		}
 	}
-	if err := probeNoReplace(dir); err != nil {
+	fresh, err := freshDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := probeNoReplace(fresh); err != nil {
 		return nil, fmt.Errorf("spares %s: no-replace rename unsupported: %w", dir, err)
 	}
-	s := &Spares{dir: dir, dev: uint64(st.Dev), uid: os.Getuid(), max: DefaultMaxSpares, now: time.Now,
+	s := &Spares{dir: dir, fresh: fresh, dev: uint64(st.Dev), uid: os.Getuid(), max: DefaultMaxSpares, now: time.Now,
 		prefix: "s-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-"}
 	return s, nil
 }
@@ -106,20 +113,23 @@ func (s *Spares) load() {
 		return
 	}
 	s.loaded = true
-	ents, err := os.ReadDir(s.dir)
-	if err != nil {
-		return
-	}
-	for _, e := range ents {
-		if !e.Type().IsRegular() || atomicfile.IsTemp(e.Name()) {
+	for _, dir := range []string{s.dir, s.fresh} {
+		ents, err := os.ReadDir(dir)
+		if err != nil {
 			continue
 		}
-		p := filepath.Join(s.dir, e.Name())
-		if len(s.pool) >= s.max {
-			os.Remove(p)
-			continue
+		for _, e := range ents {
+			if !e.Type().IsRegular() || atomicfile.IsTemp(e.Name()) {
+				continue
+			}
+			p := filepath.Join(dir, e.Name())
+			if len(s.pool) >= s.max {
+				os.Remove(p)
+				s.stats.Freed++
+				continue
+			}
+			s.pool = append(s.pool, spare{name: p})
 		}
-		s.pool = append(s.pool, spare{name: p})
 	}
 }
 
@@ -164,6 +174,7 @@ func (s *Spares) keep(path string, rest time.Duration) (bool, error) {
 	}
 	// A file rests from at; one kept with a shorter rest counts as older.
 	s.add(spare{name: name, at: s.now().Add(rest - MinSpareAge), dir: filepath.Dir(path)})
+	s.stats.Kept++
 	return true, nil
 }
 
@@ -180,6 +191,7 @@ func (s *Spares) keepLink(path string, rest time.Duration) {
 	name := s.newName()
 	if os.Link(path, name) == nil {
 		s.add(spare{name: name, at: s.now().Add(rest - MinSpareAge), dir: filepath.Dir(path)})
+		s.stats.Kept++
 	}
 }
 
@@ -197,6 +209,7 @@ func (s *Spares) take() (*os.File, string, int64, error) {
 		if sp.dir != "" {
 			if err := atomicfile.SyncDir(sp.dir); err != nil {
 				os.Remove(sp.name) // cannot make its old name's end durable: free it
+				s.stats.Freed++
 				continue
 			}
 			s.synced(sp.dir)
@@ -204,6 +217,7 @@ func (s *Spares) take() (*os.File, string, int64, error) {
 		f, err := os.OpenFile(sp.name, os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 		if err != nil {
 			os.Remove(sp.name)
+			s.stats.Freed++
 			continue
 		}
 		var st syscall.Stat_t
@@ -213,17 +227,26 @@ func (s *Spares) take() (*os.File, string, int64, error) {
 			// it is not ours to write: never write into it.
 			f.Close()
 			os.Remove(sp.name)
+			s.stats.Freed++
 			continue
 		}
 		if st.Mode&0o777 != 0o600 {
 			f.Chmod(0o600)
 		}
+		s.stats.Reused++
 		s.mu.Unlock()
 		return f, sp.name, st.Size, nil
 	}
-	name := s.newName()
+	s.n++
+	name := filepath.Join(s.fresh, s.prefix+strconv.FormatUint(s.n, 10))
+	s.stats.Created++
 	s.mu.Unlock()
+	start := time.Now()
 	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	d := time.Since(start)
+	s.mu.Lock()
+	s.stats.CreateTime += d
+	s.mu.Unlock()
 	if err != nil {
 		return nil, "", 0, err
 	}
@@ -238,7 +261,15 @@ func (s *Spares) giveBack(name string, rest time.Duration, dir string) {
 	defer s.mu.Unlock()
 	if len(s.pool) >= s.max {
 		os.Remove(name)
+		s.stats.Freed++
 		return
+	}
+	if filepath.Dir(name) == s.fresh {
+		// A file born in the fresh directory rests in the pool directory
+		// with the others (its inode stays where it was born).
+		if to := s.newName(); os.Rename(name, to) == nil {
+			name = to
+		}
 	}
 	s.add(spare{name: name, at: s.now().Add(rest - MinSpareAge), dir: dir})
 }
@@ -284,7 +315,10 @@ type spareItem struct {
 	rest time.Duration
 	tmp  string
 	f    *os.File
-	err  error
+	// seq orders the opening of the staged files (syncClose: the batch's
+	// first-opened file carries its syncfs).
+	seq uint64
+	err error
 }
 
 // stage writes data into a spare for path (not yet synced); the inode it
@@ -294,6 +328,7 @@ func (s *Spares) stage(path string, data []byte, mode placeMode, rest time.Durat
 	if err != nil {
 		return nil, fmt.Errorf("write %s: %w", path, err)
 	}
+	seq := openSeq.Add(1)
 	_, err = f.Write(data)
 	if err == nil && size > int64(len(data)) {
 		err = f.Truncate(int64(len(data))) // cut the old tail
@@ -303,21 +338,28 @@ func (s *Spares) stage(path string, data []byte, mode placeMode, rest time.Durat
 		s.giveBack(tmp, MinSpareAge, "")
 		return nil, fmt.Errorf("write %s: %w", path, err)
 	}
-	return &spareItem{pool: s, path: path, mode: mode, rest: rest, tmp: tmp, f: f}, nil
+	return &spareItem{pool: s, path: path, mode: mode, rest: rest, tmp: tmp, f: f, seq: seq}, nil
 }
 
-// syncItems fsyncs and closes the staged files, in parallel (the disk
-// merges them into few commits).
+// syncItems makes the staged files not yet synced durable and closes them,
+// all at once (syncClose: one syncfs, or fdatasyncs in parallel).
 func syncItems(items []*spareItem) error {
 	var files []*os.File
 	var paths []string
+	first, firstSeq := 0, uint64(0)
 	for _, it := range items {
 		if it.f != nil {
+			if len(files) == 0 || it.seq < firstSeq {
+				first, firstSeq = len(files), it.seq
+			}
 			files, paths = append(files, it.f), append(paths, it.path)
 			it.f = nil
 		}
 	}
-	return atomicfile.SyncClose(files, paths, true)
+	if len(files) == 0 {
+		return nil
+	}
+	return syncClose(files, paths, first)
 }
 
 // place renames a synced spare into place: replacing path (its old inode

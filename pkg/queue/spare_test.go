@@ -257,13 +257,17 @@ func TestSpares_APreviousRunsPoolIsReused(t *testing.T) {
 // poolInodes is the set of inodes in the pool's directory.
 func (f *spareFixture) poolInodes() map[uint64]bool {
 	f.t.Helper()
-	ents, err := os.ReadDir(f.sp.dir)
-	if err != nil {
-		f.t.Fatal(err)
-	}
 	out := map[uint64]bool{}
-	for _, de := range ents {
-		out[f.ino(filepath.Join(f.sp.dir, de.Name()))] = true
+	for _, dir := range []string{f.sp.dir, f.sp.fresh} {
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		for _, de := range ents {
+			if de.Type().IsRegular() {
+				out[f.ino(filepath.Join(dir, de.Name()))] = true
+			}
+		}
 	}
 	return out
 }

@@ -65,6 +65,7 @@ type Sentinel struct {
 	admit    *queue.Admitter
 	watchers []*scheduled
 	inbox    *inbox.Watcher
+	spares   *queue.Spares // spares.go
 
 	wakeCh chan struct{}
 	mu     sync.Mutex
@@ -131,6 +132,7 @@ func New(cfg *config.Sentinel, o Options) (*Sentinel, error) {
 		})
 		s.add(s.inbox)
 	}
+	s.useSpares()
 	return s, nil
 }
 
@@ -150,6 +152,7 @@ func NewWith(o Options, ws ...watcher.Watcher) *Sentinel {
 		}
 		s.add(w)
 	}
+	s.useSpares()
 	return s
 }
 

@@ -59,6 +59,28 @@ type Watcher struct {
 	// when none waits).
 	nextReady time.Time
 	track     *tracker
+	// spares takes consumed files instead of unlinking them (UseSpares).
+	spares *queue.Spares
+}
+
+// UseSpares makes PostEmit move each consumed file (queued or a duplicate)
+// into the pool sp, whose inodes carry later queue writes, instead of
+// unlinking it (nil: unlink). A file rests queue.MinSpareAge there first:
+// someone may have opened it by its name just before it went.
+func (w *Watcher) UseSpares(sp *queue.Spares) { w.spares = sp }
+
+// consume removes a file whose event is queued (or known): into the
+// spare pool when there is one, else unlinked.
+func (w *Watcher) consume(path string) error {
+	if w.spares != nil {
+		if kept, _ := w.spares.Keep(path, queue.MinSpareAge); kept {
+			return nil
+		}
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
 }
 
 // New returns the watcher.
@@ -247,12 +269,12 @@ func (w *Watcher) PostEmit(_ context.Context, b *watcher.Batch, res []watcher.Re
 		r := res[i]
 		switch r.Outcome {
 		case watcher.Admitted:
-			if err := os.Remove(it.Key); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := w.consume(it.Key); err != nil {
 				errs = append(errs, fmt.Errorf("remove queued inbox file: %w", err))
 			}
 		case watcher.Duplicate:
 			w.cfg.Log.Info("inbox: event already queued or seen, deleting the file", "file", filepath.Base(it.Key), "event_id", it.Event.ID)
-			if err := os.Remove(it.Key); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := w.consume(it.Key); err != nil {
 				errs = append(errs, fmt.Errorf("remove duplicate inbox file: %w", err))
 			}
 		case watcher.Skipped:
