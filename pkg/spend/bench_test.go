@@ -33,6 +33,11 @@ func BenchmarkLedger_RecordOne(b *testing.B) {
 				if _, err := j.Record([]string{k}, []Entry{entry("task-x", 0.01)}); err != nil {
 					b.Fatal(err)
 				}
+				// As the king does after each result: today's spend
+				// against the budget.
+				if s := j.Summary(); s.Totals.Attempts != n+i {
+					b.Fatalf("attempts %d, want %d", s.Totals.Attempts, n+i)
+				}
 			}
 		})
 		b.Run(fmt.Sprintf("rewrite/%d", n), func(b *testing.B) {

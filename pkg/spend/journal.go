@@ -88,7 +88,7 @@ type Journal struct {
 	f    *os.File
 	// byTask indexes the day's keys by task (TaskTotals without a scan).
 	byTask map[string][]string
-	sum    *Summary // cached Summary, nil when stale
+	sum    *Summary // the day's Summary, kept up to date by Record; nil until first asked
 }
 
 // Open loads a day's ledger for recording (the king, its only writer):
@@ -161,8 +161,14 @@ func (j *Journal) Record(keys []string, entries []Entry) (int, error) {
 	for i, k := range newKeys {
 		j.day.Attempts[k] = newEntries[i]
 		j.byTask[newEntries[i].Task] = append(j.byTask[newEntries[i].Task], k)
+		if j.sum != nil {
+			// Added as they come: re-summing the day after every record
+			// made each attempt cost more than the one before (issue #17).
+			// The sum's order differs from Day.Summary's sorted one by at
+			// most a few ulps of the day's total.
+			j.sum.add(newEntries[i])
+		}
 	}
-	j.sum = nil
 	return len(newKeys), nil
 }
 

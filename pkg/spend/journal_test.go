@@ -210,3 +210,39 @@ func TestTaskTotals_DaysOfTheTaskOnceEachWithinTheBound(t *testing.T) {
 		t.Error("unpriced or empty totals have a price")
 	}
 }
+
+// Once asked, the journal's summary follows each record (no re-sum of the
+// day per attempt) and agrees with a fresh Load of the files: totals, and
+// the per-general and per-engine maps.
+func TestJournal_SummaryFollowsRecordsWithoutResumming(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "2026-11-21.json")
+	j, err := Open(path, "2026-11-21")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	if s := j.Summary(); s.Totals.Attempts != 0 {
+		t.Fatalf("empty day summary %+v", s)
+	}
+	other := entry("task-c", 0.25)
+	other.General, other.Engine = "gen-ops", "codex"
+	if _, err := j.Record([]string{"task-a#0#s1", "task-c#0#s2"}, []Entry{entry("task-a", 0.5), other}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Record([]string{"task-a#1#s3", "task-a#0#s1"}, []Entry{entry("task-a", 0.125), entry("task-a", 9)}); err != nil {
+		t.Fatal(err)
+	}
+	got := j.Summary()
+	if got.Totals.Attempts != 3 || got.Totals.CostUSD != 0.875 {
+		t.Fatalf("summary after records %+v, want 3 attempts, $0.875", got.Totals)
+	}
+	d, err := Load(path, "2026-11-21")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := d.Summary()
+	if got.Totals != want.Totals || got.Generals["gen-pr"] != want.Generals["gen-pr"] || got.Generals["gen-ops"] != want.Generals["gen-ops"] ||
+		got.Engines["claude"] != want.Engines["claude"] || got.Engines["codex"] != want.Engines["codex"] || len(got.Generals) != 2 || len(got.Engines) != 2 {
+		t.Errorf("followed summary %+v\nLoad's %+v", got, want)
+	}
+}

@@ -190,16 +190,20 @@ func (d *Day) Summary() Summary {
 	}
 	sort.Strings(keys) // a stable float sum
 	for _, k := range keys {
-		e := d.Attempts[k]
-		s.Totals.Add(e)
-		g := s.Generals[e.General]
-		g.Add(e)
-		s.Generals[e.General] = g
-		en := s.Engines[e.Engine]
-		en.Add(e)
-		s.Engines[e.Engine] = en
+		s.add(d.Attempts[k])
 	}
 	return s
+}
+
+// add counts one attempt in the summary.
+func (s *Summary) add(e Entry) {
+	s.Totals.Add(e)
+	g := s.Generals[e.General]
+	g.Add(e)
+	s.Generals[e.General] = g
+	en := s.Engines[e.Engine]
+	en.Add(e)
+	s.Engines[e.Engine] = en
 }
 
 // TaskTotals sums the attempts of task in the day.
