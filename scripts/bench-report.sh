@@ -38,11 +38,12 @@ directory every per-task figure below rises; the limits beside each figure are m
 the figure is.
 
 The filesystem is ext4 mounted without a journal (\`/proc/fs/jbd2\` is empty). There a new inode
-skips every inode freed in the last ~35 s of its block group, so a create also gets dearer right
-after many deletions — which the benchmarks cause themselves (each package's temp dirs are removed
-when its benchmarks end). The same code therefore measures differently from run to run: sentinel
-admission of 1,000 inbox files took 334 µs/event run alone and over 1,000 µs/event inside
-\`make bench\` (2026-11-24/25). Compare CPU figures, and read each figure beside its limit.
+skips every inode of its block group freed in the last minute, so a create gets dearer right after
+many deletions, which the benchmarks cause themselves. Kingdom's queue writers therefore recycle
+inodes (spare pools) and create the few new files they need in a directory placed in a block group
+of its own (\`state/<role>/spare-fresh/\`). The king's and the sentinel's figures below come with
+what a create cost elsewhere on the disk just before them, so each can be read beside the state of
+the disk it ran on. Compare CPU figures between runs.
 
 HDR
 if [ -n "$speed" ] && [ -s "$speed" ]; then
@@ -62,6 +63,11 @@ king1k=$(metric BenchmarkKing_OneTick/1000- events/s)
 king10k=$(metric BenchmarkKing_OneTick/10000- events/s)
 steady10k=$(metric BenchmarkKing_SteadyState/10000- events/s)
 sent1k=$(metric BenchmarkInboxTick/1000- µs/event)
+kingenv=$(metric BenchmarkKing_OneTick/10000- env-create-µs)
+kingcreates=$(metric BenchmarkKing_OneTick/10000- creates/event)
+kingsyncfs=$(metric BenchmarkKing_OneTick/10000- syncfs-share)
+sentenv=$(metric BenchmarkInboxTick/1000- env-create-µs)
+sentcreates=$(metric BenchmarkInboxTick/1000- creates/event)
 # The king writes 3 durable files per event (dispatched copy, task,
 # thread_start): its group-commit limit is 1 / (3 × group put per file).
 kinglimit=$(awk -v g="$group" 'BEGIN { if (g == "-") print "-"; else printf "%.0f", 1e6 / (3 * g) }')
@@ -80,7 +86,12 @@ cat <<TBL
 | durable put in a group commit of 100 | $group µs/file |
 
 On this disk a file *create* costs far more than an fsync (ext4 searches for inodes not recently
-freed), so the group commit's gain is bounded by the creates every queue write needs.
+freed), so the group commit's gain is bounded by the creates every queue write needs. The limits
+below are the group commit of 100 new files: the king and the sentinel beat them by creating fewer
+(king: $kingcreates new files per event, the task and its thread_start; sentinel: $sentcreates) and,
+for a large batch, by one syncfs instead of an fdatasync per file (share of the king's files synced
+that way: $kingsyncfs). A create elsewhere on the disk just before cost $kingenv µs (king run) and
+$sentenv µs (sentinel run).
 
 | figure | target | measured | limit (same run) | measured / limit |
 |---|---|---|---|---|
