@@ -78,7 +78,9 @@ func TestChaos_RolesKilledWhileEventsFlow(t *testing.T) {
 			select {
 			case <-stop:
 				return
-			case <-time.After(time.Duration(1000+rng.IntN(2000)) * time.Millisecond):
+			// A kill every 0.3–1 s: the 500 events flow in about 8 s now,
+			// and at 1–3 s the flow ended after 3 or 4 kills.
+			case <-time.After(time.Duration(300+rng.IntN(700)) * time.Millisecond):
 			}
 			pids := rolePIDs(t, k)
 			name := roles[rng.IntN(len(roles))]

@@ -17,6 +17,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/runner"
 	"github.com/kingdom-dev/kingdom/pkg/soldier"
+	"github.com/kingdom-dev/kingdom/pkg/tmux"
 )
 
 func main() {
@@ -34,9 +35,10 @@ func main() {
 			if err != nil {
 				return err
 			}
-			// Inside its role session the general sends its tmux commands
-			// (a soldier's new-session) through one control client.
-			if env.Tmux.UseControl() {
+			// Opted in (tmux.EnvControl=1) and inside its role session, the
+			// general sends its tmux commands (a soldier's new-session)
+			// through one control client.
+			if os.Getenv(tmux.EnvControl) == "1" && env.Tmux.UseControl() {
 				defer env.Tmux.Close()
 			}
 			l := env.Layout
