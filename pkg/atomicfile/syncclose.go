@@ -57,12 +57,23 @@ func SyncClose(files []*os.File, paths []string, data bool) error {
 	return errors.Join(errs...)
 }
 
-func fdatasync(f *os.File) error {
+func fdatasync(f *os.File) error { return Fdatasync(f) }
+
+// Fdatasync makes f's data (and the metadata needed to read it) durable.
+func Fdatasync(f *os.File) error { return retrySync("fdatasync", f, unix.Fdatasync) }
+
+// Syncfs writes every dirty page and inode of f's filesystem and flushes
+// the disk's cache (syncfs(2)); it reports a writeback error of the
+// filesystem since f was opened.
+func Syncfs(f *os.File) error { return retrySync("syncfs", f, unix.Syncfs) }
+
+// retrySync runs a sync call on f's descriptor until it is not EINTR.
+func retrySync(op string, f *os.File, call func(fd int) error) error {
 	for {
-		err := unix.Fdatasync(int(f.Fd()))
+		err := call(int(f.Fd()))
 		if err != unix.EINTR {
 			if err != nil {
-				return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: err}
+				return &os.PathError{Op: op, Path: f.Name(), Err: err}
 			}
 			return nil
 		}

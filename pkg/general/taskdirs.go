@@ -146,6 +146,21 @@ func (g *General) takeTaskDir(dir string, withRepo bool) bool {
 // but a regular AGENTS.md. Directories are made 0700 first (an agent may
 // have made them read-only).
 func emptyTaskDir(dir string) error {
+	return emptyDirBut(dir, func(p string, e os.DirEntry) (bool, error) {
+		switch {
+		case slices.Contains(kingdomFiles, e.Name()) && e.Type().IsRegular():
+			return true, nil
+		case e.Name() == "repo" && e.IsDir(): // a symlink is not IsDir here
+			return true, emptyDirBut(p, func(_ string, e os.DirEntry) (bool, error) {
+				return e.Name() == "AGENTS.md" && e.Type().IsRegular(), nil
+			})
+		}
+		return false, nil
+	})
+}
+
+// emptyDirBut makes dir 0700 and removes every entry keep does not keep.
+func emptyDirBut(dir string, keep func(path string, e os.DirEntry) (bool, error)) error {
 	if err := os.Chmod(dir, 0o700); err != nil {
 		return err
 	}
@@ -155,34 +170,14 @@ func emptyTaskDir(dir string) error {
 	}
 	for _, e := range ents {
 		p := filepath.Join(dir, e.Name())
-		switch {
-		case slices.Contains(kingdomFiles, e.Name()) && e.Type().IsRegular():
-		case e.Name() == "repo" && e.IsDir(): // a symlink is not IsDir here
-			if err := emptyRepoDir(p); err != nil {
-				return err
-			}
-		default:
-			if err := removeTree(p); err != nil {
-				return err
-			}
+		kept, err := keep(p, e)
+		if err != nil {
+			return err
 		}
-	}
-	return nil
-}
-
-func emptyRepoDir(dir string) error {
-	if err := os.Chmod(dir, 0o700); err != nil {
-		return err
-	}
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return err
-	}
-	for _, e := range ents {
-		if e.Name() == "AGENTS.md" && e.Type().IsRegular() {
+		if kept {
 			continue
 		}
-		if err := removeTree(filepath.Join(dir, e.Name())); err != nil {
+		if err := removeTree(p); err != nil {
 			return err
 		}
 	}

@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"sync/atomic"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 )
 
@@ -78,7 +76,7 @@ func syncClose(files []*os.File, paths []string, first int) error {
 				errs = append(errs, fmt.Errorf("write %s: %w", paths[i], err))
 			}
 		}
-		err := syncfs(files[first])
+		err := atomicfile.Syncfs(files[first])
 		if err == nil {
 			// syncfs flushes the disk's cache before its last pass over the
 			// block device's buffers (ext4 without a journal writes the
@@ -86,7 +84,7 @@ func syncClose(files []*os.File, paths []string, first int) error {
 			// now clean is that flush after them, so every file is durable,
 			// metadata included, before any rename, as with an fdatasync
 			// each.
-			err = fdatasync(files[first])
+			err = atomicfile.Fdatasync(files[first])
 		}
 		if cerr := files[first].Close(); err == nil {
 			err = cerr
@@ -101,30 +99,6 @@ func syncClose(files []*os.File, paths []string, first int) error {
 		return errors.Join(errs...)
 	}
 	return atomicfile.SyncClose(files, paths, true)
-}
-
-func syncfs(f *os.File) error {
-	for {
-		err := unix.Syncfs(int(f.Fd()))
-		if err != unix.EINTR {
-			if err != nil {
-				return &os.PathError{Op: "syncfs", Path: f.Name(), Err: err}
-			}
-			return nil
-		}
-	}
-}
-
-func fdatasync(f *os.File) error {
-	for {
-		err := unix.Fdatasync(int(f.Fd()))
-		if err != unix.EINTR {
-			if err != nil {
-				return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: err}
-			}
-			return nil
-		}
-	}
 }
 
 // syncfsCheap reports whether a syncfs for n files is bounded (see above).
