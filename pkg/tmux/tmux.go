@@ -25,9 +25,10 @@ const EnvSocket = "KINGDOM_TMUX_SOCKET"
 
 // EnvControl set to 1 lets a general send its tmux commands through one
 // control-mode client (UseControl). Off by default: Debian's tmux 3.3a
-// server segfaulted once under it in CI (a NULL dereference, every session
-// lost) while a general started soldiers through it, and the trigger is
-// not yet known. Without it a general runs a tmux process per command.
+// server segfaults (every session lost) when a control client creates
+// sessions while other clients create sessions too, as a kingdom's
+// generals and start do (reproduced with tmux alone; docs/ARCHITECTURE.md).
+// Without it a general runs a tmux process per command.
 const EnvControl = "KINGDOM_TMUX_CONTROL"
 
 // Session is one tmux session.
