@@ -1,6 +1,7 @@
 package sentinel_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -48,16 +49,22 @@ func BenchmarkInboxTick(b *testing.B) {
 				e := newEnv(b)
 				in := inbox.New(inbox.Config{Dir: e.l.Inbox(), RejectedDir: e.l.InboxRejected(), Clock: e.clk})
 				s := sentinel.NewWith(sentinel.Options{Layout: e.l, Clock: e.clk, Events: e.em, Log: logging.Discard()}, in)
+				// As in production: the notifier runs, and producers
+				// publish by rename (only such files are recycled).
+				ctx, cancel := context.WithCancel(b.Context())
+				if err := s.Start(ctx); err != nil {
+					b.Fatal(err)
+				}
 				want := n
 				if !c.cold {
-					benchInbox(b, e, "warm", n)
+					benchInbox(b, e, s, "warm", n)
 					if err := s.Tick(b.Context()); err != nil {
 						b.Fatal(err)
 					}
 					e.clk.Advance(queue.MinSpareAge)
 					want += n
 				}
-				create += benchInbox(b, e, "bench", n)
+				create += benchInbox(b, e, s, "bench", n)
 				st0 := s.SpareStats()
 				b.StartTimer()
 				start, c0 := time.Now(), cpuTime()
@@ -73,6 +80,7 @@ func BenchmarkInboxTick(b *testing.B) {
 				if got := len(e.pending()); got != want {
 					b.Fatalf("queued %d, want %d", got, want)
 				}
+				cancel()
 				iters++
 				b.StartTimer()
 			}
@@ -86,23 +94,37 @@ func BenchmarkInboxTick(b *testing.B) {
 	}
 }
 
-// benchInbox drops n inbox files (ids evt-<tag>-<i>, written a minute ago
-// so the age rule takes them) and returns the time their creation took.
-func benchInbox(b *testing.B, e *env, tag string, n int) time.Duration {
+// benchInbox publishes n inbox files by rename (ids evt-<tag>-<i>), waits
+// until the notifier has seen them all, and returns the time their
+// creation took (the producer's side).
+func benchInbox(b *testing.B, e *env, s *sentinel.Sentinel, tag string, n int) time.Duration {
 	b.Helper()
-	old := t0.Add(-time.Minute)
-	start := time.Now()
+	var d time.Duration
 	for i := range n {
-		p := filepath.Join(e.l.Inbox(), fmt.Sprintf("%s%04d.json", tag, i))
+		name := fmt.Sprintf("%s%04d.json", tag, i)
+		tmp := filepath.Join(e.l.Inbox(), "."+name+".tmp")
 		data := fmt.Sprintf(`{"id":"evt-%s-%d","type":"demo.hello","payload":{"n":%d}}`, tag, i, i)
-		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+		start := time.Now()
+		if err := os.WriteFile(tmp, []byte(data), 0o600); err != nil {
+			b.Fatal(err)
+		}
+		d += time.Since(start)
+		if err := os.Rename(tmp, filepath.Join(e.l.Inbox(), name)); err != nil {
 			b.Fatal(err)
 		}
 	}
-	d := time.Since(start)
-	for i := range n {
-		p := filepath.Join(e.l.Inbox(), fmt.Sprintf("%s%04d.json", tag, i))
-		os.Chtimes(p, old, old)
+	// The notifier has read every rename once it stays quiet (untimed).
+	select {
+	case <-s.Wake():
+	case <-time.After(10 * time.Second):
+		b.Fatal("no wake-up after the renames")
+	}
+	for quiet := false; !quiet; {
+		select {
+		case <-s.Wake():
+		case <-time.After(500 * time.Millisecond):
+			quiet = true
+		}
 	}
 	return d
 }

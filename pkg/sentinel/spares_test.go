@@ -3,6 +3,7 @@ package sentinel_test
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/sentinel"
 )
 
 func inodeOf(t *testing.T, p string) uint64 {
@@ -29,12 +31,16 @@ func inodeOf(t *testing.T, p string) uint64 {
 func TestInbox_ConsumedFilesCarryTheNextEvents(t *testing.T) {
 	e := newEnv(t)
 	s := e.sentinel(e.config(inboxYAML))
-	old := t0.Add(-5 * time.Second)
+	// Published by rename, the way producers should: only a file whose
+	// writer is known to be done with it is recycled.
+	startNotifier(t, s)
 	first := map[uint64]bool{}
 	for i := range 3 {
-		p := e.drop(fmt.Sprintf("a%d.json", i), fmt.Sprintf(`{"id":"evt-a-%d","type":"demo.hello","payload":{"text":"first batch, a longer payload than the next"}}`, i), old)
-		first[inodeOf(t, p)] = true
+		name := fmt.Sprintf("a%d.json", i)
+		renameIn(t, e, name, fmt.Sprintf(`{"id":"evt-a-%d","type":"demo.hello","payload":{"text":"first batch, a longer payload than the next"}}`, i))
+		first[inodeOf(t, filepath.Join(e.l.Inbox(), name))] = true
 	}
+	settle(t, s)
 	e.tick(s)
 	if got := len(e.pending()); got != 3 {
 		t.Fatalf("pending after the first batch: %d", got)
@@ -45,10 +51,11 @@ func TestInbox_ConsumedFilesCarryTheNextEvents(t *testing.T) {
 	}
 
 	e.clk.Advance(queue.MinSpareAge)
-	e.drop("dup.json", `{"id":"evt-a-0","type":"demo.hello"}`, old)
+	renameIn(t, e, "dup.json", `{"id":"evt-a-0","type":"demo.hello"}`)
 	for i := range 2 {
-		e.drop(fmt.Sprintf("b%d.json", i), fmt.Sprintf(`{"id":"evt-b-%d","type":"demo.hello","payload":{"n":%d}}`, i, i), old)
+		renameIn(t, e, fmt.Sprintf("b%d.json", i), fmt.Sprintf(`{"id":"evt-b-%d","type":"demo.hello","payload":{"n":%d}}`, i, i))
 	}
+	settle(t, s)
 	e.tick(s)
 	for _, id := range []string{"evt-b-0", "evt-b-1"} {
 		ino := inodeOf(t, e.q.Path(layout.Pending, id))
@@ -82,5 +89,21 @@ func TestInbox_ConsumedFilesCarryTheNextEvents(t *testing.T) {
 	}
 	if pool != 4 {
 		t.Errorf("pool holds %d files, want 4 (1 left of the first batch, 3 of the second)", pool)
+	}
+}
+
+// settle waits until the notifier has reported every rename so far: a
+// first wake, then no further one for a quiet second (the renames are all
+// in the kernel's queue before the first wake is awaited; a later read of
+// that queue wakes again).
+func settle(t *testing.T, s *sentinel.Sentinel) {
+	t.Helper()
+	waitWake(t, s, "the renames")
+	for {
+		select {
+		case <-s.Wake():
+		case <-time.After(time.Second): // quiet: the notifier has read every event
+			return
+		}
 	}
 }

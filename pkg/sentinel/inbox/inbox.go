@@ -66,13 +66,16 @@ type Watcher struct {
 // UseSpares makes PostEmit move each consumed file (queued or a duplicate)
 // into the pool sp, whose inodes carry later queue writes, instead of
 // unlinking it (nil: unlink). A file rests queue.MinSpareAge there first:
-// someone may have opened it by its name just before it went.
+// someone may have opened it by its name just before it went. Only a file
+// whose writer is known to be done with it (closed, or renamed in) is
+// kept: one taken by the age or stall rule may still be open for writing
+// (a hung writer), and its late bytes must never land in a queue file.
 func (w *Watcher) UseSpares(sp *queue.Spares) { w.spares = sp }
 
 // consume removes a file whose event is queued (or known): into the
-// spare pool when there is one, else unlinked.
+// spare pool when there is one and its writer is done, else unlinked.
 func (w *Watcher) consume(path string) error {
-	if w.spares != nil {
+	if w.spares != nil && w.track.state(filepath.Base(path)) == stateComplete {
 		if kept, _ := w.spares.Keep(path, queue.MinSpareAge); kept {
 			return nil
 		}
