@@ -27,7 +27,9 @@ import (
 // dispatched copy is renamed into place, before the others.
 const CrashInDispatchBatch = "in-dispatch-batch"
 
-// maxDispatchBatch bounds one group commit (open temps, memory).
+// maxDispatchBatch bounds one group commit (memory, open temps: a batch
+// stages its dispatched copies, tasks and messages together, so up to
+// three times this many files are open at once).
 const maxDispatchBatch = 256
 
 type dispatchIntent struct {

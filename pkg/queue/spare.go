@@ -141,9 +141,13 @@ func (s *Spares) Len() int {
 	return len(s.pool)
 }
 
-func (s *Spares) newName() string {
+// newName is a new name in the pool (s.mu held).
+func (s *Spares) newName() string { return s.nameIn(s.dir) }
+
+// nameIn is a new spare name in dir, the pool or its fresh directory.
+func (s *Spares) nameIn(dir string) string {
 	s.n++
-	return filepath.Join(s.dir, s.prefix+strconv.FormatUint(s.n, 10))
+	return filepath.Join(dir, s.prefix+strconv.FormatUint(s.n, 10))
 }
 
 // add puts sp into the pool in order of its rest start (s.mu held).
@@ -230,6 +234,15 @@ func (s *Spares) take() (*os.File, string, int64, error) {
 			s.stats.Freed++
 			continue
 		}
+		if openElsewhere(f) {
+			// Someone still holds it open (a producer that renamed an
+			// inbox file in and kept writing, a reader of a queue file):
+			// its late bytes or reads must never meet another file's.
+			f.Close()
+			os.Remove(sp.name)
+			s.stats.Freed++
+			continue
+		}
 		if st.Mode&0o777 != 0o600 {
 			f.Chmod(0o600)
 		}
@@ -237,8 +250,7 @@ func (s *Spares) take() (*os.File, string, int64, error) {
 		s.mu.Unlock()
 		return f, sp.name, st.Size, nil
 	}
-	s.n++
-	name := filepath.Join(s.fresh, s.prefix+strconv.FormatUint(s.n, 10))
+	name := s.nameIn(s.fresh)
 	s.stats.Created++
 	s.mu.Unlock()
 	start := time.Now()
@@ -491,4 +503,16 @@ func probeNoReplace(dir string) error {
 		return err
 	}
 	return os.Rename(b, a)
+}
+
+// openElsewhere reports whether another descriptor has f's file open: a
+// write lease is granted only to the sole opener (fcntl F_SETLEASE), and
+// is dropped at once. Where leases are unsupported it reports false.
+func openElsewhere(f *os.File) bool {
+	fd := int(f.Fd())
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETLEASE, unix.F_WRLCK); err != nil {
+		return errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EBUSY)
+	}
+	_, _ = unix.FcntlInt(uintptr(fd), unix.F_SETLEASE, unix.F_UNLCK)
+	return false
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -161,6 +162,42 @@ func TestSpares_NeverWritesASpareWithAnotherName(t *testing.T) {
 	syscall.Stat(f.q.Path(layout.Pending, "task-live"), &st)
 	if st.Nlink != 1 {
 		t.Errorf("live file nlink %d, want 1 (the pool dropped its name)", st.Nlink)
+	}
+}
+
+// A spare someone still holds open (a producer that renamed an inbox file
+// in and kept its descriptor, a slow reader) is never written into: it is
+// freed, and the next write gets a fresh inode. The holder's view of the
+// old file is unchanged.
+func TestSpares_NeverWritesASpareSomeoneHoldsOpen(t *testing.T) {
+	f := newSpareFixture(t)
+	f.q.Put(layout.Pending, "task-held", map[string]any{"id": "task-held", "v": "held"})
+	held, err := os.Open(f.q.Path(layout.Pending, "task-held"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	var hs syscall.Stat_t
+	if err := syscall.Fstat(int(held.Fd()), &hs); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.q.Remove(layout.Pending, "task-held"); err != nil {
+		t.Fatal(err)
+	}
+	f.now = f.now.Add(time.Hour)
+	if err := f.q.PutOnce(layout.Pending, "task-next", map[string]any{"id": "task-next", "v": "next"}); err != nil {
+		t.Fatal(err)
+	}
+	if f.ino(f.q.Path(layout.Pending, "task-next")) == hs.Ino {
+		t.Fatal("a spare held open elsewhere was written into")
+	}
+	b := make([]byte, 256)
+	n, _ := held.ReadAt(b, 0)
+	if !strings.Contains(string(b[:n]), `"held"`) {
+		t.Errorf("the holder's file changed under it: %q", b[:n])
+	}
+	if st := f.sp.Stats(); st.Freed != 1 || st.Reused != 0 {
+		t.Errorf("stats %+v, want the held spare freed, none reused", st)
 	}
 }
 

@@ -196,7 +196,17 @@ func TestSpares_NewFilesAreCreatedInTheFreshDirectory(t *testing.T) {
 		t.Skipf("no inode flags here: %v", err)
 	}
 	if flags&fsTopdirFL == 0 {
-		t.Logf("the filesystem did not keep FS_TOPDIR_FL (flags %#x)", flags)
+		// Wrong only where the filesystem keeps the flag: try it on a
+		// directory of our own.
+		probe := t.TempDir()
+		setTopDir(probe)
+		if pd, err := os.Open(probe); err == nil {
+			pf, perr := unix.IoctlGetUint32(int(pd.Fd()), unix.FS_IOC_GETFLAGS)
+			pd.Close()
+			if perr == nil && pf&fsTopdirFL != 0 {
+				t.Errorf("the pool's parent lacks FS_TOPDIR_FL (flags %#x) on a filesystem that keeps it", flags)
+			}
+		}
 	}
 	// A second pool on the same directory reuses the subdirectory.
 	sp2, err := NewSpares(f.sp.dir)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -239,7 +240,10 @@ func (j *Journal) Summary() Summary {
 		s := j.day.Summary()
 		j.sum = &s
 	}
-	return *j.sum
+	// Record adds to the kept maps: the caller gets its own.
+	s := *j.sum
+	s.Generals, s.Engines = maps.Clone(s.Generals), maps.Clone(s.Engines)
+	return s
 }
 
 // TaskTotals sums the day's attempts of task.
