@@ -88,10 +88,9 @@ func main() {
 	if p, ok := fastRunParams(os.Args); ok {
 		// The soldier session's own command, once per task: parsed here
 		// without building the command tree (see fastRunParams). A stop
-		// signal ends it by default until its engine starts, then ends
-		// the engine's group (and nothing is published either way: the
-		// one who stopped the soldier decides its result).
-		soldier.CatchSignals()
+		// signal ends it by default, except while its engine runs, when it
+		// ends the engine's group (and nothing is published either way:
+		// the one who stopped the soldier decides its result).
 		app.MainFunc("soldier-spawn", func(ctx context.Context) error { return runTask(ctx, p) })
 	}
 	cmd := &cli.Command{

@@ -63,7 +63,9 @@ func runEngine(ctx context.Context, path string, argv []string, dir string, env 
 	go func() { _, _ = io.Copy(stderr, errR); copied <- struct{}{} }()
 	killed := make(chan bool, 1)
 	waited := make(chan struct{})
+	watched := make(chan struct{})
 	go func() {
+		defer close(watched)
 		select {
 		case <-sigs:
 			killed <- true
@@ -81,9 +83,9 @@ func runEngine(ctx context.Context, path string, argv []string, dir string, env 
 			break
 		}
 	}
-	close(waited)
 	// Whatever the engine left running in its group goes with it; its
-	// output is read until it ends or for engineWaitDelay at most.
+	// output is read until it ends or for engineWaitDelay at most. A stop
+	// signal meanwhile still counts (the watcher runs until the drain ends).
 	_ = syscall.Kill(-pid, syscall.SIGKILL)
 	delay := time.NewTimer(engineWaitDelay)
 	defer delay.Stop()
@@ -96,6 +98,8 @@ func runEngine(ctx context.Context, path string, argv []string, dir string, env 
 			errR.Close()
 		}
 	}
+	close(waited)
+	<-watched // its verdict is in killed
 	select {
 	case interrupted = <-killed:
 	default:

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -87,5 +88,35 @@ func TestRunEngine_ContextAndSignalKillTheGroup(t *testing.T) {
 				t.Fatalf("the engine's child %d outlived it", pid)
 			}
 		})
+	}
+}
+
+// A stop signal while the engine's output is still drained (it exited, but
+// a child that left its process group holds stdout) still counts: the
+// soldier reports itself interrupted and publishes nothing.
+func TestRunEngine_SignalDuringTheOutputDrainCounts(t *testing.T) {
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Skip("no setsid")
+	}
+	dir := t.TempDir()
+	sigs := make(chan os.Signal, 1)
+	go func() {
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
+			if _, err := os.Stat(filepath.Join(dir, "exited")); err == nil {
+				break
+			}
+			time.Sleep(10 * time.Millisecond) // the engine is a real process ending
+		}
+		time.Sleep(200 * time.Millisecond) // inside the 2 s drain the escaped child keeps open
+		sigs <- syscall.SIGHUP
+	}()
+	var out, errb bytes.Buffer
+	code, interrupted, started, err := runEngine(context.Background(), "/bin/sh",
+		[]string{"sh", "-c", `setsid sleep 3 & touch exited; exit 0`}, dir, nil, nil, &out, &errb, sigs)
+	if !started || err != nil {
+		t.Fatalf("started %v, err %v", started, err)
+	}
+	if !interrupted {
+		t.Fatalf("a stop signal during the output drain was missed (code %d)", code)
 	}
 }

@@ -51,16 +51,3 @@ func RestoreEnv() {
 // stopSignals end a soldier: tmux kill-session's SIGHUP, and SIGTERM or
 // SIGINT from an operator.
 var stopSignals = []os.Signal{syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT}
-
-// signalsForLife, set by CatchSignals, keeps the watch of stopSignals a
-// run starts for the rest of the process's life.
-var signalsForLife bool
-
-// CatchSignals is for a process that runs one engine and exits (the
-// soldier session's `soldier-spawn run`): the stop signals its run starts
-// to watch just before the engine starts stay watched to its end, instead
-// of each run stopping its watch when its engine ends (right for a process
-// that runs several, the tests). Starting or stopping the watch of a
-// signal is a round trip to the runtime's signal thread; a process about
-// to exit has no use for the stop. Call it before any Run.
-func CatchSignals() { signalsForLife = true }

@@ -458,12 +458,17 @@ func executeTo(ctx context.Context, l layout.Layout, o RunOptions, inv *engine.I
 	// working as an orphan.
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, stopSignals...)
-	if !signalsForLife {
-		defer signal.Stop(sigs)
-	}
+	// Once this returns, a stop signal ends the soldier by default again,
+	// before it can publish.
+	defer signal.Stop(sigs)
 	code, interrupted, started, err := runEngine(ctx, inv.Path, inv.Args, inv.Dir, env, stdin, outW, errW, sigs)
 	if !started {
 		return -1, "", err
+	}
+	select {
+	case <-sigs: // one that came as the engine ended
+		interrupted = true
+	default:
 	}
 	outW.flush()
 	errW.flush()
