@@ -46,8 +46,8 @@ func ReplaceSwap(path, sibling string, data []byte, perm os.FileMode) error {
 	return fmt.Errorf("write %s: exchange: %w", path, err)
 }
 
-// writeSibling rewrites sibling in place with data, creating it only when
-// it is missing. It never writes through a symlink or into an inode with
+// writeSibling rewrites sibling in place with data (over the old bytes,
+// the tail cut), creating it only when it is missing. It never writes through a symlink or into an inode with
 // another name (a hard link planted there, or a crash's leftover): such a
 // sibling is removed and made anew.
 func writeSibling(sibling string, data []byte, perm os.FileMode) error {
@@ -105,18 +105,7 @@ func openOwn(path string, perm os.FileMode) (*os.File, int64, error) {
 // WritePrivate it is for files no other process reads while they are
 // written and that need not survive a crash.
 func WriteInPlace(path string, data []byte, perm os.FileMode) error {
-	f, size, err := openOwn(path, perm)
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	_, err = f.WriteAt(data, 0)
-	if err == nil && size > int64(len(data)) {
-		err = f.Truncate(int64(len(data)))
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := writeSibling(path, data, perm); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil

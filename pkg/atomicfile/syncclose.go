@@ -17,7 +17,7 @@ func SyncClose(files []*os.File, paths []string, data bool) error {
 	one := func(i int) error {
 		var err error
 		if data {
-			err = fdatasync(files[i])
+			err = Fdatasync(files[i])
 		} else {
 			err = files[i].Sync()
 		}
@@ -56,8 +56,6 @@ func SyncClose(files []*os.File, paths []string, data bool) error {
 	wg.Wait()
 	return errors.Join(errs...)
 }
-
-func fdatasync(f *os.File) error { return Fdatasync(f) }
 
 // Fdatasync makes f's data (and the metadata needed to read it) durable.
 func Fdatasync(f *os.File) error { return retrySync("fdatasync", f, unix.Fdatasync) }

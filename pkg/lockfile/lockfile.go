@@ -174,12 +174,17 @@ func flockRetry(f *os.File, how int) error {
 
 // With runs fn holding the exclusive lock at path (opened for this call only).
 func With(path string, fn func() error) error {
+	return with(path, (*File).Lock, fn)
+}
+
+// with runs fn holding the lock at path that lock takes.
+func with(path string, lock func(*File) error, fn func() error) error {
 	lf, err := Open(path)
 	if err != nil {
 		return err
 	}
 	defer lf.Close()
-	if err := lf.Lock(); err != nil {
+	if err := lock(lf); err != nil {
 		return err
 	}
 	defer lf.Unlock()

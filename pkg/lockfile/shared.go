@@ -3,14 +3,5 @@ package lockfile
 // WithShared runs fn holding the shared lock at path (opened for this call
 // only): readers of a file whose writers hold the exclusive lock.
 func WithShared(path string, fn func() error) error {
-	lf, err := Open(path)
-	if err != nil {
-		return err
-	}
-	defer lf.Close()
-	if err := lf.RLock(); err != nil {
-		return err
-	}
-	defer lf.Unlock()
-	return fn()
+	return with(path, (*File).RLock, fn)
 }
