@@ -3,16 +3,10 @@ package atomicfile
 import (
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
-)
 
-func cpuNow() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
+	"github.com/kingdom-dev/kingdom/pkg/proctree"
+)
 
 // BenchmarkRegistryWrite: one small registry rewrite (a sessions.json of a
 // few entries, no fsync, as sessions writes it) the old way — a temp
@@ -34,13 +28,13 @@ func BenchmarkRegistryWrite(b *testing.B) {
 			dir := b.TempDir()
 			p, sib := filepath.Join(dir, "sessions.json"), filepath.Join(dir, ".sessions.json.swap")
 			b.ResetTimer()
-			cpu := cpuNow()
+			cpu := proctree.SelfCPU()
 			for i := 0; i < b.N; i++ {
 				if err := c.write(p, sib); err != nil {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric(float64((cpuNow()-cpu).Microseconds())/float64(b.N), "cpu-us/op")
+			b.ReportMetric(float64((proctree.SelfCPU()-cpu).Microseconds())/float64(b.N), "cpu-us/op")
 		})
 	}
 }

@@ -4,10 +4,10 @@ import (
 	"bufio"
 	"fmt"
 	"os"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/proctree"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
 )
 
@@ -35,12 +35,12 @@ func benchConsumeFromZero(b *testing.B, lines int) {
 	appendEvents(b, e.l.EventsLog(), 0, lines)
 	fi, _ := os.Stat(e.l.EventsLog())
 	b.SetBytes(fi.Size())
-	cpu0 := processCPU()
+	cpu0 := proctree.SelfCPU()
 	b.ResetTimer()
 	defer func() {
 		// CPU of the whole process (GC included) per run: the figure that
 		// does not move when other work shares the machine.
-		b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/op")
+		b.ReportMetric(float64((proctree.SelfCPU()-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/op")
 	}()
 	for i := 0; i < b.N; i++ {
 		r := New(e.l, e.cfg, Deps{Clock: e.clk, Metrics: e.met, Tmux: e.tm}, ModeOnce)
@@ -124,13 +124,4 @@ func BenchmarkTick_100Sessions(b *testing.B) {
 	if got := len(r.Last.Registered); got != 100 {
 		b.Fatalf("registry = %d entries, want 100", got)
 	}
-}
-
-// processCPU is this process's user+system CPU so far.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -2,16 +2,11 @@ package envoy
 
 import (
 	"fmt"
-	"syscall"
 	"testing"
 	"time"
-)
 
-func cpuNow() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
+	"github.com/kingdom-dev/kingdom/pkg/proctree"
+)
 
 // BenchmarkDeliverBacklog (issue #17's scaling series): n messages wait in
 // messages/pending and one tick delivers them all (console mode), on an
@@ -38,9 +33,9 @@ func BenchmarkDeliverBacklog(b *testing.B) {
 				b.StopTimer()
 				fill()
 				b.StartTimer()
-				c := cpuNow()
+				c := proctree.SelfCPU()
 				h.tick()
-				cpu += cpuNow() - c
+				cpu += proctree.SelfCPU() - c
 				msgs += n
 				b.StopTimer()
 				if s := h.msgState(fmt.Sprintf("msg-20261121-%06d", round*n-1)); s != "sent" {

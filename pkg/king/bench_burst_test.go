@@ -9,6 +9,7 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/proctree"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
@@ -38,11 +39,11 @@ func BenchmarkKing_Burst(b *testing.B) {
 		pend, inprog := l.QueueState(layout.QTasks, layout.Pending), l.QueueState(layout.QTasks, layout.InProgress)
 		for done := 0; done < n; {
 			b.StartTimer()
-			c := cpuTime()
+			c := proctree.SelfCPU()
 			if err := k.Tick(context.Background()); err != nil {
 				b.Fatal(err)
 			}
-			cpu += cpuTime() - c
+			cpu += proctree.SelfCPU() - c
 			b.StopTimer()
 			done = len(mustIDs(b, l.QueueState(layout.QTasks, layout.Completed)))
 			// The generals: claim what is pending, answer it.

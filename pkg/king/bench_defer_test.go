@@ -4,21 +4,14 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/proctree"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
-
-// cpuTime is this process's user+system CPU time so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // BenchmarkKing_DeferredTick (issue #17's scaling series): n events wait in
 // pending/ while max_soldiers is full, so every one is deferred. Each
@@ -56,11 +49,11 @@ func BenchmarkKing_DeferredTick(b *testing.B) {
 				benchEvents(b, l, i, 1)
 				i++
 				b.StartTimer()
-				c := cpuTime()
+				c := proctree.SelfCPU()
 				if err := k.Tick(context.Background()); err != nil {
 					b.Fatal(err)
 				}
-				cpu += cpuTime() - c
+				cpu += proctree.SelfCPU() - c
 			}
 			if got := k.events.Count(layout.Pending); got != i {
 				b.Fatalf("pending = %d, want %d (all deferred)", got, i)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/proctree"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/runner"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
@@ -84,12 +85,12 @@ func BenchmarkKing_OneTick(b *testing.B) {
 				create += benchEvents(b, l, 0, n)
 				st0 := k.spares.Stats()
 				b.StartTimer()
-				start, c := time.Now(), cpuTime()
+				start, c := time.Now(), proctree.SelfCPU()
 				if err := k.Tick(context.Background()); err != nil {
 					b.Fatal(err)
 				}
 				total += time.Since(start)
-				cpu += cpuTime() - c
+				cpu += proctree.SelfCPU() - c
 				iters++
 				b.StopTimer()
 				st := k.spares.Stats()

@@ -3,18 +3,12 @@ package queue
 import (
 	"fmt"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/proctree"
 )
-
-func cpuNow() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // BenchmarkClaimRewrite measures a general's claim rewrite: a task file in
 // in_progress/ rewritten with its new status, as a plain Put (a new temp
@@ -68,11 +62,11 @@ func run(b *testing.B, q *Queue, put func(state, id string, v any) error, step f
 	n := 0
 	for b.Loop() {
 		id := fmt.Sprintf("task-20261121-%03d", n%files)
-		c := cpuNow()
+		c := proctree.SelfCPU()
 		if err := put(layout.InProgress, id, doc(id, n)); err != nil {
 			b.Fatal(err)
 		}
-		cpu += cpuNow() - c
+		cpu += proctree.SelfCPU() - c
 		step()
 		n++
 	}

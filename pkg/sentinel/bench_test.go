@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/logging"
+	"github.com/kingdom-dev/kingdom/pkg/proctree"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/sentinel"
 	"github.com/kingdom-dev/kingdom/pkg/sentinel/inbox"
@@ -67,12 +67,12 @@ func BenchmarkInboxTick(b *testing.B) {
 				create += benchInbox(b, e, s, "bench", n)
 				st0 := s.SpareStats()
 				b.StartTimer()
-				start, c0 := time.Now(), cpuTime()
+				start, c0 := time.Now(), proctree.SelfCPU()
 				if err := s.Tick(b.Context()); err != nil {
 					b.Fatal(err)
 				}
 				tick += time.Since(start)
-				cpu += cpuTime() - c0
+				cpu += proctree.SelfCPU() - c0
 				b.StopTimer()
 				st := s.SpareStats()
 				created += st.Created - st0.Created
@@ -127,12 +127,6 @@ func benchInbox(b *testing.B, e *env, s *sentinel.Sentinel, tag string, n int) t
 		}
 	}
 	return d
-}
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkGitHubPoll measures a full poll against the local fake: a 304
