@@ -69,27 +69,19 @@ func writeSibling(sibling string, data []byte, perm os.FileMode) error {
 // one name, of this user, or else a fresh one (anything else at path is
 // removed first). It returns the file's current size.
 func openOwn(path string, perm os.FileMode) (*os.File, int64, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, perm)
-	if err == nil {
-		var st syscall.Stat_t
-		if err := syscall.Fstat(int(f.Fd()), &st); err == nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG &&
-			st.Nlink == 1 && int(st.Uid) == os.Getuid() {
-			if os.FileMode(st.Mode&0o777) != perm.Perm() {
-				if err := f.Chmod(perm.Perm()); err != nil {
-					f.Close()
-					return nil, 0, err
-				}
-			}
-			return f, st.Size, nil
+	if f, size, ok := OpenOwned(path); ok {
+		if err := f.Chmod(perm.Perm()); err != nil {
+			f.Close()
+			return nil, 0, err
 		}
-		f.Close()
+		return f, size, nil
 	}
 	// A symlink (ELOOP), a fifo, a second name, another owner: not ours
 	// to write into.
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, 0, err
 	}
-	f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, perm)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, perm)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -109,4 +101,22 @@ func WriteInPlace(path string, data []byte, perm os.FileMode) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
+}
+
+// OpenOwned opens an existing path for writing in place when it is a
+// regular file of this user with no other name: never a symlink (it is not
+// followed), a fifo, or an inode an agent linked elsewhere. It returns the
+// file and its size, or ok false (missing, or not ours to write into).
+func OpenOwned(path string) (f *os.File, size int64, ok bool) {
+	f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, 0, false
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG ||
+		st.Nlink != 1 || int(st.Uid) != os.Geteuid() {
+		f.Close()
+		return nil, 0, false
+	}
+	return f, st.Size, true
 }

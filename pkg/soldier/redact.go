@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"syscall"
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/redact"
@@ -46,14 +45,8 @@ var errNoStaging = errors.New("no reusable staging file")
 // other link is reused (never a symlink or a hard link the agent made to
 // another file); otherwise, or if it is gone, errNoStaging.
 func publishInPlace(staging, path string, data []byte) error {
-	f, err := os.OpenFile(staging, os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return errNoStaging
-	}
-	var st syscall.Stat_t
-	if err := syscall.Fstat(int(f.Fd()), &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG ||
-		st.Nlink != 1 || int(st.Uid) != os.Geteuid() {
-		f.Close()
+	f, _, ok := atomicfile.OpenOwned(staging)
+	if !ok {
 		return errNoStaging
 	}
 	werr := f.Chmod(0o600)
