@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kingdom-dev/kingdom/pkg/envoy/slackfake"
+	"github.com/kingdom-dev/kingdom/internal/testkit/slackfake"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
 	"github.com/kingdom-dev/kingdom/pkg/proctree"

@@ -19,9 +19,9 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/engine"
-	"github.com/kingdom-dev/kingdom/pkg/envoy/slackfake"
+	"github.com/kingdom-dev/kingdom/internal/testkit/slackfake"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/modelfake"
+	"github.com/kingdom-dev/kingdom/internal/testkit/modelfake"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 

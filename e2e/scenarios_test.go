@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kingdom-dev/kingdom/pkg/envoy/slackfake"
+	"github.com/kingdom-dev/kingdom/internal/testkit/slackfake"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 )
 

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/modelfake"
+	"github.com/kingdom-dev/kingdom/internal/testkit/modelfake"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
