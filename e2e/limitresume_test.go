@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/internal/testkit/modelfake"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/internal/testkit/modelfake"
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/internal/testkit/modelfake"
 )
 
 // benchTasks is how many tasks each engine runs per benchmark op: the
