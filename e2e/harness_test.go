@@ -59,6 +59,8 @@ type Kingdom struct {
 	Events *queue.Queue
 	Tasks  *queue.Queue
 	Msgs   *queue.Queue
+	// Env is added to start's environment (as systemd's Environment= would).
+	Env []string
 }
 
 // NewKingdom writes files (relative to the base dir) and returns the
@@ -108,7 +110,7 @@ func (k *Kingdom) Start() {
 	}
 	k.out = out
 	k.start = exec.Command(filepath.Join(binDir, "start"), "--base-dir", k.L.Base)
-	k.start.Env = append(cleanEnv(), "KINGDOM_TMUX_SOCKET="+k.Tmux.Socket)
+	k.start.Env = append(append(cleanEnv(), "KINGDOM_TMUX_SOCKET="+k.Tmux.Socket), k.Env...)
 	k.start.Stdout, k.start.Stderr = out, out
 	if err := k.start.Start(); err != nil {
 		k.t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
+	"github.com/kingdom-dev/kingdom/pkg/redact"
 	"github.com/kingdom-dev/kingdom/pkg/start"
 )
 
@@ -77,6 +78,9 @@ func run(ctx context.Context, c *cli.Command) error {
 	defer leader.Release()
 	if err := atomicfile.WriteFile(env.Layout.TmuxSocketFile(), []byte(env.Tmux.Socket+"\n"), 0o600); err != nil {
 		return err
+	}
+	if err := start.PublishSecrets(env.Layout, env.Secrets); err != nil {
+		return &app.ConfigError{Err: err}
 	}
 	binDir, err := start.FindBinDir(env.Layout)
 	if err != nil {
@@ -189,9 +193,12 @@ func tasksCmd(_ context.Context, c *cli.Command) error {
 
 func doctorCmd(_ context.Context, c *cli.Command) error {
 	l := layout.New(layout.ResolveBase(c.String("base-dir")))
-	config.ApplyEnvFile(l.EnvFile())
+	// What the roles will see: this shell's environment, then what the
+	// running start was given (its secrets file, when readable), then
+	// kingdom.env.
+	secrets, _ := config.ApplySecrets(l.StartSecretsFile(), l.EnvFile(), redact.IsSecretName)
 	binDir, _ := start.FindBinDir(l)
-	if n := start.PrintChecks(os.Stdout, start.Doctor(l, binDir)); n > 0 {
+	if n := start.PrintChecks(os.Stdout, start.Doctor(l, binDir, secrets)); n > 0 {
 		return &app.CodeError{Code: 1, Err: fmt.Errorf("%d check(s) failed", n)}
 	}
 	return nil

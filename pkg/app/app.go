@@ -49,12 +49,15 @@ const (
 
 // Env is what a role needs from its surroundings.
 type Env struct {
-	Role   string
-	Layout layout.Layout
-	Log    *slog.Logger
-	Events *eventlog.Emitter
-	Tmux   *tmux.Client
-	Clock  clock.Clock
+	// Secrets maps each secret variable's name to where its value came
+	// from (config.Source*); never values.
+	Secrets map[string]string
+	Role    string
+	Layout  layout.Layout
+	Log     *slog.Logger
+	Events  *eventlog.Emitter
+	Tmux    *tmux.Client
+	Clock   clock.Clock
 }
 
 // BaseDirFlag is the --base-dir flag every binary has.
@@ -81,7 +84,11 @@ func (e *ConfigError) Unwrap() error { return e.Err }
 // tree, loads config/kingdom.env and builds the role's logger and emitter.
 // Log lines go to stdout and logs/system.log.
 func Setup(role string, c *cli.Command) (*Env, error) {
-	return SetupWith(role, c.String("base-dir"), os.Stdout)
+	env, err := SetupWith(role, c.String("base-dir"), os.Stdout)
+	if err == nil {
+		env.Log.Info("secrets", "from", config.FormatSources(env.Secrets))
+	}
+	return env, err
 }
 
 // SetupWith is Setup with an explicit base flag and stdout.
@@ -90,26 +97,35 @@ func SetupWith(role, baseFlag string, stdout io.Writer) (*Env, error) {
 	if err := l.Ensure(); err != nil {
 		return nil, err
 	}
-	// Roles run in tmux sessions that carry the server's environment, not
-	// start's, so each loads kingdom.env itself (SPEC §9.13).
-	if _, err := config.ApplyEnvFile(l.EnvFile()); err != nil {
-		return nil, &ConfigError{Err: err}
-	}
 	// runtime.secret_env, the dashboard's token variable and the envoy's
 	// join the redactor's names (SPEC §10.14), so start's tmux server never
 	// holds them either. A bad file is reported by the role that loads it.
 	redact.SetExtraNames(config.SecretEnvNames(l.ConfigDir()))
+	// Roles run in tmux sessions that carry the server's environment, not
+	// start's, so each loads its secrets itself (SPEC §11.4): its own
+	// environment wins, then what start was given (the start secrets file),
+	// then kingdom.env. start itself reads only its environment and
+	// kingdom.env, and publishes the former for its roles.
+	startEnv := l.StartSecretsFile()
+	if role == layout.RoleStart {
+		startEnv = ""
+	}
+	secrets, err := config.ApplySecrets(startEnv, l.EnvFile(), redact.IsSecretName)
+	if err != nil {
+		return nil, &ConfigError{Err: err}
+	}
 	atomicfile.SetRole(role)
 	log := logging.New(logging.Options{
 		Role: role, Stdout: stdout, SystemLog: l.SystemLog(), RotateLock: l.RotateLock(), Level: logLevel(),
 	})
 	return &Env{
-		Role:   role,
-		Layout: l,
-		Log:    log,
-		Events: eventlog.NewEmitter(l.EventsLog(), l.RotateLock(), role, nil),
-		Tmux:   Tmux(l),
-		Clock:  clock.Real{},
+		Secrets: secrets,
+		Role:    role,
+		Layout:  l,
+		Log:     log,
+		Events:  eventlog.NewEmitter(l.EventsLog(), l.RotateLock(), role, nil),
+		Tmux:    Tmux(l),
+		Clock:   clock.Real{},
 	}, nil
 }
 

@@ -97,6 +97,10 @@ func (l Layout) Template(name string) string {
 func (l Layout) WorkspaceClaudeMD() string { return l.p("config", "workspace-claude.md") }
 func (l Layout) EnvFile() string           { return l.p("config", "kingdom.env") }
 
+// StartSecretsFile holds the secrets of start's own environment for its
+// roles (0600): secrets never travel through the tmux server's environment.
+func (l Layout) StartSecretsFile() string { return l.p("state", "start-secrets.env") }
+
 // GeneralPackages is the dir of installable general packages (source).
 func (l Layout) GeneralPackages() string { return l.p("generals") }
 

@@ -102,8 +102,21 @@ type Check struct {
 	Fix  string // how to fix a failure
 }
 
-// Doctor checks the prerequisites of an installation.
-func Doctor(l layout.Layout, binDir string) []Check {
+// Doctor checks the prerequisites of an installation. secrets says where
+// each secret variable came from (config.ApplySecrets), shown by name.
+func Doctor(l layout.Layout, binDir string, secrets map[string]string) []Check {
+	from := func(names ...string) string {
+		var parts []string
+		for _, n := range names {
+			if s, ok := secrets[n]; ok && os.Getenv(n) != "" {
+				parts = append(parts, n+" from "+s)
+			}
+		}
+		if len(parts) == 0 {
+			return strings.Join(names, "/") + ": not set in the environment, start's environment or " + config.EnvFile
+		}
+		return strings.Join(parts, ", ")
+	}
 	var cs []Check
 	add := func(name string, ok bool, info, fix string) {
 		cs = append(cs, Check{Name: name, OK: ok, Info: info, Fix: fix})
@@ -131,15 +144,15 @@ func Doctor(l layout.Layout, binDir string) []Check {
 		}
 		if all.Sentinel.Polling.GitHub != nil {
 			ok := os.Getenv("GH_TOKEN") != "" || os.Getenv("GITHUB_TOKEN") != ""
-			add("github token", ok, "GH_TOKEN/GITHUB_TOKEN", "set GH_TOKEN in "+l.EnvFile()+" (mode 0600)")
+			add("github token", ok, from("GH_TOKEN", "GITHUB_TOKEN"), "set GH_TOKEN in "+l.EnvFile()+" (mode 0600)")
 		}
 		if all.Sentinel.Polling.Jira != nil {
 			ok := os.Getenv("JIRA_USER_EMAIL") != "" && os.Getenv("JIRA_API_TOKEN") != ""
-			add("jira credentials", ok, "JIRA_USER_EMAIL/JIRA_API_TOKEN", "set both in "+l.EnvFile()+" (mode 0600)")
+			add("jira credentials", ok, from("JIRA_USER_EMAIL", "JIRA_API_TOKEN"), "set both in "+l.EnvFile()+" (mode 0600)")
 		}
 		bot := os.Getenv(all.Envoy.Slack.BotTokenEnv) != ""
 		appTok := os.Getenv(all.Envoy.Slack.AppTokenEnv) != ""
-		info := "Slack tokens present: envoy connects to Slack"
+		info := "Slack tokens present (" + from(all.Envoy.Slack.BotTokenEnv, all.Envoy.Slack.AppTokenEnv) + "): envoy connects to Slack"
 		if !bot || !appTok {
 			info = "no Slack tokens: envoy runs in console mode (logs/envoy-console.log)"
 		}
