@@ -27,7 +27,6 @@ func (k *King) processResults() error {
 		return err
 	}
 	sort.Strings(idl)
-	k.notRetrying.keepOnly(idl, k.tasks, layout.InProgress)
 	var errs []error
 	var todo []attempt
 	for _, id := range idl {
@@ -39,17 +38,10 @@ func (k *King) processResults() error {
 			// A retry that died after deleting the old result but before
 			// re-queueing left its mark (status retrying, written only by
 			// the king): finish it, or the task would sit here forever.
-			if k.notRetrying.has(k.tasks.Path(layout.InProgress, id)) {
-				continue // this very file was read and is no retry
-			}
 			var t schema.Task
-			if k.tasks.ReadJSON(layout.InProgress, id, &t) == nil {
-				if t.Status == TaskRetrying {
-					if err := k.requeue(&t); err != nil {
-						errs = append(errs, err)
-					}
-				} else {
-					k.notRetrying.add(k.tasks.Path(layout.InProgress, id))
+			if k.tasks.ReadJSON(layout.InProgress, id, &t) == nil && t.Status == TaskRetrying {
+				if err := k.requeue(&t); err != nil {
+					errs = append(errs, err)
 				}
 			}
 			continue
@@ -82,19 +74,10 @@ func (k *King) processResults() error {
 	if err != nil {
 		errs = append(errs, err)
 	}
-	// Completions are group-committed (resultbatch.go).
-	k.startResultBatch()
-	defer func() { k.rb = nil }()
 	for _, a := range recorded {
-		k.rb.pending = nil
 		if err := k.finishAttempt(a.t, a.res, a.m); err != nil {
 			errs = append(errs, fmt.Errorf("task %s: %w", a.t.ID, err))
 		}
-	}
-	rb := k.rb
-	k.rb = nil
-	if err := k.flushResults(rb); err != nil {
-		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -156,7 +139,7 @@ func (k *King) finish(t *schema.Task, res *schema.Result) error {
 			"task_id": t.ID, "status": res.Status, "reason": res.Reason, "duration_seconds": res.DurationSeconds, "general": general,
 		}))
 	case schema.ResultNeedsHuman:
-		if err := k.queueMessage(k.questionMessage(t, res)); err != nil {
+		if _, err := k.putMessage(k.questionMessage(t, res)); err != nil {
 			return err
 		}
 		return k.complete(t, schema.ResultNeedsHuman, "task.needs_human", withTotals(tot, map[string]any{
@@ -203,7 +186,7 @@ func (k *King) finalMessages(t *schema.Task, res *schema.Result, final string, t
 		Final: strPtr(final),
 	}
 	m.TrackConversation = k.conversation(t, res)
-	if err := k.queueMessage(m); err != nil {
+	if _, err := k.putMessage(m); err != nil {
 		return err
 	}
 	// Proclamations only on the final success/failed/skipped (SPEC §9.28),
@@ -214,7 +197,7 @@ func (k *King) finalMessages(t *schema.Task, res *schema.Result, final string, t
 			Channel: p.Channel, Urgency: schema.UrgencyNormal, Content: p.Message,
 			Context: map[string]any{"general": t.TargetGeneral, "task": t.ID, "proclamation": true},
 		}
-		if err := k.queueMessage(pm); err != nil {
+		if _, err := k.putMessage(pm); err != nil {
 			return err
 		}
 	}
@@ -261,10 +244,7 @@ func (k *King) questionMessage(t *schema.Task, res *schema.Result) *schema.Messa
 // completing step: until it happens a repeat redoes everything above it,
 // which only finds its messages already queued.
 func (k *King) complete(t *schema.Task, status, evType string, data map[string]any) error {
-	if k.deferCompletion(t, status, evType, data) {
-		return nil // finished with the tick's batch (resultbatch.go)
-	}
-	k.crash(CrashAfterCompletionMessage)
+	crashPoint(crashAfterCompletionMessage)
 	if err := k.events.Move(layout.Dispatched, layout.Completed, t.EventID); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	} else if err == nil {
