@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/redact"
@@ -115,9 +116,7 @@ func (k *King) decodeResult(t *schema.Task, b []byte, readErr error) *schema.Res
 func (k *King) finish(t *schema.Task, res *schema.Result) error {
 	k.cancelOverride(t, res)
 	general := t.TargetGeneral
-	if res.Status != schema.ResultSuccess && res.Status != schema.ResultSkipped && res.Status != schema.ResultNeedsHuman &&
-		!res.IsTerminal() && t.RetryCount < k.cfg.Retry.MaxAttempts {
-		// failed, killed (and anything unknown): the error policy (seed 004).
+	if retryable(res, t.RetryCount, k.cfg.Retry.MaxAttempts) {
 		return k.retry(t, res)
 	}
 	// The task's totals over its attempts, read once for its message and
@@ -267,27 +266,34 @@ func (k *King) completed(t *schema.Task, status, evType string, data map[string]
 	k.log.Info("task finished", "task", t.ID, "general", t.TargetGeneral, "status", status)
 }
 
-// backoff is backoff_seconds · 2^retry_count, jittered, capped at
-// max_backoff_seconds.
-func (k *King) backoff(retryCount int) time.Duration {
-	base := time.Duration(k.cfg.Retry.BackoffSeconds) * time.Second
-	maxB := time.Duration(k.cfg.Retry.MaxBackoffSeconds) * time.Second
+// retryable is the error policy (seed 004, SPEC §4.4): a failed or killed
+// attempt (or one of an unknown status) runs again unless its reason is
+// terminal or the task has used its retry.max_attempts.
+func retryable(res *schema.Result, retryCount, maxAttempts int) bool {
+	switch res.Status {
+	case schema.ResultSuccess, schema.ResultSkipped, schema.ResultNeedsHuman:
+		return false
+	}
+	return !res.IsTerminal() && retryCount < maxAttempts
+}
+
+// backoff is the delay before attempt retryCount+1: backoff_seconds ·
+// 2^retryCount, jittered, capped at max_backoff_seconds.
+func backoff(r config.KingRetry, retryCount int, jitter func(time.Duration) time.Duration) time.Duration {
+	base := time.Duration(r.BackoffSeconds) * time.Second
+	maxB := time.Duration(r.MaxBackoffSeconds) * time.Second
 	d := base
 	for i := 0; i < retryCount && d < maxB; i++ {
 		d *= 2
 	}
-	d = k.jitter(d)
-	if d > maxB {
-		d = maxB
-	}
-	return d
+	return min(jitter(d), maxB)
 }
 
 // retry re-queues a retryable failure (SPEC §9.1): rewrite the task inside
 // in_progress/ with retry_count+1 and not_before, delete the old final
 // result, rename to pending/ last.
 func (k *King) retry(t *schema.Task, res *schema.Result) error {
-	nb := k.now().Add(k.backoff(t.RetryCount))
+	nb := k.now().Add(backoff(k.cfg.Retry, t.RetryCount, k.jitter))
 	t.RetryCount++
 	if err := k.reschedule(t, nb, map[string]any{"error_reason": res.ErrorReason}); err != nil {
 		return err
