@@ -63,7 +63,7 @@ func TestBinaries_UnknownSubcommandAndVersion(t *testing.T) {
 
 	// The Makefile stamps the version with -ldflags -X.
 	stamped := filepath.Join(t.TempDir(), "king")
-	build := exec.Command("go", "build", "-ldflags", "-X github.com/kingdom-dev/kingdom/pkg/app.Version=v9.8.7-e2e", "-o", stamped, "./cmd/king")
+	build := exec.Command("go", "build", "-tags", "crashpoints", "-ldflags", "-X github.com/kingdom-dev/kingdom/pkg/app.Version=v9.8.7-e2e", "-o", stamped, "./cmd/king")
 	build.Dir = ".."
 	if b, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, b)

@@ -33,7 +33,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
-	cmd := exec.Command("go", "build", "-o", dir+"/",
+	// -tags crashpoints: the binaries under test carry their crash points
+	// (SPEC §11.2); the shipped ones do not.
+	cmd := exec.Command("go", "build", "-tags", "crashpoints", "-o", dir+"/",
 		"./cmd/start", "./cmd/sentinel", "./cmd/king", "./cmd/general", "./cmd/envoy", "./cmd/chamberlain", "./cmd/soldier-spawn",
 		"./scripts/demo-soldier", "./e2e/fakeclaude")
 	cmd.Dir = ".."

@@ -2,7 +2,6 @@ package king
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/health"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
@@ -27,7 +26,7 @@ type admission struct {
 }
 
 func (k *King) admission() *admission {
-	snap, err := k.healthSnap.read(k.l.Resources(), k.now())
+	snap, err := health.Read(k.l.Resources(), k.now())
 	if err != nil {
 		k.log.Warn("resources.json unreadable; admitting as orange", "err", err)
 	}
@@ -43,10 +42,6 @@ func (a *admission) accept(priority string) bool {
 	return a.paused == "" && a.snap.Admit(priority) && a.inFlight < a.max
 }
 
-// room reports whether anything at all could be admitted now (a slot
-// free, not paused).
-func (a *admission) room() bool { return a.paused == "" && a.inFlight < a.max }
-
 func (a *admission) denyReason(priority string) string {
 	if a.paused != "" {
 		return a.paused
@@ -61,32 +56,4 @@ func (a *admission) denyReason(priority string) string {
 		return fmt.Sprintf("%d tasks in flight, max_soldiers %d", a.inFlight, a.max)
 	}
 	return a.moneyReason
-}
-
-// healthCache is the last judgement of resources.json (issue #17: a burst
-// ticks many times a second; the chamberlain rewrites the file every few
-// seconds). A file unchanged since (same inode, size, mtime) is judged
-// again only when a second has passed, for its age.
-type healthCache struct {
-	stamp fileStamp // zero: nothing cached
-	at    time.Time
-	snap  health.Snapshot
-}
-
-func (c *healthCache) read(path string, now time.Time) (health.Snapshot, error) {
-	st, ok := stampFile(path)
-	if !ok {
-		c.stamp = fileStamp{}
-		return health.Read(path, now)
-	}
-	if st == c.stamp && !now.Before(c.at) && now.Sub(c.at) < time.Second {
-		return c.snap, nil
-	}
-	snap, err := health.Read(path, now)
-	if err != nil {
-		c.stamp = fileStamp{}
-		return snap, err
-	}
-	c.stamp, c.at, c.snap = st, now, snap
-	return snap, nil
 }

@@ -3,9 +3,11 @@ package king
 import (
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/health"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
@@ -113,4 +115,38 @@ func TestKing_ConcurrencyCapCountsPendingInProgressAndPetitions(t *testing.T) {
 	eqList(t, "still pending", f.ids(layout.QEvents, layout.Pending), "evt-2", "evt-3", "evt-4")
 	f.tick()
 	eq(t, "no more while full", len(f.ids(layout.QEvents, layout.Dispatched)), 2)
+}
+
+// The tick's admission decision on its own: the health table (pkg/health),
+// then the operator's pause, then the concurrency cap, each naming itself
+// as the reason when it refuses.
+func TestAdmission_AcceptAndDenyReason(t *testing.T) {
+	green := health.Snapshot{Health: health.Green, TokenStatus: "ok"}
+	for _, c := range []struct {
+		name       string
+		a          admission
+		prio       string
+		want       bool
+		wantReason string // substring of denyReason; "" when accepted
+	}{
+		{"green with room", admission{snap: green, inFlight: 2, max: 3}, "normal", true, ""},
+		{"cap reached", admission{snap: green, inFlight: 3, max: 3}, "high", false, "3 tasks in flight, max_soldiers 3"},
+		{"paused", admission{snap: green, max: 3, paused: "paused by operator"}, "high", false, "paused by operator"},
+		{"pause wins over health", admission{snap: health.Snapshot{Health: health.Red}, max: 3, paused: "disk low"}, "high", false, "disk low"},
+		{"yellow refuses normal", admission{snap: health.Snapshot{Health: health.Yellow, TokenStatus: "ok"}, max: 3}, "normal", false, "yellow"},
+		{"yellow admits high", admission{snap: health.Snapshot{Health: health.Yellow, TokenStatus: "ok"}, max: 3}, "high", true, ""},
+		{"critical tokens admit only high", admission{snap: health.Snapshot{Health: health.Green, TokenStatus: "critical"}, max: 3}, "normal", false, "critical"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			eq(t, "accept", c.a.accept(c.prio), c.want)
+			r := c.a.denyReason(c.prio)
+			if c.wantReason == "" {
+				if r != "" {
+					t.Errorf("denyReason = %q, want none", r)
+				}
+			} else if !strings.Contains(r, c.wantReason) {
+				t.Errorf("denyReason = %q, want it to name %q", r, c.wantReason)
+			}
+		})
+	}
 }

@@ -24,14 +24,14 @@ func BenchmarkKing_Burst(b *testing.B) {
 	tasks := 0
 	for b.Loop() {
 		b.StopTimer()
-		l := layout.New(benchTempDir(b))
+		l := layout.New(b.TempDir())
 		if err := l.Ensure(); err != nil {
 			b.Fatal(err)
 		}
 		os.WriteFile(l.GeneralManifest("gen-pr"), []byte(genPR), 0o600)
 		cfg := config.DefaultKing()
 		cfg.Concurrency.MaxSoldiers = slots
-		k, err := New(Options{Layout: l, Config: cfg, Location: time.UTC, CrashAt: "-"})
+		k, err := New(Options{Layout: l, Config: cfg, Location: time.UTC})
 		if err != nil {
 			b.Fatal(err)
 		}

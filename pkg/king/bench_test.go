@@ -14,40 +14,36 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/proctree"
-	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/runner"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 func benchKing(b *testing.B) (*King, layout.Layout) {
 	b.Helper()
-	l := layout.New(benchTempDir(b))
+	l := layout.New(b.TempDir())
 	if err := l.Ensure(); err != nil {
 		b.Fatal(err)
 	}
 	os.WriteFile(l.GeneralManifest("gen-pr"), []byte(genPR), 0o600)
 	cfg := config.DefaultKing()
 	cfg.Concurrency.MaxSoldiers = 1 << 30 // measure dispatch, not admission
-	k, err := New(Options{Layout: l, Config: cfg, Location: time.UTC, CrashAt: "-"})
+	k, err := New(Options{Layout: l, Config: cfg, Location: time.UTC})
 	if err != nil {
 		b.Fatal(err)
 	}
 	return k, l
 }
 
-// benchEvents writes n pending events and returns the time their creation
-// took (the producer's side).
-func benchEvents(b *testing.B, l layout.Layout, from, n int) time.Duration {
+// benchEvents writes n pending events.
+func benchEvents(b *testing.B, l layout.Layout, from, n int) {
 	b.Helper()
 	dir := l.QueueState(layout.QEvents, layout.Pending)
-	start := time.Now()
 	for i := from; i < from+n; i++ {
 		id := fmt.Sprintf("evt-bench-%06d", i)
 		ev := &schema.Event{ID: id, Type: "github.pr.review_requested", Source: "github", Priority: "normal",
 			Payload: map[string]any{"pr_number": i}, CreatedAt: "2026-11-21T10:00:00Z", Status: "pending"}
 		writeJSONB(b, filepath.Join(dir, id+".json"), ev)
 	}
-	return time.Since(start)
 }
 
 func writeJSONB(b *testing.B, path string, v any) {
@@ -58,32 +54,18 @@ func writeJSONB(b *testing.B, path string, v any) {
 }
 
 // BenchmarkKing_OneTick: n events pending, one tick turns them all into
-// tasks. Reports events/s and the tick's CPU per event.
-//
-// Each event costs the king three durable files (dispatched copy, task,
-// thread_start); the pending copy's inode carries one of them (spares), the
-// other two are new files. On this kind of disk (ext4 without a journal) a
-// create skips every inode of its block group freed in the last minute, so
-// the figure depends on what was deleted before it: env-create-µs states
-// it (what creating each of the n pending files cost just before the tick,
-// the producer's side, untimed), creates/event counts the king's own and
-// king-create-µs what each cost (in its pool's own directory, placed by
-// the kernel when the run's king was made: after mass deletes it may land
-// in a group they emptied, which a long-running king's pool does not). The
-// runs' files are removed after the package's last benchmark (main_test.go).
+// tasks, each with its three durable files (dispatched copy, task,
+// thread_start) written one after the other in §9.2's order. Reports
+// events/s and the tick's CPU per event.
 func BenchmarkKing_OneTick(b *testing.B) {
-	for _, n := range []int{1000, 10000} {
+	for _, n := range []int{100, 1000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
-			var total, cpu, create time.Duration
-			var created int64
-			var createTime time.Duration
+			var total, cpu time.Duration
 			iters := 0
-			_, sf0 := queue.SyncfsStats()
 			for b.Loop() {
 				b.StopTimer()
 				k, l := benchKing(b)
-				create += benchEvents(b, l, 0, n)
-				st0 := k.spares.Stats()
+				benchEvents(b, l, 0, n)
 				b.StartTimer()
 				start, c := time.Now(), proctree.SelfCPU()
 				if err := k.Tick(context.Background()); err != nil {
@@ -93,9 +75,6 @@ func BenchmarkKing_OneTick(b *testing.B) {
 				cpu += proctree.SelfCPU() - c
 				iters++
 				b.StopTimer()
-				st := k.spares.Stats()
-				created += st.Created - st0.Created
-				createTime += st.CreateTime - st0.CreateTime
 				if got := k.tasks.Count(layout.Pending); got != n {
 					b.Fatalf("tasks = %d, want %d", got, n)
 				}
@@ -107,16 +86,6 @@ func BenchmarkKing_OneTick(b *testing.B) {
 			// shared machine wall time follows the neighbours' load, CPU
 			// much less.
 			b.ReportMetric(float64(cpu.Microseconds())/events, "cpu-µs/event")
-			// How many of the 3 files per event were made durable by one
-			// syncfs per batch rather than an fdatasync each (queue's
-			// syncfs.go: only while the machine's dirty page cache is small).
-			_, sf := queue.SyncfsStats()
-			b.ReportMetric(float64(sf-sf0)/(3*events), "syncfs-share")
-			b.ReportMetric(float64(create.Nanoseconds())/events/1e3, "env-create-µs")
-			b.ReportMetric(float64(created)/events, "creates/event")
-			if created > 0 {
-				b.ReportMetric(float64(createTime.Nanoseconds())/float64(created)/1e3, "king-create-µs")
-			}
 		})
 	}
 }

@@ -2,55 +2,72 @@ package king
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
-	"time"
 
-	"github.com/kingdom-dev/kingdom/pkg/config"
-	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 )
 
-// TestHelperKingProcess is not a test: run by the crash tests as a child
-// process (the test binary itself), it builds a king over
-// $KING_HELPER_BASE and runs one tick, with KINGDOM_KING_CRASH_AT set.
-func TestHelperKingProcess(t *testing.T) {
-	base := os.Getenv("KING_HELPER_BASE")
-	if base == "" {
-		t.Skip("helper process only")
-	}
-	l := layout.New(base)
-	cfg := config.DefaultKing()
-	cfg.Concurrency.MaxSoldiers = 100
-	k, err := New(Options{Layout: l, Config: cfg, Location: time.UTC,
-		Events: eventlog.NewEmitter(l.EventsLog(), l.RotateLock(), "king", nil)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := k.Tick(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	os.Exit(0) // reaching here means the crash point was never hit
+// crashKing is cmd/king built with the crashpoints tag (crash.go), once
+// per test binary and only when a crash test runs; TestMain removes it.
+var crashKing struct {
+	once sync.Once
+	dir  string
+	bin  string
+	err  error
 }
 
-// runKilled runs one king tick in a real child process that SIGKILLs
-// itself at point, and checks that it really died that way.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if crashKing.dir != "" {
+		os.RemoveAll(crashKing.dir)
+	}
+	os.Exit(code)
+}
+
+func crashKingBin(t *testing.T) string {
+	t.Helper()
+	crashKing.once.Do(func() {
+		crashKing.dir, crashKing.err = os.MkdirTemp("", "king-crash-bin-")
+		if crashKing.err != nil {
+			return
+		}
+		crashKing.bin = filepath.Join(crashKing.dir, "king")
+		out, err := exec.Command("go", "build", "-tags", "crashpoints", "-o", crashKing.bin,
+			"github.com/kingdom-dev/kingdom/cmd/king").CombinedOutput()
+		if err != nil {
+			crashKing.err = fmt.Errorf("go build -tags crashpoints ./cmd/king: %w\n%s", err, out)
+		}
+	})
+	if crashKing.err != nil {
+		t.Fatal(crashKing.err)
+	}
+	return crashKing.bin
+}
+
+// runKilled runs `king --once` (built with crash points) over base in a
+// real child process that SIGKILLs itself at point, and checks that it
+// really died that way.
 func runKilled(t *testing.T, base, point string) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperKingProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "KING_HELPER_BASE="+base, EnvCrashAt+"="+point)
+	cmd := exec.Command(crashKingBin(t), "--base-dir", base, "--once")
+	cmd.Env = append(os.Environ(), envCrashAt+"="+point,
+		"KINGDOM_TMUX_SOCKET=kingdom-test-king-crash-"+strconv.Itoa(os.Getpid()))
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) {
-		t.Fatalf("helper did not die at %s: err %v, output:\n%s", point, err, out)
+		t.Fatalf("king did not die at %s: err %v, output:\n%s", point, err, out)
 	}
 	ws, ok := ee.Sys().(syscall.WaitStatus)
 	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-		t.Fatalf("helper ended with %v, want SIGKILL; output:\n%s", err, out)
+		t.Fatalf("king ended with %v, want SIGKILL; output:\n%s", err, out)
 	}
 }
 
@@ -82,7 +99,7 @@ func TestKing_CrashAfterCompletionMessageNoDuplicate(t *testing.T) {
 	f := started(t)
 	f.finalResult(task1, map[string]any{"status": "success", "summary": "ok",
 		"proclamation": map[string]any{"channel": "C-TEAM", "message": "news"}})
-	runKilled(t, f.l.Base, CrashAfterCompletionMessage)
+	runKilled(t, f.l.Base, crashAfterCompletionMessage)
 
 	done := "msg-" + task1 + "-done"
 	eqList(t, "task still in progress after the kill", f.ids(layout.QTasks, layout.InProgress), task1)
@@ -103,7 +120,7 @@ func TestKing_CrashAfterCompletionMessageNoDuplicate(t *testing.T) {
 }
 
 func TestKing_CrashDuringDispatchLeavesExactlyOneTask(t *testing.T) {
-	for _, point := range []string{CrashAfterEventDispatched, CrashAfterTaskWrite} {
+	for _, point := range []string{crashAfterEventDispatched, crashAfterTaskWrite} {
 		t.Run(point, func(t *testing.T) {
 			f := newFixture(t, genPR)
 			f.event("evt-1", "github.pr.review_requested", "normal")
@@ -126,38 +143,4 @@ func TestKing_CrashDuringDispatchLeavesExactlyOneTask(t *testing.T) {
 			eq(t, "messages in total", len(f.ids(layout.QMessages, layout.Pending)), 1)
 		})
 	}
-}
-
-// A king killed inside a group commit (the first dispatched copy renamed,
-// the others not yet) leaves every event recoverable: after a restart each
-// has exactly one task and one thread_start (issue #15.2).
-func TestKing_CrashInsideADispatchBatchLeavesExactlyOneTaskEach(t *testing.T) {
-	f := newFixture(t, genPR)
-	evs := []string{"evt-1", "evt-2", "evt-3", "evt-4"}
-	for _, id := range evs {
-		f.event(id, "github.pr.review_requested", "normal")
-	}
-	runKilled(t, f.l.Base, CrashInDispatchBatch)
-	if got := len(f.ids(layout.QEvents, layout.Dispatched)); got != 1 {
-		t.Fatalf("dispatched copies before the kill = %d, want 1 (killed after the first rename)", got)
-	}
-	eq(t, "pending copies before the kill", len(f.ids(layout.QEvents, layout.Pending)), len(evs))
-
-	f.newKing()
-	f.tick()
-	f.tick()
-	eqList(t, "events/pending", f.ids(layout.QEvents, layout.Pending))
-	eq(t, "events/dispatched", len(f.ids(layout.QEvents, layout.Dispatched)), len(evs))
-	taskIDs := map[string]bool{}
-	for _, id := range evs {
-		eq(t, "tasks for "+id, f.tasksForEvent(id), 1)
-		ev, _ := f.eventFile(layout.Dispatched, id)
-		if taskIDs[ev.TaskID] {
-			t.Errorf("task id %s issued twice", ev.TaskID)
-		}
-		taskIDs[ev.TaskID] = true
-		eq(t, "thread_start of "+ev.TaskID, f.messagesWithID("msg-"+ev.TaskID+"-start"), 1)
-	}
-	eq(t, "messages in total", len(f.ids(layout.QMessages, layout.Pending)), len(evs))
-	eq(t, "task.created", len(f.internal("task.created")), len(evs))
 }

@@ -8,11 +8,12 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 )
 
-// Deferred events are not read again while nothing that could admit them
-// changed (issue #17). Replacing a deferred event's content with garbage
-// proves it: a re-read would reject it. Once a slot frees, the queue is
-// walked again in order, each deferred event read only while there is room.
-func TestKing_DeferredEventsAreNotReReadUntilAdmissionChanges(t *testing.T) {
+// A deferred event stays in pending/ and is judged afresh every tick: the
+// king keeps no memory of past deferrals. Replacing a deferred event's
+// content with garbage proves it: the very next tick reads it again and
+// rejects it, though nothing that admission depends on changed. Once a
+// slot frees, the next event in queue order is admitted.
+func TestKing_DeferredEventsAreReadAgainEveryTick(t *testing.T) {
 	f := newFixture(t, genPR)
 	f.cfg.Concurrency.MaxSoldiers = 1
 	f.event("evt-1", "github.issue.a", "normal", withCreated(t0.Add(-3)))
@@ -20,44 +21,32 @@ func TestKing_DeferredEventsAreNotReReadUntilAdmissionChanges(t *testing.T) {
 	f.event("evt-3", "github.issue.a", "normal", withCreated(t0.Add(-1)))
 	f.tick()
 	eqList(t, "dispatched", f.ids(layout.QEvents, layout.Dispatched), "evt-1")
+	eqList(t, "deferred", f.ids(layout.QEvents, layout.Pending), "evt-2", "evt-3")
+
 	pend := f.l.QueueState(layout.QEvents, layout.Pending)
 	if err := os.WriteFile(filepath.Join(pend, "evt-2.json"), []byte("garbage"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	f.tick()
-	eqList(t, "rejected while nothing changed", f.ids(layout.QEvents, layout.Rejected))
-	eqList(t, "still pending", f.ids(layout.QEvents, layout.Pending), "evt-2", "evt-3")
+	eqList(t, "rejected on the next tick", f.ids(layout.QEvents, layout.Rejected), "evt-2")
+	eqList(t, "still deferred", f.ids(layout.QEvents, layout.Pending), "evt-3")
 
-	// A new event is still read (and deferred: the slot is taken).
+	// A high-priority event arriving later goes first once the slot frees.
 	f.event("evt-4", "github.issue.a", "high")
 	f.tick()
-	eqList(t, "pending with the new one", f.ids(layout.QEvents, layout.Pending), "evt-2", "evt-3", "evt-4")
-
-	// The slot frees: the walk admits the high-priority event first, and
-	// with no room left reads no other deferred event (the garbage stays).
-	free := func() {
-		t.Helper()
-		task := f.ids(layout.QTasks, layout.Pending)[0]
-		if err := os.Rename(filepath.Join(f.l.QueueState(layout.QTasks, layout.Pending), task+".json"),
-			filepath.Join(f.l.QueueState(layout.QTasks, layout.Completed), task+".json")); err != nil {
-			t.Fatal(err)
-		}
+	eqList(t, "deferred with the new one", f.ids(layout.QEvents, layout.Pending), "evt-3", "evt-4")
+	task := f.ids(layout.QTasks, layout.Pending)[0]
+	if err := os.Rename(filepath.Join(f.l.QueueState(layout.QTasks, layout.Pending), task+".json"),
+		filepath.Join(f.l.QueueState(layout.QTasks, layout.Completed), task+".json")); err != nil {
+		t.Fatal(err)
 	}
-	free()
 	f.tick()
 	eqList(t, "dispatched", f.ids(layout.QEvents, layout.Dispatched), "evt-1", "evt-4")
-	eqList(t, "rejected with no room left", f.ids(layout.QEvents, layout.Rejected))
-
-	// The slot frees again: the walk reaches the garbage, rejects it and
-	// admits the next event.
-	free()
-	f.tick()
-	eqList(t, "rejected after the slot freed", f.ids(layout.QEvents, layout.Rejected), "evt-2")
-	eqList(t, "dispatched", f.ids(layout.QEvents, layout.Dispatched), "evt-1", "evt-3", "evt-4")
+	eqList(t, "still deferred", f.ids(layout.QEvents, layout.Pending), "evt-3")
 }
 
 // A final result frees its slot in the same tick that handles it: the
-// next pending event is dispatched at once (issue #17).
+// next pending event is dispatched at once.
 func TestKing_AResultAdmitsTheNextEventInTheSameTick(t *testing.T) {
 	f := newFixture(t, genPR)
 	f.cfg.Concurrency.MaxSoldiers = 1

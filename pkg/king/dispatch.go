@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
 
 	"github.com/kingdom-dev/kingdom/pkg/layout"
@@ -73,31 +72,16 @@ func encodeDispatched(ev *schema.Event, general string) ([]byte, error) {
 }
 
 // processPending handles pending events in priority, then age order
-// (queue.List). A deferred event stays untouched in pending/.
+// (queue.List). The whole queue is listed and read every tick: a deferred
+// event stays untouched in pending/ and is judged afresh next tick, so
+// nothing about a past decision needs remembering.
 func (k *King) processPending(adm *admission) error {
-	entries, err := k.pendingEntries(adm) // deferred.go: known deferrals skipped
+	entries, err := k.events.List(layout.Pending)
 	if err != nil {
 		return err
 	}
 	var errs []error
-	k.batching, k.intents = true, nil // nothing left by a panicked tick
-	defer func() { k.batching = false }()
 	for _, e := range entries {
-		if e.Data == nil {
-			// A remembered deferral (deferred.go): read only when it could
-			// be admitted now.
-			if !adm.room() {
-				continue
-			}
-			b, err := k.events.Read(layout.Pending, e.ID)
-			if err != nil {
-				if !errors.Is(err, fs.ErrNotExist) {
-					k.deferCache.valid = false // the next walk lists (and rejects) it
-				}
-				continue
-			}
-			e.Data = b
-		}
 		ev, err := decodeEntry(e)
 		if err != nil {
 			k.events.Reject(layout.Pending, e.ID, "invalid event: "+err.Error())
@@ -119,10 +103,6 @@ func (k *King) processPending(adm *admission) error {
 			errs = append(errs, fmt.Errorf("event %s: %w", ev.ID, err))
 		}
 	}
-	// The admitted events are dispatched together (batch.go).
-	k.batching = false
-	errs = append(errs, k.flushDispatches())
-	k.endPendingWalk(adm, errors.Join(errs...) != nil)
 	return errors.Join(errs...)
 }
 
@@ -160,7 +140,6 @@ func (k *King) handleEvent(ev *schema.Event, adm *admission) error {
 }
 
 func (k *King) deferred(ev *schema.Event, adm *admission) {
-	k.rememberDeferred(ev)
 	k.log.Debug("event deferred", "event", ev.ID, "priority", ev.Priority, "reason", adm.denyReason(ev.Priority))
 }
 
@@ -181,9 +160,6 @@ func (k *King) discard(ev *schema.Event, from, reason string) error {
 // thread_start → emit. from is "" for schedules, whose event is born in
 // dispatched/ (there the no-replace write is the dedupe, §9.22).
 func (k *King) dispatch(ev *schema.Event, general, from string) error {
-	if k.queueDispatch(ev, general, from) {
-		return nil // group-committed at the end of processPending (batch.go)
-	}
 	id, err := k.seq.next(k.now().In(k.loc), func(id string) bool { _, ok := k.tasks.Find(id); return ok })
 	if err != nil {
 		return err
@@ -202,7 +178,7 @@ func (k *King) dispatch(ev *schema.Event, general, from string) error {
 		if err := k.events.Put(layout.Dispatched, ev.ID, data); err != nil {
 			return err
 		}
-		k.crash(CrashAfterEventDispatched)
+		crashPoint(crashAfterEventDispatched)
 		if err := k.events.Remove(from, ev.ID); err != nil {
 			return err
 		}
@@ -218,7 +194,7 @@ func (k *King) createTask(ev *schema.Event, general string, recovered bool) erro
 	if err := k.tasks.PutOnce(layout.Pending, t.ID, t); err != nil && !errors.Is(err, queue.ErrExists) {
 		return fmt.Errorf("write task %s: %w", t.ID, err)
 	}
-	k.crash(CrashAfterTaskWrite)
+	crashPoint(crashAfterTaskWrite)
 	if _, err := k.putMessage(threadStart(ev, t)); err != nil {
 		return err
 	}

@@ -66,7 +66,6 @@ func (f *fixture) newKing() *King {
 		Events:          eventlog.NewEmitter(f.l.EventsLog(), f.l.RotateLock(), "king", f.clk),
 		PetitionCommand: f.petitionCmd,
 		Jitter:          func(d time.Duration) time.Duration { return d },
-		CrashAt:         "-",
 	})
 	if err != nil {
 		f.t.Fatal(err)

@@ -8,10 +8,10 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
-// A build that fills the disk must not take the kingdom down (issue #13
-// item 10): while the base dir's filesystem has less free space than
-// chamberlain.yaml thresholds.disk_min_free_gb, no new task is admitted
-// (running soldiers finish), with one alert when the hold starts and an
+// A build that fills the disk must not take the kingdom down: while the
+// base dir's filesystem has less free space than chamberlain.yaml
+// thresholds.disk_min_free_gb, no new task is admitted (running soldiers
+// finish), with one alert when the hold starts and an
 // event when it lifts. The king measures the free space itself each tick
 // (statfs), so the hold does not wait for the chamberlain's next report.
 

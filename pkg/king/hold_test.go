@@ -7,7 +7,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 )
 
-// Issue #13 item 10: below thresholds.disk_min_free_gb the king admits no
+// Below thresholds.disk_min_free_gb the king admits no
 // task and alerts once; admission resumes when space comes back.
 func TestKing_LowDiskHoldsAdmissionWithOneAlert(t *testing.T) {
 	f := newFixture(t, genPR)

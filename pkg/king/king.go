@@ -52,9 +52,6 @@ type Options struct {
 	// Jitter spreads a retry delay; nil adds up to 10% at random. Tests pass
 	// an identity function.
 	Jitter func(time.Duration) time.Duration
-	// CrashAt names a point where the process SIGKILLs itself (tests of crash
-	// idempotency); empty: env KINGDOM_KING_CRASH_AT.
-	CrashAt string
 	// Tmux is the installation's tmux server, where `start task cancel`
 	// kills a soldier's session; nil: tmux.New().
 	Tmux *tmux.Client
@@ -68,44 +65,32 @@ type Options struct {
 // King is the router role. Create it with New; it is not safe for
 // concurrent Ticks (the runner calls Tick from one goroutine).
 type King struct {
-	disk    diskHold // hold.go
-	l       layout.Layout
-	cfg     *config.King
-	log     *slog.Logger
-	em      *eventlog.Emitter
-	clk     clock.Clock
-	loc     *time.Location
-	jitter  func(time.Duration) time.Duration
-	crashAt string
+	l      layout.Layout
+	cfg    *config.King
+	log    *slog.Logger
+	em     *eventlog.Emitter
+	clk    clock.Clock
+	loc    *time.Location
+	jitter func(time.Duration) time.Duration
+	tm     *tmux.Client // soldier sessions, for cancel (control.go)
 
 	events *queue.Queue
 	tasks  *queue.Queue
 	msgs   *queue.Queue
+	seq    taskSeq // state/king/task-seq (seq.go)
 
 	routes  *Router
-	mfSig   string
-	seq     taskSeq
-	started bool // startup recovery done
+	mfSig   string // the manifests the routes were built from (routing.go)
+	started bool   // startup recovery done
 
 	petitionCmd []string
 	petMu       sync.Mutex
 	petExited   map[string]bool // classifier exited (any outcome)
 	wake        chan struct{}
 
-	orphanSince map[string]time.Time // task → first seen without its general
-	orphanScan  time.Time            // last scan for orphaned tasks
-	generals    map[string]string    // in-flight task → its general (orphans.go)
-	healthSnap  healthCache          // last judgement of resources.json (admission.go)
-	rb          *resultBatch         // the tick's completions (resultbatch.go)
-	notRetrying fileStamps           // in-progress tasks read and found no retry (stamps.go)
-
-	batching bool             // processPending: dispatch records (batch.go)
-	intents  []dispatchIntent // admitted events awaiting the group commit
-	// deferCache remembers deferred pending events (deferred.go).
-	deferCache deferredCache
-	tm         *tmux.Client  // soldier sessions, for cancel (control.go)
-	spares     *queue.Spares // recycled inodes (spares.go); nil: none
-	mon        money         // cost ledger, budget and engine pauses (budget.go)
+	orphanSince map[string]time.Time // task → first seen without its general (orphans.go)
+	disk        diskHold             // the low-disk hold and its alert (hold.go)
+	mon         money                // cost ledger, budget and engine pauses (budget.go)
 }
 
 // New builds a King. It loads the manifests once; later ticks reload them
@@ -131,12 +116,9 @@ func New(o Options) (*King, error) {
 			return d + time.Duration(rand.Int64N(int64(d)/10+1))
 		}
 	}
-	if o.CrashAt == "" {
-		o.CrashAt = os.Getenv(EnvCrashAt)
-	}
 	k := &King{
 		l: o.Layout, cfg: o.Config, log: o.Log, em: o.Events, clk: o.Clock, loc: o.Location,
-		jitter: o.Jitter, crashAt: o.CrashAt,
+		jitter:      o.Jitter,
 		events:      queue.New(o.Layout, layout.QEvents, o.Events),
 		tasks:       queue.New(o.Layout, layout.QTasks, o.Events),
 		msgs:        queue.New(o.Layout, layout.QMessages, o.Events),
@@ -163,7 +145,6 @@ func New(o Options) (*King, error) {
 			return nil, err
 		}
 	}
-	k.useSpares()
 	k.routes = NewRouter(nil)
 	k.reloadManifests()
 	return k, nil
@@ -243,7 +224,7 @@ func (k *King) Tick(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("control: %w", err))
 	}
 	// Results first: a slot a result frees admits the next event in this
-	// same tick (issue #17), as admission counts in-flight tasks after it.
+	// same tick, as admission counts the tasks in flight after it.
 	if err := k.processResults(); err != nil {
 		errs = append(errs, fmt.Errorf("results: %w", err))
 	}

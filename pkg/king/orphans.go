@@ -20,24 +20,14 @@ import (
 // concurrency.max_soldiers, stopping all dispatch.
 const OrphanGrace = 10 * time.Minute
 
-// orphanScanEvery spaces the scans for orphaned tasks.
-const orphanScanEvery = time.Minute
-
 // processOrphans fails the pending and in-progress tasks whose general has
 // been uninstalled for OrphanGrace: a ❌ notification, task.failed, task and
 // event to completed/. A general that is only briefly missing (being
 // reinstalled) keeps its tasks.
 func (k *King) processOrphans(*admission) error {
 	now := k.now()
-	// The grace is minutes long: one scan a minute is plenty, and keeps a
-	// deep backlog from costing a full read of the queue on every tick.
-	if now.Sub(k.orphanScan) < orphanScanEvery {
-		return nil
-	}
-	k.orphanScan = now
 	live := map[string]bool{}
 	installed := map[string]bool{}
-	seenGen := map[string]string{} // the task generals still in flight
 	var errs []error
 	for _, st := range []string{layout.Pending, layout.InProgress} {
 		idl, err := k.tasks.IDs(st)
@@ -47,11 +37,14 @@ func (k *King) processOrphans(*admission) error {
 		}
 		sort.Strings(idl)
 		for _, id := range idl {
-			general, ok := k.taskGeneral(st, id)
+			b, err := k.tasks.Read(st, id)
+			if err != nil {
+				continue // moved meanwhile
+			}
+			general, ok := taskGeneral(b)
 			if !ok {
 				continue // unreadable: the general's to reject (Count, List)
 			}
-			seenGen[id] = general
 			ok, seen := installed[general]
 			if !seen {
 				_, err := os.Stat(k.l.GeneralManifest(general))
@@ -59,10 +52,6 @@ func (k *King) processOrphans(*admission) error {
 				installed[general] = ok
 			}
 			if ok {
-				continue
-			}
-			b, err := k.tasks.Read(st, id)
-			if err != nil {
 				continue
 			}
 			t, err := schema.DecodeTask(b)
@@ -108,22 +97,11 @@ func (k *King) processOrphans(*admission) error {
 			delete(k.orphanSince, id)
 		}
 	}
-	k.generals = seenGen
 	return errors.Join(errs...)
 }
 
-// taskGeneral is the target general of a pending or in-progress task. A
-// task's general never changes, so it is read once per task (or known from
-// its dispatch, noteGeneral) and remembered while the task is in flight:
-// a scan of a deep backlog reads only the tasks it has not met.
-func (k *King) taskGeneral(state, id string) (string, bool) {
-	if g, ok := k.generals[id]; ok {
-		return g, true
-	}
-	b, err := k.tasks.Read(state, id)
-	if err != nil {
-		return "", false
-	}
+// taskGeneral is the target general a task file names, when valid.
+func taskGeneral(b []byte) (string, bool) {
 	var head struct {
 		TargetGeneral string `json:"target_general"`
 	}
@@ -131,12 +109,4 @@ func (k *King) taskGeneral(state, id string) (string, bool) {
 		return "", false
 	}
 	return head.TargetGeneral, true
-}
-
-// noteGeneral remembers the general of a task the king just wrote.
-func (k *King) noteGeneral(task, general string) {
-	if k.generals == nil {
-		k.generals = map[string]string{}
-	}
-	k.generals[task] = general
 }

@@ -19,7 +19,6 @@ func TestKing_TasksOfAnUninstalledGeneralFailAfterGrace(t *testing.T) {
 	if err := os.Remove(f.l.GeneralManifest("gen-pr")); err != nil {
 		t.Fatal(err)
 	}
-	f.clk.Advance(orphanScanEvery)
 	f.tick() // the first scan that sees the general gone
 	f.clk.Advance(OrphanGrace - time.Minute)
 	f.tick()

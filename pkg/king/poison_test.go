@@ -8,7 +8,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 )
 
-// Issue #13 item 3: poison in tasks/pending (a directory named x.json, a
+// Poison in tasks/pending (a directory named x.json, a
 // schema-invalid file) used to count as in flight forever and stall every
 // dispatch once it filled max_soldiers. Admission counts valid tasks only,
 // and the poison goes to rejected/ with a reason.

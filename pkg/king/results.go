@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/redact"
@@ -27,7 +28,6 @@ func (k *King) processResults() error {
 		return err
 	}
 	sort.Strings(idl)
-	k.notRetrying.keepOnly(idl, k.tasks, layout.InProgress)
 	var errs []error
 	var todo []attempt
 	for _, id := range idl {
@@ -39,17 +39,10 @@ func (k *King) processResults() error {
 			// A retry that died after deleting the old result but before
 			// re-queueing left its mark (status retrying, written only by
 			// the king): finish it, or the task would sit here forever.
-			if k.notRetrying.has(k.tasks.Path(layout.InProgress, id)) {
-				continue // this very file was read and is no retry
-			}
 			var t schema.Task
-			if k.tasks.ReadJSON(layout.InProgress, id, &t) == nil {
-				if t.Status == TaskRetrying {
-					if err := k.requeue(&t); err != nil {
-						errs = append(errs, err)
-					}
-				} else {
-					k.notRetrying.add(k.tasks.Path(layout.InProgress, id))
+			if k.tasks.ReadJSON(layout.InProgress, id, &t) == nil && t.Status == TaskRetrying {
+				if err := k.requeue(&t); err != nil {
+					errs = append(errs, err)
 				}
 			}
 			continue
@@ -82,19 +75,10 @@ func (k *King) processResults() error {
 	if err != nil {
 		errs = append(errs, err)
 	}
-	// Completions are group-committed (resultbatch.go).
-	k.startResultBatch()
-	defer func() { k.rb = nil }()
 	for _, a := range recorded {
-		k.rb.pending = nil
 		if err := k.finishAttempt(a.t, a.res, a.m); err != nil {
 			errs = append(errs, fmt.Errorf("task %s: %w", a.t.ID, err))
 		}
-	}
-	rb := k.rb
-	k.rb = nil
-	if err := k.flushResults(rb); err != nil {
-		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -132,9 +116,7 @@ func (k *King) decodeResult(t *schema.Task, b []byte, readErr error) *schema.Res
 func (k *King) finish(t *schema.Task, res *schema.Result) error {
 	k.cancelOverride(t, res)
 	general := t.TargetGeneral
-	if res.Status != schema.ResultSuccess && res.Status != schema.ResultSkipped && res.Status != schema.ResultNeedsHuman &&
-		!res.IsTerminal() && t.RetryCount < k.cfg.Retry.MaxAttempts {
-		// failed, killed (and anything unknown): the error policy (seed 004).
+	if retryable(res, t.RetryCount, k.cfg.Retry.MaxAttempts) {
 		return k.retry(t, res)
 	}
 	// The task's totals over its attempts, read once for its message and
@@ -156,7 +138,7 @@ func (k *King) finish(t *schema.Task, res *schema.Result) error {
 			"task_id": t.ID, "status": res.Status, "reason": res.Reason, "duration_seconds": res.DurationSeconds, "general": general,
 		}))
 	case schema.ResultNeedsHuman:
-		if err := k.queueMessage(k.questionMessage(t, res)); err != nil {
+		if _, err := k.putMessage(k.questionMessage(t, res)); err != nil {
 			return err
 		}
 		return k.complete(t, schema.ResultNeedsHuman, "task.needs_human", withTotals(tot, map[string]any{
@@ -203,7 +185,7 @@ func (k *King) finalMessages(t *schema.Task, res *schema.Result, final string, t
 		Final: strPtr(final),
 	}
 	m.TrackConversation = k.conversation(t, res)
-	if err := k.queueMessage(m); err != nil {
+	if _, err := k.putMessage(m); err != nil {
 		return err
 	}
 	// Proclamations only on the final success/failed/skipped (SPEC §9.28),
@@ -214,7 +196,7 @@ func (k *King) finalMessages(t *schema.Task, res *schema.Result, final string, t
 			Channel: p.Channel, Urgency: schema.UrgencyNormal, Content: p.Message,
 			Context: map[string]any{"general": t.TargetGeneral, "task": t.ID, "proclamation": true},
 		}
-		if err := k.queueMessage(pm); err != nil {
+		if _, err := k.putMessage(pm); err != nil {
 			return err
 		}
 	}
@@ -261,10 +243,7 @@ func (k *King) questionMessage(t *schema.Task, res *schema.Result) *schema.Messa
 // completing step: until it happens a repeat redoes everything above it,
 // which only finds its messages already queued.
 func (k *King) complete(t *schema.Task, status, evType string, data map[string]any) error {
-	if k.deferCompletion(t, status, evType, data) {
-		return nil // finished with the tick's batch (resultbatch.go)
-	}
-	k.crash(CrashAfterCompletionMessage)
+	crashPoint(crashAfterCompletionMessage)
 	if err := k.events.Move(layout.Dispatched, layout.Completed, t.EventID); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	} else if err == nil {
@@ -287,27 +266,34 @@ func (k *King) completed(t *schema.Task, status, evType string, data map[string]
 	k.log.Info("task finished", "task", t.ID, "general", t.TargetGeneral, "status", status)
 }
 
-// backoff is backoff_seconds · 2^retry_count, jittered, capped at
-// max_backoff_seconds.
-func (k *King) backoff(retryCount int) time.Duration {
-	base := time.Duration(k.cfg.Retry.BackoffSeconds) * time.Second
-	maxB := time.Duration(k.cfg.Retry.MaxBackoffSeconds) * time.Second
+// retryable is the error policy (seed 004, SPEC §4.4): a failed or killed
+// attempt (or one of an unknown status) runs again unless its reason is
+// terminal or the task has used its retry.max_attempts.
+func retryable(res *schema.Result, retryCount, maxAttempts int) bool {
+	switch res.Status {
+	case schema.ResultSuccess, schema.ResultSkipped, schema.ResultNeedsHuman:
+		return false
+	}
+	return !res.IsTerminal() && retryCount < maxAttempts
+}
+
+// backoff is the delay before attempt retryCount+1: backoff_seconds ·
+// 2^retryCount, jittered, capped at max_backoff_seconds.
+func backoff(r config.KingRetry, retryCount int, jitter func(time.Duration) time.Duration) time.Duration {
+	base := time.Duration(r.BackoffSeconds) * time.Second
+	maxB := time.Duration(r.MaxBackoffSeconds) * time.Second
 	d := base
 	for i := 0; i < retryCount && d < maxB; i++ {
 		d *= 2
 	}
-	d = k.jitter(d)
-	if d > maxB {
-		d = maxB
-	}
-	return d
+	return min(jitter(d), maxB)
 }
 
 // retry re-queues a retryable failure (SPEC §9.1): rewrite the task inside
 // in_progress/ with retry_count+1 and not_before, delete the old final
 // result, rename to pending/ last.
 func (k *King) retry(t *schema.Task, res *schema.Result) error {
-	nb := k.now().Add(k.backoff(t.RetryCount))
+	nb := k.now().Add(backoff(k.cfg.Retry, t.RetryCount, k.jitter))
 	t.RetryCount++
 	if err := k.reschedule(t, nb, map[string]any{"error_reason": res.ErrorReason}); err != nil {
 		return err

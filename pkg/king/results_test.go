@@ -1,11 +1,13 @@
 package king
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
@@ -170,11 +172,46 @@ func TestKing_RetryBackoffGrowsThenFinalFailure(t *testing.T) {
 	eq(t, "retry_count", data(fl[0])["retry_count"], any(float64(2)))
 }
 
-func TestKing_BackoffIsCapped(t *testing.T) {
-	f := newFixture(t)
-	f.cfg.Retry.BackoffSeconds, f.cfg.Retry.MaxBackoffSeconds = 60, 300
-	for rc, want := range []time.Duration{60, 120, 240, 300, 300} {
-		eq(t, "backoff", f.k.backoff(rc), want*time.Second)
+func TestBackoff_DoublesUpToTheCap(t *testing.T) {
+	r := config.KingRetry{BackoffSeconds: 60, MaxBackoffSeconds: 300}
+	none := func(d time.Duration) time.Duration { return d }
+	for rc, want := range []time.Duration{60, 120, 240, 300, 300, 300} {
+		eq(t, fmt.Sprintf("backoff after attempt %d", rc), backoff(r, rc, none), want*time.Second)
+	}
+	// Jitter never pushes the delay past the cap.
+	double := func(d time.Duration) time.Duration { return 2 * d }
+	eq(t, "jittered first backoff", backoff(r, 0, double), 120*time.Second)
+	eq(t, "jittered backoff at the cap", backoff(r, 3, double), 300*time.Second)
+	eq(t, "no backoff configured", backoff(config.KingRetry{}, 2, none), time.Duration(0))
+}
+
+func TestRetryable_ErrorPolicy(t *testing.T) {
+	yes := true
+	for _, c := range []struct {
+		name     string
+		status   string
+		reason   string
+		terminal *bool
+		attempt  int
+		want     bool
+	}{
+		{"success is final", schema.ResultSuccess, "", nil, 0, false},
+		{"skipped is final", schema.ResultSkipped, "", nil, 0, false},
+		{"needs_human asks, never retries", schema.ResultNeedsHuman, "", nil, 0, false},
+		{"soldier died: retried", schema.ResultFailed, schema.ReasonSoldierDied, nil, 0, true},
+		{"engine error: retried", schema.ResultFailed, schema.ReasonEngineError, nil, 1, true},
+		{"killed: retried", schema.ResultKilled, schema.ReasonSoldierDied, nil, 0, true},
+		{"unknown status: retried", "weird", schema.ReasonEngineError, nil, 0, true},
+		{"attempts used up", schema.ResultFailed, schema.ReasonSoldierDied, nil, 2, false},
+		{"timeout is terminal", schema.ResultFailed, schema.ReasonTimeout, nil, 0, false},
+		{"invalid result is terminal", schema.ResultFailed, schema.ReasonInvalidResult, nil, 0, false},
+		{"engine missing is terminal", schema.ResultFailed, schema.ReasonEngineMissing, nil, 0, false},
+		{"marked terminal by the result", schema.ResultFailed, schema.ReasonEngineError, &yes, 0, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			res := &schema.Result{RawResult: schema.RawResult{Status: c.status, ErrorReason: c.reason, Terminal: c.terminal}}
+			eq(t, "retryable", retryable(res, c.attempt, 2), c.want)
+		})
 	}
 }
 

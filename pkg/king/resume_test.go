@@ -82,7 +82,7 @@ func TestKing_ReplyWithBadContextDiscarded(t *testing.T) {
 	}
 }
 
-// Issue #13 item 8 (SPEC §10.15): a thread reply the envoy did not admit
+// SPEC §10.15: a thread reply the envoy did not admit
 // (any source but slack: an inbox file, a file dropped into the queue)
 // resumes nothing; it is discarded with the reason.
 func TestKing_ForgedThreadReplyResumesNothing(t *testing.T) {

@@ -1,0 +1,19 @@
+package king
+
+// Crash points are the instants of the §9.2 dispatch and of a completion
+// where a killed king leaves the most to repair. A king built with the
+// `crashpoints` build tag (crash.go) SIGKILLs itself at the point named by
+// the environment variable envCrashAt, so tests can prove with a really
+// killed process that a restart finishes the work once; the shipped king
+// (crash_off.go) has no such hook. The names live in every build so tests
+// can name them.
+const envCrashAt = "KINGDOM_KING_CRASH_AT"
+
+const (
+	// Event written to dispatched/, its pending copy still there.
+	crashAfterEventDispatched = "after-event-dispatched"
+	// Task written, the event's pending copy gone, no thread_start yet.
+	crashAfterTaskWrite = "after-task-write"
+	// Completion message queued, task and event not yet moved.
+	crashAfterCompletionMessage = "after-completion-message"
+)
