@@ -1,0 +1,95 @@
+// Package waits records why work is held: the king writes the record after
+// every tick whose holds changed (one owner), and `start status`, `start
+// tasks`/`start events`, the dashboard and `chamberlain --once` read it.
+//
+// Drive it with Write(l, rec) from the king and Read(l) everywhere else. A
+// missing record reads as "nothing waits".
+package waits
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+)
+
+// Reasons an event or task waits.
+const (
+	Health        = "health"         // the machine's health level refuses its priority
+	Budget        = "budget"         // the daily budget's level refuses its priority
+	TaskBudget    = "task_budget"    // today's spend plus its task budget would pass the day's budget
+	Pause         = "pause"          // the operator paused admission (start pause)
+	EnginePause   = "engine_pause"   // its engine hit a usage limit
+	MaxSoldiers   = "max_soldiers"   // every soldier slot is taken
+	MaxConcurrent = "max_concurrent" // its general runs as many as its manifest allows
+	Backoff       = "backoff"        // a retry waits for its backoff
+)
+
+// Wait is one held event (EventID) or task (TaskID).
+type Wait struct {
+	EventID string `json:"event_id,omitempty"`
+	TaskID  string `json:"task_id,omitempty"`
+	Reason  string `json:"reason"`
+	// Detail is one sentence for the operator, with the figure that holds
+	// the work ("health orange (memory 91%) admits only high priority").
+	Detail string    `json:"detail"`
+	Since  time.Time `json:"since"`
+	// Until is when the hold lifts by itself, when known.
+	Until *time.Time `json:"until,omitempty"`
+}
+
+// Record is everything that waits, as of UpdatedAt.
+type Record struct {
+	UpdatedAt time.Time `json:"updated_at"`
+	Waits     []Wait    `json:"waits"`
+}
+
+// maxRecord bounds what a reader loads.
+const maxRecord = 8 << 20
+
+// Path is the record's file: state/king/waits.json.
+func Path(l layout.Layout) string { return filepath.Join(l.RoleStateDir(layout.RoleKing), "waits.json") }
+
+// Write replaces the record (atomic, 0600).
+func Write(l layout.Layout, r Record) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("encode waits: %w", err)
+	}
+	return atomicfile.WriteFile(Path(l), b, 0o600)
+}
+
+// Read loads the record; a missing one is empty.
+func Read(l layout.Layout) (Record, error) {
+	var r Record
+	b, err := atomicfile.ReadLimited(Path(l), maxRecord)
+	if errors.Is(err, fs.ErrNotExist) {
+		return r, nil
+	}
+	if err != nil {
+		return r, err
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return Record{}, fmt.Errorf("read %s: %w", Path(l), err)
+	}
+	return r, nil
+}
+
+// ByID indexes the record by event and task id.
+func (r Record) ByID() map[string]Wait {
+	m := make(map[string]Wait, len(r.Waits))
+	for _, w := range r.Waits {
+		if w.EventID != "" {
+			m[w.EventID] = w
+		}
+		if w.TaskID != "" {
+			m[w.TaskID] = w
+		}
+	}
+	return m
+}
