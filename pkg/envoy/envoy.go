@@ -4,7 +4,10 @@
 // Slack DMs, mentions and thread replies received over Socket Mode into
 // events through the queue's admitter. Without a bot token it runs in
 // console mode: outbound messages are printed and appended to
-// logs/envoy-console.log, and `envoy reply` plays a human's thread reply.
+// logs/envoy-console.log (under #console when a message names no channel
+// and none is configured), and `envoy reply` plays a human's thread reply.
+// A failed message is sent again by `envoy retry` (RetryFailed), or by
+// itself after a config change when the config caused it (retry.go).
 //
 // Drive it with the shared runner:
 //
