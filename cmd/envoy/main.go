@@ -1,6 +1,7 @@
 // Command envoy is Kingdom's Slack role (Socket Mode in, Web API out;
-// console mode without tokens) and `envoy reply <task-id> "text"`, which
-// plays a human's answer in a task's thread.
+// console mode without tokens), `envoy reply <task-id> "text"`, which
+// plays a human's answer in a task's thread, `envoy dm "text"`, and
+// `envoy retry <msg-id>`, which sends a failed message again.
 package main
 
 import (
@@ -14,6 +15,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/app"
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/envoy"
+	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
 	"github.com/kingdom-dev/kingdom/pkg/runner"
@@ -36,19 +38,27 @@ func main() {
 			ArgsUsage: "<text>",
 			Flags:     []cli.Flag{app.BaseDirFlag()},
 			Action:    dm,
+		}, {
+			Name:      "retry",
+			Usage:     "send a failed message again (moves it from messages/failed/ back to pending/)",
+			ArgsUsage: "<msg-id>",
+			Flags:     []cli.Flag{app.BaseDirFlag()},
+			Action:    retry,
 		}},
 		Action: run,
 	})
 }
 
 func build(env *app.Env) (*envoy.Envoy, *config.Envoy, error) {
-	cfg, err := config.LoadEnvoy(env.Layout.ConfigFile("envoy.yaml"))
+	path := env.Layout.ConfigFile("envoy.yaml")
+	cfg, err := config.LoadEnvoy(path)
 	if err != nil {
 		return nil, nil, &app.ConfigError{Err: err}
 	}
 	e, err := envoy.New(envoy.Options{
 		Layout: env.Layout, Config: cfg, Log: env.Log, Events: env.Events, Clock: env.Clock,
 		BotToken: os.Getenv(cfg.Slack.BotTokenEnv), AppToken: os.Getenv(cfg.Slack.AppTokenEnv),
+		ConfigPath: path,
 	})
 	if err != nil {
 		return nil, nil, &app.ConfigError{Err: err}
@@ -87,6 +97,25 @@ func dm(ctx context.Context, c *cli.Command) error {
 	return deliverConsole(ctx, c, "dm", "slack.channel.message", func(env *app.Env) (string, error) {
 		return envoy.QueueDM(env.Layout, c.Args().Get(0), env.Clock.Now())
 	})
+}
+
+func retry(_ context.Context, c *cli.Command) error {
+	if c.Args().Len() != 1 {
+		return &app.CodeError{Code: app.ExitUsage, Err: errors.New("usage: envoy retry <msg-id>")}
+	}
+	id := c.Args().Get(0)
+	if err := ids.Check(id); err != nil {
+		return &app.CodeError{Code: app.ExitUsage, Err: fmt.Errorf("envoy retry: message id: %w", err)}
+	}
+	env, err := app.Setup(layout.RoleEnvoy, c)
+	if err != nil {
+		return err
+	}
+	if err := envoy.RetryFailed(env.Layout, id, env.Events); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stdout, "message %s queued again; the envoy sends it at its next tick\n", id)
+	return nil
 }
 
 // deliverConsole queues a console envelope and, when no envoy runs, handles

@@ -239,3 +239,70 @@ func TestEnvoyBinary_ConsoleDMBecomesASlackDMEvent(t *testing.T) {
 		t.Errorf("dm without text: exit %d, want 2 (usage)\n%s", code, out)
 	}
 }
+
+// With the default envoy.yaml (none: no default channel) console mode
+// prints the work of every source, and `envoy retry` sends a failed message
+// again after validating its id.
+func TestEnvoyBinary_ConsoleWithoutChannelAndRetry(t *testing.T) {
+	bin := buildEnvoy(t)
+	base := t.TempDir()
+	l := layout.New(base)
+	if err := l.Ensure(); err != nil {
+		t.Fatal(err)
+	}
+	task := "task-20261121-001"
+	done := schema.FinalDone
+	put := func(state string, m schema.Message, fields map[string]any) {
+		b, _ := json.Marshal(m)
+		var doc map[string]any
+		json.Unmarshal(b, &doc)
+		for k, v := range fields {
+			doc[k] = v
+		}
+		b, _ = json.Marshal(doc)
+		os.WriteFile(filepath.Join(l.QueueState(layout.QMessages, state), m.ID+".json"), b, 0o600)
+	}
+	put(layout.Pending, schema.Message{ID: "msg-" + task + "-start", Type: schema.MessageThreadStart, TaskID: &task,
+		Urgency: "normal", Content: "🎯 Reviewing acme/web#7", CreatedAt: "2026-11-21T10:00:00Z", Status: "pending"}, nil)
+	put(layout.Pending, schema.Message{ID: "msg-" + task + "-done", Type: schema.MessageNotification, TaskID: &task,
+		Urgency: "normal", Content: "Review posted", CreatedAt: "2026-11-21T10:01:00Z", Status: "pending", Final: &done}, nil)
+	put(layout.Failed, schema.Message{ID: "msg-20261121-long", Type: schema.MessageReport, Urgency: "normal",
+		Content: "weekly report", CreatedAt: "2026-11-21T09:00:00Z", Status: "failed"}, map[string]any{"error": "msg_too_long"})
+
+	out, code := runBin(t, bin, nil, "--base-dir", base, "--once")
+	if code != 0 {
+		t.Fatalf("envoy --once exit %d:\n%s", code, out)
+	}
+	logb, _ := os.ReadFile(l.EnvoyConsoleLog())
+	for _, want := range []string{"🎯 Reviewing acme/web#7", "✅ Review posted"} {
+		if !strings.Contains(string(logb), want) {
+			t.Errorf("console log lacks %q:\n%s", want, logb)
+		}
+	}
+	for _, id := range []string{"msg-" + task + "-start", "msg-" + task + "-done"} {
+		if _, err := os.Stat(filepath.Join(l.QueueState(layout.QMessages, layout.Sent), id+".json")); err != nil {
+			t.Errorf("%s not in sent/: %v", id, err)
+		}
+	}
+
+	for _, bad := range []string{"../x", "a/b"} {
+		if out, code := runBin(t, bin, nil, "retry", "--base-dir", base, bad); code != 2 {
+			t.Errorf("retry %q: exit %d, want 2\n%s", bad, code, out)
+		}
+	}
+	if out, code := runBin(t, bin, nil, "retry", "--base-dir", base, "msg-20261121-nope"); code == 0 || !strings.Contains(out, "no such message") {
+		t.Errorf("retry of an unknown id: exit %d\n%s", code, out)
+	}
+	if out, code := runBin(t, bin, nil, "retry", "--base-dir", base, "msg-20261121-long"); code != 0 {
+		t.Fatalf("retry: exit %d\n%s", code, out)
+	}
+	if out, code := runBin(t, bin, nil, "--base-dir", base, "--once"); code != 0 {
+		t.Fatalf("envoy --once exit %d:\n%s", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(l.QueueState(layout.QMessages, layout.Sent), "msg-20261121-long.json")); err != nil {
+		t.Errorf("retried message not sent: %v", err)
+	}
+	if logb, _ := os.ReadFile(l.EnvoyConsoleLog()); !strings.Contains(string(logb), "weekly report") {
+		t.Errorf("retried message not printed:\n%s", logb)
+	}
+}

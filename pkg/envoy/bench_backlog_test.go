@@ -8,11 +8,10 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/proctree"
 )
 
-// BenchmarkDeliverBacklog (issue #17's scaling series): n messages wait in
-// messages/pending and one tick delivers them all (console mode), on an
-// envoy that has run before (one warm-up round: its spare files exist, as
-// in any envoy after its first batch). Reports the CPU per message of the
-// tick (every thread of the process): it must not grow with n.
+// BenchmarkDeliverBacklog: n messages wait in messages/pending and one tick
+// delivers them all (console mode), on an envoy that has run before (one
+// warm-up round). Reports the CPU per message of the tick (every thread of
+// the process): it must not grow with n.
 func BenchmarkDeliverBacklog(b *testing.B) {
 	for _, n := range []int{1, 10, 100, 1000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {

@@ -11,18 +11,18 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
-// Never post what cannot be recorded (issue #13 item 4). Before a tick posts
-// anything, room for the delivery record of every pending message is
-// reserved in the journal (fallocate; where the filesystem has none, an
-// intent file state/envoy/sending.json is written instead, as a probe); a
-// reservation that fails (a full disk) holds every send, so nothing reaches
-// Slack that the envoy could not remember having sent — before, each tick
-// re-posted the same message because the delivery record kept failing.
-// While held, each tick probes the disk with a write of sending.json and
-// resumes once it succeeds. A message posted whose delivery could not be
-// recorded all the same is kept in memory and recorded on recovery instead
-// of being posted again. The operator gets one alert per hold (posted
-// without a record: it is the alert that says records fail).
+// Never post what cannot be recorded. Before a tick posts anything, room
+// for the delivery record of every pending message is reserved in the
+// journal (fallocate; where the filesystem has none, an intent file
+// state/envoy/sending.json is written instead, as a probe); a reservation
+// that fails (a full disk) holds every send, so nothing reaches Slack that
+// the envoy could not remember having sent, and the same message is not
+// posted again every tick. While held, each tick probes the disk with a
+// write of sending.json and resumes once it succeeds. A message posted whose
+// delivery could not be recorded all the same is kept in memory and
+// recorded on recovery instead of being posted again. The operator gets one
+// alert per hold (posted without a record: it is the alert that says
+// records fail).
 
 // errDiskHeld means sends are held because the state cannot be written.
 var errDiskHeld = errors.New("state not writable (disk full?), sends held")
@@ -72,7 +72,11 @@ func (e *Envoy) holdForDisk(ctx context.Context, cause error) error {
 	e.log.Error("cannot record outbound messages: sends held", "err", redact(cause))
 	if alert {
 		e.em.Emit("system.envoy_sends_held", map[string]any{"error": redact(cause)})
-		if ch := e.cfg.DefaultChannel(); ch != "" {
+		ch := e.config().DefaultChannel()
+		if ch == "" && e.console {
+			ch = ConsoleChannel
+		}
+		if ch != "" {
 			var t slackText
 			t.markup("🚨 *URGENT* [envoy] cannot write its state under " + e.l.Base + " (disk full?): outbound messages are held until it can. ").data(redact(cause))
 			if _, _, err := e.poster.Post(ctx, post{Channel: ch, Text: t.String(), MsgID: "envoy-disk-alert", Type: schema.MessageNotification}); err != nil {

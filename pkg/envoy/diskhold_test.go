@@ -51,7 +51,7 @@ func fill(t *testing.T, dir string) string {
 	return p
 }
 
-// Issue #13 item 4: on a full disk the envoy posts nothing it cannot record
+// On a full disk the envoy posts nothing it cannot record
 // (before: the same message every tick), alerts once, and sends the message
 // exactly once when space comes back.
 func TestOutbound_FullDiskHoldsSendsAlertsOnceAndPostsOnce(t *testing.T) {

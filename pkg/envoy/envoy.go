@@ -4,7 +4,10 @@
 // Slack DMs, mentions and thread replies received over Socket Mode into
 // events through the queue's admitter. Without a bot token it runs in
 // console mode: outbound messages are printed and appended to
-// logs/envoy-console.log, and `envoy reply` plays a human's thread reply.
+// logs/envoy-console.log (under #console when a message names no channel
+// and none is configured), and `envoy reply` plays a human's thread reply.
+// A failed message is sent again by `envoy retry` (RetryFailed), or by
+// itself after a config change when the config caused it (retry.go).
 //
 // Drive it with the shared runner:
 //
@@ -23,6 +26,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/slack-go/slack"
@@ -55,12 +59,15 @@ type Options struct {
 	PingInterval time.Duration
 	// HTTPTimeout bounds every Web API call (default 30 s; slack-go has none).
 	HTTPTimeout time.Duration
+	// ConfigPath is envoy.yaml: when set, a tick reloads it after it
+	// changed (retry.go). "" = Config stays as given.
+	ConfigPath string
 }
 
 // Envoy is the envoy role.
 type Envoy struct {
 	l        layout.Layout
-	cfg      *config.Envoy
+	cfg      atomic.Pointer[config.Envoy] // swapped when envoy.yaml changes
 	log      *slog.Logger
 	em       *eventlog.Emitter
 	clock    clock.Clock
@@ -68,13 +75,16 @@ type Envoy struct {
 	messages *queue.Queue
 	admit    *queue.Admitter
 	st       *store
-	// spares recycles the messages' inodes (spares.go); nil: none. The
-	// pool in spareDir is opened at the first batch (sparesOpened).
-	spares       *queue.Spares
-	spareDir     string
-	sparesOpened bool
-	poster       poster
-	console      bool
+	poster   poster
+	console  bool
+	// The config watch (retry.go): envoy.yaml's path and the stamp it had
+	// when last loaded; the fingerprint failed/ was last scanned under.
+	cfgPath   string
+	cfgStamp  string
+	scannedFP string
+	// afterStep, when set (tests), runs at the named points of a send
+	// (send.go): "recorded", "finished".
+	afterStep func(step, msgID string)
 
 	api          *slack.Client // nil in console mode
 	appToken     string
@@ -90,8 +100,6 @@ type Envoy struct {
 	disk diskState
 	// lastPrune is when prune last looked for expired state.
 	lastPrune time.Time
-	// movedTo: message states moved into since the last checkpoint.
-	movedTo map[string]bool
 }
 
 // New builds the envoy. It does no I/O.
@@ -118,16 +126,16 @@ func New(o Options) (*Envoy, error) {
 		o.HTTPTimeout = 30 * time.Second
 	}
 	e := &Envoy{
-		l: o.Layout, cfg: o.Config, log: o.Log, em: o.Events, clock: o.Clock, sleep: o.Sleep,
+		l: o.Layout, log: o.Log, em: o.Events, clock: o.Clock, sleep: o.Sleep,
 		messages:     queue.New(o.Layout, layout.QMessages, o.Events),
 		st:           newStore(o.Layout, o.Log),
-		spareDir:     sparesDir(o.Layout),
+		cfgPath:      o.ConfigPath,
 		appToken:     o.AppToken,
 		pingInterval: o.PingInterval,
 		seenEvt:      map[string]time.Time{},
 	}
+	e.cfg.Store(o.Config)
 	e.st.replay = e.replay
-	e.st.beforeCheckpoint = e.syncMoves
 	e.admit = queue.NewAdmitter(o.Layout, queue.New(o.Layout, layout.QEvents, o.Events))
 	if o.BotToken == "" {
 		e.console = true
@@ -156,6 +164,9 @@ func New(o Options) (*Envoy, error) {
 	return e, nil
 }
 
+// config is the envoy's current configuration.
+func (e *Envoy) config() *config.Envoy { return e.cfg.Load() }
+
 // Console reports whether the envoy runs without Slack.
 func (e *Envoy) Console() bool { return e.console }
 
@@ -169,10 +180,15 @@ func (e *Envoy) Watches() []runner.Watch {
 	}
 }
 
-// Tick handles `envoy reply` envelopes, forgets expired state, and sends
-// every pending message, oldest first.
+// Tick reloads a changed envoy.yaml (sending the failures it may fix
+// again), handles `envoy reply` envelopes, forgets expired state, sends
+// every pending message, oldest first, and writes the state files.
 func (e *Envoy) Tick(ctx context.Context) error {
 	var errs []error
+	e.reloadConfig()
+	if err := e.requeueConfigFailures(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := e.ProcessConsoleInbox(ctx); err != nil {
 		errs = append(errs, err)
 	}
@@ -182,8 +198,7 @@ func (e *Envoy) Tick(ctx context.Context) error {
 	if err := e.sendPending(ctx); err != nil {
 		errs = append(errs, err)
 	}
-	// The deliveries reach the state files at a checkpoint (journal.go).
-	if err := e.st.flush(e.clock.Now(), false); err != nil {
+	if err := e.st.flush(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -213,8 +228,7 @@ const pruneEvery = time.Minute
 
 // prune drops expired conversations, awaited entries and thread mappings
 // older than a week, and delivery records whose message has left pending/.
-// The change reaches the files at the next checkpoint (a restart prunes
-// again).
+// The change reaches the files at the end of the tick.
 func (e *Envoy) prune() error {
 	now := e.clock.Now()
 	e.mu.Lock()

@@ -160,7 +160,7 @@ func (e *Envoy) handleInbound(in Inbound) (followUp, error) {
 	if !e.rememberEvent(in.EventID) {
 		return followUp{}, nil // Slack redelivered an envelope we handled
 	}
-	if !in.Console && !e.cfg.Allowed(in.User) {
+	if !in.Console && !e.config().Allowed(in.User) {
 		e.log.Info("refused a message from a user not on the allowlist", "user", in.User, "channel", in.Channel)
 		e.em.Emit("event.refused", map[string]any{"user_id": in.User, "channel": in.Channel, "type": typ})
 		thread := in.ThreadTS

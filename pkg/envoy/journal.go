@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -17,26 +16,15 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
-// The delivery journal (issue #17). Recording a delivery used to rewrite
-// deliveries.json and thread-mappings.json for every message — a cost that
-// grew with the number of open threads. Now a delivery is one appended line
-// of state/envoy/deliveries.journal, written right after Slack accepted the
-// message; the lines of a tick are fdatasync'd once, before any of its
-// messages leaves pending/ (outbound.go). The bookkeeping (mappings, awaited
-// questions, conversations) stays in memory, and the state files are
-// rewritten at a checkpoint — when the journal holds checkpointEntries
-// records or its oldest is checkpointAge old, or at once for a change the
-// journal does not carry (an inbound reply, a prune) — after which the
-// journal is emptied. A restart loads the files, then the journal: each
-// recorded delivery is known again (its message, if still pending, is not
-// posted twice), and the bookkeeping of those already in sent/ is applied
-// again from their files (bookkeep is idempotent).
-
-// Checkpoint thresholds: a restart replays at most this much journal.
-const (
-	checkpointEntries = 256
-	checkpointAge     = 2 * time.Second
-)
+// The delivery journal, state/envoy/deliveries.journal: one line per
+// message Slack accepted, appended and fdatasync'd before the message leaves
+// pending/ (send.go). The bookkeeping (mappings, awaited questions,
+// conversations) is kept in memory and written to the state files at the
+// end of each tick, or at once for a change the journal does not carry (an
+// inbound reply); then the journal is emptied. A restart loads the files,
+// then the journal: each recorded delivery is known again (its message, if
+// still pending, is not posted twice), and the bookkeeping of those already
+// in sent/ is applied again from their files (bookkeep is idempotent).
 
 // recordReserve is the journal space reserved per message before a tick
 // posts anything (a record is ~150 bytes; ids and channels are short).
@@ -89,10 +77,10 @@ func (st *store) reserve(n int) error {
 	return nil
 }
 
-// record appends the delivery of message id to the journal (one write; the
-// tick syncs it before the message leaves pending/), then applies it and fn
-// to the in-memory state; the files follow at the next checkpoint.
-func (st *store) record(id string, d Delivery, now time.Time, fn func(*State)) error {
+// record appends the delivery of message id to the journal and makes it
+// durable, then applies it and fn to the in-memory state; the files follow
+// at the end of the tick.
+func (st *store) record(id string, d Delivery, fn func(*State)) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	s, _, err := st.current()
@@ -112,47 +100,29 @@ func (st *store) record(id string, d Delivery, now time.Time, fn func(*State)) e
 	if _, err := st.journal.Write(rec); err != nil {
 		return fmt.Errorf("append delivery journal: %w", err)
 	}
-	if st.journalN == 0 {
-		st.journalAt = now
+	if err := unix.Fdatasync(int(st.journal.Fd())); err != nil {
+		return fmt.Errorf("sync delivery journal: %w", err)
 	}
-	st.journalN++
-	st.unsynced = true
 	s.Deliveries[id] = d
 	fn(s)
 	st.dirty = true
 	return nil
 }
 
-// syncJournal makes the records appended since the last sync durable.
-func (st *store) syncJournal() error {
+// delivered forgets the delivery of a message that reached sent/ (its
+// record is needed no more; the journal keeps it until the files are
+// written).
+func (st *store) delivered(id string) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if !st.unsynced || st.journal == nil {
-		return nil
-	}
-	if err := unix.Fdatasync(int(st.journal.Fd())); err != nil {
-		return fmt.Errorf("sync delivery journal: %w", err)
-	}
-	st.unsynced = false
-	return nil
-}
-
-// delivered forgets the deliveries of messages that reached sent/ (their
-// records are needed no more; the journal keeps them until the checkpoint).
-func (st *store) delivered(idl []string) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.cached == nil {
-		return
-	}
-	for _, id := range idl {
+	if st.cached != nil {
 		delete(st.cached.Deliveries, id)
+		st.dirty = true
 	}
-	st.dirty = true
 }
 
 // mutate runs fn on the in-memory state; a change it reports reaches the
-// files at the next checkpoint (changes that may wait: a restart would
+// files at the end of the tick (changes that may wait: a restart would
 // redo them).
 func (st *store) mutate(fn func(*State) bool) error {
 	st.mu.Lock()
@@ -167,17 +137,12 @@ func (st *store) mutate(fn func(*State) bool) error {
 	return nil
 }
 
-// flush checkpoints (writes the state files changed since the last write
-// and empties the journal) when the journal is long or old enough, or when
-// a change waits that the journal does not hold (end of a tick). force
-// checkpoints whatever changed.
-func (st *store) flush(now time.Time, force bool) error {
+// flush writes the state files changed since the last write and empties
+// the journal.
+func (st *store) flush() error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if !st.dirty || st.cached == nil {
-		return nil
-	}
-	if !force && st.journalN > 0 && st.journalN < checkpointEntries && now.Sub(st.journalAt) < checkpointAge {
 		return nil
 	}
 	if err := st.writeChanged(st.cached, st.raw); err != nil {
@@ -188,7 +153,6 @@ func (st *store) flush(now time.Time, force bool) error {
 }
 
 func (st *store) truncateJournal() error {
-	st.journalN, st.unsynced = 0, false
 	if st.journal != nil {
 		if err := st.journal.Truncate(0); err != nil {
 			return fmt.Errorf("empty delivery journal: %w", err)

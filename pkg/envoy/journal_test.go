@@ -12,7 +12,7 @@ import (
 // An envoy that died after journaling a delivery and moving its message to
 // sent/, but before the end-of-tick write of the state files, loses
 // nothing: the next envoy replays the journal and the thread mapping is
-// there; the message is not posted again (issue #17).
+// there; the message is not posted again.
 func TestJournal_ReplayAfterACrashBeforeTheFilesWereWritten(t *testing.T) {
 	h := newHarness(t, setup{console: true})
 	h.put(message("msg-task-20261121-001-start", "thread_start", "task-20261121-001"))
@@ -32,7 +32,7 @@ func TestJournal_ReplayAfterACrashBeforeTheFilesWereWritten(t *testing.T) {
 	// The restarted envoy (same tree, fresh process state).
 	h2 := newHarness(t, setup{console: true})
 	h2.l = h.l
-	e2, err := New(Options{Layout: h.l, Config: h.e.cfg, Events: h.e.em, Clock: h.clock, Stdout: h2.stdout})
+	e2, err := New(Options{Layout: h.l, Config: h.e.config(), Events: h.e.em, Clock: h.clock, Stdout: h2.stdout})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,6 +48,10 @@ const maxInlineWait = 30 * time.Second
 // errHeld means Slack asked us to pause all sends for a while.
 var errHeld = errors.New("rate limited by Slack, sends held")
 
+// ConsoleChannel is where console mode prints a message that names no
+// channel when no default channel is configured.
+const ConsoleChannel = "console"
+
 // ErrNoChannel is a message with no channel and no default channel.
 var ErrNoChannel = errors.New("no channel: message has none and no default channel is configured (SLACK_DEFAULT_CHANNEL or envoy.yaml slack.default_channel)")
 
@@ -70,7 +74,7 @@ func taskKey(m *schema.Message) string {
 
 // resolve decides where m is posted, from the current state (pure).
 func (e *Envoy) resolve(m *schema.Message, s *State) (target, error) {
-	def := e.cfg.DefaultChannel()
+	def := e.config().DefaultChannel()
 	explicit := m.Channel
 	threadTS := schema.Deref(m.ThreadTS)
 	key := taskKey(m)
@@ -132,6 +136,10 @@ func (e *Envoy) resolve(m *schema.Message, s *State) (target, error) {
 			t = target{channel: orDefault(explicit)}
 		}
 	}
+	if t.channel == "" && e.console {
+		// The console prints everything; a channel only names where.
+		t.channel = ConsoleChannel
+	}
 	if t.channel == "" {
 		return t, ErrNoChannel
 	}
@@ -154,18 +162,10 @@ func text(m *schema.Message) string {
 	return withUrgency(m, t.data(c).String())
 }
 
-// deliver posts one message and records its delivery; what is left — the
-// status rewrite and the move to sent/ or failed/, then the event — is done
-// for the whole tick at once (batch.go) and returned as a *done. Order
-// (crash safety): post → append the delivery record (msg id → channel, ts)
-// to the journal → apply the bookkeeping (mappings, awaited, conversations)
-// in memory → reactions → [end of tick: sync the journal → rewrite the
-// files' status → move them to sent/ → emit message.sent]. A crash before
-// the record is appended repeats that one post at worst (one duplicate line
-// in Slack, never a lost message); after it, a restart finds the record and
-// finishes the bookkeeping without posting again. Returning an error means
-// "try again next tick" (disk trouble); Slack failures end in failed/.
-func (e *Envoy) deliver(ctx context.Context, ent queue.Entry) (*done, error) {
+// deliver sends one message through the steps of send.go. Returning an
+// error means "try again next tick" (disk trouble, Slack's hold); Slack's
+// refusals end in failed/.
+func (e *Envoy) deliver(ctx context.Context, ent queue.Entry) error {
 	// List has validated the file (schema, id = file name) and rejected it
 	// if it failed; decoding it again through the schema would validate it
 	// twice more for nothing.
@@ -176,7 +176,10 @@ func (e *Envoy) deliver(ctx context.Context, ent queue.Entry) (*done, error) {
 	}
 	if err != nil {
 		e.log.Warn("invalid message rejected", "msg_id", ent.ID, "err", err)
-		return nil, e.messages.Reject(layout.Pending, ent.ID, err.Error())
+		return e.messages.Reject(layout.Pending, ent.ID, err.Error())
+	}
+	if done, err := e.finishedBefore(m.ID); done || err != nil {
+		return err
 	}
 
 	var (
@@ -189,14 +192,14 @@ func (e *Envoy) deliver(ctx context.Context, ent queue.Entry) (*done, error) {
 		d, recorded = s.Deliveries[m.ID]
 		t, resolveErr = e.resolve(m, s)
 	}); err != nil {
-		return nil, err
+		return err
 	}
 	if ud, ok := e.unrecordedDelivery(m.ID); ok && !recorded {
 		d, recorded = ud, true // posted before the disk filled: record, never repost
 	}
 	if !recorded {
 		if resolveErr != nil {
-			return e.failed(m, ent, resolveErr), nil
+			return e.finish(ent, m, e.failed(resolveErr))
 		}
 		if t.noPost {
 			d = Delivery{Channel: t.channel, ThreadTS: t.threadTS}
@@ -205,12 +208,12 @@ func (e *Envoy) deliver(ctx context.Context, ent queue.Entry) (*done, error) {
 				MsgID: m.ID, Type: m.Type, TaskID: schema.Deref(m.TaskID)})
 			if perr != nil {
 				if ctx.Err() != nil {
-					return nil, ctx.Err()
+					return ctx.Err()
 				}
 				if errors.Is(perr, errHeld) {
-					return nil, perr
+					return perr
 				}
-				return e.failed(m, ent, perr), nil
+				return e.finish(ent, m, e.failed(perr))
 			}
 			if ch == "" {
 				ch = t.channel
@@ -221,16 +224,14 @@ func (e *Envoy) deliver(ctx context.Context, ent queue.Entry) (*done, error) {
 	}
 
 	var react []reaction
-	// The delivery is journaled (synced at the end of the tick, before the
-	// message leaves pending/); the state files follow at the next
-	// checkpoint (journal.go).
-	if err := e.st.record(m.ID, d, e.clock.Now(), func(s *State) {
+	if err := e.st.record(m.ID, d, func(s *State) {
 		react = e.bookkeep(m, d, s)
 	}); err != nil {
 		e.setUnrecorded(m.ID, &d)
-		return nil, e.holdForDisk(ctx, fmt.Errorf("record delivery of %s: %w", m.ID, err))
+		return e.holdForDisk(ctx, fmt.Errorf("record delivery of %s: %w", m.ID, err))
 	}
 	e.setUnrecorded(m.ID, nil)
+	e.step("recorded", m.ID)
 	for _, r := range react {
 		if r.remove {
 			if err := e.poster.Unreact(ctx, r.channel, r.ts, r.name); err != nil {
@@ -242,8 +243,9 @@ func (e *Envoy) deliver(ctx context.Context, ent queue.Entry) (*done, error) {
 			e.log.Warn("reaction not added", "msg_id", m.ID, "reaction", r.name, "err", redact(err))
 		}
 	}
-	return &done{ent: ent, m: m, state: layout.Sent, d: d,
-		extra: map[string]any{"slack": map[string]any{"channel": d.Channel, "ts": d.TS}}}, nil
+	// A message sent again (envoy retry) loses the reason it failed.
+	return e.finish(ent, m, outcome{state: layout.Sent, d: d, extra: map[string]any{
+		"slack": map[string]any{"channel": d.Channel, "ts": d.TS}, "error": nil, configCauseField: nil}})
 }
 
 type reaction struct {
@@ -309,7 +311,7 @@ func (e *Envoy) bookkeep(m *schema.Message, d Delivery, s *State) []reaction {
 	if tc := m.TrackConversation; tc != nil {
 		ttl := time.Duration(tc.TTLSeconds) * time.Second
 		if ttl <= 0 {
-			ttl = e.cfg.ConversationTTL()
+			ttl = e.config().ConversationTTL()
 		}
 		rc := tc.ReplyContext
 		if rc.Channel == "" {
@@ -328,7 +330,7 @@ func (e *Envoy) bookkeep(m *schema.Message, d Delivery, s *State) []reaction {
 // §9.28), waiting 1 s, 2 s, 4 s… between them, or what a rate limit's
 // Retry-After asks.
 func (e *Envoy) postWithRetry(ctx context.Context, p post) (string, string, error) {
-	max := e.cfg.Retry.MaxAttempts
+	max := e.config().Retry.MaxAttempts
 	if max < 1 {
 		max = 1
 	}
@@ -385,10 +387,16 @@ func max0(n int) int {
 }
 
 // failed is the end of a message that could not be sent: failed/, with
-// the error.
-func (e *Envoy) failed(m *schema.Message, ent queue.Entry, cause error) *done {
+// the error. A failure the envoy's config can cause is marked with the
+// config it happened under, so that a change of config sends it once more
+// (retry.go).
+func (e *Envoy) failed(cause error) outcome {
 	msg := redact(cause)
-	return &done{ent: ent, m: m, state: layout.Failed, errMsg: msg, extra: map[string]any{"error": msg}}
+	extra := map[string]any{"error": msg, configCauseField: nil}
+	if configCaused(cause) {
+		extra[configCauseField] = e.configFingerprint()
+	}
+	return outcome{state: layout.Failed, errMsg: msg, extra: extra}
 }
 
 // redact renders an error for logs and files without secrets.

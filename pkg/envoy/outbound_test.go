@@ -59,7 +59,7 @@ func TestOutbound_ThreadLifecycle(t *testing.T) {
 	if !ok || aw.ThreadTS != parentTS || aw.ReplyContext == nil || aw.ReplyContext.General != "gen-pr" {
 		t.Fatalf("awaited = %+v, %v", aw, ok)
 	}
-	// State files are private (written at a checkpoint).
+	// State files are private (written at the end of a tick).
 	h.checkpoint()
 	for _, p := range []string{h.l.EnvoyThreadMappings(), h.l.EnvoyAwaiting()} {
 		fi, err := os.Stat(p)

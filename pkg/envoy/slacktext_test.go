@@ -6,11 +6,11 @@ import (
 	"testing"
 )
 
-// The adversarial title from issue #13 item 1: an @channel ping and a link
+// An adversarial title: an @channel ping and a link
 // whose text lies about where it goes.
 const evilTitle = "Fix typo <!channel> & <@U0ADMIN> <https://evil.example|https://github.com/login>"
 
-// Issue #13 items 1 and 2 (SPEC §10.13, §10.14): outside text reaches Slack
+// SPEC §10.13, §10.14: outside text reaches Slack
 // and the console escaped and redacted, with our own emoji kept.
 func TestOutbound_OutsideTextIsEscapedAndRedactedOurMarkupKept(t *testing.T) {
 	const token = "ghp_abcdefghijklmnopqrstuvwxyz012345"

@@ -97,11 +97,11 @@ func (s *State) liveConversation(channel, threadTS string, now time.Time) (Conve
 // socket goroutine and the tick never lose each other's updates.
 //
 // Only the envoy (its single leader) writes these files, so the state is
-// read from disk once and then kept in memory (issue #17: no re-read and
-// re-parse of every file for every message). The truth on disk is the files
-// plus the delivery journal (journal.go): a delivery is journaled at once
-// and the files are rewritten at a checkpoint; any other change (update) is
-// written at once, atomically, for each file whose content changed.
+// read from disk once and then kept in memory. The truth on disk is the
+// files plus the delivery journal (journal.go): a delivery is journaled at
+// once and the files are written at the end of the tick; any other change
+// (update) is written at once, atomically, for each file whose content
+// changed.
 type store struct {
 	mu    sync.Mutex
 	l     layout.Layout
@@ -111,18 +111,10 @@ type store struct {
 	cached *State
 	raw    [][]byte // each file's bytes as last read or written
 
-	// The delivery journal (journal.go): deliveries recorded since the
-	// files were last written, and those a restart must replay.
-	journal   *os.File
-	journalN  int       // records appended since the last checkpoint
-	journalAt time.Time // when the first of them was appended
-	unsynced  bool      // records appended since the last fdatasync
-	dirty     bool      // memory is ahead of the files
+	journal *os.File // the delivery journal, open for appending
+	dirty   bool     // memory is ahead of the files
 	// replay applies the bookkeeping of journaled deliveries at load.
 	replay func(*State, []journalEntry)
-	// beforeCheckpoint makes durable what the journal's records stand
-	// for, before they go (the moves of their messages).
-	beforeCheckpoint func() error
 }
 
 type stateFile struct {
@@ -187,7 +179,7 @@ func (st *store) load() (*State, [][]byte, error) {
 	}
 	if len(entries) > 0 && st.replay != nil {
 		st.replay(s, entries)
-		st.dirty = true // the files lag the journal: checkpoint at the next flush
+		st.dirty = true // the files lag the journal: written at the next flush
 	}
 	return s, raw, nil
 }
@@ -237,11 +229,6 @@ func (st *store) update(fn func(*State) error) error {
 // with one group commit (one directory sync), then empties the delivery
 // journal: the files now hold all it recorded.
 func (st *store) writeChanged(s *State, raw [][]byte) error {
-	if st.beforeCheckpoint != nil {
-		if err := st.beforeCheckpoint(); err != nil {
-			return err
-		}
-	}
 	var g atomicfile.Group
 	var changed []int
 	var data [][]byte
