@@ -134,10 +134,6 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	defer s.unslot()
 
 	rc := http.NewResponseController(w)
-	// The request is read: the server's ReadTimeout would now end the
-	// stream (its expiry cancels the request), so lift it; each write is
-	// bounded instead.
-	rc.SetReadDeadline(time.Time{})
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
