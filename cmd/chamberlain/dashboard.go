@@ -37,7 +37,8 @@ func dashboardRole(env *app.Env, cfg chamberlain.Config, role *chamberlain.Role)
 	}
 	o := dashboard.Options{
 		Layout: env.Layout, Listen: h.Listen, Token: os.Getenv(h.TokenEnv), TokenEnv: h.TokenEnv,
-		MaxClients: h.MaxClients, HeartbeatThreshold: cfg.Chamberlain.HeartbeatThreshold(),
+		RequireToken: h.RequireToken, AllowedHosts: h.AllowedHosts,
+		MaxClients: h.MaxClients, MaxConns: h.MaxConnections, HeartbeatThreshold: cfg.Chamberlain.HeartbeatThreshold(),
 		Budget: cfg.Budget, Clock: env.Clock, Tmux: env.Tmux, Log: env.Log,
 	}
 	srv, err := dashboard.New(o)

@@ -142,7 +142,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	bw := bufio.NewWriterSize(w, 32<<10)
 	// A client that stops reading is dropped instead of holding a slot.
 	flush := func() error {
-		rc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+		rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
 		if err := bw.Flush(); err != nil {
 			return err
 		}
@@ -159,6 +159,8 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	for {
 		wake := s.notify.wait()
+		// A burst larger than bw writes through before flush: bound it too.
+		rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
 		n := 0
 		err := rd.read(func(line []byte, after Pos) error {
 			n++

@@ -6,8 +6,15 @@
 //
 // Drive it with s, err := dashboard.New(opts) — which refuses a listen
 // address outside loopback without a bearer token — then s.Start(ctx),
-// which binds the address and serves until ctx ends. It only reads the
-// runtime tree; it never writes to it.
+// which binds the address (or the unix socket layout.DashboardSocket) and
+// serves until ctx ends. Besides that socket it only reads the runtime
+// tree.
+//
+// What guards it: a request whose Host header names neither the listen
+// host, a loopback address, localhost nor an http.allowed_hosts entry gets
+// 421 (a DNS-rebinding page carries its own name); the token when one is
+// set; at most MaxConns open connections, so idle or slow clients cannot
+// take the descriptors the chamberlain's health duties need.
 package dashboard
 
 import (
@@ -15,6 +22,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -34,19 +42,41 @@ const (
 	DefaultKeepAlive   = 30 * time.Second // seed 004: a heartbeat every 30 s
 	DefaultPoll        = time.Second      // re-read even when inotify said nothing
 	DefaultRecentTasks = 20
+	DefaultMaxConns    = 64
+	// DefaultReadTimeout bounds reading one request (headers and body);
+	// an event stream lifts it once its request is read.
+	DefaultReadTimeout = 30 * time.Second
+	// DefaultIdleTimeout closes a keep-alive connection with no request.
+	DefaultIdleTimeout = 60 * time.Second
+	// streamWriteTimeout drops an event stream whose client stopped
+	// reading: every write must finish within it.
+	streamWriteTimeout = 30 * time.Second
+	// logEvery is the least gap between two log lines of one kind of
+	// HTTP trouble (a flood must not flood system.log too).
+	logEvery = time.Minute
 )
 
 // Options configure a Server.
 type Options struct {
 	Layout layout.Layout
-	// Listen is host:port ("127.0.0.1:8765"); port 0 picks a free one.
+	// Listen is host:port ("127.0.0.1:8765"; port 0 picks a free one) or
+	// config.ListenUnix for the socket layout.DashboardSocket.
 	Listen string
-	// Token is the bearer token ("" = none; only allowed on loopback).
+	// Token is the bearer token ("" = none; only allowed on loopback and
+	// the socket, and not with RequireToken).
 	Token string
 	// TokenEnv names where Token came from, for error messages.
 	TokenEnv string
+	// RequireToken asks for the token on loopback and the socket too.
+	RequireToken bool
+	// AllowedHosts are further names the Host header may carry.
+	AllowedHosts []string
 	// MaxClients caps concurrent event-stream clients.
 	MaxClients int
+	// MaxConns caps open connections; more are closed at once.
+	MaxConns int
+	// ReadTimeout and IdleTimeout: see DefaultReadTimeout, DefaultIdleTimeout.
+	ReadTimeout, IdleTimeout time.Duration
 	// KeepAlive is the gap between SSE comment lines on a quiet stream.
 	KeepAlive time.Duration
 	// Poll is how often streams re-check the log without an inotify wake.
@@ -74,6 +104,13 @@ type Server struct {
 	metrics *metrics
 	mux     *http.ServeMux
 	tokenH  [32]byte
+	// hosts are the Host names accepted besides loopback addresses;
+	// anyIP accepts every address literal (a wildcard listen host).
+	hosts map[string]bool
+	anyIP bool
+	// httpErrs and fullErrs rate-limit the log lines of serve errors and
+	// of connections refused at the cap.
+	httpErrs, fullErrs *rateLog
 
 	follow sync.Once
 
@@ -87,16 +124,17 @@ type Server struct {
 var ErrTokenRequired = config.ErrTokenRequired
 
 // CheckListen validates a listen address and whether it needs a token: a
-// loopback host (127.0.0.0/8, ::1, localhost) may go without; any other
-// address, including an empty host (every interface), may not. The rule
-// lives in config so `start doctor` applies the same one.
+// loopback host (127.0.0.0/8, ::1, localhost) or the unix socket may go
+// without; any other address, including an empty host (every interface),
+// may not. The rule lives in config so `start doctor` applies the same one.
 func CheckListen(listen, token, tokenEnv string) error {
 	return config.CheckListen(listen, token, tokenEnv)
 }
 
 // New checks the options and builds the server (nothing is bound yet).
 func New(o Options) (*Server, error) {
-	if err := CheckListen(o.Listen, o.Token, o.TokenEnv); err != nil {
+	h := config.HTTP{Listen: o.Listen, TokenEnv: o.TokenEnv, RequireToken: o.RequireToken}
+	if err := h.Check(o.Token); err != nil {
 		return nil, err
 	}
 	if o.MaxClients <= 0 {
@@ -111,6 +149,15 @@ func New(o Options) (*Server, error) {
 	if o.RetryBind <= 0 {
 		o.RetryBind = 30 * time.Second
 	}
+	if o.MaxConns <= 0 {
+		o.MaxConns = DefaultMaxConns
+	}
+	if o.ReadTimeout <= 0 {
+		o.ReadTimeout = DefaultReadTimeout
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = DefaultIdleTimeout
+	}
 	if o.RecentTasks <= 0 {
 		o.RecentTasks = DefaultRecentTasks
 	}
@@ -124,6 +171,9 @@ func New(o Options) (*Server, error) {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{o: o, l: o.Layout, clk: o.Clock, log: o.Log, notify: newNotifier()}
+	s.hosts, s.anyIP = allowedHosts(o.Listen, o.AllowedHosts)
+	s.httpErrs = &rateLog{to: o.Log, clk: o.Clock, every: logEvery, level: slog.LevelError}
+	s.fullErrs = &rateLog{to: o.Log, clk: o.Clock, every: logEvery, level: slog.LevelWarn}
 	if o.Token != "" {
 		s.tokenH = sha256.Sum256([]byte(o.Token))
 	}
@@ -136,9 +186,9 @@ func New(o Options) (*Server, error) {
 	return s, nil
 }
 
-// Handler is the whole dashboard behind the token check (for tests and
-// for embedding).
-func (s *Server) Handler() http.Handler { return s.auth(s.mux) }
+// Handler is the whole dashboard behind the Host and token checks (for
+// tests and for embedding).
+func (s *Server) Handler() http.Handler { return s.checkHost(s.auth(s.mux)) }
 
 // Addr is the bound address once Start returned ("" before).
 func (s *Server) Addr() string {
@@ -153,7 +203,7 @@ func (s *Server) Addr() string {
 // bind retried every Options.RetryBind until it succeeds.
 func (s *Server) Start(ctx context.Context) error {
 	s.Follow(ctx)
-	ln, err := net.Listen("tcp", s.o.Listen)
+	ln, err := s.listen()
 	if err == nil {
 		s.serve(ctx, ln)
 		return nil
@@ -168,7 +218,7 @@ func (s *Server) Start(ctx context.Context) error {
 				return
 			case <-t.C:
 			}
-			if ln, err := net.Listen("tcp", s.o.Listen); err == nil {
+			if ln, err := s.listen(); err == nil {
 				s.serve(ctx, ln)
 				return
 			}
@@ -177,13 +227,34 @@ func (s *Server) Start(ctx context.Context) error {
 	return nil
 }
 
+func (s *Server) listen() (net.Listener, error) {
+	if s.o.Listen == config.ListenUnix {
+		return listenUnix(s.l.DashboardSocket())
+	}
+	return net.Listen("tcp", s.o.Listen)
+}
+
+// serve serves ln until ctx ends. Every connection counts against MaxConns
+// until it closes, idle keep-alives included; a connection beyond the cap is
+// closed at once, so the dashboard holds at most MaxConns descriptors for
+// clients whatever they do (an event stream adds one for the log it reads,
+// at most MaxClients). Slow or silent clients are cut by the read and idle
+// timeouts; there is no WriteTimeout, which would end every event stream,
+// so streams bound each write themselves (streamWriteTimeout).
 func (s *Server) serve(ctx context.Context, ln net.Listener) {
 	s.mu.Lock()
 	s.addr = ln.Addr().String()
 	s.mu.Unlock()
+	ln = &limitListener{Listener: ln, sem: make(chan struct{}, s.o.MaxConns), full: func() {
+		s.fullErrs.log("dashboard: connection refused, http.max_connections reached", "max", s.o.MaxConns)
+	}}
 	srv := &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       s.o.ReadTimeout,
+		IdleTimeout:       s.o.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          log.New(s.httpErrs, "", 0),
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
 	go func() {
@@ -197,6 +268,10 @@ func (s *Server) serve(ctx context.Context, ln net.Listener) {
 			s.log.Error("dashboard stopped", "err", err)
 		}
 	}()
+	if s.o.Listen == config.ListenUnix {
+		s.log.Info("dashboard on unix socket " + s.addr)
+		return
+	}
 	s.log.Info("dashboard on http://" + s.addr + "/")
 }
 

@@ -209,6 +209,10 @@ func (l Layout) ChamberlainAlertState() string {
 	return l.p("state", "chamberlain", "alert-state.json")
 }
 
+// DashboardSocket is the dashboard's unix socket (chamberlain.yaml
+// http.listen: unix), alone in a 0700 directory.
+func (l Layout) DashboardSocket() string { return l.p("run", "dashboard.sock") }
+
 // Memory.
 func (l Layout) MemoryDir() string                { return l.p("memory") }
 func (l Layout) MemoryShared() string             { return l.p("memory", "shared") }

@@ -158,8 +158,11 @@ func Doctor(l layout.Layout, binDir string, secrets map[string]string) []Check {
 		}
 		add("slack", true, info, "")
 		if h := all.Chamberlain.HTTP; h.Listen != "" {
-			err := config.CheckListen(h.Listen, os.Getenv(h.TokenEnv), h.TokenEnv)
+			err := h.Check(os.Getenv(h.TokenEnv))
 			info := "dashboard on http://" + h.Listen + "/"
+			if h.Listen == config.ListenUnix {
+				info = "dashboard on unix socket " + l.DashboardSocket()
+			}
 			if err != nil {
 				info = err.Error()
 			}
