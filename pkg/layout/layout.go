@@ -239,18 +239,24 @@ func (l Layout) RepoClone(g, ownerRepo string) string {
 }
 func (l Layout) TaskDir(g, task string) string { return l.p("workspace", g, "tasks", task) }
 
-// OldLayoutLeftovers are glob patterns of what earlier versions kept under
-// the base dir and this one neither writes nor reads: spare-inode pools
-// (state/<role>/spare*, a placement's state/<role>/.try-spare*,
-// workspace/<general>/spare) and sessions.json's swap sibling. start
-// removes whatever matches (start.RemoveOldLayout).
-func (l Layout) OldLayoutLeftovers() []string {
+// OldLayoutDirs are glob patterns of directories earlier versions kept
+// under the base dir and this one neither writes nor reads: the spare-inode
+// pools (state/<role>/spare, state/<role>/spare-fresh, a placement's
+// state/<role>/.try-spare-*) and a general's kept task dirs
+// (workspace/<general>/spare). Only directories match: a seen marker or a
+// result file of the same name is not one of them.
+func (l Layout) OldLayoutDirs() []string {
 	return []string{
 		l.p("state", "*", "spare*"),
 		l.p("state", "*", ".try-spare*"),
 		l.p("workspace", "*", "spare"),
-		l.p("state", ".sessions.json.swap"),
 	}
+}
+
+// OldLayoutFiles are files earlier versions kept: sessions.json's swap
+// sibling.
+func (l Layout) OldLayoutFiles() []string {
+	return []string{l.p("state", ".sessions.json.swap")}
 }
 
 // RepoDirName turns "owner/repo" into "owner__repo".

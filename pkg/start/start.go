@@ -348,6 +348,13 @@ func (w *Watchdog) GivenUp() []string {
 func (w *Watchdog) Run(ctx context.Context) error {
 	w.o.Events.Emit("system.startup", map[string]any{"pid": os.Getpid(), "base_dir": w.o.Layout.Base})
 	w.o.Log.Info("kingdom starting", "base_dir", w.o.Layout.Base, "bin_dir", w.o.BinDir, "socket", w.o.Tmux.Socket, "cat", "SYSTEM")
+	removed, err := RemoveOldLayout(w.o.Layout)
+	for _, p := range removed {
+		w.o.Log.Info("removed a leftover of an earlier version", "path", p, "cat", "SYSTEM")
+	}
+	if err != nil {
+		w.o.Log.Warn("leftovers of an earlier version not removed", "err", err, "cat", "SYSTEM")
+	}
 	if err := w.Round(ctx); err != nil {
 		w.o.Log.Error("watchdog round", "err", err)
 	}
