@@ -455,8 +455,7 @@ func (q *Queue) SweepTemps(age time.Duration, now time.Time) int {
 }
 
 // readDirUnsorted is os.ReadDir without its sort by name: List orders its
-// entries itself, IDs and Count need no order, and sorting a deep queue's
-// names on every tick cost more than reading them.
+// entries itself, and IDs and Count need no order.
 func readDirUnsorted(dir string) ([]fs.DirEntry, error) {
 	f, err := os.Open(dir)
 	if err != nil {

@@ -105,7 +105,7 @@ func (w *Watchdog) Specs() ([]Spec, error) {
 	var specs []Spec
 	// --standby: a relaunch that meets a leader lock still held (a hung
 	// predecessor being killed) waits for it instead of exiting, which the
-	// crash-loop guard would count as a crash (issue #13 item 7).
+	// crash-loop guard would count as a crash.
 	for _, r := range CoreRoles {
 		specs = append(specs, Spec{Name: r, Argv: []string{filepath.Join(w.o.BinDir, r), "--base-dir", base, "--standby"}})
 	}
