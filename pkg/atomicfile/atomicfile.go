@@ -1,6 +1,8 @@
-// Package atomicfile writes files so that readers only ever see them whole:
-// a dot-prefixed temp in the same directory, fsync, then rename (SPEC §3.1).
-// It also provides the no-replace create and rename that make put-once and
+// Package atomicfile writes files so that readers only ever see them whole
+// and a crash never loses one that was reported written: a dot-prefixed
+// temp in the same directory, fsync, rename, directory fsync (SPEC §3.1,
+// §11.1). WriteFile writes one file that way; Group writes several with one
+// commit. It also provides the no-replace create and rename that make put-once and
 // claims exclusive (SPEC §9.3), and the sweeps for leftover temps (§9.31).
 package atomicfile
 

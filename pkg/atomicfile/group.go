@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 )
 
-// Group commits many file writes with one fsync pass (issue #15): Write
-// puts each file's data into a fresh temp beside its target (not yet synced,
-// not yet visible); Commit fsyncs every temp (in parallel: the disk merges
-// them into few journal commits), renames them into place in the order
-// written, then fsyncs each directory once. The guarantees of WriteFile hold
+// Group commits many file writes at once: Write puts each file's data into
+// a fresh temp beside its target (not yet synced, not yet visible); Commit
+// fsyncs every temp (in parallel, so the filesystem can fold them into few
+// journal commits), renames them into place in the order written, then
+// fsyncs each directory once. The guarantees of WriteFile hold
 // for every file: a reader sees it whole or not at all, and once Commit
 // returns it survives a crash. A crash before the renames leaves only temps
 // (swept at start); a crash among them leaves the first renames done. So a
@@ -80,7 +81,39 @@ func (g *Group) syncOpen() error {
 		files[i], paths[i] = it.f, it.Path
 		it.f = nil
 	}
-	return SyncClose(files, paths, false)
+	return syncClose(files, paths)
+}
+
+// syncClose fsyncs and closes every file, syncWorkers at a time. An error
+// names paths[i], the file's target.
+func syncClose(files []*os.File, paths []string) error {
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(syncWorkers, len(files)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				err := files[i].Sync()
+				if cerr := files[i].Close(); err == nil {
+					err = cerr
+				}
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("write %s: %w", paths[i], err))
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := range files {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // Commit makes every written file visible and durable (see Group). It

@@ -9,7 +9,7 @@ import (
 
 // The machine's own limits, measured in the same run and the same kind of
 // directory (b.TempDir) as the queue benchmarks, so docs/benchmarks.md can
-// put each figure beside what the disk allows (issue #15).
+// put each figure beside what the disk allows.
 
 var limitData = make([]byte, 600) // about one queue file
 

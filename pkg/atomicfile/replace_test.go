@@ -1,6 +1,7 @@
 package atomicfile
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -59,5 +60,30 @@ func TestReplace_ReadersSeeOneVersionWholeAndNoTempIsLeft(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 2 {
 		t.Errorf("after a failed write: %v", ents)
+	}
+}
+
+// A reader that opened the file before a write keeps reading the old
+// version whole, however many writes follow: no write goes into an inode
+// a reader may hold, so readers need no lock.
+func TestReplace_NeverWritesIntoAnOpenInode(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "sessions.json")
+	old := strings.Repeat("o", 5000)
+	if err := Replace(p, []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for i := range 3 {
+		if err := Replace(p, []byte(strings.Repeat(string(rune('a'+i)), 100)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := io.ReadAll(f)
+	if err != nil || string(got) != old {
+		t.Errorf("held reader saw %d bytes %.10q…, want the old version whole", len(got), got)
 	}
 }

@@ -73,9 +73,6 @@ type General struct {
 	reconciled    bool
 	lastReconcile time.Time
 	raw           rawWatch
-	others        map[string]bool // pending task ids addressed elsewhere (pending.go)
-	sparesOpened  bool            // the claim rewrites' pool was opened (spares.go)
-	taskDirs      taskDirPool     // emptied task dirs for the next tasks (taskdirs.go)
 }
 
 // New returns the general described by o.Manifest.
@@ -200,7 +197,9 @@ func (g *General) claim(ctx context.Context) error {
 	if g.slots() <= 0 || control.Paused(g.o.Layout) {
 		return nil // paused by the operator: no new soldier (SPEC §10.11)
 	}
-	entries, err := g.pendingMine()
+	// Every tick lists the whole of pending/ (level-triggered, no memory of
+	// earlier ticks); tasks addressed elsewhere are skipped below.
+	entries, err := g.tasks.List(layout.Pending)
 	if err != nil {
 		return err
 	}
@@ -241,8 +240,7 @@ func (g *General) claim(ctx context.Context) error {
 		}
 		g.trace(t.ID, "claimed")
 		t.Status = schema.TaskInProgress
-		g.useSpares()
-		if err := g.tasks.Rewrite(layout.InProgress, t.ID, t); err != nil {
+		if err := g.tasks.Put(layout.InProgress, t.ID, t); err != nil {
 			g.log.Warn("mark task in progress", "task", t.ID, "err", err)
 		}
 		g.emit("task.started", map[string]any{"task_id": t.ID, "general": g.name, "retry_count": t.RetryCount, "type": t.Type})

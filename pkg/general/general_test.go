@@ -81,9 +81,8 @@ func TestGeneral_SuccessRunsClaudeAndWritesFinalResult(t *testing.T) {
 }
 
 // A soldier ends its own session when it exits after publishing: the
-// general sees that in /proc and asks tmux nothing more than to start it
-// (issue #17: a tmux client costs ~2 CPU-ms). One that does not end in
-// time is killed through tmux.
+// general sees that in /proc and asks tmux nothing more than to start it.
+// One that does not end in time is killed through tmux.
 func TestGeneral_SoldierThatEndsByItselfIsNotKilledThroughTmux(t *testing.T) {
 	e := newEnv(t)
 	calls := filepath.Join(e.l.Base, "tmux-calls")

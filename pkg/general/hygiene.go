@@ -8,9 +8,8 @@ import (
 	"path/filepath"
 )
 
-// This file holds the general's share of issue #13: base clones are private
-// (dirs 0700, files 0600, 0700 when executable), and a task dir's removal
-// is verified on disk rather than assumed.
+// Base clones are private (dirs 0700, files 0600, 0700 when executable),
+// and a task dir's removal is verified on disk rather than assumed.
 
 // cloneSharedMode makes git create the clone's own files (objects, refs,
 // index) 0600 from the clone on, whatever the process umask.

@@ -60,8 +60,7 @@ func (g *General) runTask(ctx context.Context, t *schema.Task) {
 		g.finish(ctx, t, "", started, ws)
 		return
 	}
-	// Read only by the soldier started below; rewritten on every attempt.
-	if err := atomicfile.WriteInPlace(l.Prompt(t.ID), []byte(redact.String(prompt)), 0o600); err != nil {
+	if err := atomicfile.WriteFile(l.Prompt(t.ID), []byte(redact.String(prompt)), 0o600); err != nil {
 		g.synthetic(t.ID, schema.ResultFailed, schema.ReasonEngineError, "write prompt: "+err.Error())
 		g.finish(ctx, t, "", started, ws)
 		return
@@ -203,7 +202,7 @@ func (g *General) watch(ctx context.Context, t *schema.Task, sid string, spawned
 	// A finished soldier's session ends by itself, just after it publishes.
 	// Wait a moment for that (seen in /proc); only a soldier that is still
 	// there, or one whose process is unknown, is killed through tmux, so no
-	// orphan lingers (one tmux process per task fewer, issue #17).
+	// orphan lingers; /proc answers without starting a tmux client.
 	if !g.awaitExit(proc) {
 		_ = g.o.Tmux.Kill(context.WithoutCancel(ctx), sid)
 	}

@@ -92,14 +92,6 @@ func (g *General) prepareWorkspace(ctx context.Context, t *schema.Task) (workspa
 		// A leftover from an earlier attempt of this task is never reused:
 		// a killed soldier's edits must not leak into the retry.
 		g.removeWorkspace(ctx, ws)
-		if g.takeTaskDir(ws.TaskDir, ws.Repo == "") { // taskdirs.go
-			if ws.Repo != "" {
-				if err := g.addWorktree(ctx, ws); err != nil {
-					return ws, err
-				}
-			}
-			return ws, g.writeTaskFiles(t, ws)
-		}
 		if err := layout.EnsureDir(ws.TaskDir); err != nil {
 			return ws, err
 		}
@@ -181,16 +173,11 @@ func (g *General) removeWorkspace(ctx context.Context, ws workspace) {
 			_ = lockfile.With(g.cloneLock(ws), func() error {
 				_ = g.restoreCloneConfig(ws)
 				_, _ = git(ctx, ws.Clone, "worktree", "remove", "--force", "--force", ws.RepoDir)
-				if !g.keepTaskDir(ws.TaskDir) {
-					_ = removeTree(ws.TaskDir)
-				}
+				_ = removeTree(ws.TaskDir)
 				_, _ = git(ctx, ws.Clone, "worktree", "prune")
 				return nil
 			})
 		}
-	}
-	if g.keepTaskDir(ws.TaskDir) { // emptied and kept for a next task (taskdirs.go)
-		return
 	}
 	if err := removeTree(ws.TaskDir); err != nil {
 		g.log.Error("task dir not removed", "dir", ws.TaskDir, "err", err)
@@ -250,31 +237,28 @@ func (g *General) writeTaskFiles(t *schema.Task, ws workspace) error {
 		}
 		return []byte(b.String())
 	}
-	// These are read only by the soldier started after them and rewritten
-	// on every attempt: written in place, over the inode a recycled task
-	// dir keeps (atomicfile.WriteInPlace: no create, nothing freed).
-	if err := atomicfile.WriteInPlace(filepath.Join(ws.TaskDir, "CLAUDE.md"), compose(claudeExtra), 0o600); err != nil {
+	// Written whole through a rename: a symlink or hard link an agent left
+	// in a resumed task's dir is replaced, never written through.
+	if err := atomicfile.WriteFile(filepath.Join(ws.TaskDir, "CLAUDE.md"), compose(claudeExtra), 0o600); err != nil {
 		return err
 	}
-	if err := atomicfile.WriteInPlace(filepath.Join(ws.TaskDir, "AGENTS.md"), compose(codexExtra), 0o600); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(ws.TaskDir, "AGENTS.md"), compose(codexExtra), 0o600); err != nil {
 		return err
 	}
 	// Codex reads AGENTS.md only from its cwd and the git root, not from
 	// the task dir above them (SPEC §10.10): place it in the cwd too, unless
 	// the repo has its own (git ignores ours through info/exclude).
-	// Lstat: any entry counts as the repo's own (a dangling symlink too,
-	// which the in-place write would refuse). Without a repo the cwd is
-	// ours alone (a recycled dir's AGENTS.md there is ours: rewritten).
+	// Lstat: any entry counts as the repo's own (a dangling symlink too).
 	inCwd := filepath.Join(ws.RepoDir, "AGENTS.md")
-	if (ws.Repo == "" && !ws.Borrowed) || !lexists(inCwd) {
-		if err := atomicfile.WriteInPlace(inCwd, compose(codexExtra), 0o600); err != nil {
+	if !lexists(inCwd) {
+		if err := atomicfile.WriteFile(inCwd, compose(codexExtra), 0o600); err != nil {
 			return err
 		}
 	}
 	tf := TaskFile{TaskID: t.ID, General: g.name, Type: t.Type, Repo: ws.Repo, RepoDir: ws.RepoDir,
 		ResultPath: l.ResultStaging(t.ID), HeartbeatPath: l.ResultHeartbeat(t.ID), RetryCount: t.RetryCount}
 	b, _ := json.MarshalIndent(tf, "", "  ")
-	return atomicfile.WriteInPlace(filepath.Join(ws.TaskDir, ".kingdom-task.json"), append(b, '\n'), 0o600)
+	return atomicfile.WriteFile(filepath.Join(ws.TaskDir, ".kingdom-task.json"), append(b, '\n'), 0o600)
 }
 
 func readOr(path, def string) string {

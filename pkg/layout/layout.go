@@ -119,18 +119,11 @@ func (l Layout) QueueState(kind, state string) string { return l.p("queue", kind
 func (l Layout) StateDir() string                { return l.p("state") }
 func (l Layout) RoleStateDir(role string) string { return l.p("state", role) }
 
-// SpareDir is a role's pool of recycled inodes (queue.Spares): state/<role>/spare/.
-func (l Layout) SpareDir(role string) string   { return l.p("state", role, "spare") }
 func (l Layout) Heartbeat(role string) string  { return l.p("state", role, "heartbeat") }
 func (l Layout) LeaderLock(role string) string { return l.p("state", role, "leader.lock") }
 func (l Layout) Resources() string             { return l.p("state", "resources.json") }
 func (l Layout) SessionsJSON() string          { return l.p("state", "sessions.json") }
 func (l Layout) SessionsLock() string          { return l.p("state", "sessions.lock") }
-
-// SessionsSwap is the file sessions.json trades places with on each write
-// (atomicfile.ReplaceSwap): it holds the previous version, is rewritten in
-// place by the next write, and is never removed.
-func (l Layout) SessionsSwap() string { return l.p("state", ".sessions.json.swap") }
 
 // Results paths (state/results).
 func (l Layout) ResultsDir() string             { return l.p("state", "results") }
@@ -254,9 +247,25 @@ func (l Layout) RepoClone(g, ownerRepo string) string {
 }
 func (l Layout) TaskDir(g, task string) string { return l.p("workspace", g, "tasks", task) }
 
-// TaskDirSpares holds a general's emptied task dirs, kept for its next
-// tasks instead of being removed and made anew: workspace/<general>/spare/.
-func (l Layout) TaskDirSpares(g string) string { return l.p("workspace", g, "spare") }
+// OldLayoutDirs are glob patterns of directories earlier versions kept
+// under the base dir and this one neither writes nor reads: the spare-inode
+// pools (state/<role>/spare, state/<role>/spare-fresh, a placement's
+// state/<role>/.try-spare-*) and a general's kept task dirs
+// (workspace/<general>/spare). Only directories match: a seen marker or a
+// result file of the same name is not one of them.
+func (l Layout) OldLayoutDirs() []string {
+	return []string{
+		l.p("state", "*", "spare*"),
+		l.p("state", "*", ".try-spare*"),
+		l.p("workspace", "*", "spare"),
+	}
+}
+
+// OldLayoutFiles are files earlier versions kept: sessions.json's swap
+// sibling.
+func (l Layout) OldLayoutFiles() []string {
+	return []string{l.p("state", ".sessions.json.swap")}
+}
 
 // RepoDirName turns "owner/repo" into "owner__repo".
 func RepoDirName(ownerRepo string) string {

@@ -105,7 +105,7 @@ func (a *Admitter) PruneSeen(age time.Duration, now time.Time) (int, error) {
 	return n, nil
 }
 
-// AdmitBatch admits many events with one group commit (issue #15.2): each
+// AdmitBatch admits many events with one group commit (Batch): each
 // new id's file is staged, all are committed together (temps fsynced in
 // parallel, one directory fsync), then the seen markers are written. It
 // returns one error per event, as Admit would: nil, one wrapping

@@ -15,7 +15,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
-// Poison is an entry no consumer can take (issue #13 item 3): a directory,
+// Poison is an entry no consumer can take: a directory,
 // FIFO or symlink named <id>.json, a name that is not a safe id, a file too
 // large, not JSON, failing its kind's schema, or whose "id" differs from its
 // file name. List and Count move every such entry to rejected/ with a

@@ -49,10 +49,6 @@ type Queue struct {
 	em      *eventlog.Emitter
 	MaxSize int64
 	valid   validCache
-	spares  *Spares // recycled inodes (spare.go); nil: plain files
-	// removedRest and replacedRest are how long a removed file and a
-	// replaced one rest in spares.
-	removedRest, replacedRest time.Duration
 }
 
 // New returns the queue of kind (layout.QEvents, QTasks or QMessages).
@@ -112,28 +108,7 @@ func (q *Queue) Put(state, id string, v any) error {
 	if err != nil {
 		return fmt.Errorf("put %s %s: %w", q.kind, id, err)
 	}
-	if q.spares != nil {
-		return q.spares.write(q.Path(state, id), b, placeReplace, q.replacedRest)
-	}
 	return atomicfile.WriteFile(q.Path(state, id), b, 0o600)
-}
-
-// Rewrite is Put for a file the caller knows is there (one it just claimed
-// or read and holds): through spares the new version is swapped with the
-// old in one renameat2 (RENAME_EXCHANGE), and the old inode joins the pool;
-// a file gone meanwhile is created. Without spares it is Put.
-func (q *Queue) Rewrite(state, id string, v any) error {
-	if q.spares == nil {
-		return q.Put(state, id, v)
-	}
-	if err := q.checkPut(state, id); err != nil {
-		return err
-	}
-	b, err := encode(v)
-	if err != nil {
-		return fmt.Errorf("put %s %s: %w", q.kind, id, err)
-	}
-	return q.spares.write(q.Path(state, id), b, placeRewrite, q.replacedRest)
 }
 
 // PutOnce creates state/<id>.json only if id is in none of the queue's states
@@ -150,11 +125,7 @@ func (q *Queue) PutOnce(state, id string, v any) error {
 	if err != nil {
 		return fmt.Errorf("put %s %s: %w", q.kind, id, err)
 	}
-	create := atomicfile.CreateNoReplace
-	if q.spares != nil {
-		create = func(path string, data []byte, _ os.FileMode) error { return q.spares.write(path, data, placeCreate, 0) }
-	}
-	if err := create(q.Path(state, id), b, 0o600); err != nil {
+	if err := atomicfile.CreateNoReplace(q.Path(state, id), b, 0o600); err != nil {
 		if errors.Is(err, atomicfile.ErrExists) {
 			return fmt.Errorf("put %s %s: %w in %s", q.kind, id, ErrExists, state)
 		}
@@ -220,11 +191,6 @@ func (q *Queue) Move(from, to, id string) error {
 func (q *Queue) Remove(state, id string) error {
 	if err := ids.Check(id); err != nil {
 		return fmt.Errorf("remove %s: %w", q.kind, err)
-	}
-	if q.spares != nil {
-		if kept, _ := q.spares.keep(q.Path(state, id), q.removedRest); kept {
-			return nil
-		}
 	}
 	if err := os.Remove(q.Path(state, id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove %s %s: %w", q.kind, id, err)
@@ -489,8 +455,7 @@ func (q *Queue) SweepTemps(age time.Duration, now time.Time) int {
 }
 
 // readDirUnsorted is os.ReadDir without its sort by name: List orders its
-// entries itself, IDs and Count need no order, and sorting a deep queue's
-// names on every tick cost more than reading them.
+// entries itself, and IDs and Count need no order.
 func readDirUnsorted(dir string) ([]fs.DirEntry, error) {
 	f, err := os.Open(dir)
 	if err != nil {

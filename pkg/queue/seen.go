@@ -16,10 +16,10 @@ import (
 
 // The seen index (SPEC §9.19) remembers every admitted external event id
 // for 30 days. It is one append-only journal per day in the seen directory,
-// "_<YYYY-MM-DD>.ids", one id per line (issue #15: an empty marker file per
-// id cost an inode allocation per event, the dearest operation on the disk,
-// where a line costs about a microsecond). The leading underscore keeps the
-// name from ever being an event id (§3.2 ids start with a letter or digit).
+// "_<YYYY-MM-DD>.ids", one id per line: thirty days of ids are thirty
+// files, not one file per event to create, list and expire. The leading
+// underscore keeps the name from ever being an event id (§3.2 ids start
+// with a letter or digit).
 // Each process that admits (sentinel, envoy, `envoy reply`) appends with
 // O_APPEND, one write per batch, and reads what the others appended before
 // it answers. The chamberlain's retention removes a day file 30 days after

@@ -149,15 +149,14 @@ func TestInbox_UnclosedFileIsReadAfterTheStallAge(t *testing.T) {
 	if got := sorted(e.pending()); got != sorted([]string{"evt-marker-1", "evt-hung-1"}) {
 		t.Fatalf("pending %s", got)
 	}
-	// The hung writer still holds its file: that inode is freed, never
-	// recycled into the sentinel's spare pool, where a later event would be
-	// written into it and the writer's late bytes would land in the queue.
+	// The hung writer still holds its file: admission removed its name,
+	// so the writer's late bytes reach no file anybody reads.
 	var st syscall.Stat_t
 	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
 		t.Fatal(err)
 	}
 	if st.Nlink != 0 {
-		t.Errorf("the hung writer's file still has %d link(s) after admission: kept for reuse, not freed", st.Nlink)
+		t.Errorf("the hung writer's file still has %d link(s) after admission, want it removed", st.Nlink)
 	}
 }
 

@@ -65,7 +65,6 @@ type Sentinel struct {
 	admit    *queue.Admitter
 	watchers []*scheduled
 	inbox    *inbox.Watcher
-	spares   *queue.Spares // spares.go
 
 	wakeCh chan struct{}
 	mu     sync.Mutex
@@ -132,7 +131,6 @@ func New(cfg *config.Sentinel, o Options) (*Sentinel, error) {
 		})
 		s.add(s.inbox)
 	}
-	s.useSpares()
 	return s, nil
 }
 
@@ -152,7 +150,6 @@ func NewWith(o Options, ws ...watcher.Watcher) *Sentinel {
 		}
 		s.add(w)
 	}
-	s.useSpares()
 	return s
 }
 
@@ -317,7 +314,7 @@ func (s *Sentinel) outcome(it watcher.Item, err error, log *slog.Logger) watcher
 }
 
 // emitBatch is Emit for a whole round: the admissible events are admitted
-// with one group commit (queue.Admitter.AdmitBatch, issue #15.2).
+// with one group commit (queue.Admitter.AdmitBatch).
 func (s *Sentinel) emitBatch(items []watcher.Item, log *slog.Logger) []watcher.Result {
 	res := make([]watcher.Result, len(items))
 	var idx []int

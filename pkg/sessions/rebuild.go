@@ -16,8 +16,8 @@ import (
 // queue/tasks/in_progress/ whose state/results/<task>-soldier-id names a
 // soldier gets an entry {soldier, task, its target_general, the id file's
 // mtime}. A live soldier is so never called an orphan (and killed, and its
-// side effects repeated) because the registry lost its line (issue #13
-// item 5); an entry whose session is gone is pruned as usual.
+// side effects repeated) because the registry lost its line; an entry
+// whose session is gone is pruned as usual.
 func Rebuild(l layout.Layout) []Entry {
 	dir := l.QueueState(layout.QTasks, layout.InProgress)
 	ents, err := os.ReadDir(dir)

@@ -1,11 +1,9 @@
 // Package sessions owns state/sessions.json, the registry of live soldier
 // sessions (SPEC §3.3, §9.12). Every read-modify-write holds an exclusive
 // flock on state/sessions.lock, so generals and the chamberlain never lose
-// each other's updates, and every read holds at least the shared flock:
-// a write trades sessions.json's inode with a kept sibling
-// (atomicfile.ReplaceSwap, no file created or freed per write), so the
-// inode a reader holds is rewritten by the write after next — never while
-// the reader holds the lock.
+// each other's updates. Each write replaces the file whole (temp, fsync,
+// rename, directory fsync), so a reader needs no lock: it sees one version
+// or the next, never a torn one.
 package sessions
 
 import (
@@ -33,13 +31,12 @@ type Entry struct {
 type Registry struct {
 	l    layout.Layout
 	path string
-	swap string
 	lock string
 }
 
 // New returns the registry of layout l.
 func New(l layout.Layout) *Registry {
-	return &Registry{l: l, path: l.SessionsJSON(), swap: l.SessionsSwap(), lock: l.SessionsLock()}
+	return &Registry{l: l, path: l.SessionsJSON(), lock: l.SessionsLock()}
 }
 
 func (r *Registry) read() ([]Entry, error) {
@@ -68,12 +65,7 @@ func (r *Registry) write(es []Entry) error {
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", r.path, err)
 	}
-	// Replaced whole (readers see one version or the next), not fsynced: a
-	// reboot ends every soldier it lists, and a general rebuilds it from the
-	// soldier-id files (Rebuild) — two fsyncs per soldier fewer. Through the
-	// kept sibling: no create and no free per write (issue #17); safe as
-	// every reader holds the lock (Read, List).
-	return atomicfile.ReplaceSwap(r.path, r.swap, append(b, '\n'), 0o600)
+	return atomicfile.Replace(r.path, append(b, '\n'), 0o600)
 }
 
 // Update runs fn on the current entries under the exclusive lock and writes
@@ -149,18 +141,10 @@ func (r *Registry) List() ([]Entry, error) {
 	return out, err
 }
 
-// Read returns the entries under the shared lock, for a reader that must
+// Read returns the entries without taking the lock, for a reader that must
 // not write (the chamberlain's read-only observation): a registry that does
 // not decode is an error here, not rebuilt.
-func (r *Registry) Read() ([]Entry, error) {
-	var out []Entry
-	err := lockfile.WithShared(r.lock, func() error {
-		var err error
-		out, err = r.read()
-		return err
-	})
-	return out, err
-}
+func (r *Registry) Read() ([]Entry, error) { return r.read() }
 
 // corrupt reports whether err says the registry's bytes do not decode.
 func corrupt(err error) bool {

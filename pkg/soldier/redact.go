@@ -33,37 +33,15 @@ func removeStaging(path string) {
 	_ = os.Remove(path)
 }
 
-// errNoStaging says publishInPlace found no staging file it may reuse.
+// errNoStaging is kept for run.go's check; publishInPlace no longer
+// returns it.
 var errNoStaging = errors.New("no reusable staging file")
 
-// publishInPlace publishes the raw result in the inode of the agent's
-// staging file, already read: rewritten whole (mode 0600), synced, then
-// moved to path with a no-replace rename and its directory synced — the
-// guarantees of atomicfile.CreateNoReplace, without a new file and without
-// freeing the staging one (on this project's disks every create scans the
-// inodes freed lately, issue #17). Only a regular file of ours with no
-// other link is reused (never a symlink or a hard link the agent made to
-// another file); otherwise, or if it is gone, errNoStaging.
+// publishInPlace publishes the raw result as a new file (atomicfile's
+// no-replace create: temp, fsync, rename, directory fsync) and removes the
+// agent's staging file.
 func publishInPlace(staging, path string, data []byte) error {
-	f, _, ok := atomicfile.OpenOwned(staging)
-	if !ok {
-		return errNoStaging
-	}
-	werr := f.Chmod(0o600)
-	if werr == nil {
-		werr = f.Truncate(0)
-	}
-	if werr == nil {
-		_, werr = f.Write(data)
-	}
-	if werr == nil {
-		werr = f.Sync()
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr != nil {
-		return errNoStaging // written anew (the staging file goes with the rest)
-	}
-	return atomicfile.RenameNoReplace(staging, path)
+	err := atomicfile.CreateNoReplace(path, data, 0o600)
+	removeStaging(staging)
+	return err
 }

@@ -105,7 +105,7 @@ func (w *Watchdog) Specs() ([]Spec, error) {
 	var specs []Spec
 	// --standby: a relaunch that meets a leader lock still held (a hung
 	// predecessor being killed) waits for it instead of exiting, which the
-	// crash-loop guard would count as a crash (issue #13 item 7).
+	// crash-loop guard would count as a crash.
 	for _, r := range CoreRoles {
 		specs = append(specs, Spec{Name: r, Argv: []string{filepath.Join(w.o.BinDir, r), "--base-dir", base, "--standby"}})
 	}
@@ -348,6 +348,13 @@ func (w *Watchdog) GivenUp() []string {
 func (w *Watchdog) Run(ctx context.Context) error {
 	w.o.Events.Emit("system.startup", map[string]any{"pid": os.Getpid(), "base_dir": w.o.Layout.Base})
 	w.o.Log.Info("kingdom starting", "base_dir", w.o.Layout.Base, "bin_dir", w.o.BinDir, "socket", w.o.Tmux.Socket, "cat", "SYSTEM")
+	removed, err := RemoveOldLayout(w.o.Layout)
+	for _, p := range removed {
+		w.o.Log.Info("removed a leftover of an earlier version", "path", p, "cat", "SYSTEM")
+	}
+	if err != nil {
+		w.o.Log.Warn("leftovers of an earlier version not removed", "err", err, "cat", "SYSTEM")
+	}
 	if err := w.Round(ctx); err != nil {
 		w.o.Log.Error("watchdog round", "err", err)
 	}

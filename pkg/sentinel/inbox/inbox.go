@@ -59,27 +59,10 @@ type Watcher struct {
 	// when none waits).
 	nextReady time.Time
 	track     *tracker
-	// spares takes consumed files instead of unlinking them (UseSpares).
-	spares *queue.Spares
 }
 
-// UseSpares makes PostEmit move each consumed file (queued or a duplicate)
-// into the pool sp, whose inodes carry later queue writes, instead of
-// unlinking it (nil: unlink). A file rests queue.MinSpareAge there first:
-// someone may have opened it by its name just before it went. Only a file
-// whose writer is known to be done with it (closed, or renamed in) is
-// kept: one taken by the age or stall rule may still be open for writing
-// (a hung writer), and its late bytes must never land in a queue file.
-func (w *Watcher) UseSpares(sp *queue.Spares) { w.spares = sp }
-
-// consume removes a file whose event is queued (or known): into the
-// spare pool when there is one and its writer is done, else unlinked.
+// consume removes a file whose event is queued (or known).
 func (w *Watcher) consume(path string) error {
-	if w.spares != nil && w.track.state(filepath.Base(path)) == stateComplete {
-		if kept, _ := w.spares.Keep(path, queue.MinSpareAge); kept {
-			return nil
-		}
-	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
@@ -170,7 +153,7 @@ func (w *Watcher) Fetch(context.Context) (*watcher.Batch, error) {
 		}
 		if !fi.Mode().IsRegular() {
 			// A directory named *.json is poison too: it would sit here
-			// forever (issue #13 item 3).
+			// forever.
 			reason := "not a regular file"
 			if fi.IsDir() {
 				reason += " (a directory)"
