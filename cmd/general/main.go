@@ -17,7 +17,6 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/runner"
 	"github.com/kingdom-dev/kingdom/pkg/soldier"
-	"github.com/kingdom-dev/kingdom/pkg/tmux"
 )
 
 func main() {
@@ -34,12 +33,6 @@ func main() {
 			env, err := app.Setup(name, c)
 			if err != nil {
 				return err
-			}
-			// Opted in (tmux.EnvControl=1) and inside its role session, the
-			// general sends its tmux commands (a soldier's new-session)
-			// through one control client.
-			if os.Getenv(tmux.EnvControl) == "1" && env.Tmux.UseControl() {
-				defer env.Tmux.Close()
 			}
 			l := env.Layout
 			m, err := config.LoadManifest(l.GeneralManifest(name))
