@@ -16,7 +16,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/runner"
-	"github.com/kingdom-dev/kingdom/pkg/soldier"
+	"github.com/kingdom-dev/kingdom/pkg/spawn"
 )
 
 func main() {
@@ -44,12 +44,12 @@ func main() {
 				return &app.ConfigError{Err: err}
 			}
 			sessEnv := map[string]string{}
-			if d := os.Getenv(soldier.EnvBinDir); d != "" {
-				sessEnv[soldier.EnvBinDir] = d
+			if d := os.Getenv(spawn.EnvBinDir); d != "" {
+				sessEnv[spawn.EnvBinDir] = d
 			}
 			g, err := general.New(general.Options{
 				Layout: l, Manifest: m, System: sys, Log: env.Log, Events: env.Events,
-				Tmux: env.Tmux, Clock: env.Clock, SpawnBin: soldier.FindBinary(l), SessionEnv: sessEnv,
+				Tmux: env.Tmux, Clock: env.Clock, SpawnBin: spawn.FindBinary(l), SessionEnv: sessEnv,
 			})
 			if err != nil {
 				return err
