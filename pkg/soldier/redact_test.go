@@ -12,7 +12,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/spawn"
 )
 
-// Issue #13 items 2 and 9: an agent that prints its environment (GH_TOKEN is
+// SPEC §10.14: an agent that prints its environment (GH_TOKEN is
 // passed to soldiers by design) and puts it in its result leaves no token in
 // logs/sessions/* or the raw result, and its staging result is removed once
 // published.

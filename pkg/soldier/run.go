@@ -241,8 +241,8 @@ func resultOf(task string, o RunOptions, inv *engine.Invocation, spec engine.Spe
 // result: task_id is ours, and so are the fields the agent may not set.
 // It is not checked against the raw-result schema here: the general does
 // that when it reads the published result, and rejects it naming the
-// origin recorded in it (soldier-spawn links no validator; it starts once
-// per task).
+// origin recorded in it (one validator, the reader's: soldier-spawn links
+// none).
 func fromStructured(task string, b []byte) (map[string]any, error) {
 	var m map[string]any
 	if err := json.Unmarshal(b, &m); err != nil || m == nil {
