@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 	// (SPEC §11.2); the shipped ones do not.
 	cmd := exec.Command("go", "build", "-tags", "crashpoints", "-o", dir+"/",
 		"./cmd/start", "./cmd/sentinel", "./cmd/king", "./cmd/general", "./cmd/envoy", "./cmd/chamberlain", "./cmd/soldier-spawn",
-		"./scripts/demo-soldier", "./e2e/fakeclaude")
+		"./scripts/demo-soldier", "./internal/testkit/fakeclaude")
 	cmd.Dir = ".."
 	// As make build does: static binaries, pure-Go net.
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")

@@ -17,7 +17,6 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/soldier"
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
 )
 
@@ -414,9 +413,6 @@ func soldierRunCPU(t *testing.T, k *Kingdom) (run, engine time.Duration) {
 	prompt := filepath.Join(work, "prompt.md")
 	os.WriteFile(prompt, []byte("bench"), 0o600)
 	env := append(cleanEnv(), "KINGDOM_BASE_DIR="+k.L.Base)
-	// As a soldier session starts it (soldier.Launch): one processor, and
-	// the mark that restores the variable for the engine.
-	runEnv := append(append([]string(nil), env...), "GOMAXPROCS=1", soldier.EnvSoldierProcs+"=-")
 	var runs, engines []time.Duration
 	for i := range 20 {
 		id := fmt.Sprintf("task-20991231-%03d", 900+i)
@@ -427,7 +423,7 @@ func soldierRunCPU(t *testing.T, k *Kingdom) (run, engine time.Duration) {
 		}
 		c := exec.Command(filepath.Join(binDir, "soldier-spawn"), "run", "--base-dir", k.L.Base, "--task", id, "--general", "gen-a",
 			"--prompt", prompt, "--workdir", work, "--soldier-id", fmt.Sprintf("soldier-4102444800-run%03d", i))
-		c.Env = runEnv
+		c.Env = env
 		if out, err := c.CombinedOutput(); err != nil {
 			t.Fatalf("soldier-spawn run: %v\n%s", err, out)
 		}

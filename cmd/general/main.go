@@ -16,8 +16,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/runner"
-	"github.com/kingdom-dev/kingdom/pkg/soldier"
-	"github.com/kingdom-dev/kingdom/pkg/tmux"
+	"github.com/kingdom-dev/kingdom/pkg/spawn"
 )
 
 func main() {
@@ -35,12 +34,6 @@ func main() {
 			if err != nil {
 				return err
 			}
-			// Opted in (tmux.EnvControl=1) and inside its role session, the
-			// general sends its tmux commands (a soldier's new-session)
-			// through one control client.
-			if os.Getenv(tmux.EnvControl) == "1" && env.Tmux.UseControl() {
-				defer env.Tmux.Close()
-			}
 			l := env.Layout
 			m, err := config.LoadManifest(l.GeneralManifest(name))
 			if err != nil {
@@ -51,12 +44,12 @@ func main() {
 				return &app.ConfigError{Err: err}
 			}
 			sessEnv := map[string]string{}
-			if d := os.Getenv(soldier.EnvBinDir); d != "" {
-				sessEnv[soldier.EnvBinDir] = d
+			if d := os.Getenv(spawn.EnvBinDir); d != "" {
+				sessEnv[spawn.EnvBinDir] = d
 			}
 			g, err := general.New(general.Options{
 				Layout: l, Manifest: m, System: sys, Log: env.Log, Events: env.Events,
-				Tmux: env.Tmux, Clock: env.Clock, SpawnBin: soldier.FindBinary(l), SessionEnv: sessEnv,
+				Tmux: env.Tmux, Clock: env.Clock, SpawnBin: spawn.FindBinary(l), SessionEnv: sessEnv,
 			})
 			if err != nil {
 				return err

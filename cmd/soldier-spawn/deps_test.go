@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -63,40 +62,5 @@ func TestDeps_MakeBuildMakesAStaticSoldierSpawn(t *testing.T) {
 	}
 	if libs, err := f.ImportedLibraries(); err != nil || len(libs) > 0 {
 		t.Errorf("soldier-spawn needs shared libraries %v (%v)", libs, err)
-	}
-}
-
-// Package initialisation runs at every soldier start, whatever the run
-// needs: Kingdom's own packages compile their regular expressions and
-// build their tables on first use (pkg/redact's token shapes,
-// pkg/engine's error texts), so none of their inits allocates more than a
-// few closures. pkg/config, which validates system.yaml on every start
-// anyway, is left out. Allocation counts are exact, unlike times.
-func TestDeps_SoldierSpawnInitsStayLight(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "soldier-spawn")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	cmd := exec.Command(bin, "--version")
-	cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("soldier-spawn --version: %v\n%s", err, out)
-	}
-	// init <package> @<t> ms, <t> ms clock, <n> bytes, <n> allocs
-	line := regexp.MustCompile(`(?m)^init (\S+) @.* (\d+) allocs$`)
-	seen := 0
-	for _, m := range line.FindAllStringSubmatch(string(out), -1) {
-		pkg := m[1]
-		if !strings.HasPrefix(pkg, "github.com/kingdom-dev/kingdom/") || strings.HasSuffix(pkg, "/pkg/config") {
-			continue
-		}
-		seen++
-		if n, _ := strconv.Atoi(m[2]); n > 100 {
-			t.Errorf("init of %s allocates %d times at every soldier start (want <= 100: compile or build on first use)", pkg, n)
-		}
-	}
-	if seen == 0 {
-		t.Fatalf("no init of a Kingdom package in the trace:\n%s", out)
 	}
 }

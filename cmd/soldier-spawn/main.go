@@ -10,7 +10,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"runtime"
 	"time"
 
 	"github.com/urfave/cli/v3"
@@ -20,6 +19,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/redact"
 	"github.com/kingdom-dev/kingdom/pkg/soldier"
+	"github.com/kingdom-dev/kingdom/pkg/spawn"
 )
 
 func taskFlags() []cli.Flag {
@@ -35,8 +35,8 @@ func taskFlags() []cli.Flag {
 	}
 }
 
-func params(c *cli.Command) soldier.Params {
-	return soldier.Params{
+func params(c *cli.Command) spawn.Params {
+	return spawn.Params{
 		BaseDir: layout.ResolveBase(c.String("base-dir")), TaskID: c.String("task"), General: c.String("general"),
 		PromptFile: c.String("prompt"), Workdir: c.String("workdir"), SoldierID: c.String("soldier-id"),
 		Resume: c.String("resume"), Engine: c.String("engine"),
@@ -48,16 +48,19 @@ func loadSystem(base string) (*config.System, error) {
 	if _, err := config.ApplyEnvFile(l.EnvFile()); err != nil {
 		return nil, &app.ConfigError{Err: err}
 	}
-	sys, err := config.LoadSystem(l.ConfigFile("system.yaml"))
+	sys, err := config.LoadSystem(l.ConfigFile(config.SystemFile))
 	if err != nil {
 		return nil, &app.ConfigError{Err: err}
 	}
-	redact.SetExtraNames(soldier.SecretNames(sys, l.ConfigDir(), os.Environ()))
+	redact.SetExtraNames(config.SecretEnvNamesWith(sys, l.ConfigDir()))
 	return sys, nil
 }
 
-// runTask is `soldier-spawn run`: the engine for one task attempt.
-func runTask(ctx context.Context, p soldier.Params) error {
+// runTask is `soldier-spawn run`: the engine for one task attempt. A stop
+// signal ends it by default, except while its engine runs, when it ends the
+// engine's group; nothing is published either way: whoever stopped the
+// soldier decides its result.
+func runTask(ctx context.Context, p spawn.Params) error {
 	sys, err := loadSystem(p.BaseDir)
 	if err != nil {
 		// Leave a result so the task does not wait for a timeout, but
@@ -75,35 +78,23 @@ func runTask(ctx context.Context, p soldier.Params) error {
 	return nil
 }
 
-func main() {
-	// Launch asked the runtime for one processor through the session's
-	// environment; the engine sees the environment as it was.
-	soldier.RestoreEnv()
-	if len(os.Args) > 1 && (os.Args[1] == "run" || os.Args[1] == "petition") {
-		// Both mostly wait on their engine; one P spares the idle
-		// processors' spinning on every wake-up (~0.4 CPU-ms per task).
-		// Already one when Launch started us: no change then.
-		runtime.GOMAXPROCS(1)
-	}
-	if p, ok := fastRunParams(os.Args); ok {
-		// The soldier session's own command, once per task: parsed here
-		// without building the command tree (see fastRunParams). A stop
-		// signal ends it by default, except while its engine runs, when it
-		// ends the engine's group (and nothing is published either way:
-		// the one who stopped the soldier decides its result).
-		app.MainFunc("soldier-spawn", func(ctx context.Context) error { return runTask(ctx, p) })
-	}
-	cmd := &cli.Command{
+func main() { app.Main(newCommand(runTask)) }
+
+// newCommand is soldier-spawn's command tree; run is what `soldier-spawn
+// run` does with the task it names.
+func newCommand(run func(context.Context, spawn.Params) error) *cli.Command {
+	return &cli.Command{
 		Name:  "soldier-spawn",
 		Usage: "run one task attempt in its own tmux session",
 		Flags: taskFlags(),
 		Action: func(ctx context.Context, c *cli.Command) error {
 			p := params(c)
-			id, err := soldier.Spawn(ctx, app.Tmux(layout.New(p.BaseDir)), soldier.FindBinary(layout.New(p.BaseDir)), p, nil)
+			l := layout.New(p.BaseDir)
+			s, err := spawn.Launch(ctx, app.Tmux(l), spawn.FindBinary(l), p, nil)
 			if err != nil {
 				return err
 			}
-			fmt.Println(id)
+			fmt.Println(s.ID)
 			return nil
 		},
 		Commands: []*cli.Command{
@@ -112,7 +103,7 @@ func main() {
 				Usage: "run the engine for the task (the soldier session's command)",
 				Flags: taskFlags(),
 				Action: func(ctx context.Context, c *cli.Command) error {
-					return runTask(ctx, params(c))
+					return run(ctx, params(c))
 				},
 			},
 			{
@@ -132,7 +123,7 @@ func main() {
 					if err != nil {
 						return err
 					}
-					king, err := config.LoadKing(l.ConfigFile("king.yaml"))
+					king, err := config.LoadKing(l.ConfigFile(config.KingFile))
 					if err != nil {
 						return &app.ConfigError{Err: err}
 					}
@@ -148,5 +139,4 @@ func main() {
 			},
 		},
 	}
-	app.Main(cmd)
 }

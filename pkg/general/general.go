@@ -30,7 +30,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/runner"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
-	"github.com/kingdom-dev/kingdom/pkg/soldier"
+	"github.com/kingdom-dev/kingdom/pkg/spawn"
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
 )
 
@@ -43,7 +43,7 @@ type Options struct {
 	Events   *eventlog.Emitter
 	Tmux     *tmux.Client
 	Clock    clock.Clock
-	// SpawnBin is the soldier-spawn executable ("" = soldier.FindBinary).
+	// SpawnBin is the soldier-spawn executable ("" = spawn.FindBinary).
 	SpawnBin string
 	// PollInterval is how often a soldier watcher looks at its session and
 	// result (default 1 s).
@@ -93,7 +93,7 @@ func New(o Options) (*General, error) {
 		o.Tmux = tmux.New()
 	}
 	if o.SpawnBin == "" {
-		o.SpawnBin = soldier.FindBinary(o.Layout)
+		o.SpawnBin = spawn.FindBinary(o.Layout)
 	}
 	if o.PollInterval <= 0 {
 		o.PollInterval = time.Second

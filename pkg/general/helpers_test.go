@@ -42,7 +42,7 @@ func TestMain(m *testing.M) {
 		binDir = dir
 		spawnBin = filepath.Join(dir, "soldier-spawn")
 		fakeBin = filepath.Join(dir, "claude")
-		for _, b := range [][2]string{{spawnBin, "github.com/kingdom-dev/kingdom/cmd/soldier-spawn"}, {fakeBin, "./testdata/fakeclaude"}} {
+		for _, b := range [][2]string{{spawnBin, "github.com/kingdom-dev/kingdom/cmd/soldier-spawn"}, {fakeBin, "github.com/kingdom-dev/kingdom/internal/testkit/fakeclaude"}} {
 			out, err := exec.Command("go", "build", "-o", b[0], b[1]).CombinedOutput()
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "build %s: %v\n%s", b[1], err, out)
@@ -221,11 +221,19 @@ type fakeCall struct {
 	SlackTokenVisible bool     `json:"slack_token_visible"`
 }
 
+// call is the fake claude's record of its last run for task.
 func (e *env) call(task string) fakeCall {
 	e.t.Helper()
-	b, err := os.ReadFile(filepath.Join(e.l.Base, "fake", "calls", task+".json"))
-	if err != nil {
-		e.t.Fatalf("fake claude was not called for %s: %v", task, err)
+	var b []byte
+	for n := 0; ; n++ {
+		next, err := os.ReadFile(filepath.Join(e.l.Base, "fake-calls", fmt.Sprintf("%s-%d.json", task, n)))
+		if err != nil {
+			break
+		}
+		b = next
+	}
+	if b == nil {
+		e.t.Fatalf("fake claude was not called for %s", task)
 	}
 	var c fakeCall
 	json.Unmarshal(b, &c)

@@ -15,7 +15,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/redact"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
-	"github.com/kingdom-dev/kingdom/pkg/soldier"
+	"github.com/kingdom-dev/kingdom/pkg/spawn"
 )
 
 // Heartbeat extension rule (SPEC §4.5): past the timeout, a heartbeat
@@ -74,9 +74,9 @@ func (g *General) runTask(ctx context.Context, t *schema.Task) {
 		g.finish(ctx, t, "", started, ws)
 		return
 	}
-	p := soldier.Params{BaseDir: l.Base, TaskID: t.ID, General: g.name, PromptFile: l.Prompt(t.ID),
+	p := spawn.Params{BaseDir: l.Base, TaskID: t.ID, General: g.name, PromptFile: l.Prompt(t.ID),
 		Workdir: ws.RepoDir, SoldierID: sid, Resume: t.SessionID, Engine: g.o.Manifest.Engine}
-	launched, err := soldier.Launch(ctx, g.o.Tmux, g.o.SpawnBin, p, g.o.SessionEnv)
+	launched, err := spawn.Launch(ctx, g.o.Tmux, g.o.SpawnBin, p, g.o.SessionEnv)
 	if err != nil {
 		_ = g.reg.Remove(sid)
 		g.synthetic(t.ID, schema.ResultFailed, schema.ReasonEngineError, err.Error())

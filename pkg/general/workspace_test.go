@@ -13,7 +13,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
-	"github.com/kingdom-dev/kingdom/pkg/soldier"
+	"github.com/kingdom-dev/kingdom/pkg/spawn"
 )
 
 func run(t *testing.T, dir string, args ...string) string {
@@ -142,7 +142,7 @@ func TestReconcile_OrphanedTasksAfterRestart(t *testing.T) {
 	wd := t.TempDir()
 	sid := "soldier-1-live"
 	sessions.New(e.l).Add(sessions.Entry{ID: sid, TaskID: tk.ID, General: "gen-test", StartedAt: time.Now().UTC()})
-	if _, err := soldier.Spawn(context.Background(), tmuxC, spawnBin, soldier.Params{BaseDir: e.l.Base, TaskID: tk.ID,
+	if _, err := spawn.Launch(context.Background(), tmuxC, spawnBin, spawn.Params{BaseDir: e.l.Base, TaskID: tk.ID,
 		General: "gen-test", PromptFile: e.l.Prompt(tk.ID), Workdir: wd, SoldierID: sid}, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/kingdom-dev/kingdom/internal/testkit/modelfake"
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/spawn"
 )
 
 // benchTasks is how many tasks each engine runs per benchmark op: the
@@ -53,7 +54,7 @@ func BenchmarkRun_EngineOverhead(b *testing.B) {
 		for i := 0; i < n; i++ {
 			task := fmt.Sprintf("task-20260101-%03d", i+1)
 			t0 := time.Now()
-			out, err := Run(context.Background(), RunOptions{Params: Params{BaseDir: base, TaskID: task, General: "gen-b",
+			out, err := Run(context.Background(), RunOptions{Params: spawn.Params{BaseDir: base, TaskID: task, General: "gen-b",
 				PromptFile: prompt, Workdir: work, SoldierID: fmt.Sprintf("soldier-1-%d", i), Engine: eng}, System: sys, Environ: env})
 			ds = append(ds, time.Since(t0))
 			if err != nil || out.Raw["status"] != "success" {

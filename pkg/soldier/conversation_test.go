@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/spawn"
 )
 
 // The session of a successful attempt stays when its conversation is kept
@@ -16,7 +17,7 @@ func TestKeepsConversation(t *testing.T) {
 	}
 	os.WriteFile(l.GeneralManifest("gen-herald"), []byte("name: gen-herald\ndescription: talks\nsubscribes: [slack.channel.message]\ntrack_conversation: true\n"), 0o600)
 	os.WriteFile(l.GeneralManifest("gen-pr"), []byte("name: gen-pr\ndescription: reviews\nsubscribes: [github.pr.*]\n"), 0o600)
-	opts := func(g string) RunOptions { return RunOptions{Params: Params{BaseDir: l.Base, General: g}} }
+	opts := func(g string) RunOptions { return RunOptions{Params: spawn.Params{BaseDir: l.Base, General: g}} }
 	ok := map[string]any{"status": "success", "summary": "hi"}
 	for _, c := range []struct {
 		name    string

@@ -5,9 +5,8 @@ import (
 )
 
 // lazyLog is an append-only log file created on its first write: most
-// engines write nothing to stderr, and a file create is an inode
-// allocation, 0.02–0.8 ms of CPU on this project's test disk (the figure
-// grows with recent deletions; docs/benchmarks.md).
+// engines write nothing to stderr, and an empty .err beside every session
+// log would only say so.
 type lazyLog struct {
 	path string
 	f    *os.File

@@ -16,6 +16,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/redact"
+	"github.com/kingdom-dev/kingdom/pkg/spawn"
 )
 
 // PetitionOptions configure Petition.
@@ -86,7 +87,7 @@ func classify(ctx context.Context, o PetitionOptions) (*doc.PetitionResult, erro
 	}
 	l := layout.New(o.BaseDir)
 	parser := engine.NewParser(inv.Engine)
-	ro := RunOptions{Params: Params{BaseDir: o.BaseDir, TaskID: o.EventID, PromptFile: o.PromptFile,
+	ro := RunOptions{Params: spawn.Params{BaseDir: o.BaseDir, TaskID: o.EventID, PromptFile: o.PromptFile,
 		Workdir: workdir, SoldierID: "petition-" + o.EventID}, System: o.System, Environ: o.Environ}
 	code, stderrTail, err := executePetition(ctx, l, ro, inv, parser)
 	if ctx.Err() == context.DeadlineExceeded {

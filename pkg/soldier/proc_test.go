@@ -15,7 +15,8 @@ import (
 
 // runEngine is the engine's process: argv, dir, env and stdin as given,
 // both outputs copied, the exit code reported; a binary that cannot be
-// started is an error naming it, as os/exec words it.
+// started is an error naming it. A nil environment is an empty one, never
+// the soldier's own.
 func TestRunEngine_RunsTheEngineAsGiven(t *testing.T) {
 	dir := t.TempDir()
 	in := filepath.Join(dir, "prompt")
@@ -23,10 +24,10 @@ func TestRunEngine_RunsTheEngineAsGiven(t *testing.T) {
 	f, _ := os.Open(in)
 	defer f.Close()
 	var out, errb bytes.Buffer
-	code, interrupted, started, err := runEngine(context.Background(), "/bin/sh",
+	code, interrupted, err := runEngine(context.Background(), "/bin/sh",
 		[]string{"sh", "-c", `pwd; echo "$X"; cat; echo oops >&2; exit 3`}, dir, []string{"X=from-env"}, f, &out, &errb, nil)
-	if err != nil || !started || interrupted || code != 3 {
-		t.Fatalf("code %d, interrupted %v, started %v, err %v", code, interrupted, started, err)
+	if err != nil || interrupted || code != 3 {
+		t.Fatalf("code %d, interrupted %v, err %v", code, interrupted, err)
 	}
 	real, _ := filepath.EvalSymlinks(dir)
 	if got := out.String(); got != real+"\nfrom-env\nthe prompt" {
@@ -37,12 +38,18 @@ func TestRunEngine_RunsTheEngineAsGiven(t *testing.T) {
 	}
 	// No stdin given: /dev/null.
 	out.Reset()
-	if code, _, _, err := runEngine(context.Background(), "/bin/cat", []string{"cat"}, dir, nil, nil, &out, &errb, nil); err != nil || code != 0 || out.Len() != 0 {
+	if code, _, err := runEngine(context.Background(), "/bin/cat", []string{"cat"}, dir, nil, nil, &out, &errb, nil); err != nil || code != 0 || out.Len() != 0 {
 		t.Errorf("cat of no stdin: code %d, err %v, out %q", code, err, out.String())
 	}
-	_, _, started, err = runEngine(context.Background(), "/nonexistent/agent", []string{"agent"}, dir, nil, nil, &out, &errb, nil)
-	if started || err == nil || !strings.Contains(err.Error(), "fork/exec /nonexistent/agent") {
-		t.Errorf("missing binary: started %v, err %v", started, err)
+	// No environment given: none at all.
+	t.Setenv("KINGDOM_SOLDIER_TEST_SECRET", "s3cret")
+	out.Reset()
+	if _, _, err := runEngine(context.Background(), "/bin/sh", []string{"sh", "-c", "env"}, dir, nil, nil, &out, &errb, nil); err != nil || strings.Contains(out.String(), "s3cret") {
+		t.Errorf("nil env: err %v, the engine saw %q", err, out.String())
+	}
+	_, _, err = runEngine(context.Background(), "/nonexistent/agent", []string{"agent"}, dir, nil, nil, &out, &errb, nil)
+	if err == nil || !strings.Contains(err.Error(), "/nonexistent/agent") {
+		t.Errorf("missing binary: err %v", err)
 	}
 }
 
@@ -69,10 +76,10 @@ func TestRunEngine_ContextAndSignalKillTheGroup(t *testing.T) {
 				}
 			}()
 			var out, errb bytes.Buffer
-			code, interrupted, started, err := runEngine(ctx, "/bin/sh",
+			code, interrupted, err := runEngine(ctx, "/bin/sh",
 				[]string{"sh", "-c", `sleep 300 & echo $! > child.tmp; mv child.tmp child; wait`}, dir, nil, nil, &out, &errb, sigs)
-			if !started || err != nil || code != -1 || interrupted != (by == "signal") {
-				t.Fatalf("code %d, interrupted %v, started %v, err %v", code, interrupted, started, err)
+			if err != nil || code != -1 || interrupted != (by == "signal") {
+				t.Fatalf("code %d, interrupted %v, err %v", code, interrupted, err)
 			}
 			b, _ := os.ReadFile(filepath.Join(dir, "child"))
 			pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
@@ -111,10 +118,10 @@ func TestRunEngine_SignalDuringTheOutputDrainCounts(t *testing.T) {
 		sigs <- syscall.SIGHUP
 	}()
 	var out, errb bytes.Buffer
-	code, interrupted, started, err := runEngine(context.Background(), "/bin/sh",
+	code, interrupted, err := runEngine(context.Background(), "/bin/sh",
 		[]string{"sh", "-c", `setsid sleep 3 & touch exited; exit 0`}, dir, nil, nil, &out, &errb, sigs)
-	if !started || err != nil {
-		t.Fatalf("started %v, err %v", started, err)
+	if err != nil {
+		t.Fatalf("err %v", err)
 	}
 	if !interrupted {
 		t.Fatalf("a stop signal during the output drain was missed (code %d)", code)

@@ -32,8 +32,9 @@ func readRaw(t *testing.T, path string) map[string]any {
 	return m
 }
 
-// The raw result is published whole and private; the staging name is gone.
-func TestPublish_ReusesTheStagingFile(t *testing.T) {
+// The raw result is published whole and private (0600, whatever the
+// agent's umask gave its staging file), and the staging file is gone.
+func TestPublish_WholePrivateAndStagingRemoved(t *testing.T) {
 	l := layout.New(t.TempDir())
 	l.Ensure()
 	task := "task-20261125-001"
@@ -92,9 +93,9 @@ func TestPublish_NeverWritesThroughALinkTheAgentMade(t *testing.T) {
 	}
 }
 
-// A raw result the general wrote first (Timeout) wins over the staging
-// file, which is removed.
-func TestPublish_InPlaceNeverReplacesTheGeneralsResult(t *testing.T) {
+// A raw result the general wrote first (Timeout) wins over the soldier's,
+// and the staging file is removed.
+func TestPublish_NeverReplacesTheGeneralsResult(t *testing.T) {
 	l := layout.New(t.TempDir())
 	l.Ensure()
 	task := "task-20261125-003"

@@ -15,6 +15,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/engine"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/spawn"
 )
 
 // realRig runs soldier.Run against a real CLI (node_modules/.bin) pointed
@@ -55,7 +56,7 @@ func (r *realRig) run(task, prompt, workdir, resume string) *Outcome {
 	os.WriteFile(p, []byte(prompt), 0o600)
 	l := layout.New(r.base)
 	os.Remove(l.ResultRaw(task))
-	out, err := Run(context.Background(), RunOptions{Params: Params{BaseDir: r.base, TaskID: task, General: "gen-x",
+	out, err := Run(context.Background(), RunOptions{Params: spawn.Params{BaseDir: r.base, TaskID: task, General: "gen-x",
 		PromptFile: p, Workdir: workdir, SoldierID: "soldier-1-" + task[len(task)-3:], Resume: resume}, System: r.sys, Environ: r.env})
 	if err != nil {
 		r.t.Fatal(err)

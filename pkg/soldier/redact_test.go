@@ -9,9 +9,10 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/spawn"
 )
 
-// Issue #13 items 2 and 9: an agent that prints its environment (GH_TOKEN is
+// SPEC §10.14: an agent that prints its environment (GH_TOKEN is
 // passed to soldiers by design) and puts it in its result leaves no token in
 // logs/sessions/* or the raw result, and its staging result is removed once
 // published.
@@ -32,7 +33,7 @@ func TestRun_SessionLogsAndRawResultAreRedactedAndStagingRemoved(t *testing.T) {
 		`printf '{"task_id":"%s","status":"failed","summary":"saw %s","error":"token %s"}' "$2" "$GH_TOKEN" "$GH_TOKEN" > "$1"`
 	sys.Runtime.Command.Argv = []string{"/bin/sh", "-c", script, "sh", "{result_path}", "{task_id}"}
 	const task = "task-20261121-001"
-	out, err := Run(context.Background(), RunOptions{Params: Params{BaseDir: base, TaskID: task, General: "gen-x",
+	out, err := Run(context.Background(), RunOptions{Params: spawn.Params{BaseDir: base, TaskID: task, General: "gen-x",
 		PromptFile: prompt, Workdir: work, SoldierID: "soldier-1-aa"}, System: sys, Environ: os.Environ()})
 	if err != nil {
 		t.Fatal(err)

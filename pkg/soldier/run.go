@@ -21,9 +21,8 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/logging"
 	"github.com/kingdom-dev/kingdom/pkg/redact"
+	"github.com/kingdom-dev/kingdom/pkg/spawn"
 )
-
-var nowFunc = time.Now
 
 // Environment variables a soldier's engine sees (beside the passthrough).
 const (
@@ -40,7 +39,7 @@ const maxResultBytes = 1 << 20
 
 // RunOptions configure Run.
 type RunOptions struct {
-	Params
+	spawn.Params
 	System  *config.System
 	Environ []string // the process environment (os.Environ())
 }
@@ -81,9 +80,8 @@ func Run(ctx context.Context, o RunOptions) (*Outcome, error) {
 	}
 	task := o.TaskID
 	// Read by the king (cancel), the general and the chamberlain while we
-	// run, so written whole; not synced: after a machine crash the soldier
-	// is gone whatever the file says.
-	if err := atomicfile.Replace(l.ResultSoldierID(task), []byte(o.SoldierID+"\n"), 0o600); err != nil {
+	// run.
+	if err := atomicfile.WriteFile(l.ResultSoldierID(task), []byte(o.SoldierID+"\n"), 0o600); err != nil {
 		return nil, fmt.Errorf("record soldier id: %w", err)
 	}
 	hb := l.ResultHeartbeat(task)
@@ -133,9 +131,8 @@ func Run(ctx context.Context, o RunOptions) (*Outcome, error) {
 		}
 		spec.ResultSchema, spec.SchemaFile, spec.LastMessageFile = sch, l.ResultOutputSchema(task), l.ResultLastMessage(task)
 		_ = os.Remove(spec.LastMessageFile)
-		// Read only by the codex we start after this: written in place,
-		// no temp, no fsync (removed when the run ends).
-		if err := atomicfile.WritePrivate(spec.SchemaFile, sch, 0o600); err != nil {
+		// Read by the codex we start after this; removed when the run ends.
+		if err := atomicfile.WriteFile(spec.SchemaFile, sch, 0o600); err != nil {
 			return nil, fmt.Errorf("write output schema: %w", err)
 		}
 		defer os.Remove(spec.SchemaFile)
@@ -244,8 +241,8 @@ func resultOf(task string, o RunOptions, inv *engine.Invocation, spec engine.Spe
 // result: task_id is ours, and so are the fields the agent may not set.
 // It is not checked against the raw-result schema here: the general does
 // that when it reads the published result, and rejects it naming the
-// origin recorded in it (soldier-spawn links no validator; it starts once
-// per task).
+// origin recorded in it (one validator, the reader's: soldier-spawn links
+// none).
 func fromStructured(task string, b []byte) (map[string]any, error) {
 	var m map[string]any
 	if err := json.Unmarshal(b, &m); err != nil || m == nil {
@@ -369,22 +366,16 @@ func jsonText(v any) string {
 	return redact.Clip(string(b), 80)
 }
 
-// publish writes the raw result with no-replace (§9.5).
+// publish writes the redacted raw result with no-replace (§9.5) and
+// removes the agent's staging file: written with the agent's umask, it
+// would otherwise stay forever.
 func publish(l layout.Layout, task string, raw map[string]any) error {
 	b, err := json.MarshalIndent(redactRaw(raw), "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode raw result %s: %w", task, err)
 	}
-	b = append(b, '\n')
-	staging, path := l.ResultStaging(task), l.ResultRaw(task)
-	err = publishInPlace(staging, path, b)
-	if err == nil {
-		return nil // the staging file is the raw result now
-	}
-	if errors.Is(err, errNoStaging) {
-		err = atomicfile.CreateNoReplace(path, b, 0o600)
-	}
-	removeStaging(staging)
+	err = atomicfile.CreateNoReplace(l.ResultRaw(task), append(b, '\n'), 0o600)
+	_ = os.Remove(l.ResultStaging(task))
 	if errors.Is(err, atomicfile.ErrExists) {
 		return nil // the general already decided (Timeout, SoldierDied)
 	}
@@ -446,36 +437,29 @@ func executeTo(ctx context.Context, l layout.Layout, o RunOptions, inv *engine.I
 		defer f.Close()
 		stdin = f
 	}
-	// Output goes through writers fed from pipes whose reading ends when
-	// the engine's group is gone, or engineWaitDelay after the engine
-	// exited: a background child holding stdout (a dev server started by
-	// the agent) does not hang the soldier until its timeout.
+	// A background child holding stdout (a dev server started by the
+	// agent) does not hang the soldier: its output is read for
+	// engineWaitDelay at most after the engine exited.
 	outW := &lineWriter{log: stdoutLog, hb: hb, parser: p}
 	errW := &lineWriter{log: stderrLog, hb: hb, keepTail: true}
 	// tmux kill-session sends SIGHUP to the pane's process group, which is
 	// ours, not the engine's: catch it (and SIGTERM/SIGINT) and take the
 	// engine's group down with us, or a killed soldier's agent would go on
-	// working as an orphan.
+	// working as an orphan. Once the engine is gone a SIGHUP ends the
+	// soldier by default again, before it can publish.
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, stopSignals...)
-	// Once this returns, a stop signal ends the soldier by default again,
-	// before it can publish.
-	defer signal.Stop(sigs)
-	code, interrupted, started, err := runEngine(ctx, inv.Path, inv.Args, inv.Dir, env, stdin, outW, errW, sigs)
-	if !started {
+	code, interrupted, err := runEngine(ctx, inv.Path, inv.Args, inv.Dir, env, stdin, outW, errW, sigs)
+	signal.Stop(sigs)
+	if err != nil {
 		return -1, "", err
-	}
-	select {
-	case <-sigs: // one that came as the engine ended
-		interrupted = true
-	default:
 	}
 	outW.flush()
 	errW.flush()
 	if interrupted || ctx.Err() == context.Canceled {
 		return code, errW.Tail(), ErrInterrupted
 	}
-	return code, errW.Tail(), err
+	return code, errW.Tail(), nil
 }
 
 // lineWriter receives an engine's output: it copies it to the log and, per

@@ -15,6 +15,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/engine"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/spawn"
 )
 
 // An agent that starts a background process (a dev server) which keeps its
@@ -34,7 +35,7 @@ func TestRun_BackgroundChildHoldingStdoutDoesNotHang(t *testing.T) {
 	sys.Runtime.Command.Argv = []string{"/bin/sh", "-c", script, "sh", "{result_path}", "{task_id}", "{workdir}"}
 	done := make(chan *Outcome, 1)
 	go func() {
-		out, err := Run(context.Background(), RunOptions{Params: Params{BaseDir: base, TaskID: "task-20261121-001", General: "gen-x",
+		out, err := Run(context.Background(), RunOptions{Params: spawn.Params{BaseDir: base, TaskID: "task-20261121-001", General: "gen-x",
 			PromptFile: prompt, Workdir: work, SoldierID: "soldier-1-aa"}, System: sys, Environ: os.Environ()})
 		if err != nil {
 			t.Error(err)
@@ -92,7 +93,7 @@ func TestRun_InvalidStagingResultIsInvalidResultAndNoEmptyErrLog(t *testing.T) {
 	script := `printf '{"task_id":"%s","status":"done","summary":"ok","Status":"success"}' "$2" > "$1"; echo '{"type":"result"}'`
 	sys.Runtime.Command.Argv = []string{"/bin/sh", "-c", script, "sh", "{result_path}", "{task_id}"}
 	const task = "task-20261121-002"
-	out, err := Run(context.Background(), RunOptions{Params: Params{BaseDir: base, TaskID: task, General: "gen-x",
+	out, err := Run(context.Background(), RunOptions{Params: spawn.Params{BaseDir: base, TaskID: task, General: "gen-x",
 		PromptFile: prompt, Workdir: work, SoldierID: "soldier-1-bb"}, System: sys, Environ: os.Environ()})
 	if err != nil {
 		t.Fatal(err)

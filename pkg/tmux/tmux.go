@@ -14,7 +14,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/redact"
@@ -22,14 +21,6 @@ import (
 
 // EnvSocket names the private tmux socket used by the whole installation.
 const EnvSocket = "KINGDOM_TMUX_SOCKET"
-
-// EnvControl set to 1 lets a general send its tmux commands through one
-// control-mode client (UseControl). Off by default: Debian's tmux 3.3a
-// server segfaults (every session lost) when a control client creates
-// sessions while other clients create sessions too, as a kingdom's
-// generals and start do (reproduced with tmux alone; docs/ARCHITECTURE.md).
-// Without it a general runs a tmux process per command.
-const EnvControl = "KINGDOM_TMUX_CONTROL"
 
 // Session is one tmux session.
 type Session struct {
@@ -44,8 +35,6 @@ type Client struct {
 	Socket string // -L socket name ("" = default server)
 	// Timeout bounds each tmux call (default 10 s).
 	Timeout time.Duration
-
-	ctl *control // the control-mode client, when UseControl enabled it (control.go)
 }
 
 // New returns a client for the socket named by KINGDOM_TMUX_SOCKET.
@@ -68,47 +57,6 @@ func (c *Client) timeout() time.Duration {
 	return c.Timeout
 }
 
-// run runs one tmux command: through the control client when there is one
-// (control.go), else (or when it cannot send) as a tmux process of its own.
-func (c *Client) run(ctx context.Context, a ...string) ([]byte, error) {
-	if c.ctl == nil {
-		return c.exec(ctx, a...)
-	}
-	out, msg, how, err := c.ctl.run(ctx, c.timeout(), a)
-	switch how {
-	case ctlDone:
-		if err != nil && msg != "" {
-			return out, c.failed(a[0], err, msg)
-		}
-		return out, err
-	case ctlLost:
-		return c.rerun(ctx, a)
-	}
-	return c.exec(ctx, a...)
-}
-
-// rerun runs as a process of its own a command whose control-mode reply was
-// lost (the control client died after it was sent, so tmux may or may not
-// have run it). Only new-session is not idempotent: if the lost one did
-// create the session, the second meets "duplicate session", and the pane
-// pid of that session is the answer (session names are fresh ids).
-func (c *Client) rerun(ctx context.Context, a []string) ([]byte, error) {
-	out, err := c.exec(ctx, a...)
-	if err == nil || a[0] != "new-session" || !strings.Contains(err.Error(), "duplicate session") {
-		return out, err
-	}
-	name := ""
-	for i := 1; i+1 < len(a) && a[i] != "--"; i++ {
-		if a[i] == "-s" {
-			name = a[i+1]
-		}
-	}
-	if name == "" {
-		return out, err
-	}
-	return c.exec(ctx, "display-message", "-p", "-t", exact(name)+":", "#{pane_pid}")
-}
-
 // failed is the error of a tmux command that failed with message msg.
 func (c *Client) failed(cmd string, err error, msg string) error {
 	if isNoServer(msg) || strings.Contains(msg, "can't find session") || strings.Contains(msg, "session not found") {
@@ -117,12 +65,8 @@ func (c *Client) failed(cmd string, err error, msg string) error {
 	return fmt.Errorf("tmux %s: %w: %s", cmd, err, msg)
 }
 
-// execs counts tmux client processes started for commands (tests).
-var execs atomic.Int64
-
-// exec runs one tmux command as a tmux client process.
-func (c *Client) exec(ctx context.Context, a ...string) ([]byte, error) {
-	execs.Add(1)
+// run runs one tmux command as a tmux process of its own.
+func (c *Client) run(ctx context.Context, a ...string) ([]byte, error) {
 	bin := c.Bin
 	if bin == "" {
 		bin = "tmux"
@@ -193,35 +137,17 @@ func (c *Client) Start(ctx context.Context, name string, opt NewOptions, argv ..
 		return 0, errors.New("tmux new-session: empty command")
 	}
 	a := []string{"new-session", "-d", "-P", "-F", "#{pane_pid}", "-s", name, "-x", "200", "-y", "50"}
-	dir := opt.Dir
-	if dir == "" {
-		// A tmux process's own directory was the default; a control
-		// client's default would be its session's: name ours.
-		dir, _ = os.Getwd()
-	}
-	if dir != "" {
+	if opt.Dir != "" {
 		// tmux expands formats in -c (#{…}, #(command)!): ## is a literal #.
-		a = append(a, "-c", strings.ReplaceAll(dir, "#", "##"))
+		a = append(a, "-c", strings.ReplaceAll(opt.Dir, "#", "##"))
 	}
-	keys := make([]string, 0, len(opt.Env)+1)
+	keys := make([]string, 0, len(opt.Env))
 	for k := range opt.Env {
 		keys = append(keys, k)
 	}
-	if _, set := opt.Env["PATH"]; !set {
-		// tmux gives a session the PATH of the client that asked for it,
-		// but only of a client not attached to a session; a control client
-		// is attached, so pass ours as a tmux process would.
-		if _, ok := os.LookupEnv("PATH"); ok {
-			keys = append(keys, "PATH")
-		}
-	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		v, ok := opt.Env[k]
-		if !ok {
-			v = os.Getenv(k)
-		}
-		a = append(a, "-e", k+"="+v)
+		a = append(a, "-e", k+"="+opt.Env[k])
 	}
 	if len(argv) < 2 {
 		// tmux hands a single word to the shell; only two or more words are

@@ -118,3 +118,33 @@ func TestTmux_HasNeverMistakesAFailureForGone(t *testing.T) {
 		t.Fatalf("missing session: Has = %v, %v; want false, nil", ok, err)
 	}
 }
+
+// Start returns the pid of the session's own process, and the directory
+// and environment arrive as given: tmux format-expands -c, so a # in the
+// directory must not become a format.
+func TestTmux_StartReturnsThePaneProcessAndKeepsDirAndEnv(t *testing.T) {
+	ctx := context.Background()
+	c := privateClient(t)
+	dir := filepath.Join(t.TempDir(), "d #{pane_pid} ## $HOME")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	pid, err := c.Start(ctx, "soldier-1", tmux.NewOptions{Dir: dir, Env: map[string]string{"KINGDOM_X": "x 'y' \"z\""}},
+		"/bin/sh", "-c", `printf '%s\n%s\n%s' "$$" "$(pwd -P)" "$KINGDOM_X" > "$1.tmp" && mv "$1.tmp" "$1"; sleep 30`, "sh", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("%d\n%s\nx 'y' \"z\"", pid, dir)
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(out); err == nil {
+			if string(b) != want {
+				t.Fatalf("session wrote %q, want %q", b, want)
+			}
+			return
+		}
+		time.Sleep(20 * time.Millisecond) // waiting for the session's process
+	}
+	t.Fatal("session never wrote its output")
+}

@@ -1,11 +1,10 @@
-// Package soldier is soldier-spawn: one task attempt in its own tmux
-// session (SPEC §4.6). Spawn creates the session `soldier-<id>` whose
-// command is `soldier-spawn run …` (argv, never a shell string); Run is that
-// command: it runs the engine with the task's prompt, captures its output
-// under logs/sessions/, touches the task heartbeat on every output line,
-// records the soldier and session ids, and publishes the raw result
-// (§9.5). Petition runs the king's classifier (§9.21).
-package soldier
+// Package spawn is the contract between a general and soldier-spawn (SPEC
+// §4.6): the parameters of one task attempt (Params), the argv of the
+// soldier session's command (RunArgs), where the soldier-spawn binary is
+// (FindBinary), and Launch, which creates the session `soldier-<id>`
+// through tmux. The general starts soldiers with it; cmd/soldier-spawn
+// reads the same flags back. It imports no role.
+package spawn
 
 import (
 	"context"
@@ -13,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
@@ -88,15 +88,6 @@ func RunArgs(bin string, p Params) []string {
 	return a
 }
 
-// Spawn creates the soldier's tmux session running `bin run …` and returns
-// the soldier id (p.SoldierID, or a fresh one). env is set in the session
-// (tmux -e); KINGDOM_BASE_DIR is always added, and GOMAXPROCS=1 for the
-// soldier's own runtime (see RestoreEnv).
-func Spawn(ctx context.Context, tc *tmux.Client, bin string, p Params, env map[string]string) (string, error) {
-	s, err := Launch(ctx, tc, bin, p, env)
-	return s.ID, err
-}
-
 // Launched is a soldier just started: its id (the tmux session) and the
 // pid of its `soldier-spawn run` process (0 if tmux did not say).
 type Launched struct {
@@ -104,10 +95,14 @@ type Launched struct {
 	PID int
 }
 
-// Launch is Spawn returning the soldier's process too.
+// Launch creates the soldier's tmux session running `bin run …` (argv,
+// never a shell string) in p.Workdir. p.SoldierID names the session; empty,
+// a fresh one is made. env is set in the session (tmux -e), with
+// KINGDOM_BASE_DIR and the client's tmux socket added: a session gets the
+// tmux server's environment, not the caller's (SPEC §9.13).
 func Launch(ctx context.Context, tc *tmux.Client, bin string, p Params, env map[string]string) (Launched, error) {
 	if p.SoldierID == "" {
-		p.SoldierID = ids.Soldier(nowFunc())
+		p.SoldierID = ids.Soldier(time.Now())
 	}
 	if err := p.Check(); err != nil {
 		return Launched{}, fmt.Errorf("spawn soldier for %s: %w", p.TaskID, err)
@@ -116,7 +111,6 @@ func Launch(ctx context.Context, tc *tmux.Client, bin string, p Params, env map[
 	for k, v := range env {
 		e[k] = v
 	}
-	soldierProcsEnv(e)
 	if s := tc.Socket; s != "" {
 		e[tmux.EnvSocket] = s
 	}
