@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
-	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/spend"
@@ -109,59 +108,4 @@ func reportText(d DailyReport) string {
 		}
 	}
 	return b.String()
-}
-
-// warnOldEntries logs the seed 002 safety check: thread mappings (and
-// awaited replies) older than the warning age are a sign that a task
-// finished without its mapping being cleared. The envoy owns those files;
-// the chamberlain only reads them.
-func (r *Role) warnOldEntries(now time.Time) {
-	cut := now.Add(-config.Days(r.c.Retention.ThreadMappingWarnDays))
-	for _, path := range []string{r.l.EnvoyThreadMappings(), r.l.EnvoyAwaiting()} {
-		b, err := queue.ReadLimited(path, queue.DefaultMaxSize*16)
-		if err != nil {
-			continue
-		}
-		var doc any
-		if json.Unmarshal(b, &doc) != nil {
-			continue
-		}
-		if n := countOld(doc, cut); n > 0 {
-			r.log.Warn(fmt.Sprintf("%d entries of %s are older than %d days", n, path, r.c.Retention.ThreadMappingWarnDays), "cat", "CLEANUP")
-		}
-	}
-}
-
-// countOld counts the entries (values of a top-level object, or items of a
-// top-level array) carrying a timestamp field older than cut.
-func countOld(doc any, cut time.Time) int {
-	var entries []any
-	switch d := doc.(type) {
-	case map[string]any:
-		for _, v := range d {
-			entries = append(entries, v)
-		}
-	case []any:
-		entries = d
-	}
-	n := 0
-	for _, e := range entries {
-		m, ok := e.(map[string]any)
-		if !ok {
-			continue
-		}
-		for _, k := range []string{"created_at", "registered_at", "updated_at", "at", "ts"} {
-			s, ok := m[k].(string)
-			if !ok {
-				continue
-			}
-			if t, err := time.Parse(time.RFC3339, s); err == nil {
-				if t.Before(cut) {
-					n++
-				}
-				break
-			}
-		}
-	}
-	return n
 }
