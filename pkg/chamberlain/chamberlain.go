@@ -18,9 +18,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/chamberlain/report"
 	"github.com/kingdom-dev/kingdom/pkg/clock"
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
+	"github.com/kingdom-dev/kingdom/pkg/health"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
@@ -91,13 +93,13 @@ type Role struct {
 	anomaly AnomalyState
 	alerts  AlertState
 	state   MonitorState
-	stats   Stats
+	stats   report.Stats
 	// last encodings written, to skip identical rewrites
 	lastAnomaly, lastAlerts, lastState, lastStats []byte
 
 	lastTempSweep time.Time
 	lastTokens    time.Time
-	tokens        Tokens
+	tokens        health.Tokens
 	tokenErr      error
 
 	// Last is the report of the most recent tick.
@@ -167,7 +169,7 @@ func (r *Role) load(now time.Time) {
 	r.anomaly.init()
 	r.alerts.init()
 	r.state.init(now)
-	r.stats.init()
+	r.stats.Init()
 }
 
 // save persists every state file that changed.

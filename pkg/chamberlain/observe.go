@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/chamberlain/report"
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/health"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
@@ -63,11 +64,11 @@ type Report struct {
 	TmuxErr      error
 	tmuxByName   map[string]tmux.Session
 
-	Tokens   Tokens
+	Tokens   health.Tokens
 	TokenErr error
 
-	// Money is today's spend, budget and engine pauses (money.go).
-	Money *Money
+	// Money is today's spend, budget and engine pauses.
+	Money *report.Money
 
 	Queues []QueueDepth
 	Errors []string // things that could not be read
@@ -278,7 +279,7 @@ func (r *Role) observeRoles(now time.Time, rep *Report) {
 // (each call outside the daemon).
 func (r *Role) observeTokens(now time.Time, rep *Report) {
 	if r.mode != ModeDaemon || r.lastTokens.IsZero() || now.Sub(r.lastTokens) >= r.c.TokenMonitoringInterval() || now.Before(r.lastTokens) {
-		r.tokens, r.tokenErr = r.ledgerTokens(now, rep.Money)
+		r.tokens, r.tokenErr = report.Tokens(r.c, r.cfg.Budget, now, rep.Money)
 		r.lastTokens = now
 	}
 	rep.Tokens, rep.TokenErr = r.tokens, r.tokenErr

@@ -2,6 +2,7 @@ package chamberlain
 
 import (
 	"encoding/json"
+	"github.com/kingdom-dev/kingdom/pkg/chamberlain/report"
 	"os"
 	"strings"
 	"testing"
@@ -46,7 +47,6 @@ func TestDaily_JobsRunOnceAtOrAfterTheirHour(t *testing.T) {
 		t.Fatal("cleanup does not run on the first start after its hour")
 	}
 }
-
 
 func TestRotateLogs_OverSizeToOld(t *testing.T) {
 	e := newEnv(t, time.Date(2026, 11, 21, 12, 0, 0, 0, time.Local))
@@ -97,12 +97,12 @@ func TestDailyReport_DocumentAndMessage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var doc DailyReport
+	var doc report.DailyReport
 	if err := json.Unmarshal(b, &doc); err != nil {
 		t.Fatal(err)
 	}
-	want := DailyReport{Type: "daily_report", Date: "2026-11-21",
-		Tasks: ReportTasks{Created: 3, Completed: 2, Failed: 1, NeedsHuman: 1}, Soldiers: ReportSoldiers{Spawned: 3}}
+	want := report.DailyReport{Type: "daily_report", Date: "2026-11-21",
+		Tasks: report.Tasks{Created: 3, Completed: 2, Failed: 1, NeedsHuman: 1}, Soldiers: report.Soldiers{Spawned: 3}}
 	if doc.Type != want.Type || doc.Date != want.Date || doc.Tasks != want.Tasks || doc.Soldiers != want.Soldiers || doc.AvgDurationSeconds["gen-pr"] != 420 {
 		t.Fatalf("report = %+v", doc)
 	}
@@ -121,4 +121,3 @@ func TestDailyReport_DocumentAndMessage(t *testing.T) {
 		t.Fatalf("report queued again: %d messages", n)
 	}
 }
-
