@@ -133,7 +133,7 @@ func TestOnce_ReadOnlyBesideDaemon(t *testing.T) {
 }
 
 // Beside a daemon, --once takes CPU from the daemon's fresh resources.json
-// instead of sampling a window of its own (SPEC §9.26, issue #15).
+// instead of sampling a window of its own (SPEC §9.26): answering at once matters more than a fresh CPU window.
 func TestOnce_BesideDaemonUsesTheDaemonsFreshCPUSample(t *testing.T) {
 	l := setup(t)
 	doc := fmt.Sprintf(`{"timestamp":%q,"system":{"cpu_percent":73.5,"memory_percent":1,"disk_percent":1,"load_average":[0,0,0]},"sessions":{"soldiers_active":0,"soldiers_max":4,"list":[]},"health":"yellow"}`,

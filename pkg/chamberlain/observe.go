@@ -198,12 +198,13 @@ func (r *Role) observeSessions(ctx context.Context, now time.Time, rep *Report) 
 			r.emit("recovery.sessions_cleaned", map[string]any{"removed_count": len(pruned)})
 		}
 	} else {
-		// Read under the shared lock: a write trades sessions.json's inode
-		// with a kept sibling that the write after next rewrites in place.
+		// A reader takes the registry as it is (under the shared lock) and
+		// prunes nothing: pruning is the daemon's.
 		es, rerr := r.reg.Read()
 		if rerr != nil {
 			rep.Errors = append(rep.Errors, rerr.Error())
-			// What is true on disk, not an empty list (issue #13 item 5).
+			// An unreadable registry is rebuilt from what is on disk: an empty
+			// list would hide running soldiers.
 			es = sessions.Rebuild(r.l)
 		}
 		ss, err := r.tm.List(ctx)

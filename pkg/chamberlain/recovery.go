@@ -160,8 +160,8 @@ func (r *Role) deadRoles(ctx context.Context, rep *Report, now time.Time) ([]con
 		if st.Session && restart {
 			// Hung: alive but not ticking. Kill its process tree first (a
 			// stopped or wedged process ignores the SIGHUP of kill-session
-			// and would keep its leader lock, issue #13 item 7), then the
-			// session; start's watchdog relaunches it.
+			// and would keep its leader lock, so the relaunch could not
+			// lead), then the session; start's watchdog relaunches it.
 			killHung(st.PID)
 			if err := r.tm.Kill(ctx, st.Name); err != nil {
 				errs = append(errs, fmt.Sprintf("kill hung %s: %v", st.Name, err))
