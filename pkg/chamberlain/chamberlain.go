@@ -227,6 +227,7 @@ func (r *Role) Tick(ctx context.Context) error {
 	if err := r.writeResources(rep); err != nil {
 		errs = append(errs, err)
 	}
+	r.watcherEvents(rep)
 	if err := r.consume(); err != nil {
 		errs = append(errs, err)
 	}

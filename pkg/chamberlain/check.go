@@ -100,6 +100,14 @@ func (rep *Report) Table(w io.Writer) error {
 			p("\nPAUSED\tengine %s until %s (%s)", eng, fmtLocal(m.Pauses[eng].Until), redact.Clip(m.Pauses[eng].Reason, 120))
 		}
 	}
+	if pa := rep.Paused; pa != nil {
+		p("\nPAUSED\tthe kingdom, since %s by %s: no new task starts until `start resume`", fmtLocal(pa.Since), pa.By)
+	}
+	for _, name := range slices.Sorted(maps.Keys(rep.Watchers)) {
+		if w := rep.Watchers[name]; w.Failing() {
+			p("\nWATCHER\t%s failing: %d polls in a row (last: %s)", name, w.ConsecutiveFailures, redact.Clip(w.LastError, 120))
+		}
+	}
 	p("\n\nQUEUE\tSTATE\tFILES\n")
 	for _, q := range rep.Queues {
 		p("%s\t%s\t%d\n", q.Queue, q.State, q.Count)

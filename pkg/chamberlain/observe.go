@@ -11,11 +11,13 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/chamberlain/report"
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/health"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
+	"github.com/kingdom-dev/kingdom/pkg/watchstatus"
 )
 
 // Resources is state/resources.json (pkg/health owns the shape).
@@ -70,6 +72,15 @@ type Report struct {
 	// Money is today's spend, budget and engine pauses.
 	Money *report.Money
 
+	// Paused is the operator's pause (state/king/paused.json), nil when
+	// the kingdom is not paused.
+	Paused *control.Pause
+	// Watchers is the sentinel's record of its watchers' polls.
+	Watchers map[string]watchstatus.Watcher
+	// WatchersErr: watchers.json did not load, so Watchers says nothing
+	// about which failures ended.
+	WatchersErr error
+
 	Queues []QueueDepth
 	Errors []string // things that could not be read
 	// ConfigErr is set when the installed manifests do not load: the roles
@@ -103,6 +114,7 @@ func (r *Role) observe(ctx context.Context, now time.Time) (*Report, error) {
 	}
 	r.observeRoles(now, rep)
 	r.observeMoney(now, rep)
+	r.observeOperator(rep)
 	r.observeTokens(now, rep)
 	for _, q := range []struct{ kind, state string }{
 		{layout.QEvents, layout.Pending}, {layout.QEvents, layout.Petitioning}, {layout.QEvents, layout.Dispatched},
@@ -284,6 +296,21 @@ func (r *Role) observeTokens(now time.Time, rep *Report) {
 		r.lastTokens = now
 	}
 	rep.Tokens, rep.TokenErr = r.tokens, r.tokenErr
+}
+
+// observeOperator reads the pause and the sentinel's watcher record.
+func (r *Role) observeOperator(rep *Report) {
+	p, err := control.ReadPause(r.l)
+	if err != nil {
+		rep.Errors = append(rep.Errors, err.Error())
+	}
+	rep.Paused = p
+	ws, err := watchstatus.Load(watchstatus.Path(r.l))
+	if err != nil {
+		rep.WatchersErr = err
+		rep.Errors = append(rep.Errors, err.Error())
+	}
+	rep.Watchers = ws.Watchers
 }
 
 func localDate(t time.Time) string { return t.In(time.Local).Format("2006-01-02") }

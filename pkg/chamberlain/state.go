@@ -60,6 +60,9 @@ type MonitorState struct {
 	Roles map[string]*RoleDown `json:"roles"`
 	// Token is the last token evaluation (date is host local YYYY-MM-DD).
 	Token TokenMemo `json:"token"`
+	// Watchers holds the sentinel's watchers seen failing, until they
+	// succeed again (system.watcher_failing / system.watcher_recovered).
+	Watchers map[string]bool `json:"failing_watchers,omitempty"`
 	// Report accumulates the daily report since its last issue.
 	Report report.Acc `json:"report"`
 }
@@ -145,6 +148,9 @@ func (m *MonitorState) init(now time.Time) {
 	}
 	if m.Roles == nil {
 		m.Roles = map[string]*RoleDown{}
+	}
+	if m.Watchers == nil {
+		m.Watchers = map[string]bool{}
 	}
 	m.Report.Init(now)
 }
