@@ -31,7 +31,7 @@ func command() *cli.Command {
 			&cli.BoolFlag{Name: "json", Usage: "with --once: print the resources document and its verdict instead of the table"},
 		),
 		Description: chamberlain.ExitCodesHelp,
-		Action: run,
+		Action:      run,
 		// Exit codes are decided by app.Main alone; cli's own handler would
 		// print "exit 2" and exit first.
 		ExitErrHandler: func(context.Context, *cli.Command, error) {},
