@@ -28,9 +28,10 @@ func command() *cli.Command {
 		Name:  "chamberlain",
 		Usage: "watch resources, heartbeats, sessions and internal events; alert, recover, rotate and clean",
 		Flags: append(app.RoleFlags(),
-			&cli.BoolFlag{Name: "json", Usage: "with --once: print the resources document instead of the table"},
+			&cli.BoolFlag{Name: "json", Usage: "with --once: print the resources document and its verdict instead of the table"},
 		),
-		Action: run,
+		Description: chamberlain.ExitCodesHelp,
+		Action:      run,
 		// Exit codes are decided by app.Main alone; cli's own handler would
 		// print "exit 2" and exit first.
 		ExitErrHandler: func(context.Context, *cli.Command, error) {},
@@ -137,30 +138,32 @@ func once(ctx context.Context, cmd *cli.Command) error {
 	if tickErr != nil && rep != nil && rep.MetricsErr == nil {
 		fmt.Fprintf(os.Stderr, "chamberlain: %v\n", tickErr)
 	}
+	v := rep.Verdict()
 	if cmd.Bool("json") {
 		if rep == nil || rep.Resources == nil {
-			return &app.CodeError{Code: 3, Err: fmt.Errorf("cannot evaluate health: %v", tickErr)}
+			return &app.CodeError{Code: chamberlain.VerdictUnknown, Err: fmt.Errorf("cannot evaluate health: %v", tickErr)}
 		}
-		b, err := json.MarshalIndent(rep.Resources, "", "  ")
+		// The resources document with the kingdom's verdict beside it
+		// (schemas/check.json), so a monitor reads the same truth as the
+		// exit code.
+		b, err := json.MarshalIndent(struct {
+			*chamberlain.Resources
+			Verdict chamberlain.Verdict `json:"verdict"`
+		}{rep.Resources, v}, "", "  ")
 		if err != nil {
 			return err
 		}
 		fmt.Fprintln(cmd.Root().Writer, string(b))
+		for _, p := range v.Problems {
+			fmt.Fprintln(os.Stderr, "chamberlain:", p)
+		}
 	} else if rep != nil {
 		if err := rep.Table(cmd.Root().Writer); err != nil {
 			return err
 		}
 	}
-	v := rep.Verdict()
-	if cmd.Bool("json") {
-		// The document is resources.json's (resource health only); the
-		// kingdom's verdict goes to stderr and the exit code.
-		for _, p := range v.Problems {
-			fmt.Fprintln(os.Stderr, "chamberlain:", p)
-		}
-	}
-	if v.Code != 0 {
-		return &app.CodeError{Code: v.Code}
+	if v.Exit != 0 {
+		return &app.CodeError{Code: v.Exit}
 	}
 	return nil
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/app"
+	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
+	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
@@ -133,7 +135,7 @@ func TestOnce_ReadOnlyBesideDaemon(t *testing.T) {
 }
 
 // Beside a daemon, --once takes CPU from the daemon's fresh resources.json
-// instead of sampling a window of its own (SPEC §9.26, issue #15).
+// instead of sampling a window of its own (SPEC §9.26): answering at once matters more than a fresh CPU window.
 func TestOnce_BesideDaemonUsesTheDaemonsFreshCPUSample(t *testing.T) {
 	l := setup(t)
 	doc := fmt.Sprintf(`{"timestamp":%q,"system":{"cpu_percent":73.5,"memory_percent":1,"disk_percent":1,"load_average":[0,0,0]},"sessions":{"soldiers_active":0,"soldiers_max":4,"list":[]},"health":"yellow"}`,
@@ -180,5 +182,106 @@ func TestOnce_CannotEvaluateExits3(t *testing.T) {
 	os.WriteFile(l.GeneralManifest("gen-x"), []byte("name: gen-x\nsubscribes: nope: [\n"), 0o600)
 	if _, code := runOnce(t, "--base-dir", l.Base, "--once"); code != 3 {
 		t.Fatalf("bad manifest: exit %d, want 3", code)
+	}
+}
+
+// calm keeps a loaded test machine's resources green so the verdict speaks
+// of roles, pauses and watchers only.
+const calm = "thresholds:\n  cpu_yellow: 100\n  cpu_orange: 100\n  cpu_red: 100\n  memory_yellow: 97\n  memory_orange: 98\n  memory_red: 99\n"
+
+// everyRoleUp gives each core role a live tmux session and a fresh heartbeat.
+func everyRoleUp(t *testing.T, l layout.Layout) {
+	t.Helper()
+	if err := os.WriteFile(l.ConfigFile("chamberlain.yaml"), []byte(calm), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tm := &tmux.Client{Socket: os.Getenv(tmux.EnvSocket)}
+	for _, role := range []string{"sentinel", "king", "envoy", "chamberlain"} {
+		if err := tm.NewSession(context.Background(), role, tmux.NewOptions{}, "sleep", "600"); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(l.Heartbeat(role), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A `start pause` left in place stops all work: --once names it and exits 1
+// (degraded) until it is lifted, in the table and in --json's verdict.
+func TestOnce_AForgottenPauseIsNamedAndDegrades(t *testing.T) {
+	l := setup(t)
+	everyRoleUp(t, l)
+	out, code := runOnce(t, "--base-dir", l.Base, "--once")
+	if code != 0 || strings.Contains(out, "PAUSED") {
+		t.Fatalf("before the pause: exit %d, want 0 and no pause\n%s", code, out)
+	}
+	if err := atomicfile.WriteJSON(l.KingPaused(), control.Pause{Since: schema.FormatTime(time.Now().Add(-26 * time.Hour)), By: "alice@host"}); err != nil {
+		t.Fatal(err)
+	}
+	out, code = runOnce(t, "--base-dir", l.Base, "--once")
+	if code != 1 || !strings.Contains(out, "PAUSED") || !strings.Contains(out, "alice@host") || !strings.Contains(out, "start resume") {
+		t.Fatalf("paused: exit %d, want 1 with the pause shown\n%s", code, out)
+	}
+	out, code = runOnce(t, "--base-dir", l.Base, "--once", "--json")
+	if code != 1 {
+		t.Fatalf("--json paused: exit %d, want 1\n%s", code, out)
+	}
+	if err := schema.Validate(schema.KindCheck, []byte(out)); err != nil {
+		t.Fatalf("--json output does not fit schemas/check.json: %v\n%s", err, out)
+	}
+	var doc struct {
+		Health  string
+		Verdict struct {
+			Exit     int `json:"exit"`
+			Problems []struct {
+				Role, Check, Reason string
+			} `json:"problems"`
+		} `json:"verdict"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Health == "" || doc.Verdict.Exit != 1 || len(doc.Verdict.Problems) != 1 || doc.Verdict.Problems[0].Check != "kingdom" ||
+		!strings.Contains(doc.Verdict.Problems[0].Reason, "paused") {
+		t.Fatalf("--json verdict = %+v, want exit 1 naming the pause beside the resources", doc)
+	}
+	os.Remove(l.KingPaused())
+	if out, code = runOnce(t, "--base-dir", l.Base, "--once", "--json"); code != 0 || !strings.Contains(out, `"exit": 0`) {
+		t.Fatalf("after resume: exit %d\n%s", code, out)
+	}
+}
+
+// --json carries the verdict of a kingdom that is down: the roles by name.
+func TestOnce_JSONVerdictNamesTheRolesDown(t *testing.T) {
+	l := setup(t)
+	out, code := runOnce(t, "--base-dir", l.Base, "--once", "--json")
+	var doc struct {
+		Verdict struct {
+			Exit     int `json:"exit"`
+			Problems []struct{ Role, Reason string }
+		} `json:"verdict"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	roles := map[string]bool{}
+	for _, p := range doc.Verdict.Problems {
+		roles[p.Role] = true
+	}
+	if code != 2 || doc.Verdict.Exit != code || !roles["king"] || !roles["sentinel"] {
+		t.Fatalf("exit %d, verdict %+v: want 2 naming king and sentinel", code, doc.Verdict)
+	}
+}
+
+func TestHelp_NamesTheExitCodes(t *testing.T) {
+	out, code := runOnce(t, "--help")
+	if code != 0 {
+		t.Fatalf("--help exit %d", code)
+	}
+	flat := strings.Join(strings.Fields(out), " ")
+	for _, want := range []string{"0 when all is well", "1 degraded", "2 down", "3 when it cannot evaluate"} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("--help lacks %q:\n%s", want, out)
+		}
 	}
 }

@@ -22,6 +22,7 @@ const (
 	KindFailures  = "failures"
 	KindTimeouts  = "timeouts"
 	KindStale     = "stale"
+	KindWatcher   = "watcher"
 	KindReport    = "report"
 	KindRecovered = "recovered"
 )

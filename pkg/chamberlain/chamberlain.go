@@ -1,9 +1,16 @@
-// Package chamberlain keeps the kingdom healthy (seed 000, the consumer side
-// of seed 001, the retention of seed 002, SPEC §4.8): host metrics and
-// health in state/resources.json, role heartbeats and the dead-role table,
-// level-triggered soldier session reconciliation, the internal event stream
-// (stats, anomalies, daily report), alerts without storms, the token budget,
-// log rotation and retention.
+// Package chamberlain keeps the kingdom healthy (seed 000, SPEC §4.8): host
+// metrics and health in state/resources.json, role heartbeats and the
+// dead-role table (hung sessions killed for start to relaunch, a dead
+// general's soldiers killed), level-triggered soldier session
+// reconciliation, the internal event stream and its anomaly detectors,
+// alerts without storms, log rotation, and the verdict of chamberlain
+// --once.
+//
+// Two sub-packages do the rest of the role's work and are driven from its
+// Tick: report (stats.json, the daily report, spend and token status) is
+// fed every consumed event and issues the report at report.hour; retention
+// (seed 002's cleanup, task dirs, base clones, dead writers' temps) runs at
+// cleanup.hour and every ten minutes for the temps.
 //
 // Drive it with runner.Run(ctx, opts, chamberlain.New(l, cfg, deps, ModeDaemon))
 // on monitoring.interval_seconds, or evaluate one read-only report with
@@ -18,9 +25,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/chamberlain/report"
 	"github.com/kingdom-dev/kingdom/pkg/clock"
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
+	"github.com/kingdom-dev/kingdom/pkg/health"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
@@ -91,13 +100,13 @@ type Role struct {
 	anomaly AnomalyState
 	alerts  AlertState
 	state   MonitorState
-	stats   Stats
+	stats   report.Stats
 	// last encodings written, to skip identical rewrites
 	lastAnomaly, lastAlerts, lastState, lastStats []byte
 
 	lastTempSweep time.Time
 	lastTokens    time.Time
-	tokens        Tokens
+	tokens        health.Tokens
 	tokenErr      error
 
 	// Last is the report of the most recent tick.
@@ -167,7 +176,7 @@ func (r *Role) load(now time.Time) {
 	r.anomaly.init()
 	r.alerts.init()
 	r.state.init(now)
-	r.stats.init()
+	r.stats.Init()
 }
 
 // save persists every state file that changed.
@@ -218,6 +227,7 @@ func (r *Role) Tick(ctx context.Context) error {
 	if err := r.writeResources(rep); err != nil {
 		errs = append(errs, err)
 	}
+	r.watcherEvents(rep)
 	if err := r.consume(); err != nil {
 		errs = append(errs, err)
 	}

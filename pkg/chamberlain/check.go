@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -19,15 +21,6 @@ func Check(ctx context.Context, l layout.Layout, cfg Config, d Deps) (*Report, e
 	r := New(l, cfg, d, ModeReadOnly)
 	err := r.Tick(ctx)
 	return r.Last, err
-}
-
-// ExitCode is chamberlain --once's exit code for the report: 0 green,
-// 1 yellow or orange, 2 red, 3 when health cannot be evaluated.
-func (rep *Report) ExitCode() int {
-	if rep == nil || rep.MetricsErr != nil || rep.Health == "" {
-		return 3
-	}
-	return ExitCode(rep.Health)
 }
 
 func fmtAge(d time.Duration) string {
@@ -103,8 +96,16 @@ func (rep *Report) Table(w io.Writer) error {
 		case m.Budget.Warning:
 			p("  — over 80%%")
 		}
-		for _, eng := range sortedKeys(m.Pauses) {
+		for _, eng := range slices.Sorted(maps.Keys(m.Pauses)) {
 			p("\nPAUSED\tengine %s until %s (%s)", eng, fmtLocal(m.Pauses[eng].Until), redact.Clip(m.Pauses[eng].Reason, 120))
+		}
+	}
+	if pa := rep.Paused; pa != nil {
+		p("\nPAUSED\tthe kingdom, since %s by %s: no new task starts until `start resume`", fmtLocal(pa.Since), pa.By)
+	}
+	for _, name := range slices.Sorted(maps.Keys(rep.Watchers)) {
+		if w := rep.Watchers[name]; w.Failing() {
+			p("\nWATCHER\t%s failing: %d polls in a row (last: %s)", name, w.ConsecutiveFailures, redact.Clip(w.LastError, 120))
 		}
 	}
 	p("\n\nQUEUE\tSTATE\tFILES\n")

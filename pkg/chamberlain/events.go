@@ -2,9 +2,9 @@ package chamberlain
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/chamberlain/report"
 	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
@@ -35,88 +35,24 @@ func (r *Role) consume() error {
 	return nil
 }
 
-// eventData is the union of the data fields the chamberlain reads.
-type eventData struct {
-	EventID         string   `json:"event_id"`
-	General         string   `json:"general"`
-	TargetGeneral   string   `json:"target_general"`
-	DurationSeconds *float64 `json:"duration_seconds"`
-}
-
-// generalOf names the general an outcome event is about: its actor (the
-// king emits task.* with actor = the general, SPEC §9.7), else the data.
-func generalOf(ev eventlog.Event, d eventData) string {
-	if strings.HasPrefix(ev.Actor, "gen-") {
-		return ev.Actor
-	}
-	if d.General != "" {
-		return d.General
-	}
-	if d.TargetGeneral != "" {
-		return d.TargetGeneral
-	}
-	return ev.Actor
-}
-
-// apply folds one event into the counters and detectors. It must not log
-// or emit: it also runs under the exclusive rotation lock.
+// apply folds one event into the accounts (package report) and the
+// anomaly detectors. It must not log or emit: it also runs under the
+// exclusive rotation lock.
 func (r *Role) apply(ev eventlog.Event) error {
-	var d eventData
-	switch ev.Type {
-	case "task.created", "soldier.spawned", "soldier.timeout":
-		// counted by type alone: skip decoding data
-	default:
-		if len(ev.Data) > 0 && relevant(ev.Type) {
-			d = decodeEventData(ev.Data) // a data shape we do not know counts by type only
-		}
-	}
+	d := report.Decode(ev)
+	report.Apply(&r.stats, &r.state.Report, ev, d)
+	an := &r.anomaly
 	at := ev.Time()
 	if at.IsZero() {
 		at = r.clk.Now()
 	}
-	st, rep, an := &r.stats, &r.state.Report, &r.anomaly
-	st.Events++
-	gs := func(name string) *GeneralStats {
-		g := st.Generals[name]
-		if g == nil {
-			g = &GeneralStats{}
-			st.Generals[name] = g
-		}
-		return g
-	}
 	switch ev.Type {
-	case "task.created":
-		rep.Created++
 	case "task.completed":
-		st.Totals.TaskCompleted++
-		rep.Completed++
-		name := generalOf(ev, d)
-		g := gs(name)
-		g.Completed++
-		if d.DurationSeconds != nil && *d.DurationSeconds >= 0 {
-			g.DurationCount++
-			g.DurationSumSeconds += *d.DurationSeconds
-			g.AvgDurationSeconds = round1(g.DurationSumSeconds / float64(g.DurationCount))
-			rep.DurSum[name] += *d.DurationSeconds
-			rep.DurCount[name]++
-		}
 		// A success ends a failure streak: only truly consecutive failures count.
-		delete(an.Consecutive, name)
+		delete(an.Consecutive, report.GeneralOf(ev, d))
 	case "task.failed":
-		st.Totals.TaskFailed++
-		rep.Failed++
-		name := generalOf(ev, d)
-		gs(name).Failed++
-		an.Consecutive[name]++
-	case "task.needs_human":
-		rep.NeedsHuman++
-		gs(generalOf(ev, d)).NeedsHuman++
-	case "soldier.spawned":
-		st.Totals.SoldierSpawned++
-		rep.Spawned++
+		an.Consecutive[report.GeneralOf(ev, d)]++
 	case "soldier.timeout":
-		st.Totals.SoldierTimeout++
-		rep.Timeout++
 		an.Timeouts = append(an.Timeouts, at)
 	case "event.detected":
 		if d.EventID != "" {
@@ -129,14 +65,6 @@ func (r *Role) apply(ev eventlog.Event) error {
 		delete(an.StaleAlerted, d.EventID)
 	}
 	return nil
-}
-
-func relevant(typ string) bool {
-	switch typ {
-	case "task.completed", "task.failed", "task.needs_human", "event.detected", "event.dispatched", "event.discarded":
-		return true
-	}
-	return false
 }
 
 // anomalies evaluates the detectors at now: failure streaks and the

@@ -3,6 +3,7 @@ package chamberlain
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/kingdom-dev/kingdom/pkg/chamberlain/report"
 	"os"
 	"os/exec"
 	"strconv"
@@ -16,13 +17,13 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
-func readStats(t *testing.T, e *env) Stats {
+func readStats(t *testing.T, e *env) report.Stats {
 	t.Helper()
 	b, err := os.ReadFile(e.l.StatsJSON())
 	if err != nil {
 		t.Fatal(err)
 	}
-	var s Stats
+	var s report.Stats
 	if err := json.Unmarshal(b, &s); err != nil {
 		t.Fatal(err)
 	}

@@ -57,20 +57,6 @@ func Evaluate(s Sample, t config.Thresholds) (level, reason string) {
 	return health.Evaluate(s.CPU, s.Memory, thresholdsOf(t))
 }
 
-// ExitCode maps a health level to chamberlain --once's exit code: 0 green,
-// 1 yellow or orange, 2 red.
-func ExitCode(health string) int {
-	switch health {
-	case Green:
-		return 0
-	case Yellow, Orange:
-		return 1
-	case Red:
-		return 2
-	}
-	return 3
-}
-
 // round1 rounds a percentage to one decimal, as the seed's resources.json.
 func round1(f float64) float64 { return math.Round(f*10) / 10 }
 

@@ -2,6 +2,8 @@ package chamberlain
 
 import (
 	"encoding/json"
+	"github.com/kingdom-dev/kingdom/pkg/chamberlain/report"
+	"github.com/kingdom-dev/kingdom/pkg/health"
 	"os"
 	"strings"
 	"testing"
@@ -67,7 +69,7 @@ func TestMoney_TokensAndStatsComeFromTheLedger(t *testing.T) {
 	if err := json.Unmarshal(b, &res); err != nil {
 		t.Fatal(err)
 	}
-	if res.Tokens == nil || res.Tokens.Status != TokenOK || res.Tokens.DailyCostUSD != 0.75 ||
+	if res.Tokens == nil || res.Tokens.Status != health.TokenOK || res.Tokens.DailyCostUSD != 0.75 ||
 		res.Tokens.DailyInputTokens != 1310 || res.Tokens.DailyOutputTokens != 125 {
 		t.Errorf("tokens = %+v", res.Tokens)
 	}
@@ -75,7 +77,7 @@ func TestMoney_TokensAndStatsComeFromTheLedger(t *testing.T) {
 		t.Errorf("budget = %+v", res.Budget)
 	}
 
-	var st Stats
+	var st report.Stats
 	sb, err := os.ReadFile(e.l.StatsJSON())
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +137,7 @@ func TestMoney_BudgetThresholdsAlertOnceEachPerDay(t *testing.T) {
 	if exceeded != 1 {
 		t.Errorf("exceeded alerts = %d, want 1", exceeded)
 	}
-	if r.Last.Resources.Tokens.Status != TokenCritical {
+	if r.Last.Resources.Tokens.Status != health.TokenCritical {
 		t.Errorf("token status past the budget = %s, want critical", r.Last.Resources.Tokens.Status)
 	}
 	e.clk.Advance(24 * time.Hour) // a new day: nothing spent, nothing alerted

@@ -9,12 +9,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/chamberlain/report"
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/health"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
+	"github.com/kingdom-dev/kingdom/pkg/watchstatus"
 )
 
 // Resources is state/resources.json (pkg/health owns the shape).
@@ -63,11 +66,20 @@ type Report struct {
 	TmuxErr      error
 	tmuxByName   map[string]tmux.Session
 
-	Tokens   Tokens
+	Tokens   health.Tokens
 	TokenErr error
 
-	// Money is today's spend, budget and engine pauses (money.go).
-	Money *Money
+	// Money is today's spend, budget and engine pauses.
+	Money *report.Money
+
+	// Paused is the operator's pause (state/king/paused.json), nil when
+	// the kingdom is not paused.
+	Paused *control.Pause
+	// Watchers is the sentinel's record of its watchers' polls.
+	Watchers map[string]watchstatus.Watcher
+	// WatchersErr: watchers.json did not load, so Watchers says nothing
+	// about which failures ended.
+	WatchersErr error
 
 	Queues []QueueDepth
 	Errors []string // things that could not be read
@@ -102,6 +114,7 @@ func (r *Role) observe(ctx context.Context, now time.Time) (*Report, error) {
 	}
 	r.observeRoles(now, rep)
 	r.observeMoney(now, rep)
+	r.observeOperator(rep)
 	r.observeTokens(now, rep)
 	for _, q := range []struct{ kind, state string }{
 		{layout.QEvents, layout.Pending}, {layout.QEvents, layout.Petitioning}, {layout.QEvents, layout.Dispatched},
@@ -197,12 +210,13 @@ func (r *Role) observeSessions(ctx context.Context, now time.Time, rep *Report) 
 			r.emit("recovery.sessions_cleaned", map[string]any{"removed_count": len(pruned)})
 		}
 	} else {
-		// Read under the shared lock: a write trades sessions.json's inode
-		// with a kept sibling that the write after next rewrites in place.
+		// A reader takes the registry as it is (under the shared lock) and
+		// prunes nothing: pruning is the daemon's.
 		es, rerr := r.reg.Read()
 		if rerr != nil {
 			rep.Errors = append(rep.Errors, rerr.Error())
-			// What is true on disk, not an empty list (issue #13 item 5).
+			// An unreadable registry is rebuilt from what is on disk: an empty
+			// list would hide running soldiers.
 			es = sessions.Rebuild(r.l)
 		}
 		ss, err := r.tm.List(ctx)
@@ -278,10 +292,25 @@ func (r *Role) observeRoles(now time.Time, rep *Report) {
 // (each call outside the daemon).
 func (r *Role) observeTokens(now time.Time, rep *Report) {
 	if r.mode != ModeDaemon || r.lastTokens.IsZero() || now.Sub(r.lastTokens) >= r.c.TokenMonitoringInterval() || now.Before(r.lastTokens) {
-		r.tokens, r.tokenErr = r.ledgerTokens(now, rep.Money)
+		r.tokens, r.tokenErr = report.Tokens(r.c, r.cfg.Budget, now, rep.Money)
 		r.lastTokens = now
 	}
 	rep.Tokens, rep.TokenErr = r.tokens, r.tokenErr
+}
+
+// observeOperator reads the pause and the sentinel's watcher record.
+func (r *Role) observeOperator(rep *Report) {
+	p, err := control.ReadPause(r.l)
+	if err != nil {
+		rep.Errors = append(rep.Errors, err.Error())
+	}
+	rep.Paused = p
+	ws, err := watchstatus.Load(watchstatus.Path(r.l))
+	if err != nil {
+		rep.WatchersErr = err
+		rep.Errors = append(rep.Errors, err.Error())
+	}
+	rep.Watchers = ws.Watchers
 }
 
 func localDate(t time.Time) string { return t.In(time.Local).Format("2006-01-02") }

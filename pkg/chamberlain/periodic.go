@@ -11,16 +11,12 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
-	"github.com/kingdom-dev/kingdom/pkg/config"
-	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/chamberlain/retention"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
 )
 
-// tempSweepEvery is how often dot-temps older than tempMaxAge are swept.
-const (
-	tempSweepEvery = 10 * time.Minute
-	tempMaxAge     = 10 * time.Minute
-)
+// tempSweepEvery is how often dead writers' dot-temps are swept.
+const tempSweepEvery = 10 * time.Minute
 
 // periodic runs size-based log rotation every tick, the temp sweep every
 // ten minutes, and the daily jobs once per local day at or after their hour
@@ -118,7 +114,7 @@ func (r *Role) rotateLogs() error {
 	return errors.Join(errs...)
 }
 
-// SplitEvents renames logs/events.log to events-YYYYMMDD.log (the previous
+// splitEvents renames logs/events.log to events-YYYYMMDD.log (the previous
 // local day) under the exclusive rotation lock, after draining the cursor
 // so the old file is finished first.
 func (r *Role) splitEvents(now time.Time) error {
@@ -151,154 +147,19 @@ func (r *Role) splitEvents(now time.Time) error {
 	return nil
 }
 
-// sweepTemps removes dot-temps older than ten minutes everywhere in the tree
-// (SPEC §9.31): their writer died.
+// sweepTemps removes the dot-temps of dead writers (SPEC §9.31).
 func (r *Role) sweepTemps(now time.Time) {
-	n := 0
-	for _, d := range r.l.Dirs() {
-		m, _ := atomicfile.SweepOldTemps(d, tempMaxAge, now)
-		n += m
-	}
-	if n > 0 {
+	if n := retention.SweepTemps(r.l, now); n > 0 {
 		r.log.Info("removed stale temp files", "count", n, "cat", "CLEANUP")
 	}
 }
 
-// cleanup deletes files past their retention (seed 002, SPEC §9.31).
+// cleanup runs the daily retention pass (seed 002, SPEC §9.31).
 func (r *Role) cleanup(now time.Time) error {
-	ret := r.c.Retention
-	l := r.l
-	type rule struct {
-		dir   string
-		days  int
-		match func(name string) bool
-	}
-	all := func(string) bool { return true }
-	suffix := func(s ...string) func(string) bool {
-		return func(n string) bool {
-			for _, x := range s {
-				if strings.HasSuffix(n, x) {
-					return true
-				}
-			}
-			return false
-		}
-	}
-	rules := []rule{
-		{l.LogsDir(), ret.LogsDays, suffix(".old")},
-		{l.LogsDir(), ret.LogsDays, func(n string) bool { return strings.HasPrefix(n, "events-") && strings.HasSuffix(n, ".log") }},
-		{l.LogsDir(), ret.LogsDays, func(n string) bool { return n == filepath.Base(l.EnvoyConsoleLog()) }},
-		{l.SessionLogsDir(), ret.SessionLogsDays, suffix(".json", ".err", ".log")},
-		{l.AnalysisDir(), ret.LogsDays, func(n string) bool { return strings.HasPrefix(n, "daily-") && strings.HasSuffix(n, ".json") }},
-		{l.ResultsDir(), ret.ResultsDays, all},
-		{l.PromptsDir(), ret.PromptsDays, all},
-		{l.QueueState(layout.QEvents, layout.Completed), ret.QueueDays, all},
-		{l.QueueState(layout.QTasks, layout.Completed), ret.QueueDays, all},
-		{l.QueueState(layout.QMessages, layout.Sent), ret.QueueDays, all},
-		{l.QueueState(layout.QMessages, layout.Failed), ret.FailedDays, all},
-		{l.QueueState(layout.QEvents, layout.Rejected), ret.RejectedDays, all},
-		{l.QueueState(layout.QTasks, layout.Rejected), ret.RejectedDays, all},
-		{l.QueueState(layout.QMessages, layout.Rejected), ret.RejectedDays, all},
-		{l.InboxRejected(), ret.RejectedDays, all},
-		{l.PetitionResultsDir(), ret.PetitionDays, all},
-		{l.PetitionPromptsDir(), ret.PetitionDays, all},
-		{filepath.Join(l.EnvoyConsoleInbox(), layout.Rejected), ret.RejectedDays, all},
-		{l.SeenDir(), ret.SeenDays, all},
-	}
-	total := 0
-	var errs []error
-	// Task dirs first: their engine sessions are found through the final
-	// results, which the rules below may age out in the same pass.
-	n, err := r.cleanTaskDirs(now.Add(-config.Days(ret.TaskDirsDays)))
-	total += n
-	if err != nil {
-		errs = append(errs, err)
-	}
-	for _, ru := range rules {
-		n, err := removeOlder(ru.dir, now.Add(-config.Days(ru.days)), ru.match)
-		total += n
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
-	n, err = r.cleanClones(now.Add(-config.Days(ret.CloneDays)))
-	total += n
-	if err != nil {
-		errs = append(errs, err)
-	}
-	r.warnOldEntries(now)
+	total, err := retention.New(r.l, r.c.Retention, r.log).Clean(now)
 	if total > 0 {
 		r.log.Info(fmt.Sprintf("deleted %d expired files", total), "cat", "CLEANUP")
 		r.emit("recovery.files_cleaned", map[string]any{"deleted_count": total})
 	}
-	return errors.Join(errs...)
-}
-
-// removeOlder deletes regular files in dir (not dot-files, not recursing)
-// whose name matches and whose mtime is before cutoff.
-func removeOlder(dir string, cutoff time.Time, match func(string) bool) (int, error) {
-	ents, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("list %s: %w", dir, err)
-	}
-	n := 0
-	for _, e := range ents {
-		name := e.Name()
-		if !e.Type().IsRegular() || strings.HasPrefix(name, ".") || !match(name) {
-			continue
-		}
-		fi, err := e.Info()
-		if err != nil || !fi.ModTime().Before(cutoff) {
-			continue
-		}
-		if os.Remove(filepath.Join(dir, name)) == nil {
-			n++
-		}
-	}
-	return n, nil
-}
-
-// cleanTaskDirs removes workspace/<general>/tasks/<task>/ directories older
-// than cutoff whose task is not pending or in progress.
-func (r *Role) cleanTaskDirs(cutoff time.Time) (int, error) {
-	gens, err := os.ReadDir(r.l.WorkspaceDir())
-	if err != nil {
-		return 0, nil
-	}
-	n := 0
-	var errs []error
-	borrowed := r.borrowedTaskDirs() // borrowed.go
-	for _, g := range gens {
-		if !g.IsDir() {
-			continue
-		}
-		dir := filepath.Join(r.l.WorkspaceDir(), g.Name(), "tasks")
-		ents, err := os.ReadDir(dir)
-		if err != nil {
-			continue
-		}
-		for _, e := range ents {
-			if !e.IsDir() {
-				continue
-			}
-			fi, err := e.Info()
-			if err != nil || !fi.ModTime().Before(cutoff) {
-				continue
-			}
-			if r.tasks.Exists(layout.InProgress, e.Name()) || r.tasks.Exists(layout.Pending, e.Name()) ||
-				borrowed[filepath.Join(dir, e.Name())] {
-				continue
-			}
-			r.forgetEngineSessions(filepath.Join(dir, e.Name()), e.Name())
-			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
-				errs = append(errs, fmt.Errorf("remove task dir %s: %w", e.Name(), err))
-				continue
-			}
-			n++
-		}
-	}
-	return n, errors.Join(errs...)
+	return err
 }

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
+	"github.com/kingdom-dev/kingdom/pkg/redact"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
@@ -51,6 +54,11 @@ func (r *Role) act(ctx context.Context, rep *Report, now time.Time) error {
 		kinds = kinds[1:]
 	} else {
 		conds = append(conds, rc...)
+	}
+	if rep.WatchersErr == nil {
+		// An unreadable record is no sign that a failure ended.
+		kinds = append(kinds, KindWatcher)
+		conds = append(conds, watcherConditions(rep)...)
 	}
 	ac, stale := r.anomalies(now)
 	conds = append(conds, ac...)
@@ -160,8 +168,8 @@ func (r *Role) deadRoles(ctx context.Context, rep *Report, now time.Time) ([]con
 		if st.Session && restart {
 			// Hung: alive but not ticking. Kill its process tree first (a
 			// stopped or wedged process ignores the SIGHUP of kill-session
-			// and would keep its leader lock, issue #13 item 7), then the
-			// session; start's watchdog relaunches it.
+			// and would keep its leader lock, so the relaunch could not
+			// lead), then the session; start's watchdog relaunches it.
 			killHung(st.PID)
 			if err := r.tm.Kill(ctx, st.Name); err != nil {
 				errs = append(errs, fmt.Sprintf("kill hung %s: %v", st.Name, err))
@@ -257,6 +265,46 @@ func (r *Role) killSoldiersOf(ctx context.Context, g string, rep *Report) (int, 
 		r.emit("soldier.killed", map[string]any{"soldier_id": sid, "reason": "general_dead", "general": g, "task_id": task})
 	}
 	return n, errors.Join(errs...)
+}
+
+// watcherConditions are the sentinel's watchers failing on every poll: its
+// tick still succeeds and its heartbeat stays fresh, so nothing else shows
+// that no event arrives from that source.
+func watcherConditions(rep *Report) []condition {
+	var conds []condition
+	for _, name := range slices.Sorted(maps.Keys(rep.Watchers)) {
+		w := rep.Watchers[name]
+		if !w.Failing() {
+			continue
+		}
+		conds = append(conds, condition{Kind: KindWatcher, Key: name, Urgency: schema.UrgencyNormal,
+			Content: fmt.Sprintf("Sentinel watcher %s failed its last %d polls: %s. No %s events arrive until it is fixed (a revoked or expired token? see logs/system.log).",
+				name, w.ConsecutiveFailures, redact.Clip(w.LastError, 300), name)})
+	}
+	return conds
+}
+
+// watcherEvents emits system.watcher_failing when a watcher turns failing
+// and system.watcher_recovered when it polls successfully again.
+func (r *Role) watcherEvents(rep *Report) {
+	if rep.WatchersErr != nil {
+		return
+	}
+	for _, name := range slices.Sorted(maps.Keys(rep.Watchers)) {
+		w := rep.Watchers[name]
+		if w.Failing() && !r.state.Watchers[name] {
+			r.state.Watchers[name] = true
+			r.log.Warn("sentinel watcher failing", "watcher", name, "failures", w.ConsecutiveFailures, "err", w.LastError, "cat", "HEALTH")
+			r.emit("system.watcher_failing", map[string]any{"watcher": name, "consecutive_failures": w.ConsecutiveFailures, "error": w.LastError})
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(r.state.Watchers)) {
+		if !rep.Watchers[name].Failing() {
+			delete(r.state.Watchers, name)
+			r.log.Info("sentinel watcher recovered", "watcher", name, "cat", "HEALTH")
+			r.emit("system.watcher_recovered", map[string]any{"watcher": name})
+		}
+	}
 }
 
 func plural(n int) string {

@@ -2,6 +2,7 @@ package chamberlain
 
 import (
 	"encoding/json"
+	"github.com/kingdom-dev/kingdom/pkg/chamberlain/report"
 	"os"
 	"testing"
 	"time"
@@ -42,7 +43,7 @@ func TestDailyReport_SpendCoversTheReportWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var doc DailyReport
+	var doc report.DailyReport
 	if err := json.Unmarshal(b, &doc); err != nil {
 		t.Fatal(err)
 	}

@@ -43,7 +43,7 @@ func (r *Role) writeResources(rep *Report) error {
 	}
 	if prev != rep.Health {
 		r.log.Info(fmt.Sprintf("health %s → %s (%s)", prev, rep.Health, rep.Reason), "cat", "HEALTH")
-		r.emit("system.health_changed", map[string]any{"from": prev, "to": rep.Health, "reason": healthReason(rep)})
+		r.emit("system.health_changed", map[string]any{"from": prev, "to": rep.Health, "reason": rep.Reason})
 	}
 	t := r.c.Thresholds
 	r.crossed("cpu_percent", rep.Sample.CPU, levelOf(rep.Sample.CPU, t.CPUYellow, t.CPUOrange, t.CPURed),
@@ -57,8 +57,6 @@ func (r *Role) writeResources(rep *Report) error {
 	r.crossed("disk_percent", rep.Sample.Disk, disk, map[string]float64{Yellow: t.DiskWarning})
 	return nil
 }
-
-func healthReason(rep *Report) string { return rep.Reason }
 
 // crossed remembers a metric's level and emits system.resource_warning when
 // it rises past a threshold.
@@ -84,10 +82,10 @@ func (r *Role) tokenEvents(rep *Report) {
 	if rep.TokenErr != nil && (first || memo.Status != t.Status) {
 		r.log.Warn("token budget unknown", "err", rep.TokenErr)
 	}
-	if (!first && memo.Status != t.Status) || (first && t.Status != TokenOK && t.Status != TokenUnknown) {
+	if (!first && memo.Status != t.Status) || (first && t.Status != health.TokenOK && t.Status != health.TokenUnknown) {
 		from := memo.Status
 		if from == "" {
-			from = TokenOK
+			from = health.TokenOK
 		}
 		r.emit("system.token_status_changed", map[string]any{"from": from, "to": t.Status, "daily_cost_usd": t.DailyCostUSD})
 	}

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
+	"github.com/kingdom-dev/kingdom/pkg/chamberlain/report"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/spend"
 )
 
 // AnomalyState is state/chamberlain/anomaly-state.json: what the event
@@ -60,8 +60,11 @@ type MonitorState struct {
 	Roles map[string]*RoleDown `json:"roles"`
 	// Token is the last token evaluation (date is host local YYYY-MM-DD).
 	Token TokenMemo `json:"token"`
+	// Watchers holds the sentinel's watchers seen failing, until they
+	// succeed again (system.watcher_failing / system.watcher_recovered).
+	Watchers map[string]bool `json:"failing_watchers,omitempty"`
 	// Report accumulates the daily report since its last issue.
-	Report ReportAcc `json:"report"`
+	Report report.Acc `json:"report"`
 }
 
 // RoleDown is a role whose heartbeat went stale.
@@ -77,50 +80,6 @@ type TokenMemo struct {
 	Date    string  `json:"date"`
 	Status  string  `json:"status"`
 	CostUSD float64 `json:"daily_cost_usd"`
-}
-
-// ReportAcc counts events for the next daily report.
-type ReportAcc struct {
-	Since      time.Time          `json:"since"`
-	Created    int                `json:"tasks_created"`
-	Completed  int                `json:"tasks_completed"`
-	Failed     int                `json:"tasks_failed"`
-	NeedsHuman int                `json:"tasks_needs_human"`
-	Spawned    int                `json:"soldiers_spawned"`
-	Timeout    int                `json:"soldiers_timeout"`
-	DurSum     map[string]float64 `json:"duration_sum"`
-	DurCount   map[string]int     `json:"duration_count"`
-}
-
-// Stats is logs/analysis/stats.json: seed 000's totals plus per-general
-// counts and average durations.
-type Stats struct {
-	UpdatedAt    string                   `json:"updated_at"`
-	Totals       StatsTotals              `json:"totals"`
-	Generals     map[string]*GeneralStats `json:"generals"`
-	Events       int64                    `json:"events_consumed"`
-	CorruptLines int64                    `json:"corrupt_lines"`
-	// Daily is each host-local day's spend from the king's cost ledger,
-	// overall and per general and engine (SPEC §10.6), the last 31 days.
-	Daily map[string]spend.Summary `json:"daily,omitempty"`
-}
-
-// StatsTotals are seed 000's counters.
-type StatsTotals struct {
-	TaskCompleted  int64 `json:"task_completed"`
-	TaskFailed     int64 `json:"task_failed"`
-	SoldierSpawned int64 `json:"soldier_spawned"`
-	SoldierTimeout int64 `json:"soldier_timeout"`
-}
-
-// GeneralStats counts one general's task outcomes.
-type GeneralStats struct {
-	Completed          int64   `json:"completed"`
-	Failed             int64   `json:"failed"`
-	NeedsHuman         int64   `json:"needs_human"`
-	DurationCount      int64   `json:"duration_count"`
-	DurationSumSeconds float64 `json:"duration_sum_seconds"`
-	AvgDurationSeconds float64 `json:"avg_duration_seconds"`
 }
 
 // statePath is state/chamberlain/state.json.
@@ -190,23 +149,8 @@ func (m *MonitorState) init(now time.Time) {
 	if m.Roles == nil {
 		m.Roles = map[string]*RoleDown{}
 	}
-	m.Report.init(now)
-}
-
-func (r *ReportAcc) init(now time.Time) {
-	if r.Since.IsZero() {
-		r.Since = now
+	if m.Watchers == nil {
+		m.Watchers = map[string]bool{}
 	}
-	if r.DurSum == nil {
-		r.DurSum = map[string]float64{}
-	}
-	if r.DurCount == nil {
-		r.DurCount = map[string]int{}
-	}
-}
-
-func (s *Stats) init() {
-	if s.Generals == nil {
-		s.Generals = map[string]*GeneralStats{}
-	}
+	m.Report.Init(now)
 }

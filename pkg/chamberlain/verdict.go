@@ -2,18 +2,26 @@ package chamberlain
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/redact"
 )
 
 // Exit codes of chamberlain --once (SPEC §10.12).
 const (
 	VerdictOK       = 0 // all well
-	VerdictDegraded = 1 // yellow/orange health, or a general down
+	VerdictDegraded = 1 // yellow/orange health, a general down, a watcher failing, the kingdom paused
 	VerdictDown     = 2 // red health, or sentinel, king, envoy or chamberlain down
 	VerdictUnknown  = 3 // cannot evaluate (no base dir, bad config, no metrics)
 )
+
+// ExitCodesHelp names the exit codes for --help.
+const ExitCodesHelp = "chamberlain --once exits 0 when all is well, 1 degraded (health yellow or orange, a general down, " +
+	"a watcher failing on every poll, or the kingdom paused by `start pause`), 2 down (health red, or sentinel, king, " +
+	"envoy or chamberlain down), 3 when it cannot evaluate (no installation, a configuration that does not load, no metrics)."
 
 // coreRoles are the roles whose absence stops the kingdom. The chamberlain
 // is one of them: without it resources.json goes stale, and the king treats
@@ -23,14 +31,32 @@ var coreRoles = map[string]bool{
 	layout.RoleSentinel: true, layout.RoleKing: true, layout.RoleEnvoy: true, layout.RoleChamberlain: true,
 }
 
-// Verdict is the judgement of the whole kingdom: resource health and every
+// Verdict is the judgement of the whole kingdom: resource health, every
 // role `start` should run (sentinel, king, envoy, chamberlain and one
-// general per installed manifest).
+// general per installed manifest), the sentinel's watchers and the
+// operator's pause. chamberlain --once --json prints it beside the
+// resources document (SPEC §11.5).
 type Verdict struct {
-	Code int
-	// Problems names each reason the code is not 0, e.g. "king down (no
-	// tmux session)".
-	Problems []string
+	Exit int `json:"exit"`
+	// Problems names each reason Exit is not 0.
+	Problems []Problem `json:"problems"`
+}
+
+// Problem is one reason for a verdict: a role that is down, or a named
+// check (health, config, tmux, paused, watcher:<name>) that fails.
+type Problem struct {
+	Role   string `json:"role,omitempty"`
+	Check  string `json:"check,omitempty"`
+	Reason string `json:"reason"`
+}
+
+// String reads "king down (no tmux session)", "health red (cpu …)".
+func (p Problem) String() string {
+	name := p.Role
+	if name == "" {
+		name = p.Check
+	}
+	return name + " " + p.Reason
 }
 
 // RoleDown says why a role counts as down, or "" when it is up: no live
@@ -50,31 +76,30 @@ func (rep *Report) RoleDown(ro RoleStatus) string {
 
 // Verdict computes chamberlain --once's exit code and the problems behind it.
 func (rep *Report) Verdict() Verdict {
-	v := Verdict{}
-	raise := func(code int, problem string) {
-		if code > v.Code {
-			v.Code = code
-		}
-		v.Problems = append(v.Problems, problem)
+	v := Verdict{Problems: []Problem{}}
+	raise := func(code int, p Problem) {
+		v.Exit = max(v.Exit, code)
+		v.Problems = append(v.Problems, p)
 	}
 	if rep == nil {
-		return Verdict{Code: VerdictUnknown, Problems: []string{"no report"}}
+		raise(VerdictUnknown, Problem{Check: "report", Reason: "missing"})
+		return v
 	}
 	if rep.ConfigErr != nil {
-		raise(VerdictUnknown, "cannot evaluate: "+rep.ConfigErr.Error())
+		raise(VerdictUnknown, Problem{Check: "config", Reason: "cannot evaluate: " + rep.ConfigErr.Error()})
 	}
 	if rep.MetricsErr != nil || rep.Health == "" {
-		raise(VerdictUnknown, fmt.Sprintf("cannot evaluate resources: %v", rep.MetricsErr))
+		raise(VerdictUnknown, Problem{Check: "resources", Reason: fmt.Sprintf("cannot evaluate: %v", rep.MetricsErr)})
 	} else {
 		switch rep.Health {
 		case Red:
-			raise(VerdictDown, "health red ("+rep.Reason+")")
+			raise(VerdictDown, Problem{Check: "health", Reason: "red (" + rep.Reason + ")"})
 		case Yellow, Orange:
-			raise(VerdictDegraded, "health "+rep.Health+" ("+rep.Reason+")")
+			raise(VerdictDegraded, Problem{Check: "health", Reason: rep.Health + " (" + rep.Reason + ")"})
 		}
 	}
 	if rep.TmuxErr != nil {
-		raise(VerdictDegraded, "tmux sessions unreadable: "+rep.TmuxErr.Error())
+		raise(VerdictDegraded, Problem{Check: "tmux", Reason: "sessions unreadable: " + rep.TmuxErr.Error()})
 	}
 	for _, ro := range rep.Roles {
 		why := rep.RoleDown(ro)
@@ -85,16 +110,35 @@ func (rep *Report) Verdict() Verdict {
 		if coreRoles[ro.Name] {
 			code = VerdictDown
 		}
-		raise(code, ro.Name+" down ("+why+")")
+		raise(code, Problem{Role: ro.Name, Reason: "down (" + why + ")"})
+	}
+	for _, name := range slices.Sorted(maps.Keys(rep.Watchers)) {
+		if w := rep.Watchers[name]; w.Failing() {
+			raise(VerdictDegraded, Problem{Check: "watcher:" + name, Reason: fmt.Sprintf("failing: %d polls in a row (last: %s)",
+				w.ConsecutiveFailures, redact.Clip(w.LastError, 200))})
+		}
+	}
+	if p := rep.Paused; p != nil {
+		// A pause is the operator's choice, but a forgotten one stops all
+		// work as surely as a dead king: it is named until it is lifted.
+		reason := "paused: no new task starts until `start resume`"
+		if p.Since != "" {
+			reason = fmt.Sprintf("paused since %s by %s: no new task starts until `start resume`", fmtLocal(p.Since), p.By)
+		}
+		raise(VerdictDegraded, Problem{Check: "kingdom", Reason: reason})
 	}
 	return v
 }
 
-// verdictLine is the verdict as one line of the table.
+// line is the verdict as one line of the table.
 func (v Verdict) line() string {
-	word := map[int]string{VerdictOK: "OK", VerdictDegraded: "DEGRADED", VerdictDown: "DOWN", VerdictUnknown: "UNKNOWN"}[v.Code]
+	word := map[int]string{VerdictOK: "OK", VerdictDegraded: "DEGRADED", VerdictDown: "DOWN", VerdictUnknown: "UNKNOWN"}[v.Exit]
 	if len(v.Problems) == 0 {
 		return word + "  (every role up, resources green)"
 	}
-	return word + "  (" + strings.Join(v.Problems, "; ") + ")"
+	ps := make([]string, len(v.Problems))
+	for i, p := range v.Problems {
+		ps[i] = p.String()
+	}
+	return word + "  (" + strings.Join(ps, "; ") + ")"
 }

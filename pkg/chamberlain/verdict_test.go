@@ -2,6 +2,8 @@ package chamberlain
 
 import (
 	"errors"
+	"github.com/kingdom-dev/kingdom/pkg/control"
+	"github.com/kingdom-dev/kingdom/pkg/watchstatus"
 	"strings"
 	"testing"
 	"time"
@@ -45,15 +47,20 @@ func TestReport_VerdictCoversRolesAndResources(t *testing.T) {
 		{"chamberlain gone", Report{Health: Green, Roles: with(noSession("chamberlain"))}, 2, "chamberlain down"},
 		{"red", Report{Health: Red, Roles: core}, 2, "health red"},
 		{"a general starting (session, no heartbeat yet)", Report{Health: Green, Roles: with(RoleStatus{Name: "gen-pr", State: RoleNotStarted, Session: true})}, 0, ""},
-		{"no metrics", Report{MetricsErr: errors.New("no /proc"), Roles: core}, 3, "cannot evaluate resources"},
+		{"no metrics", Report{MetricsErr: errors.New("no /proc"), Roles: core}, 3, "resources cannot evaluate"},
+		{"paused by the operator", Report{Health: Green, Roles: core, Paused: &control.Pause{Since: "2026-11-21T10:00:00Z", By: "alice@host"}}, 1, "kingdom paused since"},
+		{"a watcher failing every poll", Report{Health: Green, Roles: core, Watchers: map[string]watchstatus.Watcher{
+			"github": {ConsecutiveFailures: 5, LastError: "GET /notifications: 401 Bad credentials"}}}, 1, "watcher:github failing: 5 polls in a row (last: GET /notifications: 401"},
+		{"a watcher failing once", Report{Health: Green, Roles: core, Watchers: map[string]watchstatus.Watcher{
+			"jira": {ConsecutiveFailures: 1, LastError: "timeout"}}}, 0, ""},
 		{"bad manifest", Report{Health: Green, Roles: core, ConfigErr: errors.New("gen-x.yaml:1: name")}, 3, "gen-x.yaml"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			v := c.rep.Verdict()
-			if v.Code != c.code {
-				t.Errorf("code %d, want %d (%v)", v.Code, c.code, v.Problems)
+			if v.Exit != c.code {
+				t.Errorf("code %d, want %d (%v)", v.Exit, c.code, v.Problems)
 			}
-			if got := strings.Join(v.Problems, "; "); !strings.Contains(got, c.naming) || (c.naming == "" && got != "") {
+			if got := v.line(); !strings.Contains(got, c.naming) || (c.naming == "" && len(v.Problems) != 0) {
 				t.Errorf("problems %q, want them to name %q", got, c.naming)
 			}
 		})

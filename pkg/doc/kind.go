@@ -25,13 +25,14 @@ const (
 	KindPetitionResult Kind = "petition-result"
 	KindCheckpoint     Kind = "checkpoint"
 	KindState          Kind = "state" // the dashboard's /api/v1/state
+	KindCheck          Kind = "check" // chamberlain --once --json
 )
 
 // Kinds lists every document kind.
 func Kinds() []Kind {
 	return []Kind{KindEvent, KindTask, KindMessage, KindRawResult, KindResult,
 		KindInboxEvent, KindSessions, KindResources, KindInternalEvent,
-		KindPetitionResult, KindCheckpoint, KindState}
+		KindPetitionResult, KindCheckpoint, KindState, KindCheck}
 }
 
 // URL is the $id of the kind's schema.

@@ -41,6 +41,7 @@ const (
 	FinalDone                = docpkg.FinalDone
 	FinalFailed              = docpkg.FinalFailed
 	FinalSkipped             = docpkg.FinalSkipped
+	KindCheck                = docpkg.KindCheck
 	KindCheckpoint           = docpkg.KindCheckpoint
 	KindEvent                = docpkg.KindEvent
 	KindInboxEvent           = docpkg.KindInboxEvent

@@ -86,6 +86,7 @@ func TestValidate_AcceptsGoodFixtures(t *testing.T) {
 // badFixtures lists every file in testdata/bad with a fragment its one-line
 // error must contain.
 var badFixtures = map[string]string{
+	"check--missing-verdict.json":                   `check: at '': missing property 'verdict'`,
 	"checkpoint--missing-question.json":             `checkpoint: at '': missing property 'question'`,
 	"checkpoint--missing-workdir.json":              `at '': missing property 'workdir'`,
 	"event--array.json":                             `event: at '': got array, want object`,

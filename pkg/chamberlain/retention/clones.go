@@ -1,4 +1,4 @@
-package chamberlain
+package retention
 
 import (
 	"errors"
@@ -14,11 +14,11 @@ import (
 )
 
 // cleanClones removes the base clones (workspace/<general>/repos/<repo>/)
-// that no task used since cutoff (retention.clone_days, issue #13 item 10).
+// that no task used since cutoff (retention.clone_days).
 // A clone with a live worktree is kept; the removal holds the clone's lock
 // (skipped when a general holds it) and is verified on disk.
-func (r *Role) cleanClones(cutoff time.Time) (int, error) {
-	gens, err := os.ReadDir(r.l.WorkspaceDir())
+func (c *Cleaner) cleanClones(cutoff time.Time) (int, error) {
+	gens, err := os.ReadDir(c.l.WorkspaceDir())
 	if err != nil {
 		return 0, nil
 	}
@@ -28,7 +28,7 @@ func (r *Role) cleanClones(cutoff time.Time) (int, error) {
 		if !g.IsDir() {
 			continue
 		}
-		dir := r.l.ReposDir(g.Name())
+		dir := c.l.ReposDir(g.Name())
 		ents, err := os.ReadDir(dir)
 		if err != nil {
 			continue
@@ -47,7 +47,7 @@ func (r *Role) cleanClones(cutoff time.Time) (int, error) {
 				continue
 			}
 			if removed {
-				r.log.Info("removed unused base clone", "clone", clone, "cat", "CLEANUP")
+				c.log.Info("removed unused base clone", "clone", clone, "cat", "CLEANUP")
 				n++
 			}
 		}
