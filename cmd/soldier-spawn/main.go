@@ -45,14 +45,16 @@ func params(c *cli.Command) spawn.Params {
 
 func loadSystem(base string) (*config.System, error) {
 	l := layout.New(base)
-	if _, err := config.ApplyEnvFile(l.EnvFile()); err != nil {
-		return nil, &app.ConfigError{Err: err}
-	}
 	sys, err := config.LoadSystem(l.ConfigFile(config.SystemFile))
 	if err != nil {
 		return nil, &app.ConfigError{Err: err}
 	}
 	redact.SetExtraNames(config.SecretEnvNamesWith(sys, l.ConfigDir()))
+	// As every role: the soldier's own environment, then what start was
+	// given, then kingdom.env (SPEC §11.4).
+	if _, err := config.ApplySecrets(l.StartSecretsFile(), l.EnvFile(), redact.IsSecretName); err != nil {
+		return nil, &app.ConfigError{Err: err}
+	}
 	return sys, nil
 }
 

@@ -53,7 +53,9 @@ type Record struct {
 const maxRecord = 8 << 20
 
 // Path is the record's file: state/king/waits.json.
-func Path(l layout.Layout) string { return filepath.Join(l.RoleStateDir(layout.RoleKing), "waits.json") }
+func Path(l layout.Layout) string {
+	return filepath.Join(l.RoleStateDir(layout.RoleKing), "waits.json")
+}
 
 // Write replaces the record (atomic, 0600).
 func Write(l layout.Layout, r Record) error {
