@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"strconv"
@@ -377,8 +378,8 @@ func Run(t *testing.T, newLoc func(t *testing.T) string, open Opener) {
 
 	t.Run("TransactionAllOrNothingUnderSIGKILL", func(t *testing.T) {
 		_, loc := fresh(t)
-		for round := range 3 {
-			crashChild(t, loc, 5+round*7)
+		for round := range 8 {
+			crashChild(t, loc, 3+round)
 		}
 		st, err := open(loc)
 		must(t, err)
@@ -444,6 +445,10 @@ func crashChild(t *testing.T, loc string, n int) {
 		}
 		seen++
 	}
+	// Killed at once, the child is always still in its next transaction's
+	// first fsync; a random pause of up to 20 ms lands the kill anywhere in
+	// a commit (the sleep sets where the kill falls, nothing is timed).
+	time.Sleep(time.Duration(rand.IntN(20_000)) * time.Microsecond)
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	if seen == 0 {
