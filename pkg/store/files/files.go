@@ -1,0 +1,407 @@
+// Package files is the single-machine store (SPEC §11.6 kind: files): the
+// store seam over today's files under $BASE_DIR. Queue documents are the
+// queue/<kind>/<state>/<id>.json files of pkg/queue, admission is
+// queue.Admitter's seen index, the event log is logs/events.log through
+// pkg/eventlog, leadership is the role's flock (state/<name>/leader.lock)
+// with an epoch counter beside it, and the key-value is one file per key
+// under state/store/kv/<ns>/.
+//
+// A transaction (Store.Update) is a redo journal: the changes are staged in
+// memory while fn runs, written whole to state/store/journal.json (temp,
+// fsync, rename), applied one by one, made durable, and only then is the
+// journal removed. Every write of the store holds state/store/tx.lock, and
+// the first thing a lock holder does is finish a journal a killed writer
+// left, so after a crash a transaction is either absent (the journal never
+// appeared) or whole. Each change is written to be repeatable, so finishing
+// a journal twice is harmless; only its events may then appear twice in
+// events.log (at-least-once, as a file cursor always was). Readers take no
+// lock: a List during a commit may see some of its files already moved,
+// exactly as the roles see today's renames.
+package files
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
+	"github.com/kingdom-dev/kingdom/pkg/eventlog"
+	"github.com/kingdom-dev/kingdom/pkg/ids"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/lockfile"
+	"github.com/kingdom-dev/kingdom/pkg/queue"
+	"github.com/kingdom-dev/kingdom/pkg/store"
+)
+
+// nsClaims holds who claimed a document: key "<queue>.<id>".
+const nsClaims = "claims"
+
+// Store is the file store of one base directory.
+type Store struct {
+	l      layout.Layout
+	dir    string // state/store
+	queues map[string]*queue.Queue
+	adm    *queue.Admitter
+	em     *eventlog.Emitter
+
+	mu   sync.Mutex // one writer per process; tx.lock orders processes
+	lock *lockfile.File
+
+	cmu  sync.Mutex // the event-log reader below
+	rd   *eventlog.Cursor
+	rpos store.Cursor
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open creates the tree of l if needed and returns its store. It finishes a
+// transaction a killed writer left behind.
+func Open(l layout.Layout) (*Store, error) {
+	if err := l.Ensure(); err != nil {
+		return nil, fmt.Errorf("open file store: %w", err)
+	}
+	s := &Store{l: l, dir: filepath.Join(l.StateDir(), "store"), queues: map[string]*queue.Queue{}}
+	if err := os.MkdirAll(filepath.Join(s.dir, "kv"), 0o700); err != nil {
+		return nil, fmt.Errorf("open file store: %w", err)
+	}
+	s.em = eventlog.NewEmitter(l.EventsLog(), l.RotateLock(), "store", nil)
+	for kind := range layout.QueueStates {
+		s.queues[kind] = queue.New(l, kind, s.em)
+	}
+	s.adm = queue.NewAdmitter(l, s.queues[layout.QEvents])
+	lf, err := lockfile.Open(filepath.Join(s.dir, "tx.lock"))
+	if err != nil {
+		return nil, err
+	}
+	s.lock = lf
+	if err := s.locked(func() error { return nil }); err != nil {
+		lf.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close releases the store's descriptors.
+func (s *Store) Close() error {
+	s.cmu.Lock()
+	if s.rd != nil {
+		s.rd.Close()
+		s.rd = nil
+	}
+	s.cmu.Unlock()
+	s.em.Close()
+	return s.lock.Close()
+}
+
+func (s *Store) journal() string { return filepath.Join(s.dir, "journal.json") }
+
+// locked runs fn holding the write lock, after finishing a left-over
+// journal.
+func (s *Store) locked(fn func() error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.lock.Lock(); err != nil {
+		return err
+	}
+	defer s.lock.Unlock()
+	if err := s.recover(); err != nil {
+		return err
+	}
+	return fn()
+}
+
+// recover finishes the journal a killed writer left. Must hold the lock.
+func (s *Store) recover() error {
+	b, err := os.ReadFile(s.journal())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read store journal: %w", err)
+	}
+	var ops []op
+	if err := json.Unmarshal(b, &ops); err != nil {
+		// The journal appears by rename, whole, so this is damage by
+		// hand; applying part of it would be worse than dropping it.
+		return fmt.Errorf("decode store journal %s: %w", s.journal(), err)
+	}
+	return s.apply(ops)
+}
+
+// recoverIfNeeded finishes a left-over journal before a read, so a reader
+// never sees a killed writer's half.
+func (s *Store) recoverIfNeeded() error {
+	if _, err := os.Lstat(s.journal()); err != nil {
+		return nil
+	}
+	return s.locked(func() error { return nil })
+}
+
+func (s *Store) path(q, state, id string) string { return s.queues[q].Path(state, id) }
+
+// Get returns id of queue q in whatever state holds it.
+func (s *Store) Get(ctx context.Context, q, id string) (store.Doc, error) {
+	if err := store.Check(q, "", id); err != nil {
+		return store.Doc{}, err
+	}
+	if err := s.recoverIfNeeded(); err != nil {
+		return store.Doc{}, err
+	}
+	qq := s.queues[q]
+	state, ok := qq.Find(id)
+	if !ok {
+		return store.Doc{}, fmt.Errorf("get %s %s: %w", q, id, store.ErrNotFound)
+	}
+	b, err := qq.Read(state, id)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return store.Doc{}, fmt.Errorf("get %s %s: %w", q, id, store.ErrNotFound)
+		}
+		return store.Doc{}, err
+	}
+	d := s.doc(q, state, id, b)
+	return d, nil
+}
+
+func (s *Store) doc(q, state, id string, b []byte) store.Doc {
+	d := store.Doc{Queue: q, State: state, ID: id, Data: b}
+	d.Priority, d.CreatedAt, _ = store.ParseHeader(b)
+	if state == layout.Rejected {
+		r, _ := os.ReadFile(s.path(q, state, id) + ".reason")
+		d.Reason = strings.TrimSpace(string(r))
+	}
+	if c, err := s.claimOf(q, id); err == nil {
+		d.Claim = c
+	}
+	return d
+}
+
+// List returns the documents of state in dispatch order; poison met on the
+// way goes to rejected/ (queue.List).
+func (s *Store) List(ctx context.Context, q, state string) ([]store.Doc, error) {
+	if err := store.Check(q, state, "x"); err != nil {
+		return nil, err
+	}
+	if err := s.recoverIfNeeded(); err != nil {
+		return nil, err
+	}
+	ents, err := s.queues[q].List(state)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]store.Doc, 0, len(ents))
+	for _, e := range ents {
+		d := store.Doc{Queue: q, State: state, ID: e.ID, Priority: e.Priority, CreatedAt: e.CreatedAt, Data: e.Data}
+		if state == layout.Rejected {
+			r, _ := os.ReadFile(e.Path + ".reason")
+			d.Reason = strings.TrimSpace(string(r))
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// Claim moves id from → to for c (a no-replace rename under the write lock,
+// with c recorded in the same journal).
+func (s *Store) Claim(ctx context.Context, q, from, to, id string, c store.Claim) error {
+	if err := store.Check(q, from, id); err != nil {
+		return err
+	}
+	if err := store.Check(q, to, id); err != nil {
+		return err
+	}
+	return s.Update(ctx, func(t store.Tx) error {
+		tx := t.(*tx)
+		if st, ok := tx.find(q, id); !ok || st != from {
+			return fmt.Errorf("claim %s %s: %w", q, id, store.ErrTaken)
+		}
+		if err := tx.Move(q, from, to, id); err != nil {
+			return err
+		}
+		b, _ := json.Marshal(c)
+		return tx.Set(nsClaims, q+"."+id, b)
+	})
+}
+
+// ClaimNext claims the first document of from in List order.
+func (s *Store) ClaimNext(ctx context.Context, q, from, to string, c store.Claim) (store.Doc, error) {
+	docs, err := s.List(ctx, q, from)
+	if err != nil {
+		return store.Doc{}, err
+	}
+	for _, d := range docs {
+		err := s.Claim(ctx, q, from, to, d.ID, c)
+		if errors.Is(err, store.ErrTaken) {
+			continue
+		}
+		if err != nil {
+			return store.Doc{}, err
+		}
+		d.State, d.Claim = to, c
+		return d, nil
+	}
+	return store.Doc{}, fmt.Errorf("claim next %s/%s: %w", q, from, store.ErrNotFound)
+}
+
+func (s *Store) claimOf(q, id string) (store.Claim, error) {
+	var c store.Claim
+	b, err := s.readKV(nsClaims, q+"."+id)
+	if err != nil {
+		return c, err
+	}
+	return c, json.Unmarshal(b, &c)
+}
+
+// Admit queues an external event once per id (queue.Admitter).
+func (s *Store) Admit(ctx context.Context, id string, data []byte) error {
+	if err := ids.Check(id); err != nil {
+		return fmt.Errorf("admit event: %w", err)
+	}
+	return s.locked(func() error {
+		err := s.adm.Admit(id, data)
+		if errors.Is(err, queue.ErrDuplicate) {
+			return fmt.Errorf("admit %s: %w", id, store.ErrDuplicate)
+		}
+		return err
+	})
+}
+
+// Value returns one key-value entry.
+func (s *Store) Value(ctx context.Context, ns, key string) ([]byte, error) {
+	if err := store.CheckKey(ns, key); err != nil {
+		return nil, err
+	}
+	if err := s.recoverIfNeeded(); err != nil {
+		return nil, err
+	}
+	return s.readKV(ns, key)
+}
+
+func (s *Store) kvPath(ns, key string) string { return filepath.Join(s.dir, "kv", ns, key) }
+
+func (s *Store) readKV(ns, key string) ([]byte, error) {
+	b, err := atomicfile.ReadLimited(s.kvPath(ns, key), queue.DefaultMaxSize)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("value %s/%s: %w", ns, key, store.ErrNotFound)
+	}
+	return b, err
+}
+
+// Values returns every entry of ns.
+func (s *Store) Values(ctx context.Context, ns string) (map[string][]byte, error) {
+	if err := store.CheckKey(ns, "x"); err != nil {
+		return nil, err
+	}
+	if err := s.recoverIfNeeded(); err != nil {
+		return nil, err
+	}
+	ents, err := os.ReadDir(filepath.Join(s.dir, "kv", ns))
+	if errors.Is(err, fs.ErrNotExist) {
+		return map[string][]byte{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("values %s: %w", ns, err)
+	}
+	out := make(map[string][]byte, len(ents))
+	for _, e := range ents {
+		if atomicfile.IsTemp(e.Name()) || !ids.Valid(e.Name()) {
+			continue
+		}
+		if b, err := s.readKV(ns, e.Name()); err == nil {
+			out[e.Name()] = b
+		}
+	}
+	return out, nil
+}
+
+// Lead takes state/<name>/leader.lock (the role's flock) and bumps the
+// epoch counter beside it.
+func (s *Store) Lead(ctx context.Context, name string) (store.Lease, error) {
+	if err := ids.Check(name); err != nil {
+		return nil, fmt.Errorf("lead: %w", err)
+	}
+	if err := os.MkdirAll(s.l.RoleStateDir(name), 0o700); err != nil {
+		return nil, fmt.Errorf("lead %s: %w", name, err)
+	}
+	ld, err := lockfile.TryLeader(s.l.LeaderLock(name))
+	if err != nil {
+		var held *lockfile.HeldError
+		if errors.As(err, &held) {
+			return nil, fmt.Errorf("lead %s: %w (%v)", name, store.ErrHeld, err)
+		}
+		return nil, err
+	}
+	// Only the flock holder writes the counter, so read-increment-write
+	// cannot race.
+	epoch, err := readEpoch(s.epochPath(name))
+	if err == nil {
+		epoch++
+		err = atomicfile.WriteFile(s.epochPath(name), []byte(strconv.FormatInt(epoch, 10)+"\n"), 0o600)
+	}
+	if err != nil {
+		ld.Release()
+		return nil, fmt.Errorf("lead %s: epoch: %w", name, err)
+	}
+	return &lease{s: s, name: name, epoch: epoch, ld: ld, lost: make(chan struct{})}, nil
+}
+
+func (s *Store) epochPath(name string) string {
+	return filepath.Join(s.l.RoleStateDir(name), "leader.epoch")
+}
+
+func readEpoch(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+}
+
+type lease struct {
+	s     *Store
+	name  string
+	epoch int64
+	mu    sync.Mutex
+	ld    *lockfile.Leader
+	lost  chan struct{}
+}
+
+func (l *lease) Name() string          { return l.name }
+func (l *lease) Epoch() int64          { return l.epoch }
+func (l *lease) Lost() <-chan struct{} { return l.lost }
+
+// Release drops the flock. A flock is lost only with its process, so Lost
+// closes only here.
+func (l *lease) Release() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ld == nil {
+		return nil
+	}
+	err := l.ld.Release()
+	l.ld = nil
+	close(l.lost)
+	return err
+}
+
+// current reports whether l still holds its name at its epoch.
+func (l *lease) current() bool {
+	l.mu.Lock()
+	held := l.ld != nil
+	l.mu.Unlock()
+	if !held {
+		return false
+	}
+	e, err := readEpoch(l.s.epochPath(l.name))
+	return err == nil && e == l.epoch
+}

@@ -1,0 +1,125 @@
+package pg
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/kingdom-dev/kingdom/pkg/ids"
+	"github.com/kingdom-dev/kingdom/pkg/store"
+)
+
+// Lead takes the named leadership on a dedicated connection: a session
+// advisory lock, then the next epoch in leaders.
+func (s *Store) Lead(ctx context.Context, name string) (store.Lease, error) {
+	if err := ids.Check(name); err != nil {
+		return nil, fmt.Errorf("lead: %w", err)
+	}
+	c, err := pgx.ConnectConfig(ctx, s.conn.Copy())
+	if err != nil {
+		return nil, fmt.Errorf("lead %s: connect: %w", name, err)
+	}
+	var ok bool
+	if err := c.QueryRow(ctx, "SELECT pg_try_advisory_lock($1, hashtext($2))", lockLeader, name).Scan(&ok); err != nil {
+		c.Close(ctx)
+		return nil, fmt.Errorf("lead %s: %w", name, err)
+	}
+	if !ok {
+		c.Close(ctx)
+		return nil, fmt.Errorf("lead %s: %w", name, store.ErrHeld)
+	}
+	var epoch int64
+	err = c.QueryRow(ctx, `INSERT INTO leaders (name, epoch, holder) VALUES ($1, 1, $2)
+		ON CONFLICT (name) DO UPDATE SET epoch=leaders.epoch+1, holder=EXCLUDED.holder, acquired_at=now()
+		RETURNING epoch`, name, s.host).Scan(&epoch)
+	if err != nil {
+		c.Close(ctx)
+		return nil, fmt.Errorf("lead %s: epoch: %w", name, err)
+	}
+	every := s.LeaseCheck
+	if every <= 0 {
+		every = time.Second
+	}
+	l := &lease{name: name, epoch: epoch, lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+	go l.watch(c, every)
+	return l, nil
+}
+
+// lease owns its connection: only watch uses it after Lead returns (a
+// pgx.Conn is not safe for concurrent use).
+type lease struct {
+	name  string
+	epoch int64
+	lost  chan struct{}
+	stop  chan struct{}
+	done  chan struct{}
+	once  sync.Once
+}
+
+func (l *lease) Name() string          { return l.name }
+func (l *lease) Epoch() int64          { return l.epoch }
+func (l *lease) Lost() <-chan struct{} { return l.lost }
+
+// watch pings the session every period; the first failure means the lock
+// may be gone (the server frees it when it sees the session end), so the
+// lease is lost at once.
+func (l *lease) watch(c *pgx.Conn, every time.Duration) {
+	defer close(l.done)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			c.Close(ctx) // ends the session: the lock goes with it
+			cancel()
+			l.markLost()
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), every+2*time.Second)
+			err := c.Ping(ctx)
+			cancel()
+			if err != nil {
+				l.markLost()
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				c.Close(ctx)
+				cancel()
+				return
+			}
+		}
+	}
+}
+
+func (l *lease) markLost() { l.once.Do(func() { close(l.lost) }) }
+
+// Release ends the session (and with it the lock).
+func (l *lease) Release() error {
+	select {
+	case <-l.stop:
+	default:
+		close(l.stop)
+	}
+	<-l.done
+	return nil
+}
+
+// fence fails the commit unless the lease is live and its epoch is still
+// the row's. FOR SHARE holds a new leader's epoch bump until this commit.
+func (l *lease) fence(ctx context.Context, tx pgx.Tx) error {
+	select {
+	case <-l.lost:
+		return fmt.Errorf("commit: lease %s epoch %d lost: %w", l.name, l.epoch, store.ErrFenced)
+	default:
+	}
+	var epoch int64
+	if err := tx.QueryRow(ctx, "SELECT epoch FROM leaders WHERE name=$1 FOR SHARE", l.name).Scan(&epoch); err != nil {
+		return fmt.Errorf("commit: lease %s: %w", l.name, err)
+	}
+	if epoch != l.epoch {
+		return fmt.Errorf("commit: lease %s epoch %d, now %d: %w", l.name, l.epoch, epoch, store.ErrFenced)
+	}
+	return nil
+}
