@@ -19,6 +19,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
+	"github.com/kingdom-dev/kingdom/pkg/waits"
 )
 
 // Operator control (SPEC §10.11): the king acts on the requests `start
@@ -62,7 +63,9 @@ func (k *King) applyPause(adm *admission) {
 		k.log.Warn("paused.json unreadable; staying paused", "err", err)
 	}
 	if p != nil {
-		adm.paused = "paused by " + firstNonEmpty(p.By, "the operator") + " since " + firstNonEmpty(p.Since, "an unknown time")
+		adm.paused = &hold{reason: waits.Pause,
+			detail: "paused by " + firstNonEmpty(p.By, "the operator") + " since " + firstNonEmpty(p.Since, "an unknown time") + " (`start resume` lifts it)"}
+		adm.operator = adm.paused
 	}
 }
 

@@ -52,8 +52,8 @@ func (k *King) handleReply(ev *schema.Event, adm *admission) error {
 	if reason != "" {
 		return k.discard(ev, layout.Pending, reason)
 	}
-	if !adm.acceptFor(schema.PriorityHigh, rc.General) {
-		k.deferred(ev, adm)
+	if h := adm.holdFor(schema.PriorityHigh, rc.General); h != nil {
+		k.deferred(ev, h)
 		return nil
 	}
 	if err := k.dispatch(ev, rc.General, layout.Pending); err != nil {
