@@ -13,6 +13,7 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/control"
+	"github.com/kingdom-dev/kingdom/pkg/enginepause"
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/proctree"
@@ -116,7 +117,7 @@ func (k *King) act(req *control.Request) control.Reply {
 	case control.ActionPause:
 		rep.Message, err = k.pause(by)
 	case control.ActionResume:
-		rep.Message, err = k.resume(by)
+		rep.Message, err = k.resume(by, req.Engine)
 	case control.ActionCancel:
 		rep.Message, err = k.cancel(req.TaskID, by)
 	}
@@ -141,16 +142,103 @@ func (k *King) pause(by string) (string, error) {
 	return "paused: no new task is admitted, schedules are held, running soldiers finish", nil
 }
 
-func (k *King) resume(by string) (string, error) {
-	err := os.Remove(k.l.KingPaused())
-	if errors.Is(err, fs.ErrNotExist) {
+// resume lifts the operator's pause and every engine's usage-limit pause,
+// or, given an engine, that engine's pause alone, and says which it lifted.
+func (k *King) resume(by, engine string) (string, error) {
+	var done []string
+	if engine == "" {
+		err := os.Remove(k.l.KingPaused())
+		switch {
+		case err == nil:
+			k.em.Emit("system.resumed", map[string]any{"by": by})
+			done = append(done, "resumed")
+		case !errors.Is(err, fs.ErrNotExist):
+			return "", fmt.Errorf("remove pause state: %w", err)
+		}
+	}
+	lifted, err := k.liftEnginePauses(by, engine)
+	done = append(done, lifted...)
+	if err != nil {
+		return strings.Join(done, "; "), err
+	}
+	if len(done) == 0 {
+		if engine != "" {
+			return "engine " + engine + " is not paused", nil
+		}
 		return "not paused", nil
 	}
+	return strings.Join(done, "; "), nil
+}
+
+// liftEnginePauses ends the active usage-limit pause of engine (every
+// engine when ""): the pause file loses its entry, then the tasks the
+// pause re-queued (not_before at the reset, SPEC §10.8) are re-queued to
+// run now, so the general claims them at once. An operator lifts a pause
+// when the limit is gone sooner than the engine said (a plan upgraded, a
+// reset misread); a limit still in force just pauses the engine again.
+func (k *King) liftEnginePauses(by, engine string) ([]string, error) {
+	now := k.now()
+	pf, err := enginepause.Load(k.l.EnginePause())
 	if err != nil {
-		return "", fmt.Errorf("remove pause state: %w", err)
+		return nil, fmt.Errorf("read engine pauses: %w", err)
 	}
-	k.em.Emit("system.resumed", map[string]any{"by": by})
-	return "resumed", nil
+	var lifted, order []string
+	was := map[string]time.Time{}
+	for _, e := range pf.Engines() {
+		if engine != "" && e != engine {
+			continue
+		}
+		until, active := pf.Active(e, now)
+		delete(pf, e)
+		if active {
+			was[e] = until
+			order = append(order, e)
+			lifted = append(lifted, fmt.Sprintf("lifted the %s usage-limit pause (was until %s)", e, k.clockTime(until)))
+		}
+	}
+	if len(was) == 0 {
+		return nil, nil
+	}
+	if err := enginepause.Save(k.l.EnginePause(), pf); err != nil {
+		return nil, fmt.Errorf("record the lifted engine pauses: %w", err)
+	}
+	for _, e := range order {
+		until := was[e]
+		k.em.Emit("system.engine_resumed", map[string]any{"engine": e, "by": by, "was_until": schema.FormatTime(until)})
+		k.log.Info("engine pause lifted by the operator", "engine", e, "by", by, "was_until", schema.FormatTime(until))
+	}
+	return lifted, k.releaseParked(was, now)
+}
+
+// releaseParked re-queues to run now the pending tasks whose not_before an
+// engine pause set (a usage limit re-queued them: usage_limits > 0, and a
+// not_before still ahead, no later than the lifted pause). The king takes
+// each over with the same exclusive claim a general uses, so a general
+// never holds a task the king rewrites.
+func (k *King) releaseParked(was map[string]time.Time, now time.Time) error {
+	es, err := k.tasks.List(layout.Pending)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range es {
+		var t schema.Task
+		if e.Decode(&t) != nil || t.UsageLimits == 0 {
+			continue
+		}
+		until, ok := was[k.engineOf(t.TargetGeneral)]
+		nb, err := schema.ParseTime(t.NotBefore)
+		if !ok || err != nil || !nb.After(now) || nb.After(until) {
+			continue
+		}
+		if err := k.tasks.Claim(layout.Pending, layout.InProgress, t.ID); err != nil {
+			continue // claimed meanwhile: its general has it
+		}
+		if err := k.reschedule(&t, now, map[string]any{"reason": "engine pause lifted", "attempt_counted": false}); err != nil {
+			errs = append(errs, fmt.Errorf("release task %s: %w", t.ID, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // cancel ends a pending or running task as failed/Cancelled (terminal).
