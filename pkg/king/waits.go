@@ -36,6 +36,10 @@ type waitBook struct {
 	levels map[string]string // id → this tick's hold level
 }
 
+// maxWaitsListed bounds the record: about 300 bytes a wait keeps it well
+// under what a reader loads.
+const maxWaitsListed = 10000
+
 // waiting notes that event (or task) id waits for h this tick.
 func (k *King) waiting(eventID, taskID string, h *hold) {
 	w := waits.Wait{EventID: eventID, TaskID: taskID, Reason: h.reason, Detail: h.detail}
@@ -95,6 +99,11 @@ func (k *King) flushWaits() {
 	}
 	cur := b.cur
 	b.cur, b.levels = nil, nil
+	if len(cur) > maxWaitsListed {
+		// Readers load at most a few MB (pkg/waits); a backlog past this
+		// lists its first waits in queue order, which say why the rest wait.
+		cur = cur[:maxWaitsListed]
+	}
 	if b.rec.UpdatedAt.IsZero() && len(cur) == 0 && len(b.rec.Waits) == 0 {
 		return // nothing waits and nothing ever did: no file to write
 	}
