@@ -37,9 +37,10 @@ func main() {
 				Action: func(ctx context.Context, c *cli.Command) error {
 					return controlCmd(ctx, c, control.Request{Action: control.ActionPause})
 				}},
-			{Name: "resume", Usage: "lift a pause", Flags: []cli.Flag{app.BaseDirFlag()},
+			{Name: "resume", Usage: "lift the operator's pause and every engine's usage-limit pause (--engine: that engine's alone)",
+				Flags: []cli.Flag{app.BaseDirFlag(), &cli.StringFlag{Name: "engine", Usage: "lift only this engine's usage-limit pause (claude, codex)"}},
 				Action: func(ctx context.Context, c *cli.Command) error {
-					return controlCmd(ctx, c, control.Request{Action: control.ActionResume})
+					return controlCmd(ctx, c, control.Request{Action: control.ActionResume, Engine: c.String("engine")})
 				}},
 			{Name: "tasks", Usage: "list tasks: state, general, attempt, age, cost (finished ones of the last 24 h)", Flags: []cli.Flag{
 				app.BaseDirFlag(),

@@ -1,5 +1,5 @@
 // Package control is the operator's channel to the king (SPEC §10.11):
-// `start pause|resume|task cancel` drop a request file into
+// `start pause|resume [--engine E]|task cancel` drop a request file into
 // state/king/control/, the king acts on it in its next tick (it watches the
 // directory) and answers in state/king/control/replies/<id>.json. The king
 // owns the state the requests change: state/king/paused.json while paused and
@@ -19,6 +19,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -37,10 +38,14 @@ const (
 
 // Request is state/king/control/<id>.json.
 type Request struct {
-	ID        string `json:"id"`
-	Action    string `json:"action"`            // pause | resume | cancel
-	TaskID    string `json:"task_id,omitempty"` // cancel only
-	By        string `json:"by"`                // who asked (user@host)
+	ID     string `json:"id"`
+	Action string `json:"action"`            // pause | resume | cancel
+	TaskID string `json:"task_id,omitempty"` // cancel only
+	// Engine narrows a resume to one engine's usage-limit pause (SPEC
+	// §10.8); a resume without it lifts the operator's pause and every
+	// engine pause.
+	Engine    string `json:"engine,omitempty"`
+	By        string `json:"by"` // who asked (user@host)
 	CreatedAt string `json:"created_at"`
 }
 
@@ -76,6 +81,9 @@ type Cancelled struct {
 
 // Validate checks a request read from disk.
 func (r *Request) Validate() error {
+	if r.Engine != "" && (r.Action != ActionResume || !engineRE.MatchString(r.Engine)) {
+		return fmt.Errorf("%s: engine %q: only resume takes an engine name (claude, codex, …)", r.Action, r.Engine)
+	}
 	switch r.Action {
 	case ActionPause, ActionResume:
 	case ActionCancel:
@@ -87,6 +95,9 @@ func (r *Request) Validate() error {
 	}
 	return nil
 }
+
+// engineRE is an engine's name as the config spells it.
+var engineRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
 
 // Submit writes a request (write-then-rename) and returns its id.
 func Submit(l layout.Layout, r Request, now time.Time) (string, error) {

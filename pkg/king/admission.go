@@ -2,9 +2,11 @@ package king
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/kingdom-dev/kingdom/pkg/health"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/waits"
 )
 
 // admission is one tick's view for admission control (SPEC §9.18):
@@ -18,11 +20,12 @@ type admission struct {
 	snap     health.Snapshot
 	inFlight int
 	max      int
-	paused   string // why nothing is admitted ("" unless paused, control.go)
-	// money: budget and engine pauses (budget.go); moneyReason is the
-	// last refusal's reason.
-	money       *moneyGate
-	moneyReason string
+	// paused holds everything: the operator's pause (control.go) or a low
+	// disk (hold.go); operator is the operator's pause alone, which the
+	// generals honour too (waits.go).
+	paused   *hold
+	operator *hold
+	money    *moneyGate // budget and engine pauses (budget.go)
 }
 
 func (k *King) admission() *admission {
@@ -38,22 +41,65 @@ func (k *King) admission() *admission {
 	return a
 }
 
-func (a *admission) accept(priority string) bool {
-	return a.paused == "" && a.snap.Admit(priority) && a.inFlight < a.max
+// acceptFor reports whether a task of priority for general ("" = not yet
+// known) may start now.
+func (a *admission) acceptFor(priority, general string) bool {
+	return a.holdFor(priority, general) == nil
 }
 
-func (a *admission) denyReason(priority string) string {
-	if a.paused != "" {
+// holdFor says why a task of priority for general ("" = not yet known) may
+// not start now, or nil. The checks run in the order of their weight for the
+// operator: a pause, the machine's health, the token status, the soldier
+// slots, then money (an engine pause, the budgets).
+func (a *admission) holdFor(priority, general string) *hold {
+	if a.paused != nil {
 		return a.paused
 	}
-	if r := health.DenyReason(a.snap.Health, a.snap.TokenStatus, priority); r != "" {
-		if a.snap.Reason != "" {
-			r += " (" + a.snap.Reason + ")"
-		}
-		return r
+	if h := healthHold(a.snap, priority); h != nil {
+		return h
 	}
 	if a.inFlight >= a.max {
-		return fmt.Sprintf("%d tasks in flight, max_soldiers %d", a.inFlight, a.max)
+		return &hold{reason: waits.MaxSoldiers,
+			detail: fmt.Sprintf("%d tasks in flight, max_soldiers %d: waits for a soldier slot", a.inFlight, a.max)}
 	}
-	return a.moneyReason
+	if a.money != nil {
+		return a.money.hold(priority, general)
+	}
+	return nil
+}
+
+// healthHold is the §4.4 admission table's refusal as a hold: the health
+// level with the figures that set it, or the token status.
+func healthHold(s health.Snapshot, priority string) *hold {
+	if health.DenyReason(s.Health, s.TokenStatus, priority) == "" {
+		return nil
+	}
+	if health.DenyReason(s.Health, health.TokenUnknown, priority) != "" {
+		admits := "nothing"
+		if s.Health == health.Yellow {
+			admits = "only high priority"
+		}
+		return &hold{reason: waits.Health, level: s.Health,
+			detail: fmt.Sprintf("health %s (%s) admits %s", s.Health, healthFigures(s), admits)}
+	}
+	admits := "only high priority"
+	if s.TokenStatus == health.TokenWarning {
+		admits = "only high priority unless health is green"
+	}
+	figure := ""
+	if s.Resources != nil && s.Resources.Tokens != nil {
+		figure = fmt.Sprintf(" (today ≈ $%.2f)", finiteUSD(s.Resources.Tokens.DailyCostUSD))
+	}
+	return &hold{reason: waits.Budget, level: "tokens-" + s.TokenStatus,
+		detail: fmt.Sprintf("token budget %s%s admits %s", s.TokenStatus, figure, admits)}
+}
+
+// healthFigures names what the health level rests on: the chamberlain's
+// cpu and memory figures, or why there are none (a stale or broken file).
+func healthFigures(s health.Snapshot) string {
+	if s.Resources == nil || s.Stale || s.Invalid {
+		return strings.TrimSpace(s.Reason)
+	}
+	sys := s.Resources.System
+	return fmt.Sprintf("cpu %.0f%%, memory %.0f%%", sys.CPUPercent, sys.MemoryPercent)
 }

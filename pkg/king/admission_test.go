@@ -10,6 +10,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/health"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/waits"
 )
 
 // admitWant is the admission table of SPEC §4.4 / seed 000, written out
@@ -117,35 +118,42 @@ func TestKing_ConcurrencyCapCountsPendingInProgressAndPetitions(t *testing.T) {
 	eq(t, "no more while full", len(f.ids(layout.QEvents, layout.Dispatched)), 2)
 }
 
-// The tick's admission decision on its own: the health table (pkg/health),
-// then the operator's pause, then the concurrency cap, each naming itself
-// as the reason when it refuses.
-func TestAdmission_AcceptAndDenyReason(t *testing.T) {
+// The tick's admission decision on its own: the operator's pause, the
+// health table (pkg/health), then the concurrency cap, each naming itself
+// (a pkg/waits reason and a sentence with its figure) when it refuses.
+func TestAdmission_HoldNamesReasonAndFigure(t *testing.T) {
 	green := health.Snapshot{Health: health.Green, TokenStatus: "ok"}
+	pause := &hold{reason: waits.Pause, detail: "paused by operator"}
+	disk := &hold{reason: waits.Health, detail: "disk low"}
+	orange := health.Snapshot{Health: health.Orange, TokenStatus: "ok",
+		Resources: &health.Resources{System: health.SystemStats{CPUPercent: 12, MemoryPercent: 91}}}
 	for _, c := range []struct {
 		name       string
 		a          admission
 		prio       string
-		want       bool
-		wantReason string // substring of denyReason; "" when accepted
+		wantReason string // "" when accepted
+		wantDetail string // substring of the detail
 	}{
-		{"green with room", admission{snap: green, inFlight: 2, max: 3}, "normal", true, ""},
-		{"cap reached", admission{snap: green, inFlight: 3, max: 3}, "high", false, "3 tasks in flight, max_soldiers 3"},
-		{"paused", admission{snap: green, max: 3, paused: "paused by operator"}, "high", false, "paused by operator"},
-		{"pause wins over health", admission{snap: health.Snapshot{Health: health.Red}, max: 3, paused: "disk low"}, "high", false, "disk low"},
-		{"yellow refuses normal", admission{snap: health.Snapshot{Health: health.Yellow, TokenStatus: "ok"}, max: 3}, "normal", false, "yellow"},
-		{"yellow admits high", admission{snap: health.Snapshot{Health: health.Yellow, TokenStatus: "ok"}, max: 3}, "high", true, ""},
-		{"critical tokens admit only high", admission{snap: health.Snapshot{Health: health.Green, TokenStatus: "critical"}, max: 3}, "normal", false, "critical"},
+		{"green with room", admission{snap: green, inFlight: 2, max: 3}, "normal", "", ""},
+		{"cap reached", admission{snap: green, inFlight: 3, max: 3}, "high", waits.MaxSoldiers, "3 tasks in flight, max_soldiers 3"},
+		{"paused", admission{snap: green, max: 3, paused: pause}, "high", waits.Pause, "paused by operator"},
+		{"pause wins over health", admission{snap: health.Snapshot{Health: health.Red}, max: 3, paused: disk}, "high", waits.Health, "disk low"},
+		{"yellow refuses normal", admission{snap: health.Snapshot{Health: health.Yellow, TokenStatus: "ok"}, max: 3}, "normal", waits.Health, "yellow"},
+		{"orange names its figure", admission{snap: orange, max: 3}, "high", waits.Health, "health orange (cpu 12%, memory 91%) admits nothing"},
+		{"yellow admits high", admission{snap: health.Snapshot{Health: health.Yellow, TokenStatus: "ok"}, max: 3}, "high", "", ""},
+		{"critical tokens admit only high", admission{snap: health.Snapshot{Health: health.Green, TokenStatus: "critical"}, max: 3}, "normal", waits.Budget, "critical"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			eq(t, "accept", c.a.accept(c.prio), c.want)
-			r := c.a.denyReason(c.prio)
+			h := c.a.holdFor(c.prio, "")
+			eq(t, "accept", c.a.acceptFor(c.prio, ""), c.wantReason == "")
 			if c.wantReason == "" {
-				if r != "" {
-					t.Errorf("denyReason = %q, want none", r)
+				if h != nil {
+					t.Errorf("hold = %+v, want none", h)
 				}
-			} else if !strings.Contains(r, c.wantReason) {
-				t.Errorf("denyReason = %q, want it to name %q", r, c.wantReason)
+				return
+			}
+			if h == nil || h.reason != c.wantReason || !strings.Contains(h.detail, c.wantDetail) {
+				t.Errorf("hold = %+v, want reason %s naming %q", h, c.wantReason, c.wantDetail)
 			}
 		})
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/enginepause"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/spend"
+	"github.com/kingdom-dev/kingdom/pkg/waits"
 )
 
 // Money and limits (SPEC §10.6–§10.8), the king's side:
@@ -44,10 +45,60 @@ func decodeMoney(b []byte) attemptMoney {
 	if json.Unmarshal(b, &m) != nil {
 		return attemptMoney{}
 	}
-	if m.CostUSD != nil && (math.IsNaN(*m.CostUSD) || math.IsInf(*m.CostUSD, 0) || *m.CostUSD < 0) {
+	if m.CostUSD != nil && (math.IsNaN(*m.CostUSD) || *m.CostUSD < 0) {
 		m.CostUSD = nil
 	}
+	if m.CostUSD != nil && *m.CostUSD > maxAttemptUSD {
+		c := float64(maxAttemptUSD)
+		m.CostUSD = &c
+	}
+	if m.Usage != nil {
+		u := *m.Usage
+		for _, n := range []*int64{&u.InputTokens, &u.OutputTokens, &u.CacheReadInputTokens, &u.CacheCreationInputTokens} {
+			*n = min(max(*n, 0), maxAttemptTokens)
+		}
+		m.Usage = &u
+	}
 	return m
+}
+
+// Bounds on what reaches the king's sums. No agent run costs a million
+// dollars or processes a trillion tokens; a larger figure (garbage from an
+// engine or a hand-written result) saturates here, so the day's and the
+// task's sums stay finite: a sum overflowed to +Inf cannot be carried in
+// JSON, and the task.* event that should carry it would be lost.
+const (
+	maxAttemptUSD    = 1e6
+	maxAttemptTokens = 1e12
+	maxSumUSD        = 1e12
+	maxSumTokens     = 1 << 60
+)
+
+// finiteUSD bounds a dollar sum for display and events: NaN and negatives
+// are 0, anything above maxSumUSD (+Inf included) is maxSumUSD.
+func finiteUSD(f float64) float64 {
+	switch {
+	case math.IsNaN(f) || f < 0:
+		return 0
+	case f > maxSumUSD:
+		return maxSumUSD
+	}
+	return f
+}
+
+// boundTotals applies finiteUSD to a sum read from the ledger, and keeps its
+// token counts from wrapping negative.
+func boundTotals(t spend.Totals) spend.Totals {
+	t.CostUSD = finiteUSD(t.CostUSD)
+	if t.Tokens < 0 || t.Tokens > maxSumTokens {
+		t.Tokens = maxSumTokens
+	}
+	for _, n := range []*int64{&t.Usage.InputTokens, &t.Usage.OutputTokens, &t.Usage.CacheReadInputTokens, &t.Usage.CacheCreationInputTokens} {
+		if *n < 0 || *n > maxSumTokens {
+			*n = maxSumTokens
+		}
+	}
+	return t
 }
 
 // money is the king's memory of the ledger: the days it opened for
@@ -200,19 +251,20 @@ func (k *King) recordAttempts(as []attempt) ([]attempt, error) {
 // month of ledgers).
 func (k *King) taskTotals(t *schema.Task) spend.Totals {
 	created, _ := schema.ParseTime(t.CreatedAt)
-	return spend.TaskTotals(created, k.now(), 31, func(date string) spend.Totals {
+	return boundTotals(spend.TaskTotals(created, k.now(), 31, func(date string) spend.Totals {
 		j, err := k.ledger(date)
 		if err != nil {
 			return spend.Totals{}
 		}
-		return j.TaskTotals(t.ID)
-	})
+		return boundTotals(j.TaskTotals(t.ID))
+	}))
 }
 
 // withTotals adds the task's totals over its attempts to a task.* event.
 // Its cost is null when no attempt was priced (§10.6: codex without
 // pricing), not a zero that reads as free.
 func withTotals(tot spend.Totals, data map[string]any) map[string]any {
+	tot = boundTotals(tot)
 	data["cost_usd"] = tot.Priced()
 	data["usage"] = tot.Usage
 	data["attempts_costed"] = tot.Attempts
@@ -221,8 +273,16 @@ func withTotals(tot spend.Totals, data map[string]any) map[string]any {
 
 // costNote is the cost and duration line of a completion message.
 func costNote(tot spend.Totals, res *schema.Result) string {
-	d := time.Duration(res.DurationSeconds * float64(time.Second)).Round(time.Second)
-	cost := fmt.Sprintf("$%.2f", tot.CostUSD)
+	secs := res.DurationSeconds
+	if math.IsNaN(secs) || secs < 0 {
+		secs = 0
+	}
+	// A duration past what time.Duration holds saturates at its maximum.
+	d := time.Duration(math.MaxInt64)
+	if secs < float64(math.MaxInt64/int64(time.Second)) {
+		d = time.Duration(secs * float64(time.Second)).Round(time.Second)
+	}
+	cost := fmt.Sprintf("$%.2f", finiteUSD(tot.CostUSD))
 	if tot.Attempts > 0 && tot.Unpriced == tot.Attempts {
 		cost = fmt.Sprintf("%d tokens", tot.Tokens)
 	}
@@ -236,7 +296,11 @@ func (k *King) budgetStatus() (spend.Status, error) {
 	if err != nil {
 		return spend.Status{Date: date}, err
 	}
-	return spend.Evaluate(date, j.Summary().Totals, k.cfg.Budget), nil
+	st := spend.Evaluate(date, boundTotals(j.Summary().Totals), k.cfg.Budget)
+	if math.IsNaN(st.Ratio) || st.Ratio > maxSumUSD {
+		st.Ratio = maxSumUSD
+	}
+	return st, nil
 }
 
 // budgetCrossings emits system.budget_warning and system.budget_exceeded
@@ -309,35 +373,27 @@ func (k *King) moneyGate() *moneyGate {
 	return g
 }
 
-// deny says why a task of priority for general (""= not yet known) may not
-// start now, or "".
-func (g *moneyGate) deny(priority, general string) string {
+// hold says why a task of priority for general (""= not yet known) may not
+// start now, or nil: its engine's usage-limit pause, the daily budget used
+// up, or today's spend plus its task budget passing the day's (§10.7).
+func (g *moneyGate) hold(priority, general string) *hold {
 	if general != "" {
 		eng := g.k.engineOf(general)
 		if until, ok := g.pauses.Active(eng, g.now); ok {
-			return fmt.Sprintf("engine %s paused by a usage limit until %s", eng, schema.FormatTime(until))
+			return &hold{reason: waits.EnginePause, level: eng, until: until,
+				detail: fmt.Sprintf("engine %s paused by a usage limit until %s (`start resume --engine %s` lifts it)", eng, g.k.clockTime(until), eng)}
 		}
 	}
-	ok, why := spend.Admit(g.status, spend.TaskBudget(g.k.cfg.Budget, g.k.routes.Manifest(general)), priority)
-	if !ok {
-		return why
+	taskUSD := spend.TaskBudget(g.k.cfg.Budget, g.k.routes.Manifest(general))
+	if ok, _ := spend.Admit(g.status, taskUSD, priority); ok {
+		return nil
 	}
-	return ""
-}
-
-// acceptFor is accept plus the money rules for a task of general.
-func (a *admission) acceptFor(priority, general string) bool {
-	if !a.accept(priority) {
-		return false
+	s := g.status
+	if s.Exceeded || taskUSD == nil || s.DailyUSD == nil {
+		return &hold{reason: waits.Budget, detail: "daily budget used up: " + s.Describe() + "; only a new day or a larger budget.daily_usd admits more"}
 	}
-	if a.money == nil {
-		return true
-	}
-	if r := a.money.deny(priority, general); r != "" {
-		a.moneyReason = r
-		return false
-	}
-	return true
+	return &hold{reason: waits.TaskBudget, detail: fmt.Sprintf("today $%.2f + this task's budget $%.2f would pass the daily $%.2f",
+		finiteUSD(s.CostUSD), finiteUSD(*taskUSD), finiteUSD(*s.DailyUSD))}
 }
 
 // recordAttempt records one attempt's cost (recordAttempts).

@@ -1,6 +1,7 @@
 package king
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -271,4 +272,41 @@ func TestKing_UsageLimitRepeatAfterCrashEmitsOnce(t *testing.T) {
 	eq(t, "re-queued with the same retry_count", f.task(layout.Pending, task1).RetryCount, 0)
 	eq(t, "system.rate_limited", len(f.internal("system.rate_limited")), 1)
 	eq(t, "ledger attempts", f.ledger(spend.Date(f.clk.Now())).Summary().Totals.Attempts, 1)
+}
+
+// A cost that would overflow the sums (1e300 dollars: garbage from an
+// engine or a hand-written result) saturates: the task completes with
+// task.completed emitted, its figure finite in the event, the ✅ and
+// today's spend.
+func TestKing_AbsurdCostSaturatesAndTheTaskStillCompletes(t *testing.T) {
+	f := started(t)
+	f.finalResult(task1, map[string]any{"status": "success", "summary": "done", "cost_usd": 1e300, "soldier_id": "soldier-1-a"})
+	f.tick()
+	eqList(t, "tasks/completed", f.ids(layout.QTasks, layout.Completed), task1)
+	done := f.internal("task.completed")
+	if len(done) != 1 {
+		t.Fatalf("task.completed = %d, want 1", len(done))
+	}
+	c, ok := data(done[0])["cost_usd"].(float64)
+	if !ok || math.IsInf(c, 0) || math.IsNaN(c) || c <= 0 {
+		t.Errorf("task.completed cost_usd = %v, want a finite positive figure", data(done[0])["cost_usd"])
+	}
+	m := f.message("msg-" + task1 + "-done")
+	if strings.Contains(m.Content, "Inf") || strings.Contains(m.Content, "NaN") || !strings.Contains(m.Content, "$") {
+		t.Errorf("✅ text %q", m.Content)
+	}
+	st, err := f.k.budgetStatus()
+	if err != nil || math.IsInf(st.CostUSD, 0) || math.IsNaN(st.CostUSD) {
+		t.Errorf("today's spend = %v, %v", st.CostUSD, err)
+	}
+	// A second absurd attempt on the same day keeps every sum finite.
+	f.event("evt-2", "github.pr.review_requested", "normal")
+	f.tick()
+	f.claim("task-20261121-002")
+	f.finalResult("task-20261121-002", map[string]any{"status": "success", "summary": "done", "cost_usd": 1.7e308, "soldier_id": "soldier-2-a"})
+	f.tick()
+	eq(t, "task.completed for both", len(f.internal("task.completed")), 2)
+	if st, _ := f.k.budgetStatus(); math.IsInf(st.CostUSD, 0) || math.IsInf(st.Ratio, 0) {
+		t.Errorf("today's spend after two = %+v", st)
+	}
 }

@@ -13,12 +13,14 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/control"
+	"github.com/kingdom-dev/kingdom/pkg/enginepause"
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/proctree"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
+	"github.com/kingdom-dev/kingdom/pkg/waits"
 )
 
 // Operator control (SPEC §10.11): the king acts on the requests `start
@@ -62,7 +64,9 @@ func (k *King) applyPause(adm *admission) {
 		k.log.Warn("paused.json unreadable; staying paused", "err", err)
 	}
 	if p != nil {
-		adm.paused = "paused by " + firstNonEmpty(p.By, "the operator") + " since " + firstNonEmpty(p.Since, "an unknown time")
+		adm.paused = &hold{reason: waits.Pause,
+			detail: "paused by " + firstNonEmpty(p.By, "the operator") + " since " + firstNonEmpty(p.Since, "an unknown time") + " (`start resume` lifts it)"}
+		adm.operator = adm.paused
 	}
 }
 
@@ -113,7 +117,7 @@ func (k *King) act(req *control.Request) control.Reply {
 	case control.ActionPause:
 		rep.Message, err = k.pause(by)
 	case control.ActionResume:
-		rep.Message, err = k.resume(by)
+		rep.Message, err = k.resume(by, req.Engine)
 	case control.ActionCancel:
 		rep.Message, err = k.cancel(req.TaskID, by)
 	}
@@ -138,16 +142,103 @@ func (k *King) pause(by string) (string, error) {
 	return "paused: no new task is admitted, schedules are held, running soldiers finish", nil
 }
 
-func (k *King) resume(by string) (string, error) {
-	err := os.Remove(k.l.KingPaused())
-	if errors.Is(err, fs.ErrNotExist) {
+// resume lifts the operator's pause and every engine's usage-limit pause,
+// or, given an engine, that engine's pause alone, and says which it lifted.
+func (k *King) resume(by, engine string) (string, error) {
+	var done []string
+	if engine == "" {
+		err := os.Remove(k.l.KingPaused())
+		switch {
+		case err == nil:
+			k.em.Emit("system.resumed", map[string]any{"by": by})
+			done = append(done, "resumed")
+		case !errors.Is(err, fs.ErrNotExist):
+			return "", fmt.Errorf("remove pause state: %w", err)
+		}
+	}
+	lifted, err := k.liftEnginePauses(by, engine)
+	done = append(done, lifted...)
+	if err != nil {
+		return strings.Join(done, "; "), err
+	}
+	if len(done) == 0 {
+		if engine != "" {
+			return "engine " + engine + " is not paused", nil
+		}
 		return "not paused", nil
 	}
+	return strings.Join(done, "; "), nil
+}
+
+// liftEnginePauses ends the active usage-limit pause of engine (every
+// engine when ""): the pause file loses its entry, then the tasks the
+// pause re-queued (not_before at the reset, SPEC §10.8) are re-queued to
+// run now, so the general claims them at once. An operator lifts a pause
+// when the limit is gone sooner than the engine said (a plan upgraded, a
+// reset misread); a limit still in force just pauses the engine again.
+func (k *King) liftEnginePauses(by, engine string) ([]string, error) {
+	now := k.now()
+	pf, err := enginepause.Load(k.l.EnginePause())
 	if err != nil {
-		return "", fmt.Errorf("remove pause state: %w", err)
+		return nil, fmt.Errorf("read engine pauses: %w", err)
 	}
-	k.em.Emit("system.resumed", map[string]any{"by": by})
-	return "resumed", nil
+	var lifted, order []string
+	was := map[string]time.Time{}
+	for _, e := range pf.Engines() {
+		if engine != "" && e != engine {
+			continue
+		}
+		until, active := pf.Active(e, now)
+		delete(pf, e)
+		if active {
+			was[e] = until
+			order = append(order, e)
+			lifted = append(lifted, fmt.Sprintf("lifted the %s usage-limit pause (was until %s)", e, k.clockTime(until)))
+		}
+	}
+	if len(was) == 0 {
+		return nil, nil
+	}
+	if err := enginepause.Save(k.l.EnginePause(), pf); err != nil {
+		return nil, fmt.Errorf("record the lifted engine pauses: %w", err)
+	}
+	for _, e := range order {
+		until := was[e]
+		k.em.Emit("system.engine_resumed", map[string]any{"engine": e, "by": by, "was_until": schema.FormatTime(until)})
+		k.log.Info("engine pause lifted by the operator", "engine", e, "by", by, "was_until", schema.FormatTime(until))
+	}
+	return lifted, k.releaseParked(was, now)
+}
+
+// releaseParked re-queues to run now the pending tasks whose not_before an
+// engine pause set (a usage limit re-queued them: usage_limits > 0, and a
+// not_before still ahead, no later than the lifted pause). The king takes
+// each over with the same exclusive claim a general uses, so a general
+// never holds a task the king rewrites.
+func (k *King) releaseParked(was map[string]time.Time, now time.Time) error {
+	es, err := k.tasks.List(layout.Pending)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range es {
+		var t schema.Task
+		if e.Decode(&t) != nil || t.UsageLimits == 0 {
+			continue
+		}
+		until, ok := was[k.engineOf(t.TargetGeneral)]
+		nb, err := schema.ParseTime(t.NotBefore)
+		if !ok || err != nil || !nb.After(now) || nb.After(until) {
+			continue
+		}
+		if err := k.tasks.Claim(layout.Pending, layout.InProgress, t.ID); err != nil {
+			continue // claimed meanwhile: its general has it
+		}
+		if err := k.reschedule(&t, now, map[string]any{"reason": "engine pause lifted", "attempt_counted": false}); err != nil {
+			errs = append(errs, fmt.Errorf("release task %s: %w", t.ID, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // cancel ends a pending or running task as failed/Cancelled (terminal).
@@ -159,6 +250,9 @@ func (k *King) cancel(id, by string) (string, error) {
 	st, ok := k.tasks.Find(id)
 	if !ok {
 		return "", fmt.Errorf("no task %s", id)
+	}
+	if st == layout.Completed {
+		return k.withdrawQuestion(id, by)
 	}
 	if st != layout.Pending && st != layout.InProgress {
 		return "", fmt.Errorf("task %s already finished (%s)", id, st)
@@ -197,16 +291,32 @@ func (k *King) cancel(id, by string) (string, error) {
 		}
 		rec.Was = layout.InProgress
 	}
-	if _, err := os.Stat(k.l.ResultFinal(id)); err == nil {
-		return "", fmt.Errorf("task %s already ended its attempt; the king is completing it", id)
+	// An attempt that already ended well (its soldier published success,
+	// skipped or needs_human; its general may not have finished the task
+	// yet) is not cancelled: saying "cancelling" and then completing it ✅
+	// would be a lie, and its records would disagree.
+	outcome, final := k.attemptOutcome(id)
+	if outcome != "" && !failedOutcome(outcome) {
+		return "", fmt.Errorf("task %s already finished (%s); nothing to cancel", id, outcome)
 	}
 	rec.SoldierID = k.soldierOf(id)
 	if err := atomicfile.WriteJSON(k.l.KingCancelled(id), rec); err != nil {
 		return "", err
 	}
+	if final {
+		// The attempt failed and its final result waits for this tick's
+		// results step: the record makes it Cancelled, never retried.
+		k.em.Emit("task.cancelled", map[string]any{"task_id": id, "by": by, "was": layout.InProgress, "general": t.TargetGeneral})
+		return "cancelled " + id + ": its attempt had already failed; it ends Cancelled, not retried", nil
+	}
+	if won := k.stopSoldier(&rec); won != "" {
+		// The soldier published between the check above and the
+		// Cancelled raw result: its outcome stands, the record goes.
+		k.dropCancel(id)
+		return "", fmt.Errorf("task %s already finished (%s); nothing to cancel", id, won)
+	}
 	k.em.Emit("task.cancelled", map[string]any{"task_id": id, "by": by, "was": layout.InProgress,
 		"soldier_id": rec.SoldierID, "general": t.TargetGeneral})
-	k.stopSoldier(&rec)
 	msg := "cancelling " + id
 	if rec.SoldierID != "" {
 		msg += ": soldier " + rec.SoldierID + " and its processes killed"
@@ -247,23 +357,30 @@ func (k *King) soldierOf(task string) string {
 // (no-replace: a result the soldier published first stays, and the cancel
 // record still turns a failure into Cancelled), then the soldier's whole
 // process tree and its tmux session. The general sees the raw result and
-// writes the final one as for any attempt.
-func (k *King) stopSoldier(rec *control.Cancelled) {
+// writes the final one as for any attempt. When the soldier's own result
+// got there first and is not a failure, nothing is killed and its status
+// is returned: the attempt finished, the cancel came too late.
+func (k *King) stopSoldier(rec *control.Cancelled) (won string) {
 	raw := cancelledResult(&schema.Task{ID: rec.TaskID}, rec.By, "").RawResult
 	raw.RetryCount = rec.RetryCount
 	if b, err := json.MarshalIndent(raw, "", "  "); err == nil {
-		if err := atomicfile.CreateNoReplace(k.l.ResultRaw(rec.TaskID), append(b, '\n'), 0o600); err != nil && !errors.Is(err, atomicfile.ErrExists) {
+		err := atomicfile.CreateNoReplace(k.l.ResultRaw(rec.TaskID), append(b, '\n'), 0o600)
+		if errors.Is(err, atomicfile.ErrExists) {
+			if st := rawStatus(k.l.ResultRaw(rec.TaskID)); st != "" && !failedOutcome(st) {
+				return st
+			}
+		} else if err != nil {
 			k.log.Error("write cancelled raw result", "task", rec.TaskID, "err", err)
 		}
 	}
 	if rec.SoldierID == "" || k.tm == nil {
-		return
+		return ""
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	alive, err := k.tm.Has(ctx, rec.SoldierID)
 	if err != nil || !alive {
-		return
+		return ""
 	}
 	var tree []proctree.Proc
 	if pid, err := k.tm.PanePID(ctx, rec.SoldierID); err == nil {
@@ -274,6 +391,49 @@ func (k *King) stopSoldier(rec *control.Cancelled) {
 	}
 	proctree.Kill(tree)
 	k.log.Info("cancelled soldier killed", "task", rec.TaskID, "soldier", rec.SoldierID, "processes", len(tree))
+	return ""
+}
+
+// attemptOutcome is the status the current attempt of an in-progress task
+// ended with ("" while it runs), from its final result when its general
+// wrote one (final true), else from its soldier's raw result. The general
+// removes the previous attempt's files before spawning (SPEC §9.1), so a
+// raw result present is this attempt's.
+func (k *King) attemptOutcome(task string) (status string, final bool) {
+	if st := rawStatus(k.l.ResultFinal(task)); st != "" {
+		return st, true
+	}
+	return rawStatus(k.l.ResultRaw(task)), false
+}
+
+// rawStatus reads the status of a raw or final result file; "" when there
+// is none or it does not decode.
+func rawStatus(path string) string {
+	b, err := queue.ReadLimited(path, queue.DefaultMaxSize)
+	if err != nil {
+		return ""
+	}
+	var r struct {
+		Status string `json:"status"`
+	}
+	if json.Unmarshal(b, &r) != nil {
+		return ""
+	}
+	return r.Status
+}
+
+// failedOutcome reports whether an attempt's status is a failure, which a
+// cancel turns into Cancelled (anything else is a finished attempt).
+func failedOutcome(status string) bool {
+	return status != schema.ResultSuccess && status != schema.ResultSkipped && status != schema.ResultNeedsHuman
+}
+
+// dropCancel removes a task's cancel record: the task ended otherwise, and
+// its records must not say Cancelled.
+func (k *King) dropCancel(task string) {
+	if err := os.Remove(k.l.KingCancelled(task)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		k.log.Warn("remove a cancel record that lost the race", "task", task, "err", err)
+	}
 }
 
 // enforceCancels re-checks every cancelled task still in progress: its
@@ -319,7 +479,10 @@ func (k *King) enforceCancels() error {
 			if s := k.soldierOf(task); s != "" {
 				rec.SoldierID = s
 			}
-			k.stopSoldier(rec)
+			if won := k.stopSoldier(rec); won != "" {
+				k.log.Info("cancel came too late: the attempt finished", "task", task, "status", won)
+				k.dropCancel(task)
+			}
 		}
 	}
 	return nil
@@ -361,4 +524,88 @@ func (k *King) pruneReplies() {
 // cancelledFinal reports whether a final failure is a cancel (⛔, not ❌).
 func cancelledFinal(res *schema.Result) bool {
 	return res.ErrorReason == schema.ReasonCancelled
+}
+
+// withdrawQuestion closes a task that waits for a human's answer
+// (needs_human, in tasks/completed/): the cancel record first (from then on
+// a reply in its thread starts nothing, handleReply), the ⛔ in its thread,
+// then the task's status failed, as a cancelled task ends. A question
+// already answered (its resume task exists) is not withdrawn: the resume
+// task is the one to cancel.
+func (k *King) withdrawQuestion(id, by string) (string, error) {
+	var t schema.Task
+	if err := k.tasks.ReadJSON(layout.Completed, id, &t); err != nil {
+		return "", fmt.Errorf("read task %s: %w", id, err)
+	}
+	if t.Status != schema.ResultNeedsHuman {
+		return "", fmt.Errorf("task %s already finished (%s); nothing to cancel", id, t.Status)
+	}
+	if r := k.resumeOf(id); r != "" {
+		return "", fmt.Errorf("task %s's question was answered: resume task %s carries it on (cancel that one)", id, r)
+	}
+	rec := control.Cancelled{TaskID: id, RetryCount: t.RetryCount, Was: schema.ResultNeedsHuman, By: by, At: schema.FormatTime(k.now())}
+	if err := layout.EnsureDir(k.l.KingCancelledDir()); err != nil {
+		return "", err
+	}
+	if err := atomicfile.WriteJSON(k.l.KingCancelled(id), rec); err != nil {
+		return "", err
+	}
+	res := cancelledResult(&t, by, "")
+	res.Error = "question withdrawn by " + by
+	m := &schema.Message{
+		ID: msgFinalID(id, schema.FinalFailed), Type: schema.MessageNotification, TaskID: strPtr(id),
+		Urgency: schema.UrgencyNormal, Final: strPtr(schema.FinalFailed),
+		Content: fmt.Sprintf("⛔ %s: %s cancelled (%s); a reply here starts nothing", t.TargetGeneral, id, res.Error),
+		Context: map[string]any{"general": t.TargetGeneral, "status": res.Status, "error_reason": res.ErrorReason,
+			"error": res.Error, "retry_count": t.RetryCount, "task_type": t.Type, "repo": t.Repo},
+	}
+	if th := k.taskThread(&t); th != nil {
+		m.ThreadTS, m.Channel = strPtr(th.ThreadTS), th.Channel
+	}
+	if _, err := k.putMessage(m); err != nil {
+		return "", err
+	}
+	t.Status = schema.ResultFailed
+	if err := k.tasks.Put(layout.Completed, id, &t); err != nil {
+		return "", fmt.Errorf("mark task %s cancelled: %w", id, err)
+	}
+	k.em.Emit("task.cancelled", map[string]any{"task_id": id, "by": by, "was": schema.ResultNeedsHuman, "general": t.TargetGeneral})
+	k.em.EmitAs("task.failed", t.TargetGeneral, withTotals(k.taskTotals(&t), map[string]any{
+		"task_id": id, "status": res.Status, "error": res.Error, "error_reason": res.ErrorReason,
+		"retry_count": t.RetryCount, "terminal": true, "general": t.TargetGeneral,
+	}))
+	return "cancelled " + id + ": its question is withdrawn; a reply in its thread starts nothing", nil
+}
+
+// resumeOf returns the resume task carrying on task's question, or "".
+func (k *King) resumeOf(task string) string {
+	for _, st := range []string{layout.Pending, layout.InProgress, layout.Completed} {
+		es, err := k.tasks.List(st)
+		if err != nil {
+			continue
+		}
+		for _, e := range es {
+			var head struct {
+				Original string `json:"original_task_id"`
+			}
+			if e.Decode(&head) == nil && head.Original == task {
+				return e.ID
+			}
+		}
+	}
+	return ""
+}
+
+// taskThread is the Slack thread of a task: its checkpoint's (where the
+// general recorded it, SPEC §9.8), else the task's own.
+func (k *King) taskThread(t *schema.Task) *schema.Thread {
+	if b, err := queue.ReadLimited(k.l.ResultCheckpoint(t.ID), queue.DefaultMaxSize); err == nil {
+		if cp, err := schema.DecodeCheckpoint(b); err == nil && cp.Thread != nil && cp.Thread.Channel != "" && cp.Thread.ThreadTS != "" {
+			return cp.Thread
+		}
+	}
+	if t.Thread != nil && t.Thread.Channel != "" && t.Thread.ThreadTS != "" {
+		return t.Thread
+	}
+	return nil
 }

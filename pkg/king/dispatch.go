@@ -114,8 +114,8 @@ func (k *King) handleEvent(ev *schema.Event, adm *admission) error {
 	case ev.Type == TypeThreadReply:
 		return k.handleReply(ev, adm)
 	case k.petitionable(ev):
-		if !adm.acceptFor(ev.Priority, "") {
-			k.deferred(ev, adm)
+		if h := adm.holdFor(ev.Priority, ""); h != nil {
+			k.deferred(ev, h)
 			return nil
 		}
 		if err := k.startPetition(ev); err != nil {
@@ -128,8 +128,8 @@ func (k *King) handleEvent(ev *schema.Event, adm *admission) error {
 	if !ok {
 		return k.discard(ev, layout.Pending, "no general subscribes to "+ev.Type)
 	}
-	if !adm.acceptFor(ev.Priority, g) {
-		k.deferred(ev, adm)
+	if h := adm.holdFor(ev.Priority, g); h != nil {
+		k.deferred(ev, h)
 		return nil
 	}
 	if err := k.dispatch(ev, g, layout.Pending); err != nil {
@@ -139,8 +139,9 @@ func (k *King) handleEvent(ev *schema.Event, adm *admission) error {
 	return nil
 }
 
-func (k *King) deferred(ev *schema.Event, adm *admission) {
-	k.log.Debug("event deferred", "event", ev.ID, "priority", ev.Priority, "reason", adm.denyReason(ev.Priority))
+// deferred leaves an event in pending/ and notes why it waits (waits.go).
+func (k *King) deferred(ev *schema.Event, h *hold) {
+	k.waiting(ev.ID, "", h)
 }
 
 // discard moves an event that no general takes to completed/ and says why.

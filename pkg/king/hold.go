@@ -6,6 +6,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/waits"
 )
 
 // A build that fills the disk must not take the kingdom down: while the
@@ -53,8 +54,8 @@ func (k *King) applyDiskHold(adm *admission) {
 		return
 	}
 	reason := fmt.Sprintf("disk low: %.1f GB free under %s, below thresholds.disk_min_free_gb %g", gb, k.l.Base, h.minFreeGB)
-	if adm.paused == "" {
-		adm.paused = reason
+	if adm.paused == nil {
+		adm.paused = &hold{reason: waits.Health, level: "disk", detail: reason}
 	}
 	if h.held {
 		return

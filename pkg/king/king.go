@@ -91,6 +91,7 @@ type King struct {
 	orphanSince map[string]time.Time // task → first seen without its general (orphans.go)
 	disk        diskHold             // the low-disk hold and its alert (hold.go)
 	mon         money                // cost ledger, budget and engine pauses (budget.go)
+	held        waitBook             // what waits and why (waits.go)
 }
 
 // New builds a King. It loads the manifests once; later ticks reload them
@@ -237,12 +238,14 @@ func (k *King) Tick(ctx context.Context) error {
 		{"petitions", k.processPetitions},
 		{"schedules", k.processSchedules},
 		{"orphaned tasks", k.processOrphans},
+		{"task waits", k.taskWaits},
 	}
 	for _, s := range steps {
 		if err := s.fn(adm); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", s.name, err))
 		}
 	}
+	k.flushWaits()
 	if len(errs) > 0 {
 		// A step that failed half-way (a full disk between writing a
 		// dispatched event and its task) is repaired the way a restart

@@ -119,6 +119,11 @@ func (k *King) finish(t *schema.Task, res *schema.Result) error {
 	if retryable(res, t.RetryCount, k.cfg.Retry.MaxAttempts) {
 		return k.retry(t, res)
 	}
+	if !failedOutcome(res.Status) {
+		// A cancel that lost the race to this outcome leaves no mark: the
+		// task completed, and nothing may say Cancelled about it.
+		k.dropCancel(t.ID)
+	}
 	// The task's totals over its attempts, read once for its message and
 	// its task.* event (§10.6).
 	tot := k.taskTotals(t)

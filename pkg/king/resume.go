@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"regexp"
 
+	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
@@ -49,11 +50,14 @@ func (k *King) replyContext(ev *schema.Event) (*schema.ReplyContext, string) {
 // for the general that asked (SPEC §4.4, §9.8).
 func (k *King) handleReply(ev *schema.Event, adm *admission) error {
 	rc, reason := k.replyContext(ev)
+	if reason == "" {
+		reason = k.withdrawn(rc.TaskID)
+	}
 	if reason != "" {
 		return k.discard(ev, layout.Pending, reason)
 	}
-	if !adm.acceptFor(schema.PriorityHigh, rc.General) {
-		k.deferred(ev, adm)
+	if h := adm.holdFor(schema.PriorityHigh, rc.General); h != nil {
+		k.deferred(ev, h)
 		return nil
 	}
 	if err := k.dispatch(ev, rc.General, layout.Pending); err != nil {
@@ -107,4 +111,20 @@ func (k *King) resumeFields(t *schema.Task, ev *schema.Event, rc *schema.ReplyCo
 			t.Thread = &schema.Thread{Channel: ch, ThreadTS: ts}
 		}
 	}
+}
+
+// withdrawn says why a reply to task's question starts nothing: the
+// operator cancelled the task while it waited for the answer
+// (withdrawQuestion). "" when the question stands.
+func (k *King) withdrawn(task string) string {
+	if rec := control.ReadCancelled(k.l, task); rec != nil {
+		return "task " + task + " was cancelled by " + firstNonEmpty(rec.By, "the operator") + "; its question is withdrawn"
+	}
+	// The record is kept a week; the task's own status says it for good (a
+	// question or a kept conversation never belongs to a failed task).
+	var t schema.Task
+	if k.tasks.ReadJSON(layout.Completed, task, &t) == nil && t.Status == schema.ResultFailed {
+		return "task " + task + " ended failed; a reply to it starts nothing"
+	}
+	return ""
 }

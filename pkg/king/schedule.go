@@ -100,8 +100,8 @@ func (k *King) processSchedules(adm *admission) error {
 				changed = true
 				continue
 			}
-			if !adm.acceptFor(schema.PriorityNormal, m.Name) {
-				k.log.Debug("schedule held", "schedule", key, "reason", adm.denyReason(schema.PriorityNormal))
+			if h := adm.holdFor(schema.PriorityNormal, m.Name); h != nil {
+				k.log.Debug("schedule held", "schedule", key, "reason", h.detail)
 				continue
 			}
 			if err := k.fireSchedule(m, s, due); err != nil {

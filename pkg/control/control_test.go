@@ -1,0 +1,44 @@
+package control
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+)
+
+// A resume may name one engine; no other action may, and the name must be
+// an engine's name, not a path or a flag.
+func TestRequest_EngineOnlyOnResume(t *testing.T) {
+	for _, c := range []struct {
+		r  Request
+		ok bool
+	}{
+		{Request{Action: ActionResume}, true},
+		{Request{Action: ActionResume, Engine: "codex"}, true},
+		{Request{Action: ActionResume, Engine: "../codex"}, false},
+		{Request{Action: ActionResume, Engine: "--all"}, false},
+		{Request{Action: ActionPause, Engine: "codex"}, false},
+		{Request{Action: ActionCancel, TaskID: "task-20261121-001", Engine: "codex"}, false},
+	} {
+		if err := c.r.Validate(); (err == nil) != c.ok {
+			t.Errorf("Validate(%+v) = %v, want ok %v", c.r, err, c.ok)
+		}
+	}
+	l := layout.New(t.TempDir())
+	id, err := Submit(l, Request{Action: ActionResume, Engine: "codex", By: "alice"}, time.Unix(1, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(l.KingControlDir(), id+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r Request
+	if err := json.Unmarshal(b, &r); err != nil || r.Engine != "codex" {
+		t.Errorf("submitted request %s: %+v %v", b, r, err)
+	}
+}
