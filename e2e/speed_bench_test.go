@@ -11,11 +11,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/kingdom-dev/kingdom/internal/testkit/modelfake"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
 )
@@ -35,6 +37,7 @@ func TestSpeedBench(t *testing.T) {
 	k := speedKingdom(t, slots)
 	lim := machineLimits(t, k)
 	runCPU, engineCPU := soldierRunCPU(t, k)
+	claudeCPU, claudeErr := claudeRunCPU(t)
 
 	k.Start()
 	k.WaitRoles("sentinel", "king", "envoy", "chamberlain", "gen-a", "gen-b", "gen-c")
@@ -114,7 +117,7 @@ func TestSpeedBench(t *testing.T) {
 	// and the completion message, and the envoy's wake.
 	taskFloor := 2*wake + 4*durable
 	sentFloor := taskFloor + 2*wake + tmuxNew + 2*spawn + 3*durable
-	fmt.Fprintf(&b, "\n### Issue #15: latency and throughput against the machine's limits\n\n")
+	fmt.Fprintf(&b, "\n### Reaction time and throughput against the machine's limits\n\n")
 	fmt.Fprintf(&b, "Floors are sums of the limits above: inbox → task = 2 inotify wakes + 4 durable files;\n"+
 		"→ completion adds 2 wakes, a tmux session, 2 process starts (`soldier-spawn run`, the engine) and 3 durable files.\n"+
 		"Ratio = figure / floor.\n\n")
@@ -127,7 +130,7 @@ func TestSpeedBench(t *testing.T) {
 		pct(once, 50), pct(once, 100), spawn.Round(time.Microsecond), ratio(pctD(once, 100), spawn))
 	floorRate := float64(slots) / (tmuxNew + 2*spawn).Seconds()
 	fmt.Fprintf(&b, "| burst (%d events, %d slots, instant engine) | target | measured | limit | ratio |\n|---|---|---|---|---|\n", burst, slots)
-	fmt.Fprintf(&b, "| end to end, first inbox file → last completion sent | ≥ 60 events/s | %.1f events/s (%s) | %.0f events/s (%d slots / (tmux session + 2 process starts)) | %.2f |\n",
+	fmt.Fprintf(&b, "| end to end, first inbox file → last completion sent | ≥ 80%% of the figure before the simplification | %.1f events/s (%s) | %.0f events/s (%d slots / (tmux session + 2 process starts)) | %.2f |\n",
 		rate, elapsed.Round(time.Millisecond), floorRate, slots, rate/floorRate)
 	fmt.Fprintf(&b, "| slots busy while work waits | ≥ 90%% | %.0f%% (%d samples) | 100%% | %.2f |\n\n", busy, samples, busy/100)
 	var each []string
@@ -135,7 +138,7 @@ func TestSpeedBench(t *testing.T) {
 		each = append(each, fmt.Sprintf("run %d: %.1f events/s, %.0f%% busy, %.1f CPU-ms per task", i+1, r.rate, r.busy, r.cpuTotal*1000/burst))
 	}
 	fmt.Fprintf(&b, "%d bursts in this run, the one with the median CPU reported above and below (%s).\n\n", runs, strings.Join(each, "; "))
-	fmt.Fprintf(&b, "### Issue #17: CPU per task across all processes (the burst above)\n\n")
+	fmt.Fprintf(&b, "### CPU per task across all processes (the burst above)\n\n")
 	fmt.Fprintf(&b, "User+system CPU of each daemon and its reaped children (`/proc/<pid>/stat` utime+stime+cutime+cstime)\n"+
 		"over the burst, divided by %d tasks. Soldiers (`soldier-spawn run` and the engine) run under the tmux server.\n\n", burst)
 	fmt.Fprintf(&b, "| process | CPU-ms per task |\n|---|---|\n")
@@ -153,6 +156,19 @@ func TestSpeedBench(t *testing.T) {
 		engineCPU.Seconds()*1000, runCPU.Seconds()*1000, limit(limSpawnCPU).Seconds()*1000, ratio(runCPU, limit(limSpawnCPU)))
 	fmt.Fprintf(&b, "That floor is the start-up of a static Go binary (runtime, package inits, page faults, exit);\n"+
 		"beyond it a run pays for its engine's process start, its file creates (soldier id, heartbeat, session log) and the raw result's fsyncs (the raw result is written into the engine's staging file).\n\n")
+
+	perTask := time.Duration(cpuTotal*float64(time.Second)/burst) - engineCPU
+	fmt.Fprintf(&b, "### What Kingdom adds to an agent run\n\n")
+	if claudeErr != nil {
+		fmt.Fprintf(&b, "The real `claude` CLI was not measured: %v.\n\n", claudeErr)
+	} else {
+		fmt.Fprintf(&b, "| figure | CPU-ms |\n|---|---|\n")
+		fmt.Fprintf(&b, "| Kingdom per task, every process (the burst's median run, the instant engine's own %.1f ms taken out) | %.1f |\n",
+			engineCPU.Seconds()*1000, perTask.Seconds()*1000)
+		fmt.Fprintf(&b, "| the real `claude -p` CLI, one one-turn run against the local fake model API (median of 3) | %.1f |\n", claudeCPU.Seconds()*1000)
+		fmt.Fprintf(&b, "| **ratio Kingdom / claude** | **%.2f** |\n\n", perTask.Seconds()/claudeCPU.Seconds())
+		fmt.Fprintf(&b, "A real agent run lasts minutes and makes many model calls; the CLI's start-up alone is the floor of what a user pays anyway.\n\n")
+	}
 
 	t.Log("\n" + b.String())
 	if out := os.Getenv("KINGDOM_BENCH_SPEED_OUT"); out != "" {
@@ -520,4 +536,41 @@ func runBurst(t *testing.T, k *Kingdom, w *fileTimes, pids map[string]int, slots
 	// Let the kingdom settle (retries, reports) before the next run.
 	time.Sleep(time.Second)
 	return r
+}
+
+// claudeRunCPU runs the real claude CLI (node_modules/.bin/claude, as
+// `npm ci` installs it) once per sample for a one-turn answer from the local
+// fake model API and returns the median CPU (user+system of the CLI and
+// every descendant it reaped).
+func claudeRunCPU(t *testing.T) (time.Duration, error) {
+	bin, err := filepath.Abs(filepath.Join("..", "node_modules", ".bin", "claude"))
+	if err != nil {
+		return 0, err
+	}
+	if _, err := os.Stat(bin); err != nil {
+		return 0, fmt.Errorf("%s is missing (npm ci installs it)", bin)
+	}
+	fake := modelfake.New()
+	defer fake.Close()
+	fake.Fallback(modelfake.Always(modelfake.Text("done")))
+	home, work := t.TempDir(), t.TempDir()
+	env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
+	for k, v := range fake.ClaudeEnv() {
+		env = append(env, k+"="+v)
+	}
+	var cpu []time.Duration
+	for range 3 {
+		var before, after syscall.Rusage
+		syscall.Getrusage(syscall.RUSAGE_CHILDREN, &before)
+		c := exec.Command(bin, "-p", "--output-format", "stream-json", "--verbose", "say done")
+		c.Dir, c.Env = work, env
+		if out, err := c.CombinedOutput(); err != nil {
+			return 0, fmt.Errorf("claude -p: %v: %s", err, out)
+		}
+		syscall.Getrusage(syscall.RUSAGE_CHILDREN, &after)
+		us := (after.Utime.Sec-before.Utime.Sec+after.Stime.Sec-before.Stime.Sec)*1e6 +
+			(after.Utime.Usec - before.Utime.Usec + after.Stime.Usec - before.Stime.Usec)
+		cpu = append(cpu, time.Duration(us)*time.Microsecond)
+	}
+	return pctD(cpu, 50), nil
 }
