@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/internal/testkit/modelfake"
+	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 )
 
 // realRun is one run of a real CLI (node_modules/.bin) against the fake
@@ -129,6 +131,57 @@ func TestRealCodex_MidMinuteResetIsNeverEarlyNorTomorrow(t *testing.T) {
 		if lim.ResetsAt.Before(c.atLeast) || lim.ResetsAt.After(c.atMost) {
 			t.Errorf("%s: resets at %s, want within [%s, %s] (the API's reset is %s)", c.name,
 				lim.ResetsAt.Format(time.RFC3339), c.atLeast.Format(time.RFC3339), c.atMost.Format(time.RFC3339), reset.Format(time.RFC3339))
+		}
+	}
+}
+
+// classifyReal classifies a real run the way the soldier does.
+func classifyReal(eng string, r realRun) Failure {
+	p := NewParser(eng)
+	for _, l := range r.lines {
+		p.Line(l)
+	}
+	return Classify(eng, false, r.code, p.Outcome(), r.stderr, "system.yaml")
+}
+
+// With Kingdom's default claude args, an agent whose command no allowed
+// Bash pattern covers is denied and gives up; the NoResult error names the
+// denial and the pattern to add (SPEC §10.3).
+func TestRealClaude_NoResultCarriesPermissionDenialsAndThePattern(t *testing.T) {
+	fake := modelfake.New()
+	t.Cleanup(fake.Close)
+	fake.Script("SCEN-denied", modelfake.Turns(modelfake.Shell("printenv KINGDOM_TASK_ID"),
+		modelfake.Text("I could not read the task id.")))
+	r := runReal(t, fake, "claude", "SCEN-denied do it", config.DefaultClaudeArgs...)
+	f := classifyReal("claude", r)
+	msg := Bound(f.Message())
+	if f.Reason != doc.ReasonNoResult {
+		t.Fatalf("reason %s (%q), want NoResult", f.Reason, msg)
+	}
+	for _, want := range []string{"permission denied: Bash(printenv KINGDOM_TASK_ID)", "I could not read the task id.",
+		"runtime.claude.args", "Bash(printenv:*)"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q lacks %q", msg, want)
+		}
+	}
+}
+
+// An account without credit is refused at once, with the fix, not retried
+// as an engine error (SPEC §10.4).
+func TestRealClaude_CreditBalanceTooLowIsRefused(t *testing.T) {
+	fake := modelfake.New()
+	t.Cleanup(fake.Close)
+	fake.Script("SCEN-credit", modelfake.Always(modelfake.APIError(400, "invalid_request_error",
+		"Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits.")))
+	r := runReal(t, fake, "claude", "SCEN-credit review", config.DefaultClaudeArgs...)
+	f := classifyReal("claude", r)
+	msg := f.Message()
+	if f.Reason != doc.ReasonEngineRefused || !doc.DefaultTerminal(f.Reason) {
+		t.Fatalf("reason %s (%q), want the terminal EngineRefused", f.Reason, msg)
+	}
+	for _, want := range []string{"Credit balance is too low", "add credits to the account or switch engine"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q lacks %q", msg, want)
 		}
 	}
 }
