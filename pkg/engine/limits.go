@@ -32,7 +32,8 @@ type Limit struct {
 	ResetsAt time.Time
 	// Parsed says ResetsAt came from the engine, not from the fallback.
 	Parsed bool
-	// Reason is the engine's words (the caller redacts and truncates).
+	// Reason is the engine's words without a final period (the caller
+	// redacts and truncates).
 	Reason string
 }
 
@@ -252,6 +253,9 @@ func (w *LimitWatch) Limit(now time.Time, fallback time.Duration) (Limit, bool) 
 	if lim.Reason == "" {
 		lim.Reason = w.reason
 	}
+	// The engines end their sentence with a period; messages that quote
+	// the reason add their own punctuation after it.
+	lim.Reason = strings.TrimRight(strings.TrimSpace(lim.Reason), ".")
 	if lim.Reason == "" {
 		lim.Reason = "usage limit reached"
 	}

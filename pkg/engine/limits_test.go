@@ -333,3 +333,15 @@ func TestLimitWatch_ExactResetIsNotRounded(t *testing.T) {
 		t.Fatalf("resets at %s ok=%v, want the event's %s", lim.ResetsAt, ok, want.UTC())
 	}
 }
+
+// The reason is quoted inside sentences ("paused until 08:23: <reason>.
+// Its tasks wait…"): the engine's own final period is dropped, so no
+// message reads "8:22 AM..".
+func TestLimitWatch_ReasonHasNoFinalPeriod(t *testing.T) {
+	w := NewLimitWatch("codex")
+	w.Line([]byte(`{"type":"turn.failed","error":{"message":"You’ve hit your usage limit. Upgrade to Pro (https://chatgpt.com/explore/pro) or try again at 8:22 AM."}}`))
+	lim, ok := w.Limit(limitNow, time.Hour)
+	if !ok || !strings.HasSuffix(lim.Reason, "try again at 8:22 AM") {
+		t.Fatalf("reason %q ok=%v, want the engine's sentence without its final period", lim.Reason, ok)
+	}
+}
