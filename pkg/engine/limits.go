@@ -13,6 +13,7 @@ import (
 	_ "time/tzdata"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/enginepause"
 )
 
 // Usage and rate limits (SPEC §10.8). The engines word them in many ways and
@@ -47,7 +48,8 @@ const MinLimitPause = 15 * time.Second
 
 // MaxLimitPause bounds a parsed reset: the longest window the engines have
 // is seven days; anything further is a misparse and the fallback is used.
-const MaxLimitPause = 8 * 24 * time.Hour
+// It is the pause file's cap.
+const MaxLimitPause = enginepause.MaxPause
 
 // LimitWatch accumulates the limit signals of one engine run. It is not safe
 // for concurrent use.
