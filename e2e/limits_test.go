@@ -280,12 +280,16 @@ watchdog:
 		marker, engine string
 		rep            limitReply
 		fallback       bool // no reset named: now + usage_limit_fallback_minutes
+		// minute: the engine names the reset to the minute without its
+		// seconds, so Kingdom waits for the end of that minute.
+		minute bool
 	}
 	claudeText := func(m, text string) scen {
-		return scen{marker: m, engine: "claude", rep: limitReply{status: 429, body: anthropicError("rate_limit_error", text)}}
+		return scen{marker: m, engine: "claude", minute: true, rep: limitReply{status: 429, body: anthropicError("rate_limit_error", text)}}
 	}
 	scens := []scen{
-		claudeText("SCEN-LIM-CL-PIPE", fmt.Sprintf("Claude AI usage limit reached|%d", reset.Unix())),
+		{marker: "SCEN-LIM-CL-PIPE", engine: "claude", rep: limitReply{status: 429,
+			body: anthropicError("rate_limit_error", fmt.Sprintf("Claude AI usage limit reached|%d", reset.Unix()))}},
 		claudeText("SCEN-LIM-CL-WILL", fmt.Sprintf("Claude usage limit reached. Your limit will reset at %s (America/Chicago).", clock12(reset, "America/Chicago"))),
 		claudeText("SCEN-LIM-CL-HIT", fmt.Sprintf("You've hit your limit · resets %s (Europe/Berlin)", clock12(reset, "Europe/Berlin"))),
 		claudeText("SCEN-LIM-CL-SESSION", fmt.Sprintf("You've hit your session limit · resets %s (Europe/Berlin)", clock12(reset, "Europe/Berlin"))),
@@ -295,7 +299,7 @@ watchdog:
 		{marker: "SCEN-LIM-CL-EVENT", engine: "claude", rep: limitReply{status: 429, body: anthropicError("rate_limit_error", "Rate limited"),
 			headers: map[string]string{"anthropic-ratelimit-unified-status": "rejected", "anthropic-ratelimit-unified-reset": fmt.Sprint(reset.Unix()),
 				"anthropic-ratelimit-unified-representative-claim": "five_hour"}}},
-		{marker: "SCEN-LIM-CX-USAGE", engine: "codex", rep: limitReply{status: 429, body: fmt.Sprintf(
+		{marker: "SCEN-LIM-CX-USAGE", engine: "codex", minute: true, rep: limitReply{status: 429, body: fmt.Sprintf(
 			`{"error":{"type":"usage_limit_reached","message":"The usage limit has been reached","plan_type":"plus","resets_at":%d,"resets_in_seconds":%d}}`,
 			reset.Unix(), int(time.Until(reset).Seconds()))}},
 		{marker: "SCEN-LIM-CX-QUOTA", engine: "codex", fallback: true, rep: limitReply{status: 429,
@@ -349,8 +353,8 @@ watchdog:
 			if nb.Before(dropped.Add(time.Minute-time.Second)) || nb.After(time.Now().Add(time.Minute+time.Second)) {
 				t.Errorf("%s: not_before %s, want now + the 1 minute fallback", s.marker, nb)
 			}
-		} else if !nb.Equal(reset) {
-			t.Errorf("%s: not_before %s, want the parsed reset %s", s.marker, nb, reset)
+		} else if want := reset.Add(map[bool]time.Duration{true: time.Minute}[s.minute]); !nb.Equal(want) {
+			t.Errorf("%s: not_before %s, want the parsed reset %s", s.marker, nb, want)
 		}
 	}
 

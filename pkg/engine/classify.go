@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"strings"
 
@@ -59,6 +60,11 @@ var refusals = []refusal{
 	{config.EngineClaude, lazyRE(`(?i)not logged in|please run /login|invalid api key|authentication_error|invalid x-api-key`), func(f string) string {
 		return credentialsFix(config.EngineClaude, f)
 	}},
+	// An exhausted account is terminal like missing credentials: a retry
+	// within seconds meets the same empty balance.
+	{config.EngineClaude, lazyRE(`(?i)credit balance is too low`), func(f string) string {
+		return "the account has no credit left: add credits to the account or switch engine (the general's engine, or runtime.engine in " + f + ")"
+	}},
 	{config.EngineCodex, lazyRE(`error: unexpected argument|error: invalid value|error: unrecognized subcommand`), func(f string) string {
 		return "remove or correct the flag in runtime.codex.args of " + f
 	}},
@@ -101,24 +107,96 @@ func Classify(engine string, resumed bool, exitCode int, o *Outcome, stderrTail,
 	if resumed && sessionGone().MatchString(all) {
 		return Failure{Reason: doc.ReasonSessionLost, Words: words}
 	}
+	// An agent blocked by its permissions often just stops: the denials
+	// say why, and the fix names the pattern to allow (SPEC §10.3).
+	fix := denialFix(o.Denials, sysFile)
 	if o.Subtype == "error_max_structured_output_retries" || (o.Ended && !o.IsError && exitCode == 0) {
-		last := strings.TrimSpace(o.FinalText)
 		msg := "the agent ended without giving a result"
-		if last != "" {
-			msg += "; its last words: " + last
+		if d := o.denied(); d != "" {
+			msg += "; " + d
+		}
+		if last := strings.TrimSpace(o.FinalText); last != "" {
+			// Clipped so the fix still fits the 1,000 characters; the
+			// result's summary carries the whole text.
+			msg += "; its last words: " + redact.Clip(last, maxLastWords)
 		}
 		if o.Subtype == "error_max_structured_output_retries" {
 			msg += " (subtype " + o.Subtype + ")"
 		}
-		return Failure{Reason: doc.ReasonNoResult, Words: msg}
+		return Failure{Reason: doc.ReasonNoResult, Words: msg, Fix: fix}
 	}
 	if words == "" {
 		words = fmt.Sprintf("engine %s exited with code %d without a result", engine, exitCode)
 	} else {
 		words = fmt.Sprintf("engine %s exited with code %d: %s", engine, exitCode, words)
 	}
-	return Failure{Reason: doc.ReasonEngineError, Words: words}
+	return Failure{Reason: doc.ReasonEngineError, Words: words, Fix: fix}
 }
+
+// maxLastWords bounds the agent's last text quoted in a NoResult message.
+const maxLastWords = 400
+
+// denialFix tells how to let the denied calls run: the --allowedTools
+// patterns to add (a Bash command by its program, `Bash(printenv:*)`; any
+// other tool by name) and the --add-dir directories of denied paths
+// outside the task's directory. "" when there were none.
+func denialFix(ds []Denial, sysFile string) string {
+	var pats, dirs []string
+	asked := false
+	for _, d := range ds {
+		switch {
+		case d.Tool == "AskUserQuestion":
+			asked = true
+		case d.Tool == "Bash":
+			if prog := commandProgram(d.Arg); prog != "" && !containsString(pats, "Bash("+prog+":*)") {
+				pats = append(pats, "Bash("+prog+":*)")
+			}
+		case fileTools[d.Tool] && filepath.IsAbs(d.Arg):
+			if dir := filepath.Dir(d.Arg); !containsString(dirs, dir) {
+				dirs = append(dirs, dir)
+			}
+		default:
+			if !containsString(pats, d.Tool) {
+				pats = append(pats, d.Tool)
+			}
+		}
+	}
+	var fixes []string
+	if len(pats) > 0 {
+		list := strings.Join(pats, ",")
+		fixes = append(fixes, "allow it in runtime.claude.args of "+sysFile+": add "+list+
+			" to the --allowedTools list (comma-separated, e.g. --allowedTools \"Bash(git:*),Bash(gh:*),"+list+"\")")
+	}
+	if len(dirs) > 0 {
+		fixes = append(fixes, "let it reach the paths: add --add-dir "+strings.Join(dirs, " --add-dir ")+" to runtime.claude.args of "+sysFile)
+	}
+	if asked {
+		fixes = append(fixes, "a headless agent cannot ask: its prompt should have it end with status needs_human and the question")
+	}
+	return strings.Join(fixes, "; ")
+}
+
+// fileTools are claude's tools whose argument is a path.
+var fileTools = map[string]bool{"Read": true, "Write": true, "Edit": true, "MultiEdit": true, "NotebookEdit": true}
+
+// commandProgram is the program a shell command runs ("printenv" of
+// "FOO=1 printenv KINGDOM_TASK_ID"), "" when it is not a plain name: a
+// pattern is suggested only for what can be named safely.
+func commandProgram(cmd string) string {
+	f := strings.Fields(cmd)
+	for len(f) > 0 && envAssign().MatchString(f[0]) {
+		f = f[1:]
+	}
+	if len(f) == 0 || !programName().MatchString(f[0]) {
+		return ""
+	}
+	return f[0]
+}
+
+var (
+	envAssign   = lazyRE(`^[A-Za-z_][A-Za-z0-9_]*=`)
+	programName = lazyRE(`^[A-Za-z0-9_][A-Za-z0-9_.+/-]*$`)
+)
 
 func credentialsOf(engine string) string {
 	if engine == config.EngineCodex {

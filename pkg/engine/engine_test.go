@@ -228,7 +228,8 @@ func TestClassify(t *testing.T) {
 		"codex lost":      {"codex", true, 1, &Outcome{}, "Error: thread/resume: thread/resume failed: no rollout found for thread id x", schema.ReasonSessionLost, "no rollout found"},
 		"no result":       {"claude", false, 0, ended, "", schema.ReasonNoResult, "nothing to do"},
 		"never complied":  {"claude", false, 1, &Outcome{Ended: true, IsError: true, Subtype: "error_max_structured_output_retries"}, "", schema.ReasonNoResult, "error_max_structured_output_retries"},
-		"api error":       {"claude", false, 1, &Outcome{Ended: true, IsError: true, APIErrorStatus: 400, FinalText: "Credit balance is too low"}, "", schema.ReasonEngineError, "Credit balance is too low"},
+		"no credit":       {"claude", false, 1, &Outcome{Ended: true, IsError: true, APIErrorStatus: 400, FinalText: "Credit balance is too low"}, "", schema.ReasonEngineRefused, "Credit balance is too low — fix: the account has no credit left: add credits to the account or switch engine"},
+		"api error":       {"claude", false, 1, &Outcome{Ended: true, IsError: true, APIErrorStatus: 500, FinalText: "API Error: 500 Internal server error"}, "", schema.ReasonEngineError, "500 Internal server error"},
 		"crash":           {"codex", false, 139, &Outcome{}, "segfault", schema.ReasonEngineError, "segfault"},
 		"not lost if new": {"claude", false, 1, &Outcome{Ended: true, IsError: true, Errors: []string{"No conversation found with session ID: x"}}, "", schema.ReasonEngineError, "No conversation"},
 	} {
@@ -303,4 +304,48 @@ func FuzzParsers(f *testing.F) {
 		var m map[string]any
 		ExtractJSONObject(string(line), &m)
 	})
+}
+
+// A run stopped by its permissions names the denied calls and the pattern
+// that would allow them, whatever the failure (SPEC §10.3).
+func TestClassify_DenialsAndTheirFix(t *testing.T) {
+	long := strings.Repeat("I tried and tried. ", 200)
+	for name, tc := range map[string]struct {
+		code    int
+		o       *Outcome
+		reason  string
+		want    []string
+		notWant []string
+	}{
+		"no result blocked by a Bash pattern": {0, &Outcome{Ended: true, FinalText: "I could not read the task id.",
+			Denials: []Denial{{Tool: "Bash", Arg: "printenv KINGDOM_TASK_ID"}}}, schema.ReasonNoResult,
+			[]string{"permission denied: Bash(printenv KINGDOM_TASK_ID)", "its last words: I could not read the task id.",
+				"runtime.claude.args", `--allowedTools "Bash(git:*),Bash(gh:*),Bash(printenv:*)"`}, nil},
+		"long last words keep the fix within the bound": {0, &Outcome{Ended: true, FinalText: long,
+			Denials: []Denial{{Tool: "Bash", Arg: "FOO=1 make test"}}}, schema.ReasonNoResult,
+			[]string{"Bash(make:*)"}, nil},
+		"an error with denials of paths, tools and a question": {1, &Outcome{Ended: true, IsError: true, Subtype: "error_max_turns",
+			Denials: []Denial{{Tool: "Write", Arg: "/etc/kingdom/x.conf"}, {Tool: "WebFetch", Arg: "https://example.com"},
+				{Tool: "Bash", Arg: "(cd /x && rm -rf y)"}, {Tool: "AskUserQuestion", Arg: "Which branch?"}}}, schema.ReasonEngineError,
+			[]string{"Write(/etc/kingdom/x.conf)", "--add-dir /etc/kingdom to runtime.claude.args", "WebFetch", "needs_human"}, []string{"Bash((cd:*)"}},
+		"no denials, no fix": {0, &Outcome{Ended: true, FinalText: "nothing to do"}, schema.ReasonNoResult, nil, []string{"fix:"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := Classify("claude", false, tc.code, tc.o, "", "system.yaml")
+			msg := Bound(f.Message())
+			if f.Reason != tc.reason {
+				t.Fatalf("reason %s, want %s (%q)", f.Reason, tc.reason, msg)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("message %q lacks %q", msg, w)
+				}
+			}
+			for _, w := range tc.notWant {
+				if strings.Contains(msg, w) {
+					t.Errorf("message %q has %q", msg, w)
+				}
+			}
+		})
+	}
 }

@@ -13,6 +13,7 @@ import (
 	_ "time/tzdata"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/enginepause"
 )
 
 // Usage and rate limits (SPEC §10.8). The engines word them in many ways and
@@ -32,7 +33,8 @@ type Limit struct {
 	ResetsAt time.Time
 	// Parsed says ResetsAt came from the engine, not from the fallback.
 	Parsed bool
-	// Reason is the engine's words (the caller redacts and truncates).
+	// Reason is the engine's words without a final period (the caller
+	// redacts and truncates).
 	Reason string
 }
 
@@ -46,7 +48,8 @@ const MinLimitPause = 15 * time.Second
 
 // MaxLimitPause bounds a parsed reset: the longest window the engines have
 // is seven days; anything further is a misparse and the fallback is used.
-const MaxLimitPause = 8 * 24 * time.Hour
+// It is the pause file's cap.
+const MaxLimitPause = enginepause.MaxPause
 
 // LimitWatch accumulates the limit signals of one engine run. It is not safe
 // for concurrent use.
@@ -252,6 +255,9 @@ func (w *LimitWatch) Limit(now time.Time, fallback time.Duration) (Limit, bool) 
 	if lim.Reason == "" {
 		lim.Reason = w.reason
 	}
+	// The engines end their sentence with a period; messages that quote
+	// the reason add their own punctuation after it.
+	lim.Reason = strings.TrimRight(strings.TrimSpace(lim.Reason), ".")
 	if lim.Reason == "" {
 		lim.Reason = "usage limit reached"
 	}
@@ -364,24 +370,47 @@ type wallReset struct {
 	month, day int
 }
 
-// next resolves the reset against now.
+// recentReset is how long after a named clock time has passed it still
+// means the reset the engine just reported, not the same time tomorrow: a
+// run that raced the reset, or was slow to start, reads the same words
+// again and must wait the minimum pause, not a day.
+const recentReset = 5 * time.Minute
+
+// next resolves the reset against now. The engines print their reset to
+// the minute and drop the seconds (claude's "6:13pm" for 18:13:20, codex's
+// "8:22 AM"), so the named minute is over only at its end: the reset is
+// the start of the next minute, never up to 59 s early. A named minute
+// that ended at most recentReset ago is now (Limit turns it into the
+// minimum pause); one further back is the next occurrence.
 func (r *wallReset) next(now time.Time) time.Time {
 	n := now.In(r.loc)
-	if !r.dated {
-		t := time.Date(n.Year(), n.Month(), n.Day(), r.hour, r.min, 0, 0, r.loc)
-		if !t.After(now) {
-			t = time.Date(n.Year(), n.Month(), n.Day()+1, r.hour, r.min, 0, 0, r.loc)
+	var cands []time.Time
+	switch {
+	case !r.dated:
+		for d := -1; d <= 1; d++ {
+			cands = append(cands, time.Date(n.Year(), n.Month(), n.Day()+d, r.hour, r.min, 0, 0, r.loc))
 		}
-		return t
+	case r.year != 0:
+		cands = append(cands, time.Date(r.year, time.Month(r.month), r.day, r.hour, r.min, 0, 0, r.loc))
+	default:
+		for y := -1; y <= 1; y++ {
+			cands = append(cands, time.Date(n.Year()+y, time.Month(r.month), r.day, r.hour, r.min, 0, 0, r.loc))
+		}
 	}
-	if r.year != 0 {
-		return time.Date(r.year, time.Month(r.month), r.day, r.hour, r.min, 0, 0, r.loc)
+	var last time.Time
+	for _, c := range cands {
+		end := c.Add(time.Minute)
+		if end.After(now) {
+			if !last.IsZero() && now.Sub(last) <= recentReset {
+				return now
+			}
+			return end
+		}
+		last = end
 	}
-	t := time.Date(n.Year(), time.Month(r.month), r.day, r.hour, r.min, 0, 0, r.loc)
-	if !t.After(now) {
-		t = time.Date(n.Year()+1, time.Month(r.month), r.day, r.hour, r.min, 0, 0, r.loc)
-	}
-	return t
+	// Every candidate has passed: a dated reset in the past (Limit holds
+	// it for the minimum pause).
+	return last
 }
 
 var (

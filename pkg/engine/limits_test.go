@@ -22,7 +22,7 @@ func mustZone(t *testing.T, name string) *time.Location {
 func TestLimitWatch_EveryShapeInEngines(t *testing.T) {
 	epoch := time.Unix(1777400000, 0).UTC() // 2026-04-28T18:13:20Z
 	fallback := 60 * time.Minute
-	codexLocal := time.Date(2026, 4, 28, 22, 3, 0, 0, time.Local)
+	codexLocal := time.Date(2026, 4, 28, 22, 4, 0, 0, time.Local)
 	if !codexLocal.After(limitNow.Add(MinLimitPause)) {
 		codexLocal = limitNow.Add(MinLimitPause)
 	}
@@ -49,16 +49,16 @@ func TestLimitWatch_EveryShapeInEngines(t *testing.T) {
 			want:  epoch, parsed: true},
 		{name: "claude will reset at 9am Chicago", engine: "claude",
 			lines: []line{{stdout: `{"type":"result","is_error":true,"result":"Claude usage limit reached. Your limit will reset at 9am (America/Chicago).","api_error_status":null}`}},
-			want:  time.Date(2026, 4, 28, 9, 0, 0, 0, mustZone(t, "America/Chicago")), parsed: true, reason: "will reset at 9am"},
+			want:  time.Date(2026, 4, 28, 9, 1, 0, 0, mustZone(t, "America/Chicago")), parsed: true, reason: "will reset at 9am"},
 		{name: "claude hit your limit resets 8pm Berlin", engine: "claude",
 			lines: []line{{stdout: `{"type":"result","is_error":true,"result":"You've hit your limit · resets 8pm (Europe/Berlin)"}`}},
-			want:  time.Date(2026, 4, 28, 20, 0, 0, 0, mustZone(t, "Europe/Berlin")), parsed: true, reason: "hit your limit"},
+			want:  time.Date(2026, 4, 28, 20, 1, 0, 0, mustZone(t, "Europe/Berlin")), parsed: true, reason: "hit your limit"},
 		{name: "claude session limit already past today means tomorrow", engine: "claude",
 			lines: []line{{stdout: `{"type":"result","is_error":true,"result":"You've hit your session limit · resets 9am (Europe/Berlin)"}`}},
-			want:  time.Date(2026, 4, 29, 9, 0, 0, 0, mustZone(t, "Europe/Berlin")), parsed: true, reason: "session limit"},
+			want:  time.Date(2026, 4, 29, 9, 1, 0, 0, mustZone(t, "Europe/Berlin")), parsed: true, reason: "session limit"},
 		{name: "claude out of extra usage", engine: "claude",
 			lines: []line{{stdout: `{"type":"result","is_error":true,"result":"You're out of extra usage · resets 1pm (America/Los_Angeles)"}`}},
-			want:  time.Date(2026, 4, 28, 13, 0, 0, 0, mustZone(t, "America/Los_Angeles")), parsed: true, reason: "extra usage"},
+			want:  time.Date(2026, 4, 28, 13, 1, 0, 0, mustZone(t, "America/Los_Angeles")), parsed: true, reason: "extra usage"},
 		{name: "claude subscription rate_limit_event and its own 5-hour text (measured, 2.1.328)", engine: "claude",
 			lines: []line{
 				{stdout: `{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":1777400000,"rateLimitType":"five_hour","isUsingOverage":false},"uuid":"u","session_id":"s"}`},
@@ -68,10 +68,10 @@ func TestLimitWatch_EveryShapeInEngines(t *testing.T) {
 			want: epoch, parsed: true, reason: "5-hour limit"},
 		{name: "claude 5-hour text alone", engine: "claude",
 			lines: []line{{stdout: `{"type":"result","is_error":true,"result":"You've hit your 5-hour limit · resets Apr 28, 2026, 6:13pm (UTC)"}`}},
-			want:  time.Date(2026, 4, 28, 18, 13, 0, 0, time.UTC), parsed: true},
+			want:  time.Date(2026, 4, 28, 18, 14, 0, 0, time.UTC), parsed: true},
 		{name: "claude API-key 429 relaying the server's words (measured)", engine: "claude",
 			lines: []line{{stdout: `{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"result":"API Error: Request rejected (429) · You've hit your limit · resets 8pm (Europe/Berlin)"}`}},
-			want:  time.Date(2026, 4, 28, 20, 0, 0, 0, mustZone(t, "Europe/Berlin")), parsed: true},
+			want:  time.Date(2026, 4, 28, 20, 1, 0, 0, mustZone(t, "Europe/Berlin")), parsed: true},
 		{name: "claude API error 429 without a time falls back", engine: "claude",
 			lines: []line{{stdout: `{"type":"result","is_error":true,"api_error_status":429,"result":"API Error: Request rejected (429) · The usage limit has been reached"}`}},
 			want:  limitNow.Add(fallback), reason: "Request rejected (429)"},
@@ -119,7 +119,7 @@ func TestLimitWatch_EveryShapeInEngines(t *testing.T) {
 				{stdout: `{"type":"error","message":"You’ve hit your usage limit. Upgrade to Pro (https://chatgpt.com/explore/pro), visit https://chatgpt.com/settings/usage to purchase more credits or try again at Apr 28th, 2026 6:13 PM."}`},
 				{stdout: `{"type":"turn.failed","error":{"message":"You’ve hit your usage limit. Upgrade to Pro (https://chatgpt.com/explore/pro), visit https://chatgpt.com/settings/usage to purchase more credits or try again at Apr 28th, 2026 6:13 PM."}}`},
 			},
-			want: time.Date(2026, 4, 28, 18, 13, 0, 0, time.Local), parsed: true, reason: "usage limit"},
+			want: time.Date(2026, 4, 28, 18, 14, 0, 0, time.Local), parsed: true, reason: "usage limit"},
 		{name: "codex usage_limit_reached event", engine: "codex",
 			lines: []line{{stdout: `{"type":"usage_limit_reached","resets_at":1777400000,"resets_in_seconds":22400}`}},
 			want:  epoch, parsed: true},
@@ -150,7 +150,7 @@ func TestLimitWatch_EveryShapeInEngines(t *testing.T) {
 			want:  limitNow.Add(fallback)},
 		{name: "command engine stdout", engine: "command",
 			lines: []line{{stdout: "You've hit your limit · resets 8pm (Europe/Berlin)"}},
-			want:  time.Date(2026, 4, 28, 20, 0, 0, 0, mustZone(t, "Europe/Berlin")), parsed: true},
+			want:  time.Date(2026, 4, 28, 20, 1, 0, 0, mustZone(t, "Europe/Berlin")), parsed: true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -201,14 +201,14 @@ func TestParseWallReset_Forms(t *testing.T) {
 		text string
 		want time.Time
 	}{
-		{"resets 9:30pm (Europe/Berlin)", time.Date(2026, 4, 28, 21, 30, 0, 0, berlin)},
-		{"resets 12am (Europe/Berlin)", time.Date(2026, 4, 29, 0, 0, 0, 0, berlin)},
-		{"resets 12pm (Europe/Berlin)", time.Date(2026, 4, 29, 12, 0, 0, 0, berlin)},
-		{"resets at 21:00 (UTC)", time.Date(2026, 4, 28, 21, 0, 0, 0, time.UTC)},
-		{"resets Nov 25, 9am (Europe/Berlin)", time.Date(2026, 11, 25, 9, 0, 0, 0, berlin)},
-		{"resets Jan 3 at 9am (Europe/Berlin)", time.Date(2027, 1, 3, 9, 0, 0, 0, berlin)},
-		{"try again at Apr 28th, 2026 10:03 PM (UTC)", time.Date(2026, 4, 28, 22, 3, 0, 0, time.UTC)},
-		{"try again at September 1st 2026 1:05 a.m. (UTC)", time.Date(2026, 9, 1, 1, 5, 0, 0, time.UTC)},
+		{"resets 9:30pm (Europe/Berlin)", time.Date(2026, 4, 28, 21, 31, 0, 0, berlin)},
+		{"resets 12am (Europe/Berlin)", time.Date(2026, 4, 29, 0, 1, 0, 0, berlin)},
+		{"resets 12pm (Europe/Berlin)", time.Date(2026, 4, 29, 12, 1, 0, 0, berlin)},
+		{"resets at 21:00 (UTC)", time.Date(2026, 4, 28, 21, 1, 0, 0, time.UTC)},
+		{"resets Nov 25, 9am (Europe/Berlin)", time.Date(2026, 11, 25, 9, 1, 0, 0, berlin)},
+		{"resets Jan 3 at 9am (Europe/Berlin)", time.Date(2027, 1, 3, 9, 1, 0, 0, berlin)},
+		{"try again at Apr 28th, 2026 10:03 PM (UTC)", time.Date(2026, 4, 28, 22, 4, 0, 0, time.UTC)},
+		{"try again at September 1st 2026 1:05 a.m. (UTC)", time.Date(2026, 9, 1, 1, 6, 0, 0, time.UTC)},
 	}
 	for _, c := range cases {
 		t.Run(c.text, func(t *testing.T) {
@@ -267,5 +267,81 @@ func TestClaudeArgs_MaxBudgetBeforeConfiguredArgs(t *testing.T) {
 	want := []string{"claude", "-p", "--output-format", "stream-json", "--verbose", "--session-id", "u-1", "--max-budget-usd", "0.25", "--permission-mode", "acceptEdits"}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("got %q\nwant %q", got, want)
+	}
+}
+
+// The engines print a reset to the minute without its seconds; Kingdom
+// waits for the end of that minute, and a named minute that has just
+// passed (a re-run that raced the reset) is the minimum pause, never the
+// same time tomorrow or next year.
+func TestLimitWatch_MinutePrecisionResetIsTheEndOfTheMinute(t *testing.T) {
+	local := func(d, h, m, s int) time.Time { return time.Date(2026, 4, d, h, m, s, 0, time.Local) }
+	utc := func(y, mo, d, h, m, s int) time.Time { return time.Date(y, time.Month(mo), d, h, m, s, 0, time.UTC) }
+	codex := func(at string) string {
+		return `{"type":"turn.failed","error":{"message":"You’ve hit your usage limit. Upgrade to Pro (https://chatgpt.com/explore/pro), visit https://chatgpt.com/settings/usage to purchase more credits or try again at ` + at + `."}}`
+	}
+	claude := func(text string) string {
+		return `{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"result":"` + text + `"}`
+	}
+	cases := []struct {
+		name   string
+		engine string
+		line   string
+		now    time.Time
+		want   time.Time
+	}{
+		{"codex, a minute before", "codex", codex("8:22 AM"), local(28, 8, 21, 10), local(28, 8, 23, 0)},
+		{"codex, at the named minute's start", "codex", codex("8:22 AM"), local(28, 8, 22, 0), local(28, 8, 23, 0)},
+		{"codex, mid-minute (the reset may be 08:22:59)", "codex", codex("8:22 AM"), local(28, 8, 22, 30), local(28, 8, 23, 0)},
+		{"codex, the minute's end is closer than the minimum pause", "codex", codex("8:22 AM"), local(28, 8, 22, 50), local(28, 8, 22, 50).Add(MinLimitPause)},
+		{"codex, re-run just after the minute: not tomorrow", "codex", codex("8:22 AM"), local(28, 8, 23, 0), local(28, 8, 23, 0).Add(MinLimitPause)},
+		{"codex, re-run 4 minutes late: not tomorrow", "codex", codex("8:22 AM"), local(28, 8, 27, 30), local(28, 8, 27, 30).Add(MinLimitPause)},
+		{"codex, a time long past is tomorrow's", "codex", codex("8:22 AM"), local(28, 8, 29, 0), local(29, 8, 23, 0)},
+		{"codex, yesterday's 11:59 PM just after midnight", "codex", codex("11:59 PM"), local(29, 0, 2, 0), local(29, 0, 2, 0).Add(MinLimitPause)},
+		{"codex, 11:59 PM ends at midnight", "codex", codex("11:59 PM"), local(28, 23, 58, 0), local(29, 0, 0, 0)},
+		{"codex dated, mid-minute", "codex", codex("Apr 28th, 2026 8:22 AM"), local(28, 8, 22, 30), local(28, 8, 23, 0)},
+		{"codex dated, just past", "codex", codex("Apr 28th, 2026 8:22 AM"), local(28, 8, 24, 0), local(28, 8, 24, 0).Add(MinLimitPause)},
+		{"claude text, mid-minute", "claude", claude("You've hit your limit · resets 7:46am (UTC)"), utc(2026, 4, 28, 7, 46, 20), utc(2026, 4, 28, 7, 47, 0)},
+		{"claude text, just past: not tomorrow", "claude", claude("You've hit your limit · resets 7:46am (UTC)"), utc(2026, 4, 28, 7, 48, 0), utc(2026, 4, 28, 7, 48, 0).Add(MinLimitPause)},
+		{"claude text, long past: tomorrow", "claude", claude("You've hit your limit · resets 7:46am (UTC)"), utc(2026, 4, 28, 9, 0, 0), utc(2026, 4, 29, 7, 47, 0)},
+		{"claude dated without a year, just past New Year: not next year", "claude", claude("You've hit your limit · resets Dec 31, 11:59pm (UTC)"), utc(2027, 1, 1, 0, 2, 0), utc(2027, 1, 1, 0, 2, 0).Add(MinLimitPause)},
+		{"claude dated without a year, ahead", "claude", claude("You've hit your limit · resets Dec 31, 11:59pm (UTC)"), utc(2026, 12, 31, 23, 0, 0), utc(2027, 1, 1, 0, 0, 0)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := NewLimitWatch(c.engine)
+			w.Line([]byte(c.line))
+			lim, ok := w.Limit(c.now, time.Hour)
+			if !ok || !lim.Parsed {
+				t.Fatalf("limit %+v ok=%v, want a parsed reset", lim, ok)
+			}
+			if !lim.ResetsAt.Equal(c.want) {
+				t.Fatalf("now %s: resets at %s, want %s", c.now, lim.ResetsAt, c.want)
+			}
+		})
+	}
+}
+
+// An exact reset (claude's rate_limit_event) is taken as it is: the end of
+// the minute is only for times printed without seconds.
+func TestLimitWatch_ExactResetIsNotRounded(t *testing.T) {
+	w := NewLimitWatch("claude")
+	w.Line([]byte(`{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":1777400000,"rateLimitType":"five_hour"}}`))
+	w.Line([]byte(`{"type":"result","is_error":true,"api_error_status":429,"result":"You've hit your 5-hour limit · resets 6:13pm (UTC)"}`))
+	lim, ok := w.Limit(limitNow, time.Hour)
+	if want := time.Unix(1777400000, 0); !ok || !lim.ResetsAt.Equal(want) {
+		t.Fatalf("resets at %s ok=%v, want the event's %s", lim.ResetsAt, ok, want.UTC())
+	}
+}
+
+// The reason is quoted inside sentences ("paused until 08:23: <reason>.
+// Its tasks wait…"): the engine's own final period is dropped, so no
+// message reads "8:22 AM..".
+func TestLimitWatch_ReasonHasNoFinalPeriod(t *testing.T) {
+	w := NewLimitWatch("codex")
+	w.Line([]byte(`{"type":"turn.failed","error":{"message":"You’ve hit your usage limit. Upgrade to Pro (https://chatgpt.com/explore/pro) or try again at 8:22 AM."}}`))
+	lim, ok := w.Limit(limitNow, time.Hour)
+	if !ok || !strings.HasSuffix(lim.Reason, "try again at 8:22 AM") {
+		t.Fatalf("reason %q ok=%v, want the engine's sentence without its final period", lim.Reason, ok)
 	}
 }

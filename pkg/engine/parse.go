@@ -44,9 +44,9 @@ type Outcome struct {
 	APIErrorStatus int
 	// Errors are claude's errors[], codex's turn.failed and error texts.
 	Errors []string
-	// PermissionDenials are claude's denied tool calls, one line each.
-	PermissionDenials []string
-	Usage             *doc.Usage
+	// Denials are claude's denied tool calls (permission_denials).
+	Denials []Denial
+	Usage   *doc.Usage
 	// CostUSD is claude's total_cost_usd; nil for codex (no cost field).
 	CostUSD *float64
 	// Signals are the lines a usage-limit classifier reads (claude
@@ -96,10 +96,39 @@ func (o *Outcome) Reason() string {
 			parts = append(parts, e)
 		}
 	}
-	if len(o.PermissionDenials) > 0 {
-		parts = append(parts, "permission denied: "+strings.Join(o.PermissionDenials, "; "))
+	if d := o.denied(); d != "" {
+		parts = append(parts, d)
 	}
 	return strings.Join(parts, "; ")
+}
+
+// denied is "permission denied: Bash(printenv X); Write(/etc/x)", or "".
+func (o *Outcome) denied() string {
+	if len(o.Denials) == 0 {
+		return ""
+	}
+	ds := make([]string, len(o.Denials))
+	for i, d := range o.Denials {
+		ds[i] = d.String()
+	}
+	return "permission denied: " + strings.Join(ds, "; ")
+}
+
+// Denial is one tool call the engine's permissions refused.
+type Denial struct {
+	Tool string
+	// Arg is what the call was about: the command, the path, the URL or
+	// the question ("" when none), clipped.
+	Arg string
+}
+
+// String renders the call: `Bash(rm -rf /x)`, `Write(/etc/x)`,
+// `AskUserQuestion(Which branch?)`.
+func (d Denial) String() string {
+	if d.Arg == "" {
+		return d.Tool
+	}
+	return d.Tool + "(" + d.Arg + ")"
 }
 
 func containsString(list []string, s string) bool {
@@ -214,7 +243,7 @@ func (p *claudeParser) Line(line []byte) bool {
 			}
 		}
 		for _, d := range l.PermissionDenials {
-			o.PermissionDenials = append(o.PermissionDenials, denial(d.ToolName, d.ToolInput))
+			o.Denials = append(o.Denials, denial(d.ToolName, d.ToolInput))
 		}
 		if l.IsError {
 			o.signal("result", o.FinalText, line)
@@ -223,22 +252,21 @@ func (p *claudeParser) Line(line []byte) bool {
 	return true
 }
 
-// denial renders a denied tool call: `Bash(rm -rf /x)`, `Write(/etc/x)`,
-// `AskUserQuestion(Which branch?)`.
-func denial(tool string, input map[string]any) string {
+// denial reads a denied tool call's tool and argument.
+func denial(tool string, input map[string]any) Denial {
 	for _, k := range []string{"command", "file_path", "path", "url", "question"} {
 		if v, ok := input[k].(string); ok && v != "" {
-			return tool + "(" + redact.Clip(v, 200) + ")"
+			return Denial{Tool: tool, Arg: redact.Clip(v, 200)}
 		}
 	}
 	if qs, ok := input["questions"].([]any); ok && len(qs) > 0 {
 		if q, ok := qs[0].(map[string]any); ok {
 			if s, ok := q["question"].(string); ok {
-				return tool + "(" + redact.Clip(s, 200) + ")"
+				return Denial{Tool: tool, Arg: redact.Clip(s, 200)}
 			}
 		}
 	}
-	return tool
+	return Denial{Tool: tool}
 }
 
 func (p *claudeParser) Outcome() *Outcome {

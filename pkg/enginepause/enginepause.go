@@ -42,11 +42,26 @@ func (p Pause) UntilTime() time.Time {
 // File is the whole document: engine → pause.
 type File map[string]Pause
 
+// MaxPause caps every pause: the engines' longest limit window is seven
+// days, so a reset further ahead is a misread (an engine's text, a result
+// file's resets_at, a hand edit) and must not hold an engine for months.
+const MaxPause = 8 * 24 * time.Hour
+
+// Clamp bounds a reset named at now to MaxPause after now.
+func Clamp(until, now time.Time) time.Time {
+	if limit := now.Add(MaxPause); until.After(limit) {
+		return limit
+	}
+	return until
+}
+
 // maxFile bounds the read; the document holds one entry per engine.
 const maxFile = 1 << 20
 
 // Load reads the pause file; a missing file means no pause. A corrupt file
-// is reported with an empty result (nothing is paused by garbage).
+// is reported with an empty result (nothing is paused by garbage). A pause
+// longer than MaxPause from its start (written before the cap, or by hand)
+// is read as ending at the cap, so every reader lifts it at the same time.
 func Load(path string) (File, error) {
 	f := File{}
 	b, err := os.ReadFile(path)
@@ -64,6 +79,16 @@ func Load(path string) (File, error) {
 	}
 	if f == nil {
 		f = File{}
+	}
+	for eng, p := range f {
+		since, err := schema.ParseTime(p.Since)
+		if err != nil {
+			continue
+		}
+		if u := p.UntilTime(); !u.IsZero() && u.After(since.Add(MaxPause)) {
+			p.Until = schema.FormatTime(since.Add(MaxPause))
+			f[eng] = p
+		}
 	}
 	return f, nil
 }

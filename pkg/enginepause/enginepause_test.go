@@ -46,3 +46,45 @@ func TestPauseFile_ActiveUntilItsEnd(t *testing.T) {
 		t.Errorf("a corrupt file: %v %v, want an error and no pause", g, err)
 	}
 }
+
+func TestClamp_BoundsAResetToTheCap(t *testing.T) {
+	now := time.Date(2026, 11, 24, 20, 0, 0, 0, time.UTC)
+	for _, c := range []struct{ until, want time.Time }{
+		{now.Add(time.Hour), now.Add(time.Hour)},
+		{now.Add(MaxPause), now.Add(MaxPause)},
+		{now.Add(MaxPause + time.Second), now.Add(MaxPause)},
+		{time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC), now.Add(MaxPause)},
+		{now.Add(-time.Hour), now.Add(-time.Hour)},
+	} {
+		if got := Clamp(c.until, now); !got.Equal(c.want) {
+			t.Errorf("Clamp(%s) = %s, want %s", c.until, got, c.want)
+		}
+	}
+}
+
+// A pause recorded beyond the cap (before the cap existed, or by hand) is
+// read as ending at the cap after its start, by every reader.
+func TestLoad_PauseBeyondTheCapEndsAtTheCap(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "engine-pause.json")
+	since := time.Date(2026, 11, 24, 20, 0, 0, 0, time.UTC)
+	f := File{
+		"codex":  {Until: "2099-01-01T00:00:00Z", Since: "2026-11-24T20:00:00Z", Reason: "limit"},
+		"claude": {Until: "2026-11-25T20:00:00Z", Since: "2026-11-24T20:00:00Z", Reason: "limit"},
+	}
+	if err := Save(p, f); err != nil {
+		t.Fatal(err)
+	}
+	g, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := g["codex"].UntilTime(); !got.Equal(since.Add(MaxPause)) {
+		t.Errorf("codex until %s, want the cap %s", got, since.Add(MaxPause))
+	}
+	if _, ok := g.Active("codex", since.Add(MaxPause)); ok {
+		t.Error("codex still paused at the cap")
+	}
+	if got := g["claude"].UntilTime(); !got.Equal(since.Add(24 * time.Hour)) {
+		t.Errorf("claude until %s, want its own end", got)
+	}
+}

@@ -59,3 +59,19 @@ func TestKing_UsageLimitWithPastResetPausesNothing(t *testing.T) {
 		t.Errorf("a pause recorded for a past reset: %+v", p)
 	}
 }
+
+// A result's resets_at far ahead (a misread, a hand-written result) holds
+// the engine and the task at most enginepause.MaxPause.
+func TestKing_UsageLimitResetBeyondTheCapIsClamped(t *testing.T) {
+	f := started(t)
+	f.finalResult(task1, map[string]any{"status": "failed", "error_reason": "UsageLimited",
+		"error": "You've hit your limit", "resets_at": "2099-01-01T00:00:00Z"})
+	f.tick()
+	want := schema.FormatTime(t0.Add(enginepause.MaxPause))
+	eq(t, "not_before at the cap", f.task(layout.Pending, task1).NotBefore, want)
+	pf, err := enginepause.Load(f.l.EnginePause())
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "paused until the cap", pf["claude"].Until, want)
+}

@@ -30,6 +30,7 @@ func (k *King) usageLimited(t *schema.Task, res *schema.Result, m attemptMoney) 
 			until = now.Add(k.system().UsageLimitFallback())
 		}
 	}
+	until = enginepause.Clamp(until, now) // a result's resets_at is outside input
 	eng := k.engineOf(t.TargetGeneral)
 	if until.After(now) { // a reset already past pauses nothing
 		if err := k.pauseEngine(eng, until, res.Error, t.ID); err != nil {

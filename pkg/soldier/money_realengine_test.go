@@ -16,18 +16,17 @@ import (
 // gives UsageLimited with the reset its words name (SPEC §10.8).
 func TestRealClaude_UsageLimitIsUsageLimitedAtTheNamedReset(t *testing.T) {
 	r := newRealRig(t, "claude")
-	r.fake.Script("SCEN-limit", modelfake.Always(modelfake.Limit(
-		`{"type":"error","error":{"type":"rate_limit_error","message":"You've hit your limit · resets 8pm (Europe/Berlin)"}}`, nil)))
+	// A whole hour three hours ahead, in claude's words ("8pm"): named to
+	// the minute, so the reset is the end of that minute.
+	berlin, _ := time.LoadLocation("Europe/Berlin")
 	before := time.Now()
+	at := before.In(berlin).Add(3 * time.Hour).Truncate(time.Hour)
+	want := at.Add(time.Minute)
+	r.fake.Script("SCEN-limit", modelfake.Always(modelfake.Limit(
+		`{"type":"error","error":{"type":"rate_limit_error","message":"You've hit your limit · resets `+at.Format("3pm")+` (Europe/Berlin)"}}`, nil)))
 	out := r.run("task-20260101-021", "SCEN-limit review", t.TempDir(), "")
 	if out.Raw["error_reason"] != schema.ReasonUsageLimited {
 		t.Fatalf("raw %v, want UsageLimited", out.Raw)
-	}
-	berlin, _ := time.LoadLocation("Europe/Berlin")
-	b := before.In(berlin)
-	want := time.Date(b.Year(), b.Month(), b.Day(), 20, 0, 0, 0, berlin)
-	if !want.After(before) {
-		want = want.AddDate(0, 0, 1)
 	}
 	if out.Raw["resets_at"] != schema.FormatTime(want) {
 		t.Fatalf("resets_at %v, want %s", out.Raw["resets_at"], schema.FormatTime(want))
@@ -69,8 +68,10 @@ func TestRealCodex_UsageLimitIsUsageLimited(t *testing.T) {
 		`{"error":{"type":"usage_limit_reached","message":"The usage limit has been reached","plan_type":"plus","resets_at":%d,"resets_in_seconds":10800}}`,
 		reset.Unix()), nil)))
 	out := r.run("task-20260101-023", "SCEN-cxlimit edit", t.TempDir(), "")
-	if out.Raw["error_reason"] != schema.ReasonUsageLimited || out.Raw["resets_at"] != schema.FormatTime(reset) {
-		t.Fatalf("raw %v, want UsageLimited at %s", out.Raw, schema.FormatTime(reset))
+	// The CLI names the reset to the minute ("try again at 8:22 AM"): the
+	// reset is that minute's end.
+	if want := reset.Add(time.Minute); out.Raw["error_reason"] != schema.ReasonUsageLimited || out.Raw["resets_at"] != schema.FormatTime(want) {
+		t.Fatalf("raw %v, want UsageLimited at %s", out.Raw, schema.FormatTime(want))
 	}
 	r.fake.Script("SCEN-cxquota", modelfake.Always(modelfake.Limit(
 		`{"error":{"type":"insufficient_quota","code":"insufficient_quota","message":"You exceeded your current quota, please check your plan and billing details."}}`, nil)))

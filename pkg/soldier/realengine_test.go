@@ -112,7 +112,9 @@ func TestRealClaude_APIErrorQuoted(t *testing.T) {
 		"Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits.")))
 	out := r.run("task-20260101-003", "SCEN-credit review", t.TempDir(), "")
 	e, _ := out.Raw["error"].(string)
-	if out.Raw["error_reason"] != schema.ReasonEngineError || !strings.Contains(strings.ToLower(e), "credit balance is too low") || !strings.Contains(e, "400") {
+	// An account without credit is refused (terminal), with the fix.
+	if out.Raw["error_reason"] != schema.ReasonEngineRefused || !strings.Contains(strings.ToLower(e), "credit balance is too low") ||
+		!strings.Contains(e, "400") || !strings.Contains(e, "add credits") {
 		t.Fatalf("raw %v", out.Raw)
 	}
 }
