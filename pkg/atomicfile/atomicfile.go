@@ -4,6 +4,9 @@
 // §11.1). WriteFile writes one file that way; Group writes several with one
 // commit. It also provides the no-replace create and rename that make put-once and
 // claims exclusive (SPEC §9.3), and the sweeps for leftover temps (§9.31).
+// ReadLimited reads a bounded regular file, never through a symlink or a
+// FIFO. WritePrivate writes in place, only for a file no other process
+// reads while it is written and that need not survive a crash.
 package atomicfile
 
 import (

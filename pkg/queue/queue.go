@@ -10,6 +10,11 @@
 //	q.PutOnce(layout.Pending, task.ID, task)
 //	entries, _ := q.List(layout.Pending)   // priority, then oldest
 //	err := q.Claim(layout.Pending, layout.InProgress, id) // ErrTaken for losers
+//
+// External events enter only through an Admitter (admit.go), which refuses
+// an id already queued or in the seen index (seen.go). List and Count move
+// any poison they meet to rejected/ (poison.go). A Batch writes several
+// files of any queues with one group commit (batch.go).
 package queue
 
 import (

@@ -2,6 +2,12 @@
 // Client that honors KINGDOM_TMUX_SOCKET (→ tmux -L <socket>), targets
 // sessions by exact name (-t =name, SPEC §9.13) and passes commands as argv
 // words, never as a shell string built from data.
+//
+// Each command is one tmux process (os/exec, bounded by Client.Timeout)
+// whose environment holds no secret (redact.CleanEnv): the first command
+// starts the server, and every session inherits the server's environment.
+// Start creates a session and returns its pane pid from the same call, so
+// a caller can watch the process end without asking tmux again.
 package tmux
 
 import (
