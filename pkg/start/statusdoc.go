@@ -133,8 +133,8 @@ type StatusDoc struct {
 	Discarded      int     `json:"events_discarded_today"`
 	// Hosts is reserved for the PostgreSQL mode (SPEC §11.7): always [] in
 	// the files mode.
-	Hosts   []any   `json:"hosts"`
-	Verdict Verdict `json:"verdict"`
+	Hosts   []any    `json:"hosts"`
+	Verdict Verdict  `json:"verdict"`
 	Errors  []string `json:"errors"`
 }
 

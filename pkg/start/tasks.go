@@ -27,8 +27,8 @@ type TaskRow struct {
 	// Attempt is retry_count + 1: the first run is attempt 1. Everything
 	// start prints says "attempt N" in this sense; RetryCount is the raw
 	// field of the task file.
-	Attempt    int    `json:"attempt"`
-	RetryCount int    `json:"retry_count"`
+	Attempt    int `json:"attempt"`
+	RetryCount int `json:"retry_count"`
 	// Session is the running soldier's tmux session (in_progress only).
 	Session    string `json:"session,omitempty"`
 	CreatedAt  string `json:"created_at"`
