@@ -55,13 +55,15 @@ func ListTasks(l layout.Layout, now time.Time, window time.Duration) ([]TaskRow,
 	holds := readTaskHolds(l, now)
 	var rows []TaskRow
 	for _, st := range []string{layout.Pending, layout.InProgress, layout.Completed, layout.Rejected} {
-		es, err := q.List(st)
+		// IDs and ReadJSON, not List: a listing for the operator must not
+		// move a malformed file to rejected/ (that is the consumer's step).
+		idl, err := q.IDs(st)
 		if err != nil {
 			return nil, err
 		}
-		for _, e := range es {
+		for _, id := range idl {
 			var t schema.Task
-			if e.Decode(&t) != nil || t.ID == "" {
+			if q.ReadJSON(st, id, &t) != nil || t.ID == "" {
 				continue
 			}
 			created, _ := schema.ParseTime(t.CreatedAt)
