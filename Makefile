@@ -22,8 +22,10 @@ build:
 
 # The contract CI runs: formatting, vet, every test under the race detector
 # (real tmux on private sockets, real git, local fake GitHub/Jira/Slack).
+# scripts/gotest runs go test -json and prints plain go test's lines, then
+# "skipped: N (names)": a skipped test is named, never silent.
 test: fmt-check vet build
-	$(GO) test -race -count=1 -timeout 40m ./...
+	$(GO) run ./scripts/gotest -race -count=1 -timeout 40m ./...
 
 check: test
 

@@ -18,6 +18,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/control"
+	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
 	"github.com/kingdom-dev/kingdom/pkg/redact"
@@ -31,7 +32,9 @@ func main() {
 		Flags: []cli.Flag{app.BaseDirFlag()},
 		Commands: []*cli.Command{
 			{Name: "stop", Usage: "stop a running installation", Flags: []cli.Flag{app.BaseDirFlag()}, Action: stopCmd},
-			{Name: "status", Usage: "roles, heartbeats, queues, soldiers and health on one screen", Flags: []cli.Flag{app.BaseDirFlag()}, Action: statusCmd},
+			{Name: "status", Usage: "roles, heartbeats, queues, soldiers, health and why work waits on one screen; " +
+				"exits 0 all well, 1 degraded (a general down, health yellow/orange, paused, start not running), 2 down (sentinel, king, envoy or chamberlain down, or health red)",
+				Flags: []cli.Flag{app.BaseDirFlag(), &cli.BoolFlag{Name: "json", Usage: "print a JSON document (with the verdict)"}}, Action: statusCmd},
 			{Name: "doctor", Usage: "check prerequisites, with a fix for each failure", Flags: []cli.Flag{app.BaseDirFlag()}, Action: doctorCmd},
 			{Name: "pause", Usage: "admit no new task (events wait, schedules are held); running soldiers finish", Flags: []cli.Flag{app.BaseDirFlag()},
 				Action: func(ctx context.Context, c *cli.Command) error {
@@ -47,6 +50,13 @@ func main() {
 				&cli.BoolFlag{Name: "json", Usage: "print a JSON array"},
 				&cli.BoolFlag{Name: "all", Usage: "include every finished task"},
 			}, Action: tasksCmd},
+			{Name: "events", Usage: "list the events waiting in the queue (pending, petitioning) and why they wait", Flags: []cli.Flag{
+				app.BaseDirFlag(),
+				&cli.BoolFlag{Name: "json", Usage: "print a JSON array"},
+			}, Action: eventsCmd, Commands: []*cli.Command{
+				{Name: "cancel", Usage: "cancel a waiting event (not supported yet)", ArgsUsage: "<event-id>", Flags: []cli.Flag{app.BaseDirFlag()}, Action: eventCancelCmd},
+			}},
+			{Name: "restart", Usage: "stop one role's session so the watchdog relaunches it", ArgsUsage: "<role>", Flags: []cli.Flag{app.BaseDirFlag()}, Action: restartCmd},
 			{Name: "task", Usage: "act on one task", Commands: []*cli.Command{
 				{Name: "cancel", Usage: "cancel a pending or running task (its soldier's processes are killed); it ends failed/Cancelled, never retried",
 					ArgsUsage: "<task-id>", Flags: []cli.Flag{app.BaseDirFlag()}, Action: cancelCmd},
@@ -123,11 +133,21 @@ func statusCmd(ctx context.Context, c *cli.Command) error {
 	if _, err := os.Stat(l.Base); err != nil {
 		return fmt.Errorf("no installation at %s (use --base-dir or KINGDOM_BASE_DIR)", l.Base)
 	}
-	st, err := start.ReadStatus(ctx, l, app.Tmux(l), time.Now())
+	now := time.Now()
+	st, err := start.ReadStatus(ctx, l, app.Tmux(l), now)
 	if err != nil {
 		return err
 	}
-	st.Print(os.Stdout)
+	if c.Bool("json") {
+		if err := printJSON(c, st.Document(now)); err != nil {
+			return err
+		}
+	} else {
+		st.Print(c.Root().Writer)
+	}
+	if code := st.Verdict().Exit; code != 0 {
+		return &app.CodeError{Code: code}
+	}
 	return nil
 }
 
@@ -202,5 +222,84 @@ func doctorCmd(_ context.Context, c *cli.Command) error {
 	if n := start.PrintChecks(os.Stdout, start.Doctor(l, binDir, secrets)); n > 0 {
 		return &app.CodeError{Code: 1, Err: fmt.Errorf("%d check(s) failed", n)}
 	}
+	return nil
+}
+
+func printJSON(c *cli.Command, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(c.Root().Writer, string(b))
+	return err
+}
+
+// installation is the layout of --base-dir, which must exist.
+func installation(c *cli.Command) (layout.Layout, error) {
+	l := layout.New(layout.ResolveBase(c.String("base-dir")))
+	if _, err := os.Stat(l.Base); err != nil {
+		return l, fmt.Errorf("no installation at %s (use --base-dir or KINGDOM_BASE_DIR)", l.Base)
+	}
+	return l, nil
+}
+
+func eventsCmd(_ context.Context, c *cli.Command) error {
+	l, err := installation(c)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	rows, err := start.ListEvents(l, now)
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		if rows == nil {
+			rows = []start.EventRow{}
+		}
+		return printJSON(c, rows)
+	}
+	return start.PrintEvents(c.Root().Writer, rows, now)
+}
+
+// eventCancelCmd: pkg/control has no action that cancels a queued event,
+// so this says so rather than pretending (exit 1).
+func eventCancelCmd(_ context.Context, c *cli.Command) error {
+	if c.Args().Len() != 1 {
+		return &app.CodeError{Code: app.ExitUsage, Err: errors.New("usage: start events cancel <event-id>")}
+	}
+	if err := ids.Check(c.Args().First()); err != nil {
+		return &app.CodeError{Code: app.ExitUsage, Err: fmt.Errorf("event id: %w", err)}
+	}
+	return &app.CodeError{Code: 1, Err: start.ErrEventCancelUnsupported}
+}
+
+func restartCmd(ctx context.Context, c *cli.Command) error {
+	if c.Args().Len() != 1 {
+		return &app.CodeError{Code: app.ExitUsage, Err: errors.New("usage: start restart <role>")}
+	}
+	l, err := installation(c)
+	if err != nil {
+		return err
+	}
+	sys, err := config.LoadSystem(l.ConfigFile(config.SystemFile))
+	if err != nil {
+		return &app.ConfigError{Err: err}
+	}
+	role, tc := c.Args().First(), app.Tmux(l)
+	old, err := start.RestartRole(ctx, l, tc, role, sys.StopGrace(), time.Now())
+	if errors.Is(err, start.ErrUnknownRole) {
+		return &app.CodeError{Code: app.ExitUsage, Err: err}
+	}
+	if err != nil {
+		return err
+	}
+	w := c.Root().Writer
+	fmt.Fprintf(w, "stopped %s (pid %d); waiting for the watchdog to relaunch it (its round is every %s)…\n", role, old.PID, sys.WatchdogInterval())
+	s, ok := start.WaitRelaunch(ctx, tc, role, old, sys.WatchdogInterval()+10*time.Second)
+	if !ok {
+		return fmt.Errorf("%s was not relaunched within %s: see `start status` and logs/system.log", role, sys.WatchdogInterval()+10*time.Second)
+	}
+	fmt.Fprintf(w, "relaunched %s (pid %d)\n", role, s.PID)
 	return nil
 }

@@ -30,6 +30,11 @@ type Status struct {
 	Paused    *control.Pause
 	Discarded int
 	Money     *MoneyStatus // spend and engine pauses (money.go)
+	Waiting   *Waiting     // why work is held (waiting.go)
+	// Threshold is the chamberlain's heartbeat threshold (statusdoc.go);
+	// At is when the status was read.
+	Threshold time.Duration
+	At        time.Time
 }
 
 // ReadStatus gathers the status without changing anything.
@@ -38,13 +43,15 @@ func ReadStatus(ctx context.Context, l layout.Layout, tc *tmux.Client, now time.
 	if err != nil {
 		return nil, err
 	}
-	st := &Status{Kingdom: *k, Discarded: countDiscarded(l), Money: readMoney(l, now)}
+	st := &Status{Kingdom: *k, Discarded: countDiscarded(l), Money: readMoney(l, now),
+		Waiting: readWaiting(l), Threshold: heartbeatThreshold(l), At: now}
 	st.Paused, _ = control.ReadPause(l)
 	return st, nil
 }
 
-// Print writes the status as a readable table.
+// Print writes the status as a readable table, its verdict first.
 func (s *Status) Print(w io.Writer) {
+	s.Verdict().print(w)
 	if s.StartPID > 0 {
 		fmt.Fprintf(w, "start: running (pid %d)\n\n", s.StartPID)
 	} else {
@@ -82,6 +89,7 @@ func (s *Status) Print(w io.Writer) {
 	fmt.Fprintf(w, "\nactive soldiers: %d\n", s.ActiveSoldiers)
 	s.printOperator(w)
 	s.Money.print(w)
+	s.Waiting.print(w, s.At)
 	if s.HealthErr != nil {
 		fmt.Fprintf(w, "health: unknown (%v)\n", s.HealthErr)
 		return

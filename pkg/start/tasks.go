@@ -19,12 +19,18 @@ import (
 // TaskRow is one line of `start tasks` (and one object of --json).
 type TaskRow struct {
 	ID      string `json:"id"`
+	EventID string `json:"event_id"`
 	State   string `json:"state"` // pending | in_progress | completed | rejected
 	Status  string `json:"status"`
 	General string `json:"general"`
 	Type    string `json:"type"`
-	// Attempt is retry_count + 1.
-	Attempt    int    `json:"attempt"`
+	// Attempt is retry_count + 1: the first run is attempt 1. Everything
+	// start prints says "attempt N" in this sense; RetryCount is the raw
+	// field of the task file.
+	Attempt    int `json:"attempt"`
+	RetryCount int `json:"retry_count"`
+	// Session is the running soldier's tmux session (in_progress only).
+	Session    string `json:"session,omitempty"`
 	CreatedAt  string `json:"created_at"`
 	AgeSeconds int64  `json:"age_seconds"`
 	// CostUSD is the task's spend over its attempts (the king's ledger,
@@ -33,6 +39,8 @@ type TaskRow struct {
 	CostUSD   *float64 `json:"cost_usd"`
 	Reason    string   `json:"error_reason,omitempty"`
 	NotBefore string   `json:"not_before,omitempty"`
+	// Waiting says why a pending task does not start yet (tasks_wait.go).
+	Waiting *TaskWait `json:"waiting,omitempty"`
 }
 
 // RecentWindow is how far back `start tasks` lists finished tasks (all of
@@ -44,15 +52,18 @@ const RecentWindow = 24 * time.Hour
 func ListTasks(l layout.Layout, now time.Time, window time.Duration) ([]TaskRow, error) {
 	q := queue.New(l, layout.QTasks, nil)
 	ledger := newLedgerReader(l)
+	holds := readTaskHolds(l, now)
 	var rows []TaskRow
 	for _, st := range []string{layout.Pending, layout.InProgress, layout.Completed, layout.Rejected} {
-		es, err := q.List(st)
+		// IDs and ReadJSON, not List: a listing for the operator must not
+		// move a malformed file to rejected/ (that is the consumer's step).
+		idl, err := q.IDs(st)
 		if err != nil {
 			return nil, err
 		}
-		for _, e := range es {
+		for _, id := range idl {
 			var t schema.Task
-			if e.Decode(&t) != nil || t.ID == "" {
+			if q.ReadJSON(st, id, &t) != nil || t.ID == "" {
 				continue
 			}
 			created, _ := schema.ParseTime(t.CreatedAt)
@@ -60,8 +71,14 @@ func ListTasks(l layout.Layout, now time.Time, window time.Duration) ([]TaskRow,
 			if finished && window > 0 && !created.IsZero() && now.Sub(created) > window {
 				continue
 			}
-			r := TaskRow{ID: t.ID, State: st, Status: t.Status, General: t.TargetGeneral, Type: t.Type,
-				Attempt: t.RetryCount + 1, CreatedAt: t.CreatedAt, NotBefore: t.NotBefore}
+			r := TaskRow{ID: t.ID, EventID: t.EventID, State: st, Status: t.Status, General: t.TargetGeneral, Type: t.Type,
+				Attempt: t.RetryCount + 1, RetryCount: t.RetryCount, CreatedAt: t.CreatedAt, NotBefore: t.NotBefore}
+			switch st {
+			case layout.InProgress:
+				r.Session = holds.session(t.ID)
+			case layout.Pending:
+				r.Waiting = holds.wait(t, now)
+			}
 			if !created.IsZero() {
 				r.AgeSeconds = int64(now.Sub(created).Seconds())
 			}
@@ -110,7 +127,7 @@ func PrintTasks(w io.Writer, rows []TaskRow, paused *control.Pause) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TASK\tSTATE\tGENERAL\tTYPE\tATTEMPT\tAGE\tCOST\tOUTCOME")
+	fmt.Fprintln(tw, "TASK\tEVENT\tSTATE\tGENERAL\tSESSION\tTYPE\tATTEMPT\tAGE\tCOST\tOUTCOME")
 	for _, r := range rows {
 		cost := "-"
 		if r.CostUSD != nil {
@@ -120,10 +137,27 @@ func PrintTasks(w io.Writer, rows []TaskRow, paused *control.Pause) error {
 		if r.Reason != "" {
 			outcome += " (" + r.Reason + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.ID, r.State, r.General, r.Type, r.Attempt,
-			(time.Duration(r.AgeSeconds) * time.Second).String(), cost, outcome)
+		if r.Waiting != nil {
+			outcome = "waiting: " + r.Waiting.Text
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\tattempt %d\t%s\t%s\t%s\n", r.ID, dash(r.EventID), r.State, r.General,
+			dash(r.Session), r.Type, r.Attempt, (time.Duration(r.AgeSeconds) * time.Second).String(), cost, outcome)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if note := gapNote(rows); note != "" {
+		_, err := fmt.Fprintln(w, "\n"+note)
+		return err
+	}
+	return nil
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // Operator names who made a control request: $SUDO_USER or $USER, @host.

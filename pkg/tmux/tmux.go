@@ -15,8 +15,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -218,11 +220,44 @@ func (c *Client) PanePID(ctx context.Context, name string) (int, error) {
 	return strconv.Atoi(strings.TrimSpace(string(out)))
 }
 
-// KillServer stops the tmux server of the socket (tests and demo-stop).
+// KillServer stops the tmux server of the socket (tests and demo-stop) and
+// removes the socket file: tmux 3.x leaves it behind, and every test and
+// demo run would otherwise leave one more dead file in /tmp/tmux-<uid>/.
 func (c *Client) KillServer(ctx context.Context) error {
 	_, err := c.run(ctx, "kill-server")
 	if err != nil && errors.Is(err, ErrNoSession) {
-		return nil
+		err = nil
+	}
+	if err == nil {
+		c.removeDeadSocket()
 	}
 	return err
+}
+
+// removeDeadSocket removes the -L socket's file when no server listens on
+// it (a new server that raced in keeps its socket). The path is tmux's:
+// $TMUX_TMPDIR (else /tmp), tmux-<uid>, the socket name.
+func (c *Client) removeDeadSocket() {
+	if c.Socket == "" || strings.ContainsRune(c.Socket, '/') {
+		return
+	}
+	dir := os.Getenv("TMUX_TMPDIR")
+	if dir == "" {
+		dir = "/tmp"
+	}
+	path := filepath.Join(dir, fmt.Sprintf("tmux-%d", os.Getuid()), c.Socket)
+	if fi, err := os.Lstat(path); err != nil || fi.Mode().Type() != os.ModeSocket {
+		return
+	}
+	// kill-server returns before the server has closed its listener: give
+	// it a moment, then leave a socket that still answers alone.
+	for range 20 {
+		conn, err := net.Dial("unix", path)
+		if err != nil {
+			os.Remove(path)
+			return
+		}
+		conn.Close()
+		time.Sleep(50 * time.Millisecond)
+	}
 }

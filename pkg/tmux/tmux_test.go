@@ -148,3 +148,24 @@ func TestTmux_StartReturnsThePaneProcessAndKeepsDirAndEnv(t *testing.T) {
 	}
 	t.Fatal("session never wrote its output")
 }
+
+// KillServer leaves no dead socket file behind (tmux 3.x does).
+func TestTmux_KillServerRemovesTheSocketFile(t *testing.T) {
+	ctx := context.Background()
+	tmp := t.TempDir()
+	t.Setenv("TMUX_TMPDIR", tmp)
+	c := privateClient(t)
+	if err := c.NewSession(ctx, "s", tmux.NewOptions{Dir: tmp}, "sleep", "60"); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(tmp, fmt.Sprintf("tmux-%d", os.Getuid()), c.Socket)
+	if _, err := os.Stat(sock); err != nil {
+		t.Fatalf("no socket at %s while the server runs: %v", sock, err)
+	}
+	if err := c.KillServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Errorf("socket %s left after KillServer: %v", sock, err)
+	}
+}

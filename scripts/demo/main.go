@@ -22,6 +22,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/tmux"
 )
 
 const socket = "kingdom-demo"
@@ -60,7 +62,8 @@ func stopDemo(base, bin string) error {
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 		cmd.Run()
 	}
-	exec.Command("tmux", "-L", socket, "kill-server").Run()
+	// Through pkg/tmux: it also removes the socket file tmux leaves behind.
+	(&tmux.Client{Bin: "tmux", Socket: socket}).KillServer(context.Background())
 	if err := os.RemoveAll(base); err != nil {
 		return err
 	}
@@ -199,7 +202,8 @@ func stopQuiet(base, bin string) {
 	cmd := exec.Command(filepath.Join(bin, "start"), "stop", "--base-dir", base)
 	cmd.Env = append(os.Environ(), "KINGDOM_TMUX_SOCKET="+socket)
 	cmd.Run()
-	exec.Command("tmux", "-L", socket, "kill-server").Run()
+	// Through pkg/tmux: it also removes the socket file tmux leaves behind.
+	(&tmux.Client{Bin: "tmux", Socket: socket}).KillServer(context.Background())
 	os.RemoveAll(base)
 }
 
