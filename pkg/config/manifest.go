@@ -196,12 +196,29 @@ func (m *Manifest) MemoryMaxBytes() int64 { return int64(m.Memory.MaxKB) << 10 }
 
 var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow)
 
+// cronDescriptors are the @-forms a schedule may use, as their 5-field
+// equivalents (wall-clock times, like every schedule).
+var cronDescriptors = map[string]string{
+	"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
+	"@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *",
+}
+
 // ParseCron parses a 5-field cron expression (host local time). Time-zone
 // prefixes are refused, and a panic inside the parser becomes an error.
 func ParseCron(expr string) (sched cron.Schedule, err error) {
 	f := strings.Fields(expr)
 	if len(f) > 0 && (strings.HasPrefix(f[0], "TZ=") || strings.HasPrefix(f[0], "CRON_TZ=")) {
 		return nil, errors.New("time-zone prefixes are not supported; schedules use host local time")
+	}
+	if len(f) > 0 && strings.HasPrefix(f[0], "@") {
+		if strings.HasPrefix(f[0], "@every") {
+			return nil, errors.New("@every is not supported: schedules fire at wall-clock times; use a 5-field expression such as \"*/15 * * * *\"")
+		}
+		five, ok := cronDescriptors[strings.ToLower(strings.TrimSpace(expr))]
+		if !ok {
+			return nil, fmt.Errorf("unknown descriptor %q: use @hourly, @daily, @midnight, @weekly, @monthly, @yearly or a 5-field expression", expr)
+		}
+		expr = five
 	}
 	// robfig/cron panics on some malformed TZ= specs; never let a manifest
 	// take a role down.

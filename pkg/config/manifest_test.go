@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 const goodManifest = `name: gen-pr
@@ -242,5 +243,30 @@ func TestLoadAll_GoodDir(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, EnvFile)); err == nil {
 		t.Error("loading created files")
+	}
+}
+
+func TestParseCron_DescriptorsAreWallClockAndEveryIsRefusedClearly(t *testing.T) {
+	from := time.Date(2026, 11, 27, 9, 17, 0, 0, time.Local)
+	for expr, want := range map[string]time.Time{
+		"@hourly":  time.Date(2026, 11, 27, 10, 0, 0, 0, time.Local),
+		"@daily":   time.Date(2026, 11, 28, 0, 0, 0, 0, time.Local),
+		"@Weekly":  time.Date(2026, 11, 29, 0, 0, 0, 0, time.Local),
+		"@monthly": time.Date(2026, 12, 1, 0, 0, 0, 0, time.Local),
+		"@yearly":  time.Date(2027, 1, 1, 0, 0, 0, 0, time.Local),
+	} {
+		s, err := ParseCron(expr)
+		if err != nil {
+			t.Errorf("ParseCron(%q): %v", expr, err)
+			continue
+		}
+		if got := s.Next(from); !got.Equal(want) {
+			t.Errorf("%s next after %v = %v, want %v", expr, from, got, want)
+		}
+	}
+	for expr, want := range map[string]string{"@every 5m": "wall-clock", "@often": "unknown descriptor"} {
+		if _, err := ParseCron(expr); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseCron(%q) = %v, want an error saying %q", expr, err, want)
+		}
 	}
 }
