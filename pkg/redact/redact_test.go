@@ -184,7 +184,7 @@ func TestString_PostgresDSN(t *testing.T) {
 	}
 	cases := map[string]string{
 		"dial postgresql://u:hunter2hunter@10.0.0.1/db failed": "dial postgresql://u:" + Marker + "@10.0.0.1/db failed",
-		"host=db user=k password=hunter2hunter dbname=k":        "host=db user=k password=" + Marker + " dbname=k",
+		"host=db user=k password=hunter2hunter dbname=k":       "host=db user=k password=" + Marker + " dbname=k",
 		// A URL without a password keeps its host, port and path.
 		"postgres://db.example:5432/kingdom?application_name=a@b": "postgres://db.example:5432/kingdom?application_name=a@b",
 		"postgres://kingdom@db.example/kingdom":                   "postgres://kingdom@db.example/kingdom",
