@@ -11,8 +11,9 @@ import (
 
 // SecretEnvNames are the secret variables the config of dir names, for
 // redact.SetExtraNames: system.yaml runtime.secret_env, chamberlain.yaml
-// http.token_env (the dashboard's bearer token) and envoy.yaml's Slack
-// token variables (with their default names). A file that does not load gives its defaults' names (the
+// http.token_env (the dashboard's bearer token), system.yaml store.dsn_env
+// (the PostgreSQL DSN) and envoy.yaml's Slack token variables (with their
+// default names). A file that does not load gives its defaults' names (the
 // role that loads it reports the error).
 func SecretEnvNames(dir string) []string {
 	sys, err := LoadSystem(filepath.Join(dir, SystemFile))
@@ -28,7 +29,10 @@ func SecretEnvNamesWith(sys *System, dir string) []string {
 	var names []string
 	if sys != nil {
 		names = append(names, sys.Runtime.SecretEnv...)
+		names = append(names, sys.Store.DSNEnv)
 	}
+	// The DSN may carry the database password, under its default name too.
+	names = append(names, DefaultDSNEnv)
 	h := DefaultHTTP()
 	if c, err := LoadChamberlain(filepath.Join(dir, ChamberlainFile)); err == nil {
 		h = c.HTTP

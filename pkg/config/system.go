@@ -23,12 +23,14 @@ var Engines = []string{EngineClaude, EngineCodex, EngineCommand}
 // replaces each with the task's value.
 var Placeholders = []string{"{prompt_file}", "{workdir}", "{task_id}", "{result_path}"}
 
-// System is system.yaml: the engine soldiers run, git, and start's watchdog.
+// System is system.yaml: the engine soldiers run, git, start's watchdog,
+// logs and the store.
 type System struct {
 	Runtime  Runtime  `yaml:"runtime"`
 	Git      Git      `yaml:"git"`
 	Watchdog Watchdog `yaml:"watchdog"`
 	Log      Log      `yaml:"log"`
+	Store    Store    `yaml:"store"`
 }
 
 // Runtime selects and configures the soldier engine.
@@ -136,7 +138,8 @@ func DefaultSystem() *System {
 			CrashLoop:        CrashLoop{MaxRestarts: 5, WindowMinutes: 10},
 			StopGraceSeconds: 10,
 		},
-		Log: Log{Level: "info"},
+		Log:   Log{Level: "info"},
+		Store: DefaultStore(),
 	}
 }
 
@@ -177,6 +180,7 @@ func (s *System) Validate() error {
 	if u := s.Git.CloneURL; u != "" && !strings.Contains(u, "{repo}") {
 		p.add("git.clone_url", "expected a URL containing {repo}, got %q", u)
 	}
+	s.Store.validate(&p)
 	return p.err()
 }
 

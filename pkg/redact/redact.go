@@ -8,12 +8,15 @@
 //     process environment at call time: GH_TOKEN, GITHUB_TOKEN,
 //     JIRA_API_TOKEN, every SLACK_*_TOKEN, ANTHROPIC_API_KEY,
 //     OPENAI_API_KEY, CLAUDE_CODE_OAUTH_TOKEN, ANTHROPIC_AUTH_TOKEN,
-//     CODEX_API_KEY, and the names given to SetExtraNames
-//     (config.SecretEnvNames: system.yaml runtime.secret_env, the
-//     dashboard's http.token_env, the envoy's Slack token variables);
+//     CODEX_API_KEY, KINGDOM_PG_DSN (the PostgreSQL DSN, which may carry
+//     a password), and the names given to SetExtraNames
+//     (config.SecretEnvNames: system.yaml runtime.secret_env and
+//     store.dsn_env, the dashboard's http.token_env, the envoy's Slack
+//     token variables);
 //   - token shapes (Slack xox*/xapp tokens, GitHub ghp_/github_pat_,
 //     Anthropic/OpenAI sk- keys, Authorization headers, token=… query
-//     parameters, "…token": "…" JSON fields).
+//     parameters, "…token": "…" JSON fields, the password of a
+//     postgres://user:password@host URL).
 //
 // Drive it with redact.String(s); CleanEnv(env) drops the secret variables
 // from an environment handed to a process that must not hold them (the tmux
@@ -41,7 +44,7 @@ const MinValueLen = 6
 // knownNames are the secret variables of SPEC §10.14 (SLACK_*_TOKEN is
 // matched by shape in IsSecretName).
 var knownNames = []string{"GH_TOKEN", "GITHUB_TOKEN", "JIRA_API_TOKEN", "ANTHROPIC_API_KEY", "OPENAI_API_KEY",
-	"CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_AUTH_TOKEN", "CODEX_API_KEY"}
+	"CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_AUTH_TOKEN", "CODEX_API_KEY", "KINGDOM_PG_DSN"}
 
 var (
 	extraMu sync.RWMutex
@@ -108,6 +111,9 @@ var patterns = sync.OnceValue(func() []*regexp.Regexp {
 		regexp.MustCompile(`(?i)\b(bearer|basic)\s+[A-Za-z0-9+/=._-]{8,}`),
 		regexp.MustCompile(`(?i)((token|password|secret|api_key)=)[^\s&"']+`),
 		regexp.MustCompile(`(?i)("[a-z_]*(token|password|secret|api_key)"\s*:\s*")(?:[^"\\]|\\.)+`),
+		// A DSN's password (a DSN that is not the exact value of its
+		// variable: quoted in an error, typed by hand).
+		regexp.MustCompile(`(?i)(postgres(?:ql)?://[^:/@\s]*:)[^@\s/]+@`),
 	}
 })
 
@@ -133,6 +139,9 @@ func applyPatterns(s string) string {
 				(len(sub) > 2 && strings.HasPrefix(strings.ToLower(sub[1]), "authorization")) {
 				return sub[1] + Marker
 			}
+			if len(sub) > 1 && strings.HasSuffix(sub[1], ":") && strings.HasSuffix(m, "@") {
+				return sub[1] + Marker + "@" // postgres://user:[REDACTED]@host
+			}
 			return Marker
 		})
 	}
@@ -142,7 +151,7 @@ func applyPatterns(s string) string {
 // maybePattern is a cheap pre-check: false means no pattern can match.
 func maybePattern(s string) bool {
 	l := strings.ToLower(s)
-	for _, m := range []string{"xox", "xapp-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "bearer", "basic", "token", "password", "secret", "api_key"} {
+	for _, m := range []string{"xox", "xapp-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "bearer", "basic", "token", "password", "secret", "api_key", "postgres"} {
 		if strings.Contains(l, m) {
 			return true
 		}

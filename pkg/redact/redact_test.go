@@ -169,3 +169,29 @@ func TestClip_KeepsRunesWhole(t *testing.T) {
 		}
 	}
 }
+
+// The PostgreSQL DSN is a secret by its default name (roles that never
+// load system.yaml, soldier-spawn among them, still redact it), and a
+// DSN's password is redacted wherever it shows, in either DSN form.
+func TestString_PostgresDSN(t *testing.T) {
+	dsn := "postgres://kingdom:pw-Secret-123@db.example:5432/kingdom?sslmode=require"
+	t.Setenv("KINGDOM_PG_DSN", dsn)
+	if !IsSecretName("KINGDOM_PG_DSN") {
+		t.Fatal("KINGDOM_PG_DSN is not a secret name")
+	}
+	if got := String("connect " + dsn + ": refused"); strings.Contains(got, "pw-Secret-123") || !strings.Contains(got, Marker) {
+		t.Errorf("exact DSN: %q", got)
+	}
+	cases := map[string]string{
+		"dial postgresql://u:hunter2hunter@10.0.0.1/db failed": "dial postgresql://u:" + Marker + "@10.0.0.1/db failed",
+		"host=db user=k password=hunter2hunter dbname=k":       "host=db user=k password=" + Marker + " dbname=k",
+		// A URL without a password keeps its host, port and path.
+		"postgres://db.example:5432/kingdom?application_name=a@b": "postgres://db.example:5432/kingdom?application_name=a@b",
+		"postgres://kingdom@db.example/kingdom":                   "postgres://kingdom@db.example/kingdom",
+	}
+	for in, want := range cases {
+		if got := String(in); got != want {
+			t.Errorf("String(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -4,6 +4,12 @@
 // successful tick, survives failing or panicking ticks, and on shutdown lets
 // the current tick finish. Roles implement only Tick.
 //
+// Leadership comes from the role's lock file (store.kind files), or from
+// Options.Lead (store.kind postgres: the store's lease, a session advisory
+// lock with an epoch). A role whose lease is lost stops at once: its tick
+// and Start contexts end and Run returns ErrLeadershipLost, so that start
+// relaunches it in standby.
+//
 //	err := runner.Run(ctx, runner.Options{Role: "king", Layout: l, Log: log,
 //		Watches: []runner.Watch{{Dir: l.QueueState("events", "pending")}}}, kingRole)
 package runner
@@ -25,6 +31,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
+	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
 // Role is one tick of a role's level-triggered work.
@@ -43,6 +50,13 @@ type Starter interface {
 // finished, a Slack envelope arrived).
 type Waker interface {
 	Wake() <-chan struct{}
+}
+
+// Leased is implemented by roles that fence their writes with the
+// leadership lease (store.Tx.Fence). UseLease is called once the lease is
+// taken, before Start; only when Options.Lead is set.
+type Leased interface {
+	UseLease(store.Lease)
 }
 
 // Watch is a directory whose new files wake the runner. Dot-files never
@@ -67,13 +81,27 @@ type Options struct {
 	Events      *eventlog.Emitter
 	// OnLeader, if set, runs right after the lock is taken (tests).
 	OnLeader func()
+	// Lead, if set, takes the role's leadership instead of the lock file
+	// (store.kind postgres: st.Lead(ctx, role)). It must not block; an
+	// error wrapping store.ErrHeld means another holder leads.
+	Lead func(ctx context.Context) (store.Lease, error)
+	// LeadRetry is how often a standby asks Lead again (default 1 s): each
+	// try may open a database connection.
+	LeadRetry time.Duration
 }
 
-// ErrTooManyFailures is returned after MaxFailures failing ticks in a row.
-var ErrTooManyFailures = errors.New("too many failing ticks in a row")
+var (
+	// ErrTooManyFailures is returned after MaxFailures failing ticks in a row.
+	ErrTooManyFailures = errors.New("too many failing ticks in a row")
+	// ErrLeadershipLost is returned when the lease from Options.Lead is
+	// lost while the role runs: start relaunches the role in standby.
+	ErrLeadershipLost = errors.New("leadership lost")
+)
 
 // Run runs role until ctx ends (or once). It returns nil on a clean shutdown,
-// a *lockfile.HeldError when another instance leads, or ErrTooManyFailures.
+// a *lockfile.HeldError (or, with Options.Lead, an error wrapping
+// store.ErrHeld) when another instance leads, ErrLeadershipLost, or
+// ErrTooManyFailures.
 func Run(ctx context.Context, o Options, role Role) error {
 	if o.Interval <= 0 {
 		o.Interval = 10 * time.Second
@@ -91,41 +119,57 @@ func Run(ctx context.Context, o Options, role Role) error {
 	if err := layout.EnsureDir(stateDir); err != nil {
 		return err
 	}
-	lockPath := o.Layout.LeaderLock(o.Role)
-	var leader *lockfile.Leader
-	var err error
-	if o.Standby && !o.Once {
-		leader, err = lockfile.TryLeader(lockPath)
-		var held *lockfile.HeldError
-		if errors.As(err, &held) {
-			o.Log.Info("standby: waiting for the leader to exit", "holder_pid", held.PID)
-			leader, err = lockfile.WaitLeader(ctx, lockPath, 100*time.Millisecond)
-			if err != nil && ctx.Err() != nil {
-				return nil
-			}
-		}
-	} else if o.Once {
-		// SPEC §9.26: --once tries the lock without blocking.
-		leader, err = lockfile.TryLeader(lockPath)
-	} else {
-		leader, err = tryLeaderBriefly(ctx, lockPath)
-	}
-	if err != nil {
+	lead, err := acquire(ctx, o)
+	if err != nil || lead == nil {
 		return err
 	}
-	defer leader.Release()
-	o.Events.Emit("system.leader_acquired", map[string]any{"role": o.Role, "pid": os.Getpid()})
+	defer lead.release()
+	if lead.lease != nil {
+		o.Events.Emit("system.leader_acquired", map[string]any{"role": o.Role, "pid": os.Getpid(), "epoch": lead.lease.Epoch()})
+		o.Log.Info("leader", "epoch", lead.lease.Epoch())
+		if r, ok := role.(Leased); ok {
+			r.UseLease(lead.lease)
+		}
+	} else {
+		o.Events.Emit("system.leader_acquired", map[string]any{"role": o.Role, "pid": os.Getpid()})
+	}
 	if o.OnLeader != nil {
 		o.OnLeader()
+	}
+	// Everything the role does as leader ends the moment the lease is lost:
+	// runCtx (Start's background work) and tickCtx (the current tick, which
+	// otherwise survives a shutdown signal so it can finish).
+	runCtx, stopRun := context.WithCancelCause(ctx)
+	defer stopRun(nil)
+	tickCtx, stopTick := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer stopTick(nil)
+	if lost := lead.lost(); lost != nil {
+		go func() {
+			select {
+			case <-lost:
+				stopRun(ErrLeadershipLost)
+				stopTick(ErrLeadershipLost)
+			case <-tickCtx.Done():
+			}
+		}()
+	}
+	lostErr := func() error {
+		o.Log.Error("leadership lost: stopping", "epoch", lead.lease.Epoch(), CatAttr("SYSTEM"))
+		o.Events.Emit("system.leader_lost", map[string]any{"role": o.Role, "pid": os.Getpid(), "epoch": lead.lease.Epoch()})
+		return fmt.Errorf("%s epoch %d: %w", o.Role, lead.lease.Epoch(), ErrLeadershipLost)
 	}
 	sweepOwnTemps(o)
 
 	hb := &beat{}
 	if o.Once {
-		return runTick(ctx, o, role, hb)
+		err := runTick(tickCtx, o, role, hb)
+		if errors.Is(context.Cause(tickCtx), ErrLeadershipLost) {
+			return lostErr()
+		}
+		return err
 	}
 	if s, ok := role.(Starter); ok {
-		if err := s.Start(ctx); err != nil {
+		if err := s.Start(runCtx); err != nil {
 			return fmt.Errorf("start %s: %w", o.Role, err)
 		}
 	}
@@ -138,7 +182,7 @@ func Run(ctx context.Context, o Options, role Role) error {
 		default:
 		}
 	}
-	if w, err := watch(ctx, o, notify); err != nil {
+	if w, err := watch(runCtx, o, notify); err != nil {
 		o.Log.Warn("inotify unavailable, polling only", "err", err)
 	} else if w != nil {
 		defer w.Close()
@@ -154,7 +198,10 @@ func Run(ctx context.Context, o Options, role Role) error {
 	defer timer.Stop()
 	for {
 		select {
-		case <-ctx.Done():
+		case <-runCtx.Done():
+			if errors.Is(context.Cause(runCtx), ErrLeadershipLost) {
+				return lostErr()
+			}
 			o.Log.Info("shutting down", CatAttr("SYSTEM"))
 			return nil
 		case <-timer.C:
@@ -164,15 +211,18 @@ func Run(ctx context.Context, o Options, role Role) error {
 			// a quiet spell ticks at once: on an idle kingdom each hop of a
 			// task (sentinel, king, general, envoy) used to wait the full
 			// window.
-			if rest := o.Debounce - time.Since(lastEnd); rest > 0 && !sleepCtx(ctx, rest) {
-				return nil
+			if rest := o.Debounce - time.Since(lastEnd); rest > 0 && !sleepCtx(runCtx, rest) {
+				continue // shutdown or lost leadership: the select above says which
 			}
 		case <-roleWake:
 		}
 		// The tick runs on a context that survives the shutdown signal, so a
 		// SIGTERM lets the current tick finish (SPEC §4.2).
-		err := runTick(context.WithoutCancel(ctx), o, role, hb)
+		err := runTick(tickCtx, o, role, hb)
 		lastEnd = time.Now()
+		if errors.Is(context.Cause(tickCtx), ErrLeadershipLost) {
+			return lostErr()
+		}
 		if err != nil {
 			fails++
 			o.Log.Error("tick failed", "err", err, "consecutive", fails)
@@ -189,6 +239,110 @@ func Run(ctx context.Context, o Options, role Role) error {
 			}
 		}
 		timer.Reset(o.Interval)
+	}
+}
+
+// leadership is what Run holds while the role leads: the lock file, or a
+// lease from Options.Lead.
+type leadership struct {
+	file  *lockfile.Leader
+	lease store.Lease
+}
+
+func (l *leadership) release() {
+	if l.lease != nil {
+		l.lease.Release()
+		return
+	}
+	l.file.Release()
+}
+
+// lost is closed when the lease is lost (nil for the lock file, which
+// lasts as long as the process).
+func (l *leadership) lost() <-chan struct{} {
+	if l.lease == nil {
+		return nil
+	}
+	return l.lease.Lost()
+}
+
+// acquire takes the role's leadership as o asks. A nil leadership with a
+// nil error means ctx ended while standing by.
+func acquire(ctx context.Context, o Options) (*leadership, error) {
+	if o.Lead != nil {
+		lease, err := acquireLease(ctx, o)
+		if err != nil || lease == nil {
+			return nil, err
+		}
+		return &leadership{lease: lease}, nil
+	}
+	lockPath := o.Layout.LeaderLock(o.Role)
+	var leader *lockfile.Leader
+	var err error
+	if o.Standby && !o.Once {
+		leader, err = lockfile.TryLeader(lockPath)
+		var held *lockfile.HeldError
+		if errors.As(err, &held) {
+			o.Log.Info("standby: waiting for the leader to exit", "holder_pid", held.PID)
+			leader, err = lockfile.WaitLeader(ctx, lockPath, 100*time.Millisecond)
+			if err != nil && ctx.Err() != nil {
+				return nil, nil
+			}
+		}
+	} else if o.Once {
+		// SPEC §9.26: --once tries the lock without blocking.
+		leader, err = lockfile.TryLeader(lockPath)
+	} else {
+		leader, err = tryLeaderBriefly(ctx, lockPath)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &leadership{file: leader}, nil
+}
+
+// acquireLease asks o.Lead: once (--once), until ctx ends (standby: a
+// database outage is waited out too, logged when the reason changes), or
+// for about a second (a leader that is just releasing).
+func acquireLease(ctx context.Context, o Options) (store.Lease, error) {
+	every := o.LeadRetry
+	if every <= 0 {
+		every = time.Second
+	}
+	deadline := time.Now().Add(time.Second)
+	last := ""
+	for {
+		lease, err := o.Lead(ctx)
+		if err == nil {
+			return lease, nil
+		}
+		if ctx.Err() != nil {
+			if o.Standby {
+				return nil, nil
+			}
+			return nil, err
+		}
+		switch {
+		case o.Once:
+			return nil, err
+		case o.Standby:
+			if msg := err.Error(); msg != last {
+				last = msg
+				if errors.Is(err, store.ErrHeld) {
+					o.Log.Info("standby: another instance leads; waiting", "err", err)
+				} else {
+					o.Log.Warn("standby: cannot ask for the leadership; retrying", "err", err)
+				}
+			}
+		case !errors.Is(err, store.ErrHeld) || time.Now().After(deadline):
+			return nil, err
+		}
+		if !sleepCtx(ctx, every) {
+			if o.Standby {
+				return nil, nil
+			}
+			return nil, err
+		}
 	}
 }
 

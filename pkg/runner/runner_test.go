@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/internal/testkit/pgtest"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
 	"github.com/kingdom-dev/kingdom/pkg/runner"
@@ -30,11 +31,15 @@ func TestMain(m *testing.M) {
 	if base := os.Getenv("KINGDOM_RUNNER_HELPER"); base != "" {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 		defer stop()
-		err := runner.Run(ctx, runner.Options{
+		o := runner.Options{
 			Role: "king", Layout: layout.New(base), Interval: 50 * time.Millisecond,
 			Standby:  os.Getenv("KINGDOM_RUNNER_STANDBY") == "1",
 			OnLeader: func() { fmt.Println("leader"); os.Stdout.Sync() },
-		}, tickFunc(func(context.Context) error { return nil }))
+		}
+		if dsn := os.Getenv("KINGDOM_RUNNER_PG_DSN"); dsn != "" {
+			o.Lead = pgLead(ctx, dsn, os.Getenv("KINGDOM_RUNNER_HOST"))
+		}
+		err := runner.Run(ctx, o, tickFunc(func(context.Context) error { return nil }))
 		var held *lockfile.HeldError
 		if errors.As(err, &held) {
 			fmt.Println("refused:", held.Error())
@@ -45,7 +50,7 @@ func TestMain(m *testing.M) {
 		}
 		return
 	}
-	os.Exit(m.Run())
+	os.Exit(pgtest.Main(m))
 }
 
 func startHelper(t *testing.T, base string, standby bool) (*exec.Cmd, *bufio.Reader) {

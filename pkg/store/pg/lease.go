@@ -74,7 +74,11 @@ func (l *lease) watch(c *pgx.Conn, every time.Duration) {
 		select {
 		case <-l.stop:
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			c.Close(ctx) // ends the session: the lock goes with it
+			// Unlock before closing: the server frees a closed session's
+			// locks only when its backend has exited, a moment after Close
+			// returns, and a successor asking at once must not be refused.
+			c.Exec(ctx, "SELECT pg_advisory_unlock($1, hashtext($2))", lockLeader, l.name)
+			c.Close(ctx) // ends the session: the lock goes with it anyway
 			cancel()
 			l.markLost()
 			return

@@ -1,0 +1,91 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/ids"
+)
+
+// Store kinds (system.yaml store.kind).
+const (
+	StoreFiles    = "files"
+	StorePostgres = "postgres"
+)
+
+// HostIDEnv names the variable that overrides store.host_id.
+const HostIDEnv = "KINGDOM_HOST_ID"
+
+// DefaultDSNEnv is store.dsn_env's default.
+const DefaultDSNEnv = "KINGDOM_PG_DSN"
+
+// Store is system.yaml store (SPEC §11.6): where the roles' shared state
+// lives. kind files is the single-machine default (the files under
+// $BASE_DIR); kind postgres shares one database among every host.
+type Store struct {
+	Kind string `yaml:"kind" check:"oneof=files|postgres"`
+	// DSNEnv names the variable holding the PostgreSQL DSN (from
+	// kingdom.env or the environment). The DSN is a secret: it may carry a
+	// password.
+	DSNEnv string `yaml:"dsn_env" check:"nonempty"`
+	// HostID names this host in claims, leaders and the hosts registry;
+	// empty means the hostname. KINGDOM_HOST_ID wins over it.
+	HostID string `yaml:"host_id"`
+	// SelfFenceSeconds: a host that could not renew its lease for this long
+	// stops claiming and kills its soldiers.
+	SelfFenceSeconds int `yaml:"self_fence_seconds" check:"min=10,max=86400"`
+	// TakeoverSeconds: the king fails the tasks of a host whose lease
+	// expired this long ago (HostLost, retryable). It must exceed
+	// SelfFenceSeconds, so the lost host has killed its soldiers before
+	// their tasks run again elsewhere.
+	TakeoverSeconds int `yaml:"takeover_seconds" check:"min=10,max=604800"`
+}
+
+// DefaultStore returns the store section's defaults.
+func DefaultStore() Store {
+	return Store{Kind: StoreFiles, DSNEnv: DefaultDSNEnv, SelfFenceSeconds: 300, TakeoverSeconds: 600}
+}
+
+// validate adds the store section's cross-key problems to p (the per-key
+// ranges are check tags).
+func (s Store) validate(p *problems) {
+	if s.DSNEnv != "" && !envNameRE.MatchString(s.DSNEnv) {
+		p.add("store.dsn_env", "expected an environment variable name, got %q", s.DSNEnv)
+	}
+	if s.HostID != "" && !ids.Valid(s.HostID) {
+		// The host id becomes part of row keys and paths.
+		p.add("store.host_id", "expected a safe id (letters, digits, . _ : @ -; starting with a letter or digit; no ..), got %q", s.HostID)
+	}
+	if s.TakeoverSeconds <= s.SelfFenceSeconds {
+		p.add("store.takeover_seconds", "expected more than store.self_fence_seconds (%d), so a lost host has stopped its soldiers before their tasks run elsewhere, got %d",
+			s.SelfFenceSeconds, s.TakeoverSeconds)
+	}
+}
+
+// ResolveHostID returns this host's id: KINGDOM_HOST_ID if set, else
+// store.host_id, else the hostname. The answer is a safe id or an error
+// naming where the bad value came from.
+func (s Store) ResolveHostID() (string, error) {
+	id, from := os.Getenv(HostIDEnv), HostIDEnv
+	if id == "" {
+		id, from = s.HostID, "system.yaml store.host_id"
+	}
+	if id == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return "", fmt.Errorf("host id: read the hostname: %w (set store.host_id or %s)", err, HostIDEnv)
+		}
+		id, from = h, "the hostname"
+	}
+	if err := ids.Check(id); err != nil {
+		return "", fmt.Errorf("host id from %s: %w", from, err)
+	}
+	return id, nil
+}
+
+// SelfFence is store.self_fence_seconds.
+func (s Store) SelfFence() time.Duration { return seconds(s.SelfFenceSeconds) }
+
+// Takeover is store.takeover_seconds.
+func (s Store) Takeover() time.Duration { return seconds(s.TakeoverSeconds) }
