@@ -43,6 +43,14 @@ func (g *General) readRaw(task string) *schema.RawResult {
 	if r.TaskID != task {
 		return invalid(task, fmt.Sprintf("raw result names task %q", r.TaskID))
 	}
+	if fromAgent(b) {
+		// Only the soldier's classification of the engine's own output
+		// may say why an attempt failed and when an engine is usable
+		// again (SPEC §10.8): an agent's result claiming a usage limit
+		// would pause the engine for everyone, and one claiming to be
+		// retryable would repeat its side effects (§9.6).
+		r.ErrorReason, r.ResetsAt, r.Terminal = "", "", nil
+	}
 	if r.ErrorReason == "" {
 		switch r.Status {
 		case schema.ResultFailed:
@@ -52,6 +60,19 @@ func (g *General) readRaw(task string) *schema.RawResult {
 		}
 	}
 	return r
+}
+
+// fromAgent reports whether a published raw result is the agent's own (its
+// staging file or structured output, which soldier-spawn marks with
+// schema.RawOrigin) rather than one the soldier, the general or the king
+// decided.
+func fromAgent(b []byte) bool {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(b, &m) != nil {
+		return false
+	}
+	_, ok := m[schema.RawOrigin]
+	return ok
 }
 
 func invalid(task, msg string) *schema.RawResult {
