@@ -35,7 +35,8 @@ func (g *General) reconcile(ctx context.Context) error {
 			continue // not ours, or the king is re-queueing it
 		}
 		g.mu.Lock()
-		busy := g.active[t.ID]
+		_, stuck := g.stranded[t.ID]
+		busy := g.active[t.ID] || stuck // a stranded task is retried every tick
 		g.mu.Unlock()
 		if busy {
 			continue

@@ -124,7 +124,9 @@ func (g *General) synthetic(task, status, reason, msg string) {
 		err = atomicfile.CreateNoReplace(g.o.Layout.ResultRaw(task), b, 0o600)
 	}
 	if err != nil && !errors.Is(err, atomicfile.ErrExists) {
-		g.log.Error("write synthetic raw result", "task", task, "err", err)
+		// finish writes it again, every tick until it can (stranded.go).
+		g.log.Warn("write synthetic raw result", "task", task, "err", err)
+		g.keepPendingRaw(r)
 	}
 }
 
