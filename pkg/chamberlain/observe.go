@@ -165,7 +165,7 @@ func (r *Role) observe(ctx context.Context, now time.Time) (*Report, error) {
 func (r *Role) observeSessions(ctx context.Context, now time.Time, rep *Report) error {
 	grace := r.c.OrphanGrace()
 	var listed []tmux.Session
-	var keep, pruned []sessions.Entry
+	var keep, pruned, adopted []sessions.Entry
 	split := func(es []sessions.Entry, alive map[string]bool) {
 		keep, pruned = nil, nil
 		for _, e := range es {
@@ -192,16 +192,22 @@ func (r *Role) observeSessions(ctx context.Context, now time.Time, rep *Report) 
 				return nil, err
 			}
 			listed = ss
-			split(es, index(ss))
-			if len(pruned) == 0 {
+			alive := index(ss)
+			split(es, alive)
+			adopted = r.liveUnregistered(keep, ss)
+			if len(pruned) == 0 && len(adopted) == 0 {
 				return nil, errNoChange
 			}
+			keep = append(keep, adopted...)
 			return keep, nil
 		})
 		if err != nil && !errors.Is(err, errNoChange) {
 			return fmt.Errorf("reconcile sessions: %w", err)
 		}
 		rep.Pruned = pruned
+		for _, e := range adopted {
+			r.log.Warn("re-registered a live soldier missing from the registry", "soldier", e.ID, "task", e.TaskID, "general", e.General, "cat", "RECOVERY")
+		}
 		for _, e := range pruned {
 			r.log.Info("removed dead session from registry", "soldier", e.ID, "task", e.TaskID, "cat", "CLEANUP")
 			r.emit("system.session_orphaned", map[string]any{"soldier_id": e.ID, "task_id": e.TaskID, "general": e.General})
@@ -227,7 +233,7 @@ func (r *Role) observeSessions(ctx context.Context, now time.Time, rep *Report) 
 		}
 		listed = ss
 		split(es, index(ss))
-		keep = es // nothing is pruned by a reader
+		keep = append(es, r.liveUnregistered(es, ss)...) // nothing is pruned or written by a reader
 	}
 	rep.Registered = keep
 	registered := make(map[string]bool, len(keep))
@@ -240,6 +246,37 @@ func (r *Role) observeSessions(ctx context.Context, now time.Time, rep *Report) 
 		}
 	}
 	return nil
+}
+
+// liveUnregistered returns registry entries for the listed soldier sessions
+// that es lacks but that an in-progress task names as its soldier (its
+// <task>-soldier-id). A live soldier of an in-progress task is never an
+// orphan, whatever the registry says (truncated to nothing, rewritten
+// without it): killing it would retry a task whose agent is at work and
+// repeat its side effects. The task queue is read only when some soldier
+// session is unregistered.
+func (r *Role) liveUnregistered(es []sessions.Entry, listed []tmux.Session) []sessions.Entry {
+	registered := make(map[string]bool, len(es))
+	for _, e := range es {
+		registered[e.ID] = true
+	}
+	missing := map[string]bool{}
+	for _, s := range listed {
+		if strings.HasPrefix(s.Name, "soldier-") && !registered[s.Name] {
+			missing[s.Name] = true
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	var out []sessions.Entry
+	for _, e := range sessions.Rebuild(r.l) {
+		if missing[e.ID] {
+			out = append(out, e)
+			delete(missing, e.ID) // one entry per soldier
+		}
+	}
+	return out
 }
 
 // watchedRoles returns sentinel, king, envoy and every installed general

@@ -43,6 +43,14 @@ func (g *General) readRaw(task string) *schema.RawResult {
 	if r.TaskID != task {
 		return invalid(task, fmt.Sprintf("raw result names task %q", r.TaskID))
 	}
+	if fromAgent(b) {
+		// Only the soldier's classification of the engine's own output
+		// may say why an attempt failed and when an engine is usable
+		// again (SPEC §10.8): an agent's result claiming a usage limit
+		// would pause the engine for everyone, and one claiming to be
+		// retryable would repeat its side effects (§9.6).
+		r.ErrorReason, r.ResetsAt, r.Terminal = "", "", nil
+	}
 	if r.ErrorReason == "" {
 		switch r.Status {
 		case schema.ResultFailed:
@@ -54,6 +62,19 @@ func (g *General) readRaw(task string) *schema.RawResult {
 	return r
 }
 
+// fromAgent reports whether a published raw result is the agent's own (its
+// staging file or structured output, which soldier-spawn marks with
+// schema.RawOrigin) rather than one the soldier, the general or the king
+// decided.
+func fromAgent(b []byte) bool {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(b, &m) != nil {
+		return false
+	}
+	_, ok := m[schema.RawOrigin]
+	return ok
+}
+
 func invalid(task, msg string) *schema.RawResult {
 	return &schema.RawResult{TaskID: task, Status: schema.ResultFailed, Summary: msg, Error: msg, ErrorReason: schema.ReasonInvalidResult}
 }
@@ -63,17 +84,16 @@ func invalid(task, msg string) *schema.RawResult {
 // workspace cleanup.
 func (g *General) finish(ctx context.Context, t *schema.Task, sid string, started time.Time, ws workspace) {
 	l := g.o.Layout
+	if ok, err := g.writePendingRaw(t.ID); !ok {
+		g.strand(stranded{t: t, sid: sid, started: started, ws: ws}, err)
+		return
+	}
 	r := g.readRaw(t.ID)
 	if sid == "" {
 		sid = readTrim(l.ResultSoldierID(t.ID))
 	}
 	if r.SessionID == "" {
 		r.SessionID = readTrim(l.ResultSessionID(t.ID))
-	}
-	if len(r.MemoryUpdates) > 0 {
-		if err := g.appendMemory(t.ID, r.MemoryUpdates); err != nil {
-			g.log.Warn("append memory", "task", t.ID, "err", err)
-		}
 	}
 	now := g.o.Clock.Now()
 	final := schema.Result{RawResult: *r, General: g.name, CompletedAt: schema.FormatTime(now), RetryCount: t.RetryCount}
@@ -95,9 +115,17 @@ func (g *General) finish(ctx context.Context, t *schema.Task, sid string, starte
 		}
 	}
 	if err := writeRedactedJSON(l.ResultFinal(t.ID), final); err != nil {
-		// Leave the raw result: a restart finishes the task (§9.4 a).
-		g.log.Error("write final result", "task", t.ID, "err", err)
+		// The raw result stays: the next tick finishes the task from it.
+		g.strand(stranded{t: t, sid: sid, started: started, ws: ws}, err)
 		return
+	}
+	g.written(t.ID)
+	// After the final result: a finish retried for a full disk must not
+	// append the same lessons twice.
+	if len(r.MemoryUpdates) > 0 {
+		if err := g.appendMemory(t.ID, r.MemoryUpdates); err != nil {
+			g.log.Warn("append memory", "task", t.ID, "err", err)
+		}
 	}
 	// The agent's staging result is in the raw result now; whatever path
 	// the soldier took (killed, timed out), it does not outlive the attempt.

@@ -73,6 +73,11 @@ type General struct {
 	reconciled    bool
 	lastReconcile time.Time
 	raw           rawWatch
+	// stranded and pendingRaw are results a full disk kept from being
+	// written (stranded.go); writesFailing is set while any is.
+	stranded      map[string]stranded
+	pendingRaw    map[string]schema.RawResult
+	writesFailing bool
 }
 
 // New returns the general described by o.Manifest.
@@ -100,12 +105,13 @@ func New(o Options) (*General, error) {
 	}
 	return &General{
 		o: o, name: o.Manifest.Name,
-		tasks:  queue.New(o.Layout, layout.QTasks, o.Events),
-		reg:    sessions.New(o.Layout),
-		log:    o.Log,
-		wake:   make(chan struct{}, 1),
-		active: map[string]bool{},
-		base:   context.Background(),
+		tasks:    queue.New(o.Layout, layout.QTasks, o.Events),
+		reg:      sessions.New(o.Layout),
+		log:      o.Log,
+		wake:     make(chan struct{}, 1),
+		active:   map[string]bool{},
+		stranded: map[string]stranded{}, pendingRaw: map[string]schema.RawResult{},
+		base: context.Background(),
 	}, nil
 }
 
@@ -173,14 +179,15 @@ func (g *General) emit(typ string, data map[string]any) {
 func (g *General) Tick(ctx context.Context) error {
 	now := g.o.Clock.Now()
 	if !g.reconciled || now.Sub(g.lastReconcile) >= reconcileEvery {
-		// At start (§9.4), and again now and then: a task whose final
-		// result could not be written (a full disk) must not wait for a
-		// restart of the general to be finished.
+		// At start (§9.4), and again now and then as a safety net; a task
+		// this general could not finish for a full disk is retried every
+		// tick (retryStranded).
 		if err := g.reconcile(ctx); err != nil {
 			return err
 		}
 		g.reconciled, g.lastReconcile = true, now
 	}
+	g.retryStranded()
 	return g.claim(ctx)
 }
 

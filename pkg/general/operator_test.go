@@ -3,13 +3,17 @@ package general
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/lockfile"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/sessions"
 )
 
 // While the operator's pause is on, a general claims nothing; once it is
@@ -62,5 +66,58 @@ func TestKeepConversation(t *testing.T) {
 				t.Errorf("track %v workdir %q, want %v", r.TrackConversation, r.Workdir, c.want)
 			}
 		})
+	}
+}
+
+// A cancel that arrives while the general prepares the workspace (here: the
+// clone waits for its per-repo lock) ends the attempt as Cancelled before
+// any soldier starts: the agent never runs.
+func TestGeneral_CancelDuringWorkspacePreparationLaunchesNothing(t *testing.T) {
+	e := newEnv(t)
+	withRepo(t, e)
+	e.m.DefaultRepo = "acme/app"
+	e.scenario("", map[string]any{"mode": "success"})
+	e.start()
+	const id = "task-20260101-001"
+	clone := e.l.RepoClone(e.m.Name, "acme/app")
+	if err := layout.EnsureDir(filepath.Dir(clone)); err != nil {
+		t.Fatal(err)
+	}
+	lock, err := lockfile.Open(layout.CloneLock(clone))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if err := lock.Lock(); err != nil {
+		t.Fatal(err)
+	}
+	e.task(id)
+	if err := e.g.Tick(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !queue.New(e.l, layout.QTasks, nil).Exists(layout.InProgress, id) {
+		t.Fatal("task not claimed")
+	}
+	// The king's side of `start task cancel` for a running task: the
+	// record first, then the Cancelled raw result.
+	if err := layout.EnsureDir(e.l.KingCancelledDir()); err != nil {
+		t.Fatal(err)
+	}
+	if err := atomicfile.WriteJSON(e.l.KingCancelled(id), control.Cancelled{TaskID: id, Was: layout.InProgress, By: "op", At: schema.FormatTime(time.Now())}); err != nil {
+		t.Fatal(err)
+	}
+	lock.Unlock()
+	r := e.final(id)
+	if r.Status != schema.ResultFailed || r.ErrorReason != schema.ReasonCancelled {
+		t.Errorf("final = %s/%s, want failed/Cancelled", r.Status, r.ErrorReason)
+	}
+	if n := len(e.events("soldier.spawned")); n != 0 {
+		t.Errorf("soldier.spawned emitted %d times for a cancelled task", n)
+	}
+	if calls, _ := os.ReadDir(filepath.Join(e.l.Base, "fake-calls")); len(calls) != 0 {
+		t.Errorf("the engine ran %d times for a cancelled task", len(calls))
+	}
+	if es, _ := sessions.New(e.l).List(); len(es) != 0 {
+		t.Errorf("sessions.json still lists %v", es)
 	}
 }

@@ -3,7 +3,10 @@ package general
 import (
 	"context"
 	"fmt"
+	"os"
+	"strings"
 
+	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/proctree"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
@@ -32,7 +35,8 @@ func (g *General) reconcile(ctx context.Context) error {
 			continue // not ours, or the king is re-queueing it
 		}
 		g.mu.Lock()
-		busy := g.active[t.ID]
+		_, stuck := g.stranded[t.ID]
+		busy := g.active[t.ID] || stuck // a stranded task is retried every tick
 		g.mu.Unlock()
 		if busy {
 			continue
@@ -50,6 +54,20 @@ func (g *General) reconcile(ctx context.Context) error {
 			}
 		}
 		started := g.o.Clock.Now()
+		adopted := false
+		if reg == nil {
+			// The registry lost the soldier (truncated, rewritten without
+			// it): the soldier id the task's soldier recorded itself is
+			// the truth. A live soldier of an in-progress task is never
+			// declared dead for what sessions.json says.
+			if sid := readTrim(l.ResultSoldierID(t.ID)); ids.Valid(sid) && strings.HasPrefix(sid, "soldier-") {
+				reg = &sessions.Entry{ID: sid, TaskID: t.ID, General: g.name, StartedAt: started.UTC()}
+				if fi, err := os.Stat(l.ResultSoldierID(t.ID)); err == nil {
+					reg.StartedAt = fi.ModTime().UTC()
+				}
+				adopted = true
+			}
+		}
 		if reg != nil {
 			started = reg.StartedAt
 		}
@@ -75,6 +93,11 @@ func (g *General) reconcile(ctx context.Context) error {
 			g.start(task, func(ctx context.Context) { g.finish(ctx, task, sid, started, ws) })
 		case live: // (c)
 			g.log.Info("re-attaching a live soldier", "task", t.ID, "soldier", reg.ID)
+			if adopted {
+				if err := g.reg.Add(*reg); err != nil {
+					g.log.Warn("re-register soldier", "soldier", reg.ID, "err", err)
+				}
+			}
 			sid := reg.ID
 			g.start(task, func(ctx context.Context) {
 				if g.watch(ctx, task, sid, started, proctree.Identity{}) {

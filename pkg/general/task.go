@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
+	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/proctree"
 	"github.com/kingdom-dev/kingdom/pkg/redact"
@@ -74,6 +75,17 @@ func (g *General) runTask(ctx context.Context, t *schema.Task) {
 		g.finish(ctx, t, "", started, ws)
 		return
 	}
+	// An operator's cancel that arrived while the workspace was prepared
+	// (a clone can take minutes) ends the attempt here: no agent may start
+	// its first actions only to be killed (SPEC §10.11). A raw result
+	// already present (the king writes a Cancelled one) ends it too.
+	if g.cancelled(t) || exists(l.ResultRaw(t.ID)) {
+		_ = g.reg.Remove(sid)
+		g.synthetic(t.ID, schema.ResultFailed, schema.ReasonCancelled, "cancelled before its soldier started")
+		g.log.Info("task cancelled before launch", "task", t.ID)
+		g.finish(ctx, t, "", started, ws)
+		return
+	}
 	p := spawn.Params{BaseDir: l.Base, TaskID: t.ID, General: g.name, PromptFile: l.Prompt(t.ID),
 		Workdir: ws.RepoDir, SoldierID: sid, Resume: t.SessionID, Engine: g.o.Manifest.Engine}
 	launched, err := spawn.Launch(ctx, g.o.Tmux, g.o.SpawnBin, p, g.o.SessionEnv)
@@ -95,6 +107,13 @@ func (g *General) runTask(ctx context.Context, t *schema.Task) {
 	g.finish(ctx, t, sid, started, ws)
 }
 
+// cancelled reports whether the operator cancelled this attempt of t (the
+// king's record in state/king/cancelled/, §10.11).
+func (g *General) cancelled(t *schema.Task) bool {
+	rec := control.ReadCancelled(g.o.Layout, t.ID)
+	return rec != nil && rec.RetryCount == t.RetryCount
+}
+
 // synthetic writes a raw result the general decided (no-replace: a result
 // the soldier published first wins, §9.5).
 func (g *General) synthetic(task, status, reason, msg string) {
@@ -105,7 +124,9 @@ func (g *General) synthetic(task, status, reason, msg string) {
 		err = atomicfile.CreateNoReplace(g.o.Layout.ResultRaw(task), b, 0o600)
 	}
 	if err != nil && !errors.Is(err, atomicfile.ErrExists) {
-		g.log.Error("write synthetic raw result", "task", task, "err", err)
+		// finish writes it again, every tick until it can (stranded.go).
+		g.log.Warn("write synthetic raw result", "task", task, "err", err)
+		g.keepPendingRaw(r)
 	}
 }
 

@@ -269,3 +269,46 @@ func TestWorkspace_RepoAgentsSymlinkIsTheRepos(t *testing.T) {
 	tmuxC.Kill(context.Background(), sessionOf(e, "task-20260101-110"))
 	e.final("task-20260101-110")
 }
+
+// A restarted general whose sessions.json lost a live soldier (truncated
+// to nothing) re-attaches it from the soldier id the soldier recorded,
+// re-registers it, and follows it to its result: it is not declared dead.
+func TestReconcile_LiveSoldierMissingFromTruncatedRegistryIsReattached(t *testing.T) {
+	e := newEnv(t)
+	const id = "task-20260101-210"
+	tk := &schema.Task{ID: id, EventID: "evt-x-" + id, TargetGeneral: "gen-test", Type: "test.run", Payload: map[string]any{},
+		Priority: "normal", CreatedAt: schema.FormatTime(time.Now()), Status: "in_progress"}
+	if err := e.g0().tasks.Put(layout.InProgress, id, tk); err != nil {
+		t.Fatal(err)
+	}
+	e.scenario(id, map[string]any{"mode": "success", "sleep_ms": 3000})
+	os.WriteFile(e.l.Prompt(id), []byte("p"), 0o600)
+	const sid = "soldier-1-live"
+	if err := sessions.New(e.l).Add(sessions.Entry{ID: sid, TaskID: id, General: "gen-test", StartedAt: time.Now().UTC()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := spawn.Launch(context.Background(), tmuxC, spawnBin, spawn.Params{BaseDir: e.l.Base, TaskID: id,
+		General: "gen-test", PromptFile: e.l.Prompt(id), Workdir: t.TempDir(), SoldierID: sid}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for readTrim(e.l.ResultSoldierID(id)) != sid {
+		time.Sleep(10 * time.Millisecond) // the soldier records its id as it starts
+	}
+	if err := os.Truncate(e.l.SessionsJSON(), 0); err != nil {
+		t.Fatal(err)
+	}
+	g := e.start()
+	if err := g.Tick(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if es, _ := sessions.New(e.l).List(); len(es) != 1 || es[0].ID != sid || es[0].TaskID != id {
+		t.Errorf("registry after the reconcile = %+v, want the live soldier re-registered", es)
+	}
+	r := e.final(id)
+	if r.Status != schema.ResultSuccess || r.SoldierID != sid {
+		t.Errorf("final = %s/%s soldier %s, want success from %s", r.Status, r.ErrorReason, r.SoldierID, sid)
+	}
+	if n := len(e.events("soldier.killed")); n != 0 {
+		t.Errorf("soldier.killed emitted %d times for a live soldier", n)
+	}
+}

@@ -4,7 +4,9 @@
 // post_emit) runs on its own interval; emitting goes through the one
 // admission door, queue.Admitter (SPEC §9.19), which refuses ids already in
 // any events state or in state/sentinel/seen/ and writes the seen marker.
-// One watcher's failure is logged and never stops another.
+// One watcher's failure is logged and never stops another; each fetch's
+// outcome is recorded in state/sentinel/watchers.json (pkg/watchstatus),
+// from which the chamberlain alerts on a watcher failing poll after poll.
 //
 // Drive it with the shared runner:
 //
@@ -35,6 +37,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/sentinel/inbox"
 	"github.com/kingdom-dev/kingdom/pkg/sentinel/jira"
 	"github.com/kingdom-dev/kingdom/pkg/sentinel/watcher"
+	"github.com/kingdom-dev/kingdom/pkg/watchstatus"
 )
 
 // MaxRunnerInterval caps the runner's idle period (SPEC §4.2: tick at least
@@ -65,6 +68,10 @@ type Sentinel struct {
 	admit    *queue.Admitter
 	watchers []*scheduled
 	inbox    *inbox.Watcher
+	// status is state/sentinel/watchers.json, loaded once at start and
+	// saved when a poll changes it (the chamberlain alerts from it).
+	status      watchstatus.File
+	statusDirty bool
 
 	wakeCh chan struct{}
 	mu     sync.Mutex
@@ -131,6 +138,7 @@ func New(cfg *config.Sentinel, o Options) (*Sentinel, error) {
 		})
 		s.add(s.inbox)
 	}
+	s.loadStatus()
 	return s, nil
 }
 
@@ -150,7 +158,51 @@ func NewWith(o Options, ws ...watcher.Watcher) *Sentinel {
 		}
 		s.add(w)
 	}
+	s.loadStatus()
 	return s
+}
+
+// loadStatus reads the watcher record of earlier runs and keeps only the
+// enabled watchers: a disabled one's old failures are no alert. An
+// unreadable record starts over (it is rewritten at the next change).
+func (s *Sentinel) loadStatus() {
+	path := watchstatus.Path(s.o.Layout)
+	st, err := watchstatus.Load(path)
+	if err != nil {
+		s.o.Log.Warn("watcher status unreadable; starting a new record", "path", path, "err", err)
+		s.statusDirty = true
+	}
+	enabled := map[string]bool{}
+	for _, sw := range s.watchers {
+		enabled[sw.w.Name()] = true
+	}
+	for name := range st.Watchers {
+		if !enabled[name] {
+			delete(st.Watchers, name)
+			s.statusDirty = true
+		}
+	}
+	s.status = st
+}
+
+// record notes one poll's outcome in the watcher record and saves it when
+// it changed. A record that cannot be saved is retried at the next poll.
+func (s *Sentinel) record(name string, fetchErr error, log *slog.Logger) {
+	if s.status.Record(name, fetchErr, s.o.Clock.Now()) {
+		s.statusDirty = true
+	}
+	if !s.statusDirty {
+		return
+	}
+	err := layout.EnsureDir(s.o.Layout.RoleStateDir(layout.RoleSentinel))
+	if err == nil {
+		err = watchstatus.Save(watchstatus.Path(s.o.Layout), s.status)
+	}
+	if err != nil {
+		log.Warn("save watcher status; retried at the next poll", "err", err)
+		return
+	}
+	s.statusDirty = false
 }
 
 func (s *Sentinel) add(w watcher.Watcher) { s.watchers = append(s.watchers, &scheduled{w: w}) }
@@ -236,13 +288,18 @@ func (s *Sentinel) Tick(ctx context.Context) error {
 func (s *Sentinel) poll(ctx context.Context, w watcher.Watcher) (err error) {
 	log := s.o.Log.With("watcher", w.Name())
 	defer func() {
-		// A panicking parser must not take the other watchers down.
+		// A panicking parser must not take the other watchers down; it
+		// counts as a failed poll.
 		if r := recover(); r != nil {
 			log.Error("watcher panicked; retried next interval", "panic", fmt.Sprint(r))
+			s.record(w.Name(), fmt.Errorf("watcher panicked: %v", r), log)
 			err = nil
 		}
 	}()
 	b, err := w.Fetch(ctx)
+	// The record is the fetch's: a fetch that worked is a success even if
+	// emitting its items fails (that fails the tick instead).
+	s.record(w.Name(), err, log)
 	if err != nil {
 		log.Error("fetch failed; retrying next interval", "err", err)
 		return nil
