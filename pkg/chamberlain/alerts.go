@@ -23,6 +23,7 @@ const (
 	KindTimeouts  = "timeouts"
 	KindStale     = "stale"
 	KindWatcher   = "watcher"
+	KindResults   = "results"
 	KindReport    = "report"
 	KindRecovered = "recovered"
 )

@@ -1,6 +1,7 @@
 package chamberlain
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/redact"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
@@ -60,6 +62,14 @@ func (r *Role) apply(ev eventlog.Event) error {
 				an.Detected[d.EventID] = at
 			}
 		}
+	case "general.results_unwritable":
+		var v struct {
+			Error string `json:"error"`
+		}
+		_ = json.Unmarshal(ev.Data, &v)
+		an.Unwritable[ev.Actor] = v.Error
+	case "general.results_writable":
+		delete(an.Unwritable, ev.Actor)
 	case "event.dispatched", "event.discarded":
 		delete(an.Detected, d.EventID)
 		delete(an.StaleAlerted, d.EventID)
@@ -77,6 +87,10 @@ func (r *Role) anomalies(now time.Time) (conds []condition, stale []string) {
 			conds = append(conds, condition{Kind: KindFailures, Key: actor, Urgency: schema.UrgencyNormal,
 				Content: fmt.Sprintf("[anomaly] %s failed %d tasks in a row — a problem in its domain?", actor, n)})
 		}
+	}
+	for actor, msg := range an.Unwritable {
+		conds = append(conds, condition{Kind: KindResults, Key: actor, Urgency: schema.UrgencyHigh,
+			Content: fmt.Sprintf("[urgent] %s cannot write task results (%s): finished agents wait for the write, none runs again; free disk space", actor, redact.Clip(msg, 200))})
 	}
 	hourAgo := now.Add(-time.Hour)
 	kept := an.Timeouts[:0]

@@ -30,7 +30,7 @@ func (r *Role) act(ctx context.Context, rep *Report, now time.Time) error {
 	}
 
 	var conds []condition
-	kinds := []string{KindRole, KindFailures, KindTimeouts}
+	kinds := []string{KindRole, KindFailures, KindTimeouts, KindResults}
 	if rep.Resources != nil {
 		kinds = append(kinds, KindHealth, KindDisk)
 		if rep.Health == Red {

@@ -26,6 +26,9 @@ type AnomalyState struct {
 	Detected map[string]time.Time `json:"detected"`
 	// StaleAlerted holds events already reported as stale (alert once).
 	StaleAlerted map[string]time.Time `json:"stale_alerted"`
+	// Unwritable maps a general that cannot write task results (a full
+	// disk) to its last error, until it reports them writable again.
+	Unwritable map[string]string `json:"results_unwritable,omitempty"`
 }
 
 // AlertState is state/chamberlain/alert-state.json: the alerts whose
@@ -133,6 +136,9 @@ func (a *AnomalyState) init() {
 	}
 	if a.StaleAlerted == nil {
 		a.StaleAlerted = map[string]time.Time{}
+	}
+	if a.Unwritable == nil {
+		a.Unwritable = map[string]string{}
 	}
 }
 
