@@ -15,7 +15,6 @@ import (
 
 	configfiles "github.com/kingdom-dev/kingdom/config"
 	"github.com/kingdom-dev/kingdom/pkg/app"
-	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
@@ -76,7 +75,7 @@ func run(ctx context.Context, c *cli.Command) error {
 		return err
 	}
 	defer leader.Release()
-	if err := atomicfile.WriteFile(env.Layout.TmuxSocketFile(), []byte(env.Tmux.Socket+"\n"), 0o600); err != nil {
+	if _, err := start.RecordSocket(env.Layout, env.Tmux); err != nil {
 		return err
 	}
 	if err := start.PublishSecrets(env.Layout, env.Secrets); err != nil {

@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/clock"
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
@@ -139,7 +140,7 @@ func (w *Watchdog) sessionEnv() map[string]string {
 	}
 	// The tmux server may predate this start; pass the variables roles
 	// need explicitly rather than relying on its environment (§9.13).
-	for _, k := range []string{"PATH", "HOME", "LANG", "TZ", "KINGDOM_LOG_LEVEL", "SLACK_DEFAULT_CHANNEL"} {
+	for _, k := range []string{"PATH", "HOME", "LANG", "TZ", "KINGDOM_LOG_LEVEL", "SLACK_DEFAULT_CHANNEL", EnvTmuxTmpdir} {
 		if v, ok := os.LookupEnv(k); ok {
 			env[k] = v
 		}
@@ -427,6 +428,51 @@ func (w *Watchdog) stopSession(ctx context.Context, s tmux.Session, grace time.D
 		}
 	}
 	w.o.Tmux.Kill(ctx, s.Name)
+}
+
+// EnvTmuxTmpdir is tmux's own variable for the directory of its sockets
+// (default /tmp). Under systemd's PrivateTmp the unit points it inside the
+// base dir, so a shell outside the unit's private /tmp still reaches the
+// server by the recorded path.
+const EnvTmuxTmpdir = "TMUX_TMPDIR"
+
+// RecordSocket writes the path of tc's tmux server socket to
+// layout.TmuxSocketFile, where every other command of the installation
+// (app.Tmux) finds it. A socket name alone is not enough: tmux resolves
+// a name under the caller's own uid, so a root shell asking for "kingdom"
+// looks in /tmp/tmux-0/ and sees no sessions. It also creates
+// $TMUX_TMPDIR when set, which tmux needs to exist.
+func RecordSocket(l layout.Layout, tc *tmux.Client) (string, error) {
+	if d := os.Getenv(EnvTmuxTmpdir); d != "" {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return "", fmt.Errorf("create tmux socket dir %s: %w", d, err)
+		}
+	}
+	p := SocketPath(tc.Socket, os.Getenv(EnvTmuxTmpdir), os.Getuid())
+	if err := atomicfile.WriteFile(l.TmuxSocketFile(), []byte(p+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("record tmux socket: %w", err)
+	}
+	return p, nil
+}
+
+// SocketPath is where tmux puts the socket of a server that user uid
+// starts with `tmux -L socket`: <tmpdir, default /tmp>/tmux-<uid>/<socket,
+// default "default">, the directory's symlinks resolved as tmux does. A
+// socket that is already a path is returned as is.
+func SocketPath(socket, tmpdir string, uid int) string {
+	if strings.Contains(socket, "/") {
+		return socket
+	}
+	if socket == "" {
+		socket = "default"
+	}
+	if tmpdir == "" {
+		tmpdir = "/tmp"
+	}
+	if real, err := filepath.EvalSymlinks(tmpdir); err == nil {
+		tmpdir = real
+	}
+	return filepath.Join(tmpdir, fmt.Sprintf("tmux-%d", uid), socket)
 }
 
 // FindBinDir returns the directory holding the role binaries: the one of
