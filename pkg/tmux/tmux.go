@@ -31,7 +31,7 @@ type Session struct {
 
 // Client runs tmux.
 type Client struct {
-	Bin    string // tmux binary (default "tmux")
+	Bin string // tmux binary (default "tmux")
 	// Socket is a socket name (tmux -L, under $TMUX_TMPDIR/tmux-<uid>/) or,
 	// when it contains a slash, the socket's path (tmux -S): a path reaches
 	// a server owned by another user, e.g. from a root shell ("" = default
