@@ -2,12 +2,17 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/urfave/cli/v3"
 
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 )
@@ -82,5 +87,90 @@ func TestTmux_ReachesAnotherUsersServerByTheRecordedPath(t *testing.T) {
 	}
 	if len(ss) != 1 || ss[0].Name != "king" {
 		t.Fatalf("root sees sessions %+v on %s, want nobody's king", ss, path)
+	}
+}
+
+// tree lists every path under base with its owner.
+func tree(t *testing.T, base string) map[string]uint32 {
+	t.Helper()
+	out := map[string]uint32{}
+	filepath.Walk(base, func(p string, fi os.FileInfo, err error) error {
+		if err == nil {
+			out[p] = fi.Sys().(*syscall.Stat_t).Uid
+		}
+		return nil
+	})
+	return out
+}
+
+func TestSetupWith_InAnotherUsersTreeWritesNothing(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to own a tree as nobody")
+	}
+	l := nobodyTree(t)
+	os.RemoveAll(l.StateDir()) // what Ensure would recreate
+	before := tree(t, l.Base)
+	var out strings.Builder
+	env, err := SetupWith("chamberlain", l.Base, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !env.ReadOnly {
+		t.Fatal("Env.ReadOnly false in a tree owned by nobody, run as root")
+	}
+	env.Log.Warn("a line that must not create system.log")
+	env.Events.Emit("test.event", nil)
+	if after := tree(t, l.Base); len(after) != len(before) {
+		t.Fatalf("tree changed from %d to %d paths: %v", len(before), len(after), after)
+	}
+	if !strings.Contains(out.String(), "must not create") {
+		t.Fatalf("the log line went nowhere: %q", out.String())
+	}
+}
+
+func TestSetup_RefusesAnotherUsersTreeNamingBothUsers(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to own a tree as nobody")
+	}
+	l := nobodyTree(t)
+	var got error
+	cmd := &cli.Command{Name: "start", Flags: []cli.Flag{BaseDirFlag()}, Action: func(ctx context.Context, c *cli.Command) error {
+		_, got = Setup("start", c)
+		return nil
+	}}
+	if err := cmd.Run(context.Background(), []string{"start", "--base-dir", l.Base}); err != nil {
+		t.Fatal(err)
+	}
+	var oe *OwnerError
+	if !errors.As(got, &oe) {
+		t.Fatalf("Setup as root in nobody's tree: %v, want an OwnerError", got)
+	}
+	msg := got.Error()
+	for _, want := range []string{"nobody", "root", "runuser -u nobody --"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("refusal %q does not say %q", msg, want)
+		}
+	}
+	if _, err := os.Stat(l.LastExit("start")); err == nil {
+		t.Error("a refused start recorded its exit in the other user's tree")
+	}
+}
+
+func TestMain_RecordsARolesFatalErrorForStart(t *testing.T) {
+	l := layout.New(t.TempDir())
+	l.Ensure()
+	p := l.LastExit("king")
+	if err := WriteLastExit(p, ExitConfig, errors.New("king.yaml:3: retry.max: want a number, got \"x\" GH_TOKEN=ghp_abcdefghijklmnopqrstuvwxyz0123456789"), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	le, err := ReadLastExit(p)
+	if err != nil || le == nil {
+		t.Fatalf("ReadLastExit: %v %v", le, err)
+	}
+	if le.Exit != ExitConfig || !strings.Contains(le.Error, "king.yaml:3") || strings.Contains(le.Error, "ghp_abc") {
+		t.Fatalf("last exit %+v: want exit 2, the config error, the token redacted", le)
+	}
+	if fi, _ := os.Stat(p); fi.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v, want 0600", fi.Mode().Perm())
 	}
 }
