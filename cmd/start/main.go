@@ -85,7 +85,7 @@ func run(ctx context.Context, c *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	w, err := start.New(start.Options{Layout: env.Layout, BinDir: binDir, Tmux: env.Tmux, Log: env.Log, Events: env.Events})
+	w, err := start.New(start.Options{Layout: env.Layout, BinDir: binDir, Tmux: env.Tmux, Log: env.Log, Events: env.Events, Journal: os.Stdout})
 	if err != nil {
 		return &app.ConfigError{Err: err}
 	}
