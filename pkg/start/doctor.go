@@ -6,8 +6,11 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/engine"
@@ -18,8 +21,9 @@ import (
 type Check struct {
 	Name string
 	OK   bool
+	Warn bool   // OK, but worth the operator's attention (shown with its fix)
 	Info string // what was found
-	Fix  string // how to fix a failure
+	Fix  string // how to fix a failure or a warning
 }
 
 // Doctor checks the prerequisites of an installation. secrets says where
@@ -77,6 +81,13 @@ func Doctor(l layout.Layout, binDir string, secrets map[string]string) []Check {
 			info = "no Slack tokens: envoy runs in console mode (logs/envoy-console.log)"
 		}
 		add("slack", true, info, "")
+		// The envoy's own start-up warning (it cannot be imported here:
+		// roles never import each other), checked before anything runs.
+		if bot && appTok && all.Envoy.DefaultChannel() == "" {
+			cs = append(cs, Check{Name: "slack default channel", OK: true, Warn: true,
+				Info: "Slack tokens set but no default channel: messages about work that did not come from Slack (inbox, GitHub, Jira, schedules, alerts) fail with \"no channel\"",
+				Fix:  "set slack.default_channel in " + l.ConfigFile("envoy.yaml") + " (or " + config.EnvDefaultChannel + ")"})
+		}
 		if h := all.Chamberlain.HTTP; h.Listen != "" {
 			err := h.Check(os.Getenv(h.TokenEnv))
 			info := "dashboard on http://" + h.Listen + "/"
@@ -108,7 +119,101 @@ func Doctor(l layout.Layout, binDir string, secrets map[string]string) []Check {
 	} else {
 		add("role binaries", true, binDir, "")
 	}
+	return append(cs, ownership(l, binDir)...)
+}
+
+// ownership checks who owns what (SPEC §8): the runtime tree belongs to
+// the kingdom user (the base dir's owner), the binaries do not (root runs
+// them too: `start stop`, checks), and that user can read kingdom.env.
+func ownership(l layout.Layout, binDir string) []Check {
+	owner, ok := uidOf(l.Base)
+	if !ok {
+		return nil
+	}
+	name := userName(owner)
+	var cs []Check
+	var wrong []string
+	if es, err := os.ReadDir(l.Base); err == nil {
+		for _, e := range es {
+			p := filepath.Join(l.Base, e.Name())
+			if !e.IsDir() || p == filepath.Clean(binDir) || e.Name() == "bin" {
+				continue
+			}
+			if u, ok := uidOf(p); ok && u != owner {
+				wrong = append(wrong, fmt.Sprintf("%s (%s)", p, userName(u)))
+			}
+		}
+	}
+	info := fmt.Sprintf("%s and its directories belong to %s", l.Base, name)
+	if len(wrong) > 0 {
+		info = "not owned by " + name + ": " + strings.Join(wrong, ", ")
+	}
+	cs = append(cs, Check{Name: "tree ownership", OK: len(wrong) == 0, Info: info,
+		Fix: fmt.Sprintf("chown -R %s: %s, or run every command that writes as %s (runuser -u %s -- …)", name, strings.Join(pathsOf(wrong), " "), name, name)})
+	if binDir != "" && owner != 0 {
+		var loose []string
+		paths := []string{binDir}
+		if es, err := os.ReadDir(binDir); err == nil {
+			for _, e := range es {
+				paths = append(paths, filepath.Join(binDir, e.Name()))
+			}
+		}
+		for _, p := range paths {
+			if writableBy(p, owner) {
+				loose = append(loose, p)
+			}
+		}
+		info := binDir + " not writable by " + name
+		if len(loose) > 0 {
+			info = fmt.Sprintf("writable by %s, whose agents read untrusted text, while root runs them too: %s", name, strings.Join(loose, ", "))
+		}
+		cs = append(cs, Check{Name: "binaries ownership", OK: len(loose) == 0, Info: info,
+			Fix: fmt.Sprintf("chown -R root:root %s && chmod -R go-w %s", binDir, binDir)})
+	}
+	if u, ok := uidOf(l.EnvFile()); ok {
+		cs = append(cs, Check{Name: "kingdom.env owner", OK: u == owner,
+			Info: fmt.Sprintf("%s belongs to %s", l.EnvFile(), userName(u)),
+			Fix:  fmt.Sprintf("chown %s: %s (mode 0600: only its owner reads it)", name, l.EnvFile())})
+	}
 	return cs
+}
+
+func pathsOf(wrong []string) []string {
+	out := make([]string, len(wrong))
+	for i, w := range wrong {
+		out[i], _, _ = strings.Cut(w, " (")
+	}
+	return out
+}
+
+func uidOf(p string) (int, bool) {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return 0, false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return int(st.Uid), true
+}
+
+// writableBy reports whether uid may change p: it owns it (and so may
+// chmod it), or p is group- or world-writable.
+func writableBy(p string, uid int) bool {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && (int(st.Uid) == uid || fi.Mode().Perm()&0o022 != 0)
+}
+
+func userName(uid int) string {
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		return u.Username
+	}
+	return strconv.Itoa(uid)
 }
 
 // enginesInUse lists runtime.engine and every manifest's engine, once each.
@@ -137,12 +242,15 @@ func PrintChecks(w io.Writer, cs []Check) int {
 	fails := 0
 	for _, c := range cs {
 		mark := "ok  "
-		if !c.OK {
+		switch {
+		case !c.OK:
 			mark = "FAIL"
 			fails++
+		case c.Warn:
+			mark = "warn"
 		}
 		fmt.Fprintf(w, "[%s] %-22s %s\n", mark, c.Name, c.Info)
-		if !c.OK && c.Fix != "" {
+		if (!c.OK || c.Warn) && c.Fix != "" {
 			fmt.Fprintf(w, "       fix: %s\n", c.Fix)
 		}
 	}
