@@ -94,8 +94,8 @@ func Setup(role string, c *cli.Command) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	if env.ReadOnly {
-		return nil, ownerError(env.Layout.Base, ForeignOwner(env.Layout.Base))
+	if err := CheckOwner(env.Layout.Base); err != nil {
+		return nil, err
 	}
 	env.Log.Info("secrets", "from", config.FormatSources(env.Secrets))
 	recordExitsOf(env.Layout.LastExit(role))

@@ -48,6 +48,15 @@ func UserName(uid int) string {
 	return strconv.Itoa(uid)
 }
 
+// CheckOwner refuses (OwnerError) a command that writes into base when
+// base belongs to another user than the effective one.
+func CheckOwner(base string) error {
+	if owner := ForeignOwner(base); owner != "" {
+		return ownerError(base, owner)
+	}
+	return nil
+}
+
 // ownerError is the refusal for this process and base.
 func ownerError(base, owner string) *OwnerError {
 	argv := append([]string{}, os.Args...)
