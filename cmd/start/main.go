@@ -136,6 +136,10 @@ func controlCmd(ctx context.Context, c *cli.Command, req control.Request) error 
 	if _, err := os.Stat(l.Base); err != nil {
 		return fmt.Errorf("no installation at %s (use --base-dir or KINGDOM_BASE_DIR)", l.Base)
 	}
+	// A request file root created would be unreadable to the king.
+	if err := app.CheckOwner(l.Base); err != nil {
+		return err
+	}
 	req.By = start.Operator()
 	id, err := control.Submit(l, req, time.Now())
 	if err != nil {

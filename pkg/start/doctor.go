@@ -158,17 +158,24 @@ func ownership(l layout.Layout, binDir string) []Check {
 				paths = append(paths, filepath.Join(binDir, e.Name()))
 			}
 		}
+		// A writable parent lets the user swap the whole directory.
+		for d := filepath.Dir(binDir); ; d = filepath.Dir(d) {
+			paths = append(paths, d)
+			if d == filepath.Dir(d) {
+				break
+			}
+		}
 		for _, p := range paths {
 			if writableBy(p, owner) {
 				loose = append(loose, p)
 			}
 		}
-		info := binDir + " not writable by " + name
+		info := binDir + " not replaceable by " + name
 		if len(loose) > 0 {
-			info = fmt.Sprintf("writable by %s, whose agents read untrusted text, while root runs them too: %s", name, strings.Join(loose, ", "))
+			info = fmt.Sprintf("%s can change what root runs (its agents read untrusted text): %s", name, strings.Join(loose, ", "))
 		}
 		cs = append(cs, Check{Name: "binaries ownership", OK: len(loose) == 0, Info: info,
-			Fix: fmt.Sprintf("chown -R root:root %s && chmod -R go-w %s", binDir, binDir)})
+			Fix: "install the binaries outside the tree, owned by root: install -d -m 0755 /usr/local/lib/kingdom/bin && install -m 0755 -o root -g root bin/* /usr/local/lib/kingdom/bin/"})
 	}
 	if u, ok := uidOf(l.EnvFile()); ok {
 		cs = append(cs, Check{Name: "kingdom.env owner", OK: u == owner,
@@ -199,14 +206,24 @@ func uidOf(p string) (int, bool) {
 }
 
 // writableBy reports whether uid may change p: it owns it (and so may
-// chmod it), or p is group- or world-writable.
+// chmod it), or p is group- or world-writable (a sticky directory, like
+// /tmp, lets no one replace another user's entries).
 func writableBy(p string, uid int) bool {
 	fi, err := os.Lstat(p)
 	if err != nil {
 		return false
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
-	return ok && (int(st.Uid) == uid || fi.Mode().Perm()&0o022 != 0)
+	if !ok {
+		return false
+	}
+	if int(st.Uid) == uid {
+		return true
+	}
+	if fi.IsDir() && fi.Mode()&os.ModeSticky != 0 {
+		return false
+	}
+	return fi.Mode().Perm()&0o022 != 0
 }
 
 func userName(uid int) string {

@@ -38,7 +38,7 @@ func TestDoctor_ChecksWhoOwnsTheTreeTheBinariesAndKingdomEnv(t *testing.T) {
 	out := b.String()
 	for _, want := range []string{
 		"[FAIL] tree ownership", l.ConfigDir() + " (root)", "chown -R nobody: " + l.ConfigDir(),
-		"[FAIL] binaries ownership", "chown -R root:root " + bin,
+		"[FAIL] binaries ownership", "/usr/local/lib/kingdom/bin",
 		"[FAIL] kingdom.env owner", "chown nobody: " + l.EnvFile(),
 	} {
 		if !strings.Contains(out, want) {
@@ -48,8 +48,19 @@ func TestDoctor_ChecksWhoOwnsTheTreeTheBinariesAndKingdomEnv(t *testing.T) {
 
 	os.Chown(l.ConfigDir(), nobody, nobody)
 	os.Chown(l.EnvFile(), nobody, nobody)
+	// Root-owned binaries inside the tree are still the user's to swap:
+	// it owns their parent.
 	os.Chown(bin, 0, 0)
 	os.Chown(filepath.Join(bin, "king"), 0, 0)
+	b.Reset()
+	PrintChecks(&b, Doctor(l, bin, nil))
+	if out := b.String(); !strings.Contains(out, "[FAIL] binaries ownership") || !strings.Contains(out, l.Base) {
+		t.Errorf("root-owned bin/ inside nobody's tree passed:\n%s", out)
+	}
+	outside := filepath.Join(t.TempDir(), "lib", "bin") // root's, 0755
+	os.MkdirAll(outside, 0o755)
+	os.Rename(bin, outside)
+	bin = outside
 	b.Reset()
 	PrintChecks(&b, Doctor(l, bin, nil))
 	out = b.String()

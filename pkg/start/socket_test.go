@@ -92,3 +92,39 @@ func TestSocketPath_IsTmuxsOwnForAnotherUser(t *testing.T) {
 		}
 	}
 }
+
+// start status and start tasks typed in a root shell read the kingdom
+// user's tree without leaving a file of root's in it.
+func TestStatusAndTasks_FromAnotherUserWriteNothing(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to own a tree as nobody")
+	}
+	l := layout.New(filepath.Join(t.TempDir(), "kingdom"))
+	l.Ensure()
+	// A fresh tree after a rotation and a cleanup: what a writer would recreate.
+	os.Remove(l.SystemLog())
+	os.RemoveAll(l.RoleStateDir("king"))
+	walk := func() map[string]bool {
+		m := map[string]bool{}
+		filepath.Walk(l.Base, func(p string, _ os.FileInfo, err error) error {
+			if err == nil {
+				os.Lchown(p, 65534, 65534)
+				m[p] = true
+			}
+			return nil
+		})
+		return m
+	}
+	before := walk()
+	if _, err := ReadStatus(context.Background(), l, &tmux.Client{Socket: fmt.Sprintf("none-%d", os.Getpid())}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ListTasks(l, time.Now(), RecentWindow); err != nil {
+		t.Fatal(err)
+	}
+	for p := range walk() {
+		if !before[p] {
+			t.Errorf("reading created %s", p)
+		}
+	}
+}
