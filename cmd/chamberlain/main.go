@@ -112,6 +112,9 @@ func once(ctx context.Context, cmd *cli.Command) error {
 	var rep *chamberlain.Report
 	var tickErr error
 	held, _ := lockfile.Held(l.LeaderLock(layout.RoleChamberlain))
+	// In another user's tree (a root shell) only read: a lock or state
+	// file created here would belong to the wrong user.
+	held = held || env.ReadOnly
 	var leader *lockfile.Leader
 	if !held {
 		leader, err = lockfile.TryLeader(l.LeaderLock(layout.RoleChamberlain))

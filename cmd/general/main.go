@@ -69,6 +69,14 @@ func main() {
 						return &app.CodeError{Code: app.ExitUsage, Err: errors.New("usage: general install PATH")}
 					}
 					l := layout.New(layout.ResolveBase(c.String("base-dir")))
+					// Installed files are 0600: written by root into the
+					// kingdom user's tree, the general could not read its
+					// own manifest. Refused rather than chowned afterwards,
+					// which would leave a moment where the watchdog launches
+					// a general that cannot read it.
+					if err := app.CheckOwner(l.Base); err != nil {
+						return fmt.Errorf("%w (the package must be readable by that user)", err)
+					}
 					name, err := general.Install(l, c.Args().First())
 					if err != nil {
 						return &app.ConfigError{Err: err}

@@ -15,7 +15,6 @@ import (
 
 	configfiles "github.com/kingdom-dev/kingdom/config"
 	"github.com/kingdom-dev/kingdom/pkg/app"
-	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/ids"
@@ -87,7 +86,7 @@ func run(ctx context.Context, c *cli.Command) error {
 		return err
 	}
 	defer leader.Release()
-	if err := atomicfile.WriteFile(env.Layout.TmuxSocketFile(), []byte(env.Tmux.Socket+"\n"), 0o600); err != nil {
+	if _, err := start.RecordSocket(env.Layout, env.Tmux); err != nil {
 		return err
 	}
 	if err := start.PublishSecrets(env.Layout, env.Secrets); err != nil {
@@ -97,7 +96,7 @@ func run(ctx context.Context, c *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	w, err := start.New(start.Options{Layout: env.Layout, BinDir: binDir, Tmux: env.Tmux, Log: env.Log, Events: env.Events})
+	w, err := start.New(start.Options{Layout: env.Layout, BinDir: binDir, Tmux: env.Tmux, Log: env.Log, Events: env.Events, Journal: os.Stdout})
 	if err != nil {
 		return &app.ConfigError{Err: err}
 	}
@@ -157,6 +156,10 @@ func controlCmd(ctx context.Context, c *cli.Command, req control.Request) error 
 	l := layout.New(layout.ResolveBase(c.String("base-dir")))
 	if _, err := os.Stat(l.Base); err != nil {
 		return fmt.Errorf("no installation at %s (use --base-dir or KINGDOM_BASE_DIR)", l.Base)
+	}
+	// A request file root created would be unreadable to the king.
+	if err := app.CheckOwner(l.Base); err != nil {
+		return err
 	}
 	req.By = start.Operator()
 	id, err := control.Submit(l, req, time.Now())

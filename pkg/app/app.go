@@ -58,6 +58,11 @@ type Env struct {
 	Events  *eventlog.Emitter
 	Tmux    *tmux.Client
 	Clock   clock.Clock
+	// ReadOnly is set when the base dir belongs to another user (a check
+	// typed in a root shell): nothing may be created in the tree, so the
+	// log goes to stdout only and Events is nil. Only a command that
+	// merely reads may go on (chamberlain --once); Setup refuses.
+	ReadOnly bool
 }
 
 // BaseDirFlag is the --base-dir flag every binary has.
@@ -82,20 +87,31 @@ func (e *ConfigError) Unwrap() error { return e.Err }
 
 // Setup resolves the base dir from the command's --base-dir, creates the
 // tree, loads config/kingdom.env and builds the role's logger and emitter.
-// Log lines go to stdout and logs/system.log.
+// Log lines go to stdout and logs/system.log. It refuses (OwnerError) when
+// the base dir belongs to another user.
 func Setup(role string, c *cli.Command) (*Env, error) {
 	env, err := SetupWith(role, c.String("base-dir"), os.Stdout)
-	if err == nil {
-		env.Log.Info("secrets", "from", config.FormatSources(env.Secrets))
+	if err != nil {
+		return nil, err
 	}
-	return env, err
+	if err := CheckOwner(env.Layout.Base); err != nil {
+		return nil, err
+	}
+	env.Log.Info("secrets", "from", config.FormatSources(env.Secrets))
+	recordExitsOf(env.Layout.LastExit(role))
+	return env, nil
 }
 
-// SetupWith is Setup with an explicit base flag and stdout.
+// SetupWith is Setup with an explicit base flag and stdout, for a command
+// that only reads: in a tree owned by another user it returns a ReadOnly
+// Env instead of refusing.
 func SetupWith(role, baseFlag string, stdout io.Writer) (*Env, error) {
 	l := layout.New(layout.ResolveBase(baseFlag))
-	if err := l.Ensure(); err != nil {
-		return nil, err
+	readOnly := ForeignOwner(l.Base) != ""
+	if !readOnly {
+		if err := l.Ensure(); err != nil {
+			return nil, err
+		}
 	}
 	// runtime.secret_env, the dashboard's token variable and the envoy's
 	// join the redactor's names (SPEC §10.14), so start's tmux server never
@@ -115,17 +131,20 @@ func SetupWith(role, baseFlag string, stdout io.Writer) (*Env, error) {
 		return nil, &ConfigError{Err: err}
 	}
 	atomicfile.SetRole(role)
-	log := logging.New(logging.Options{
-		Role: role, Stdout: stdout, SystemLog: l.SystemLog(), RotateLock: l.RotateLock(), Level: logLevel(),
-	})
+	lo := logging.Options{Role: role, Stdout: stdout, SystemLog: l.SystemLog(), RotateLock: l.RotateLock(), Level: logLevel()}
+	events := eventlog.NewEmitter(l.EventsLog(), l.RotateLock(), role, nil)
+	if readOnly {
+		lo.SystemLog, lo.RotateLock, events = "", "", nil
+	}
 	return &Env{
-		Secrets: secrets,
-		Role:    role,
-		Layout:  l,
-		Log:     log,
-		Events:  eventlog.NewEmitter(l.EventsLog(), l.RotateLock(), role, nil),
-		Tmux:    Tmux(l),
-		Clock:   clock.Real{},
+		Secrets:  secrets,
+		Role:     role,
+		Layout:   l,
+		Log:      logging.New(lo),
+		Events:   events,
+		Tmux:     Tmux(l),
+		Clock:    clock.Real{},
+		ReadOnly: readOnly,
 	}, nil
 }
 
@@ -228,6 +247,7 @@ func MainFunc(name string, run func(ctx context.Context) error) {
 		if !errors.As(err, &ce) || ce.Err != nil {
 			fmt.Fprintf(os.Stderr, "%s: %s\n", name, logging.Redact(err.Error()))
 		}
+		writeLastExit(code, err)
 	}
 	os.Exit(code)
 }

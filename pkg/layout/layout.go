@@ -121,9 +121,12 @@ func (l Layout) RoleStateDir(role string) string { return l.p("state", role) }
 
 func (l Layout) Heartbeat(role string) string  { return l.p("state", role, "heartbeat") }
 func (l Layout) LeaderLock(role string) string { return l.p("state", role, "leader.lock") }
-func (l Layout) Resources() string             { return l.p("state", "resources.json") }
-func (l Layout) SessionsJSON() string          { return l.p("state", "sessions.json") }
-func (l Layout) SessionsLock() string          { return l.p("state", "sessions.lock") }
+
+// LastExit holds a role's last fatal error, for start (app.LastExit).
+func (l Layout) LastExit(role string) string { return l.p("state", role, "last-exit") }
+func (l Layout) Resources() string           { return l.p("state", "resources.json") }
+func (l Layout) SessionsJSON() string        { return l.p("state", "sessions.json") }
+func (l Layout) SessionsLock() string        { return l.p("state", "sessions.lock") }
 
 // Results paths (state/results).
 func (l Layout) ResultsDir() string             { return l.p("state", "results") }

@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -21,6 +22,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/app"
+	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/clock"
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
@@ -51,6 +54,10 @@ type Options struct {
 	Log    *slog.Logger
 	Events *eventlog.Emitter
 	Clock  clock.Clock
+	// Journal receives the WARN and ERROR lines of every other role,
+	// relayed from logs/system.log (start's stdout: the journal under
+	// systemd); nil relays nothing.
+	Journal io.Writer
 }
 
 // roleState is what the watchdog remembers of one role.
@@ -69,6 +76,7 @@ type Watchdog struct {
 	sys   *config.System
 	roles map[string]*roleState
 	msgs  *queue.Queue
+	relay *relay
 }
 
 // New builds a watchdog. It loads and validates every config file first
@@ -84,12 +92,16 @@ func New(o Options) (*Watchdog, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Watchdog{
+	w := &Watchdog{
 		o:     o,
 		sys:   all.System,
 		roles: map[string]*roleState{},
 		msgs:  queue.New(o.Layout, layout.QMessages, o.Events),
-	}, nil
+	}
+	if o.Journal != nil {
+		w.relay = newRelay(o.Layout.SystemLog(), o.Journal, relayPerMinute)
+	}
+	return w, nil
 }
 
 // Spec is one role session: its name and argv.
@@ -139,7 +151,7 @@ func (w *Watchdog) sessionEnv() map[string]string {
 	}
 	// The tmux server may predate this start; pass the variables roles
 	// need explicitly rather than relying on its environment (§9.13).
-	for _, k := range []string{"PATH", "HOME", "LANG", "TZ", "KINGDOM_LOG_LEVEL", "SLACK_DEFAULT_CHANNEL"} {
+	for _, k := range []string{"PATH", "HOME", "LANG", "TZ", "KINGDOM_LOG_LEVEL", "SLACK_DEFAULT_CHANNEL", EnvTmuxTmpdir} {
 		if v, ok := os.LookupEnv(k); ok {
 			env[k] = v
 		}
@@ -216,6 +228,10 @@ func (w *Watchdog) launch(ctx context.Context, sp Spec, st *roleState, now time.
 		w.o.Log.Error("role binary missing", "role", sp.Name, "path", sp.Argv[0])
 		return
 	}
+	// A last-exit left now is this launch's: the role writes it as it dies.
+	if err := os.Remove(w.o.Layout.LastExit(sp.Name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		w.o.Log.Warn("remove last exit record", "role", sp.Name, "err", err)
+	}
 	if err := w.o.Tmux.NewSession(ctx, sp.Name, tmux.NewOptions{Dir: w.o.Layout.Base, Env: w.sessionEnv()}, sp.Argv...); err != nil {
 		w.o.Log.Error("launch role session", "role", sp.Name, "err", err)
 		return
@@ -231,8 +247,18 @@ func (w *Watchdog) launch(ctx context.Context, sp Spec, st *roleState, now time.
 func (w *Watchdog) recordDeath(name string, st *roleState, now time.Time) {
 	st.alive = false
 	lived := now.Sub(st.launchedAt)
-	w.o.Log.Warn("role session ended", "role", name, "lived", lived.Round(time.Second))
-	w.o.Events.Emit("system.role_died", map[string]any{"role": name, "lived_seconds": int(lived.Seconds())})
+	data := map[string]any{"role": name, "lived_seconds": int(lived.Seconds())}
+	why := ""
+	if le, err := app.ReadLastExit(w.o.Layout.LastExit(name)); err != nil {
+		w.o.Log.Warn("read last exit", "role", name, "err", err)
+	} else if le != nil {
+		data["exit"], data["error"] = le.Exit, le.Error
+		why = fmt.Sprintf(" (exit %d: %s)", le.Exit, le.Error)
+		w.o.Log.Warn("role session ended", "role", name, "lived", lived.Round(time.Second), "exit", le.Exit, "error", le.Error)
+	} else {
+		w.o.Log.Warn("role session ended", "role", name, "lived", lived.Round(time.Second), "exit", "unknown")
+	}
+	w.o.Events.Emit("system.role_died", data)
 	if lived > deathCountsWithin {
 		return
 	}
@@ -249,7 +275,7 @@ func (w *Watchdog) recordDeath(name string, st *roleState, now time.Time) {
 		st.givenUpFP = w.fingerprint(Spec{Name: name, Argv: []string{w.binFor(name)}})
 		w.o.Log.Error("role keeps dying: not restarting it", "role", name, "deaths", len(st.deaths), "window", window, "cat", "ALERT")
 		w.o.Events.Emit("system.crash_loop", map[string]any{"role": name, "deaths": len(st.deaths), "window_minutes": w.sys.Watchdog.CrashLoop.WindowMinutes})
-		w.alert(name, len(st.deaths), now)
+		w.alert(name, len(st.deaths), why, now)
 	}
 }
 
@@ -282,11 +308,13 @@ func (w *Watchdog) fingerprint(sp Spec) string {
 	return strings.Join(parts, "/")
 }
 
-func (w *Watchdog) alert(role string, deaths int, now time.Time) {
+// alert queues the crash-loop message; why is the last death's recorded
+// exit, if any.
+func (w *Watchdog) alert(role string, deaths int, why string, now time.Time) {
 	id := fmt.Sprintf("msg-start-crashloop-%s-%d", role, now.Unix())
-	content := fmt.Sprintf(":rotating_light: %s died %d times within %d minutes and will not be restarted. "+
+	content := fmt.Sprintf(":rotating_light: %s died %d times within %d minutes and will not be restarted%s. "+
 		"Check logs/system.log and `tmux attach`-free diagnosis with `start doctor`; fix the binary or config (start retries when either changes) or restart the kingdom.",
-		role, deaths, w.sys.Watchdog.CrashLoop.WindowMinutes)
+		role, deaths, w.sys.Watchdog.CrashLoop.WindowMinutes, why)
 	msg := schema.Message{
 		ID: id, Type: schema.MessageNotification, Urgency: schema.UrgencyUrgent, Content: content,
 		Context:   map[string]any{"kind": "crash_loop", "role": role, "deaths": deaths},
@@ -371,6 +399,9 @@ func (w *Watchdog) Run(ctx context.Context) error {
 			return nil
 		case <-poll.C:
 			w.poll()
+			if w.relay != nil {
+				w.relay.step(w.o.Clock.Now())
+			}
 		case <-round.C:
 			if err := w.Round(ctx); err != nil {
 				w.o.Log.Error("watchdog round", "err", err)
@@ -427,6 +458,51 @@ func (w *Watchdog) stopSession(ctx context.Context, s tmux.Session, grace time.D
 		}
 	}
 	w.o.Tmux.Kill(ctx, s.Name)
+}
+
+// EnvTmuxTmpdir is tmux's own variable for the directory of its sockets
+// (default /tmp). Under systemd's PrivateTmp the unit points it inside the
+// base dir, so a shell outside the unit's private /tmp still reaches the
+// server by the recorded path.
+const EnvTmuxTmpdir = "TMUX_TMPDIR"
+
+// RecordSocket writes the path of tc's tmux server socket to
+// layout.TmuxSocketFile, where every other command of the installation
+// (app.Tmux) finds it. A socket name alone is not enough: tmux resolves
+// a name under the caller's own uid, so a root shell asking for "kingdom"
+// looks in /tmp/tmux-0/ and sees no sessions. It also creates
+// $TMUX_TMPDIR when set, which tmux needs to exist.
+func RecordSocket(l layout.Layout, tc *tmux.Client) (string, error) {
+	if d := os.Getenv(EnvTmuxTmpdir); d != "" {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return "", fmt.Errorf("create tmux socket dir %s: %w", d, err)
+		}
+	}
+	p := SocketPath(tc.Socket, os.Getenv(EnvTmuxTmpdir), os.Getuid())
+	if err := atomicfile.WriteFile(l.TmuxSocketFile(), []byte(p+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("record tmux socket: %w", err)
+	}
+	return p, nil
+}
+
+// SocketPath is where tmux puts the socket of a server that user uid
+// starts with `tmux -L socket`: <tmpdir, default /tmp>/tmux-<uid>/<socket,
+// default "default">, the directory's symlinks resolved as tmux does. A
+// socket that is already a path is returned as is.
+func SocketPath(socket, tmpdir string, uid int) string {
+	if strings.Contains(socket, "/") {
+		return socket
+	}
+	if socket == "" {
+		socket = "default"
+	}
+	if tmpdir == "" {
+		tmpdir = "/tmp"
+	}
+	if real, err := filepath.EvalSymlinks(tmpdir); err == nil {
+		tmpdir = real
+	}
+	return filepath.Join(tmpdir, fmt.Sprintf("tmux-%d", uid), socket)
 }
 
 // FindBinDir returns the directory holding the role binaries: the one of

@@ -109,7 +109,7 @@ func Read(ctx context.Context, l layout.Layout, tc Lister, now time.Time) (*King
 		st.Roles = append(st.Roles, rs)
 	}
 	st.Queues = QueueDepths(l)
-	if es, err := sessions.New(l).List(); err == nil {
+	if es, err := sessions.New(l).Read(); err == nil {
 		st.Soldiers = es
 		st.ActiveSoldiers = len(es)
 	}

@@ -39,8 +39,12 @@ type Session struct {
 
 // Client runs tmux.
 type Client struct {
-	Bin    string // tmux binary (default "tmux")
-	Socket string // -L socket name ("" = default server)
+	Bin string // tmux binary (default "tmux")
+	// Socket is a socket name (tmux -L, under $TMUX_TMPDIR/tmux-<uid>/) or,
+	// when it contains a slash, the socket's path (tmux -S): a path reaches
+	// a server owned by another user, e.g. from a root shell ("" = default
+	// server).
+	Socket string
 	// Timeout bounds each tmux call (default 10 s).
 	Timeout time.Duration
 }
@@ -52,6 +56,9 @@ func New() *Client { return &Client{Bin: "tmux", Socket: os.Getenv(EnvSocket)} }
 var ErrNoSession = errors.New("no such session")
 
 func (c *Client) args(a ...string) []string {
+	if strings.Contains(c.Socket, "/") {
+		return append([]string{"-S", c.Socket}, a...)
+	}
 	if c.Socket != "" {
 		return append([]string{"-L", c.Socket}, a...)
 	}
