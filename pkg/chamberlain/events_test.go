@@ -296,3 +296,28 @@ func TestEvents_ManyStaleEventsShareOneMessage(t *testing.T) {
 		t.Fatalf("40 held events produced %d messages: %+v", len(ms), ms)
 	}
 }
+
+func TestEvents_UnwritableResultsAlertOnceUntilWritable(t *testing.T) {
+	e := newEnv(t, time.Date(2026, 11, 21, 12, 0, 0, 0, time.Local))
+	r := e.role(ModeDaemon)
+	e.emitAs("general.results_unwritable", "gen-pr", map[string]any{"task_id": "t", "stranded": 1, "error": "write state/results: no space left on device"})
+	e.tick(r)
+	ms := e.messages()
+	if len(ms) != 1 || !strings.Contains(ms[0].Content, "gen-pr cannot write task results") || !strings.Contains(ms[0].Content, "no space left") {
+		t.Fatalf("messages = %+v", ms)
+	}
+	e.clk.Advance(30 * time.Second)
+	e.tick(r)
+	if n := len(e.messages()); n != 1 {
+		t.Fatalf("messages = %d on the next tick, want 1 (alert once)", n)
+	}
+	e.emitAs("general.results_writable", "gen-pr", map[string]any{})
+	e.clk.Advance(RecoverAfter)
+	e.tick(r)
+	e.clk.Advance(RecoverAfter)
+	e.tick(r)
+	ms = e.messages()
+	if len(ms) != 2 || !strings.Contains(ms[0].Content+ms[1].Content, "Recovered: [urgent] gen-pr cannot write") {
+		t.Fatalf("messages = %+v, want the alert and its recovered note", ms)
+	}
+}
