@@ -71,7 +71,7 @@ func TestLoadManifest_Errors(t *testing.T) {
 			`schedules[0].cron: expected a 5-field cron expression (minute hour day-of-month month day-of-week), got "TZ=UTC 0 3 * * *": time-zone prefixes are not supported`},
 		{"cron CRON_TZ prefix", "name: gen-a\nschedules:\n  - name: n\n    cron: \"CRON_TZ=Bad/Zone 0 3 * * *\"\n    task_type: t\n",
 			`schedules[0].cron: expected a 5-field cron expression`},
-		{"cron descriptor", "name: gen-a\nschedules:\n  - name: n\n    cron: \"@daily\"\n    task_type: t\n",
+		{"cron descriptor", "name: gen-a\nschedules:\n  - name: n\n    cron: \"@every 1h\"\n    task_type: t\n",
 			`schedules[0].cron: expected a 5-field cron expression`},
 		{"bad schedule name", "name: gen-a\nschedules:\n  - name: ../x\n    cron: \"* * * * *\"\n    task_type: t\n",
 			`:3: schedules[0].name: expected an id matching`},
