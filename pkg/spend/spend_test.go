@@ -3,8 +3,8 @@ package spend
 import (
 	"errors"
 	"os"
-	"strings"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
