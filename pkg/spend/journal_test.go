@@ -136,7 +136,7 @@ func TestJournal_CutShortWhileRunningNextRecordLandsWhole(t *testing.T) {
 			record(t, j, []string{"task-c#0#s3"}, entry("task-c", 0.125))
 			b, _ := os.ReadFile(JournalPath(path))
 			if bytes.IndexByte(b, 0) >= 0 {
-				t.Fatalf("NUL bytes in the ledger:\n%q", b)
+				t.Fatalf("NUL bytes in the ledger at %d of %d bytes", bytes.IndexByte(b, 0), len(b))
 			}
 			d, err := Load(path, "2026-11-21")
 			if err != nil {
