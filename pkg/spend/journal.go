@@ -21,9 +21,9 @@ import (
 // (layout.SpendDay, <date>.json): one line per attempt, {"key": …,
 // Entry's fields}, appended by the king with O_APPEND and fdatasynced
 // before the rename that marks the attempt's result processed. Nothing
-// rewrites it, and no summary is stored: every figure is a fresh read (a
-// day of 10,000 attempts reads in a few milliseconds; a real day holds a
-// few hundred).
+// rewrites it and no summary is stored: every figure is read from it
+// (readers read it whole; the king's Journal reads what was appended since
+// its last read).
 //
 // Crash safety: a crash in mid-append leaves a torn last line (no
 // newline); readers ignore it, and the king's next append cuts it first,

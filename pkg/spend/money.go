@@ -1,10 +1,7 @@
 package spend
 
 import (
-	"encoding/json"
-	"fmt"
 	"math"
-	"strconv"
 
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
@@ -51,47 +48,3 @@ func AddTokens(a, b int64) int64 {
 }
 
 func clampTokens(n int64) int64 { return min(max(n, 0), MaxTokens) }
-
-// UnmarshalJSON reads token counts, bounding each to [0, MaxTokens]: a
-// count past int64 (1e20) would otherwise make the whole record unreadable
-// and its cost forgotten.
-func (u *Usage) UnmarshalJSON(b []byte) error {
-	var raw struct {
-		In  json.Number `json:"input_tokens"`
-		Out json.Number `json:"output_tokens"`
-		CR  json.Number `json:"cache_read_input_tokens"`
-		CC  json.Number `json:"cache_creation_input_tokens"`
-	}
-	if err := json.Unmarshal(b, &raw); err != nil {
-		return fmt.Errorf("decode usage: %w", err)
-	}
-	var v Usage
-	for _, f := range []struct {
-		n   json.Number
-		dst *int64
-	}{{raw.In, &v.InputTokens}, {raw.Out, &v.OutputTokens}, {raw.CR, &v.CacheReadInputTokens}, {raw.CC, &v.CacheCreationInputTokens}} {
-		n, err := tokenCount(f.n)
-		if err != nil {
-			return fmt.Errorf("decode usage: %w", err)
-		}
-		*f.dst = n
-	}
-	*u = v
-	return nil
-}
-
-// tokenCount reads one JSON number as a bounded token count; "" (absent,
-// null) is 0.
-func tokenCount(n json.Number) (int64, error) {
-	if n == "" {
-		return 0, nil
-	}
-	if i, err := strconv.ParseInt(string(n), 10, 64); err == nil {
-		return clampTokens(i), nil
-	}
-	f, err := strconv.ParseFloat(string(n), 64)
-	if err != nil && !math.IsInf(f, 0) { // out of float64's range is +-Inf: bounded below
-		return 0, err
-	}
-	return int64(min(max(f, 0), MaxTokens)), nil
-}

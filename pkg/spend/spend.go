@@ -26,8 +26,8 @@ import (
 )
 
 // Usage is an attempt's token counts (claude's names; codex's
-// cached_input_tokens maps to CacheReadInputTokens). Decoding bounds each
-// count to [0, MaxTokens].
+// cached_input_tokens maps to CacheReadInputTokens). Sums bound each count
+// to [0, MaxTokens].
 type Usage struct {
 	InputTokens              int64 `json:"input_tokens"`
 	OutputTokens             int64 `json:"output_tokens"`
