@@ -23,10 +23,11 @@ const ClampedMetric = "kingdom_clamped"
 var tokenFields = []string{"input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"}
 
 // clampMoney bounds a raw or final result's cost_usd and usage counts in
-// the parsed document: a figure out of range is set to the nearest bound
-// and noted in metrics[ClampedMetric], so an absurd cost is still a result
-// (its outcome reaches the user) rather than an InvalidResult. It reports
-// whether it changed the document.
+// the parsed document: a figure above its bound (or past float64) is set
+// to the bound and noted in metrics[ClampedMetric], so an absurd cost is
+// still a result (its outcome reaches the user) rather than an
+// InvalidResult. A negative figure is left for the schema to refuse, as
+// before. It reports whether it changed the document.
 func clampMoney(kind Kind, doc any) bool {
 	if kind != KindRawResult && kind != KindResult {
 		return false
@@ -41,19 +42,12 @@ func clampMoney(kind Kind, doc any) bool {
 		if !ok {
 			return // absent, null or not a number: the schema judges it
 		}
-		f, err := strconv.ParseFloat(string(n), 64) // past float64: ±Inf and an error
-		if err != nil && f == 0 {
-			return
+		f, _ := strconv.ParseFloat(string(n), 64) // past float64's range: ±Inf
+		if !(f > limit) {
+			return // in range, or negative: the schema's minimum refuses that
 		}
-		bound := min(limit, f)
-		if f < 0 {
-			bound = 0
-		}
-		if bound == f {
-			return
-		}
-		obj[key] = json.Number(strconv.FormatFloat(bound, 'f', -1, 64))
-		notes = append(notes, fmt.Sprintf("%s %s out of range [0, %g]: counted as %g", name, n, limit, bound))
+		obj[key] = json.Number(strconv.FormatFloat(limit, 'f', -1, 64))
+		notes = append(notes, fmt.Sprintf("%s %s above %g: counted as %g", name, n, limit, limit))
 	}
 	clamp(m, "cost_usd", "cost_usd", MaxCostUSD)
 	if u, ok := m["usage"].(map[string]any); ok {

@@ -2,6 +2,7 @@ package schema_test
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -17,7 +18,7 @@ import (
 func TestDecodeResult_AbsurdFiguresClampedAndNoted(t *testing.T) {
 	raw := `{"task_id": "task-20261121-001", "status": "success", "summary": "done",
 		"cost_usd": 1e300, "metrics": {"files": 3},
-		"usage": {"input_tokens": 1e20, "output_tokens": -4, "cache_read_input_tokens": 1e400, "cache_creation_input_tokens": 7}}`
+		"usage": {"input_tokens": 1e20, "output_tokens": 5, "cache_read_input_tokens": 1e400, "cache_creation_input_tokens": 7}}`
 	r, err := schema.DecodeRawResult([]byte(raw))
 	if err != nil {
 		t.Fatalf("decode: %v", err)
@@ -25,12 +26,12 @@ func TestDecodeResult_AbsurdFiguresClampedAndNoted(t *testing.T) {
 	if r.CostUSD == nil || *r.CostUSD != schema.MaxCostUSD {
 		t.Errorf("cost %v, want %v", r.CostUSD, schema.MaxCostUSD)
 	}
-	if u := r.Usage; u == nil || u.InputTokens != schema.MaxTokens || u.OutputTokens != 0 || u.CacheReadInputTokens != schema.MaxTokens || u.CacheCreationInputTokens != 7 {
+	if u := r.Usage; u == nil || u.InputTokens != schema.MaxTokens || u.OutputTokens != 5 || u.CacheReadInputTokens != schema.MaxTokens || u.CacheCreationInputTokens != 7 {
 		t.Errorf("usage %+v", r.Usage)
 	}
 	notes, _ := r.Metrics[schema.ClampedMetric].([]any)
-	if len(notes) != 4 || r.Metrics["files"] != float64(3) {
-		t.Fatalf("metrics %v, want the agent's own and 4 clamp notes", r.Metrics)
+	if len(notes) != 3 || r.Metrics["files"] != float64(3) {
+		t.Fatalf("metrics %v, want the agent's own and 3 clamp notes", r.Metrics)
 	}
 	if n := notes[0].(string); !strings.Contains(n, "cost_usd 1e300") || !strings.Contains(n, "counted as 1e+06") {
 		t.Errorf("first note %q", n)
@@ -40,12 +41,12 @@ func TestDecodeResult_AbsurdFiguresClampedAndNoted(t *testing.T) {
 	}
 
 	final := `{"task_id": "task-20261121-001", "status": "failed", "summary": "x", "error": "boom", "error_reason": "AgentFailed",
-		"general": "gen-pr", "duration_seconds": 3, "completed_at": "2026-11-21T10:00:00Z", "retry_count": 0, "cost_usd": -2}`
+		"general": "gen-pr", "duration_seconds": 3, "completed_at": "2026-11-21T10:00:00Z", "retry_count": 0, "cost_usd": 2e6}`
 	res, err := schema.DecodeResult([]byte(final))
 	if err != nil {
 		t.Fatalf("decode final: %v", err)
 	}
-	if res.CostUSD == nil || *res.CostUSD != 0 || res.RetryCount != 0 || res.General != "gen-pr" {
+	if res.CostUSD == nil || *res.CostUSD != schema.MaxCostUSD || res.RetryCount != 0 || res.General != "gen-pr" {
 		t.Errorf("final result %+v", res)
 	}
 	if notes, _ := res.Metrics[schema.ClampedMetric].([]any); len(notes) != 1 {
@@ -53,7 +54,8 @@ func TestDecodeResult_AbsurdFiguresClampedAndNoted(t *testing.T) {
 	}
 }
 
-// Figures in range are left alone: no note, no metrics added.
+// Figures in range are left alone: no note, no metrics added; a negative
+// one is still refused by the schema.
 func TestDecodeResult_FiguresInRangeUntouched(t *testing.T) {
 	raw := `{"task_id": "task-20261121-001", "status": "success", "summary": "done", "cost_usd": 1000000,
 		"usage": {"input_tokens": 1000000000000, "output_tokens": 0}}`
@@ -66,6 +68,10 @@ func TestDecodeResult_FiguresInRangeUntouched(t *testing.T) {
 	}
 	if err := schema.Validate(schema.KindRawResult, []byte(raw)); err != nil {
 		t.Error(err)
+	}
+	neg := `{"task_id": "task-20261121-001", "status": "success", "summary": "done", "cost_usd": -1}`
+	if _, err := schema.DecodeRawResult([]byte(neg)); !errors.Is(err, schema.ErrInvalid) {
+		t.Errorf("negative cost: %v, want ErrInvalid", err)
 	}
 }
 
