@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"encoding/json"
 	"reflect"
 
 	docpkg "github.com/kingdom-dev/kingdom/pkg/doc"
@@ -8,10 +9,20 @@ import (
 
 // Decode validates data against kind's schema and then unmarshals it into v.
 // Errors match ErrInvalid when the document is at fault.
+//
+// A raw or final result's cost_usd or usage count out of range is clamped
+// to its bound (MaxCostUSD, MaxTokens) and noted in the result's
+// metrics[ClampedMetric]: an absurd figure does not cost the task its
+// outcome.
 func Decode(kind Kind, data []byte, v any) error {
-	doc, err := validate(kind, data)
+	doc, clamped, err := validate(kind, data)
 	if err != nil {
 		return err
+	}
+	if clamped {
+		if data, err = json.Marshal(doc); err != nil {
+			return &docpkg.DecodeError{Kind: kind, Err: err}
+		}
 	}
 	if t := reflect.TypeOf(v); t != nil {
 		if err := checkCase(doc, t, nil); err != nil {

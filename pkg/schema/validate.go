@@ -122,19 +122,24 @@ func (embedLoader) Load(url string) (any, error) {
 // Validate checks that data is JSON and satisfies kind's schema. Errors
 // match ErrInvalid (and ErrNotJSON for non-JSON); an unknown kind or a
 // broken embedded schema is a programming error and matches neither.
+//
+// A raw or final result's cost_usd and usage counts out of range are
+// clamped to their bounds before the check (clampMoney), as Decode does.
 func Validate(kind Kind, data []byte) error {
-	_, err := validate(kind, data)
+	_, _, err := validate(kind, data)
 	return err
 }
 
-func validate(kind Kind, data []byte) (any, error) {
+// validate parses data, clamps its money figures (reporting whether it
+// did) and checks the document against kind's schema.
+func validate(kind Kind, data []byte) (doc any, clamped bool, err error) {
 	sch, err := schemaFor(kind)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	// One parse (numbers as json.Number) serves the schema and, in Decode,
 	// the case guard.
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+	doc, err = jsonschema.UnmarshalJSON(bytes.NewReader(data))
 	if err != nil {
 		// json.Unmarshal describes a syntax error best (offset and
 		// character, "unexpected end of JSON input").
@@ -142,16 +147,17 @@ func validate(kind Kind, data []byte) (any, error) {
 		if jerr := json.Unmarshal(data, &v); jerr != nil {
 			err = jerr
 		}
-		return nil, &docpkg.SyntaxError{Kind: kind, Err: err}
+		return nil, false, &docpkg.SyntaxError{Kind: kind, Err: err}
 	}
+	clamped = clampMoney(kind, doc)
 	if err := sch.Validate(doc); err != nil {
 		var ve *jsonschema.ValidationError
 		if errors.As(err, &ve) {
-			return nil, &Error{Kind: kind, Violations: violations(ve)}
+			return nil, false, &Error{Kind: kind, Violations: violations(ve)}
 		}
-		return nil, &Error{Kind: kind, Violations: []Violation{{Message: err.Error()}}}
+		return nil, false, &Error{Kind: kind, Violations: []Violation{{Message: err.Error()}}}
 	}
-	return doc, nil
+	return doc, clamped, nil
 }
 
 // violations flattens the library's error tree into its leaves: the

@@ -26,6 +26,11 @@ type Status struct {
 	DailyTokens *int64   `json:"daily_tokens"`
 	Warning     bool     `json:"warning"`  // at or past 80 %
 	Exceeded    bool     `json:"exceeded"` // at or past 100 %
+	// Damaged counts the records of today's ledger that could not be read
+	// (Totals.Damaged): CostUSD and Tokens are a lower bound, the day's
+	// real figure is unknown, and Admit holds every task while a daily
+	// budget is set.
+	Damaged int `json:"damaged,omitempty"`
 }
 
 // Limited reports whether any daily budget is set.
@@ -33,7 +38,7 @@ func Limited(b Budget) bool { return b.DailyUSD != nil || b.DailyTokens != nil }
 
 // Evaluate compares a day's totals with the budget.
 func Evaluate(date string, t Totals, b Budget) Status {
-	s := Status{Date: date, CostUSD: t.CostUSD, Tokens: t.Tokens, DailyUSD: b.DailyUSD, DailyTokens: b.DailyTokens}
+	s := Status{Date: date, CostUSD: t.CostUSD, Tokens: t.Tokens, DailyUSD: b.DailyUSD, DailyTokens: b.DailyTokens, Damaged: t.Damaged}
 	if b.DailyUSD != nil {
 		s.Ratio = max(s.Ratio, ratio(t.CostUSD, *b.DailyUSD))
 	}
@@ -67,8 +72,14 @@ func TaskBudget(b Budget, m *config.Manifest) *float64 {
 // Admit decides whether a task of priority may start given today's status
 // (SPEC §10.7): a high task is refused only once the daily budget is used
 // up; a normal or low one also when today's spend plus its task budget
-// would pass the daily budget. The reason says why a task waits.
+// would pass the daily budget. While today's ledger is damaged and a daily
+// budget is set, every task waits: a used-up budget must not re-open
+// because its records became unreadable (repairing the ledger, or the next
+// day, lifts the hold). The reason says why a task waits.
 func Admit(s Status, taskUSD *float64, priority string) (bool, string) {
+	if s.Damaged > 0 && Limited(Budget{DailyUSD: s.DailyUSD, DailyTokens: s.DailyTokens}) {
+		return false, fmt.Sprintf("today's spend ledger has %d damaged records, so the day's spend is unknown (%s read): no task starts until the ledger is repaired", s.Damaged, s.Describe())
+	}
 	if s.Exceeded {
 		return false, fmt.Sprintf("daily budget used up (%s)", s.Describe())
 	}

@@ -8,10 +8,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"maps"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
 
@@ -19,128 +17,322 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 )
 
-// A day's ledger is two files (issue #17: recording an attempt must not
-// rewrite the whole day): the snapshot <date>.json (Day, indented JSON,
-// written whole) and its journal <date>.jsonl, one attempt per line
-// ({"key": …, Entry's fields}), appended and fsynced by the king. Load
-// reads both; a key in both counts once. The king folds the journal into
-// the snapshot when it opens the day (Open), so the journal holds only the
-// attempts recorded since.
+// A day's ledger is <date>.jsonl beside the path the callers name
+// (layout.SpendDay, <date>.json): one line per attempt, {"key": …,
+// Entry's fields}, appended by the king with O_APPEND and fdatasynced
+// before the rename that marks the attempt's result processed. Nothing
+// rewrites it and no summary is stored: every figure is read from it
+// (readers read it whole; the king's Journal reads what was appended since
+// its last read).
 //
-// Crash safety: a line is appended and fsynced before the rename that
-// marks its result processed; a crash in mid-append leaves a torn last
-// line without its newline, which Load ignores and Open cuts off (that
-// attempt's result is processed again and its line rewritten whole).
-// Folding writes the snapshot (write-then-rename) before it removes the
-// journal, so a crash in between leaves every attempt in both, counted
-// once by key.
+// Crash safety: a crash in mid-append leaves a torn last line (no
+// newline); readers ignore it, and the king's next append cuts it first,
+// since that attempt's result was not marked processed and is recorded
+// again whole. O_APPEND puts every write at the file's current end, so a
+// file cut short while the king runs gets its next line right after what
+// is left, never behind a run of NUL bytes.
+//
+// Damage (a line that does not decode, NUL bytes before a record) is
+// skipped, counted in Day.Damaged and returned as a *DamageError; what
+// still parses counts. A <date>.json snapshot written by earlier versions
+// is still read (never written).
 
-// JournalPath is the journal beside a snapshot path (<date>.json →
-// <date>.jsonl).
-func JournalPath(snapshot string) string {
-	return strings.TrimSuffix(snapshot, ".json") + ".jsonl"
+// maxDay bounds a ledger read (a day of many thousand attempts fits).
+const maxDay = 64 << 20
+
+// ErrDamaged is matched by Load's error when some of a day's records could
+// not be read.
+var ErrDamaged = errors.New("spend ledger damaged")
+
+// ErrCorrupt is ErrDamaged's former name.
+//
+// Deprecated: a damaged ledger is no longer refused: Load keeps what
+// parses and reports the rest as a *DamageError (ErrDamaged).
+var ErrCorrupt = ErrDamaged
+
+// DamageError reports records of a day's ledger that could not be read.
+type DamageError struct {
+	Path    string
+	Records int   // how many records (lines) were skipped
+	Err     error // the first reason
 }
 
-// journalLine is one journal record.
+func (e *DamageError) Error() string {
+	return fmt.Sprintf("spend ledger %s: %d damaged records skipped (the day's figures are a lower bound): %v", e.Path, e.Records, e.Err)
+}
+
+// Is makes a *DamageError match ErrDamaged.
+func (e *DamageError) Is(target error) bool { return target == ErrDamaged }
+
+func (e *DamageError) Unwrap() error { return e.Err }
+
+// JournalPath is the day's ledger file for path (<date>.json or
+// <date>.jsonl → <date>.jsonl).
+func JournalPath(path string) string {
+	return strings.TrimSuffix(strings.TrimSuffix(path, ".jsonl"), ".json") + ".jsonl"
+}
+
+// snapshotPath is where earlier versions kept a day's snapshot.
+func snapshotPath(path string) string { return strings.TrimSuffix(JournalPath(path), "l") }
+
+// journalLine is one ledger record.
 type journalLine struct {
 	Key string `json:"key"`
 	Entry
 }
 
-// replay adds the journal's whole lines to d (keys already present keep
-// their entry). It returns the offset just past the last whole line and
-// how many whole lines did not decode.
-func replay(path string, d *Day) (good int64, bad int, err error) {
+// Load reads a day's ledger; a missing file is an empty day. Records that
+// do not decode are skipped and counted (Day.Damaged) and the error is a
+// *DamageError; a file that cannot be read at all gives another error and
+// a Day with Damaged set, so its figures never pass for the whole day's.
+func Load(path, date string) (*Day, error) {
+	d := &Day{Date: date, Attempts: map[string]Entry{}}
+	_, err := d.read(path)
+	return d, err
+}
+
+// read adds the ledger's records to d and returns the size of its whole
+// lines (where the next append belongs).
+func (d *Day) read(path string) (int64, error) {
+	var dmg DamageError
+	dmg.Path = JournalPath(path)
+	if err := d.readSnapshot(snapshotPath(path)); err != nil {
+		dmg.Path, dmg.Records, dmg.Err = snapshotPath(path), 1, err
+	}
+	end, bad, err := d.readJournal(JournalPath(path), 0)
+	if err != nil {
+		d.Damaged += dmg.Records + 1 // the day's figure is unknown
+		return end, fmt.Errorf("read spend ledger %s: %w", JournalPath(path), err)
+	}
+	if bad.Records > 0 {
+		if dmg.Err == nil {
+			dmg.Path, dmg.Err = bad.Path, bad.Err
+		}
+		dmg.Records += bad.Records
+	}
+	d.Damaged += dmg.Records
+	if dmg.Records > 0 {
+		return end, &dmg
+	}
+	return end, nil
+}
+
+// readJournal adds the file's whole lines from offset from to d (a key
+// already present keeps its entry). It returns the offset past the last
+// whole line and the damaged lines.
+func (d *Day) readJournal(path string, from int64) (end int64, bad DamageError, err error) {
+	bad.Path = path
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return 0, 0, nil
+		return from, bad, nil
 	}
 	if err != nil {
-		return 0, 0, fmt.Errorf("read spend journal %s: %w", path, err)
+		return from, bad, err
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.Size() > maxDay {
-		return 0, 0, fmt.Errorf("read spend journal %s: %d bytes, over the %d limit", path, st.Size(), maxDay)
+	if st, err := f.Stat(); err != nil {
+		return 0, bad, err
+	} else if st.Size() > maxDay {
+		return 0, bad, fmt.Errorf("%d bytes, over the %d limit", st.Size(), maxDay)
+	}
+	end = from
+	if _, err := f.Seek(from, io.SeekStart); err != nil {
+		return end, bad, err
 	}
 	r := bufio.NewReader(f)
-	for {
+	for n := 1; ; n++ {
 		line, err := r.ReadBytes('\n')
 		if err == io.EOF {
-			return good, bad, nil // a torn last line (no newline) is not counted
+			return end, bad, nil // a torn last line is not counted
 		}
 		if err != nil {
-			return good, bad, fmt.Errorf("read spend journal %s: %w", path, err)
+			return end, bad, err
 		}
-		good += int64(len(line))
-		var jl journalLine
-		if json.Unmarshal(bytes.TrimSpace(line), &jl) != nil || jl.Key == "" {
-			bad++
+		end += int64(len(line))
+		if derr := d.putLine(line); derr != nil {
+			bad.Records++
+			if bad.Err == nil {
+				bad.Err = fmt.Errorf("line %d: %w", n, derr)
+			}
+		}
+	}
+}
+
+// putLine adds one record. NUL bytes before a record mark lost bytes (a
+// file cut short and written past its end): the record counts, the loss
+// is reported.
+func (d *Day) putLine(line []byte) error {
+	rec := bytes.TrimSpace(line)
+	if len(rec) == 0 {
+		return nil
+	}
+	trimmed := bytes.TrimLeft(rec, "\x00")
+	var jl journalLine
+	if err := json.Unmarshal(trimmed, &jl); err != nil {
+		return err
+	}
+	if jl.Key == "" {
+		return errors.New("record without a key")
+	}
+	d.Put(jl.Key, jl.Entry)
+	if len(trimmed) != len(rec) {
+		return fmt.Errorf("%d NUL bytes before a record", len(rec)-len(trimmed))
+	}
+	return nil
+}
+
+// readSnapshot adds the attempts of a snapshot written by earlier versions
+// ({"date", "attempts": {key: entry}}); a torn one keeps the attempts
+// before the damage.
+func (d *Day) readSnapshot(path string) error {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	dec := json.NewDecoder(io.LimitReader(f, maxDay))
+	delim := func(want json.Delim) error {
+		t, err := dec.Token()
+		if err == nil && t != want {
+			err = fmt.Errorf("%v where %v belongs", t, want)
+		}
+		return err
+	}
+	if err := delim('{'); err != nil {
+		return err
+	}
+	for dec.More() {
+		name, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		if name != "attempts" {
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return err
+			}
 			continue
 		}
-		d.Put(jl.Key, jl.Entry)
+		if err := delim('{'); err != nil {
+			return err
+		}
+		for dec.More() {
+			key, err := dec.Token()
+			if err != nil {
+				return err
+			}
+			var e Entry
+			if err := dec.Decode(&e); err != nil {
+				return err
+			}
+			if k, _ := key.(string); k != "" {
+				d.Put(k, e)
+			}
+		}
+		if err := delim('}'); err != nil {
+			return err
+		}
 	}
+	return delim('}')
 }
 
-// Journal is the king's writable ledger of one day: the Day in memory and
-// its journal open for appending. It is used by one goroutine.
+// Journal is the king's handle on one day's ledger, its only writer. It
+// keeps the ledger as last read and, the file being append-only, reads
+// only the lines added since (a day of 10,000 attempts takes ~130 ms to
+// read whole, the king asks after every result and before every
+// admission); a file replaced or cut short, or an earlier version's
+// snapshot changed, is read whole again. It is used by one goroutine.
 type Journal struct {
-	path string // snapshot
-	day  *Day
-	f    *os.File
-	// byTask indexes the day's keys by task (TaskTotals without a scan).
-	byTask map[string][]string
-	sum    *Summary // the day's Summary, kept up to date by Record; nil until first asked
+	path, date string
+	day        *Day        // the ledger as read; nil: read it whole
+	file, snap os.FileInfo // the ledger file and snapshot day was read from (nil: none)
+	end        int64       // where the file's whole lines end
 }
 
-// Open loads a day's ledger for recording (the king, its only writer):
-// the journal's attempts are folded into the snapshot first, and a torn
-// last line is cut off. A snapshot that does not decode returns an error
-// matching ErrCorrupt (nothing is changed then).
-func Open(path, date string) (*Journal, error) {
-	d, err := Load(path, date)
-	if err != nil {
-		return nil, err
-	}
-	jp := JournalPath(path)
-	if _, err := os.Lstat(jp); err == nil {
-		if err := layout.EnsureDir(filepath.Dir(path)); err != nil {
-			return nil, err
-		}
-		if err := Save(path, d); err != nil {
-			return nil, fmt.Errorf("fold spend journal %s: %w", jp, err)
-		}
-		if err := os.Remove(jp); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("fold spend journal %s: %w", jp, err)
-		}
-		atomicfile.SyncDir(filepath.Dir(path))
-	}
-	j := &Journal{path: path, day: d, byTask: map[string][]string{}}
-	for k, e := range d.Attempts {
-		j.byTask[e.Task] = append(j.byTask[e.Task], k)
-	}
-	return j, nil
-}
-
-// Day is the ledger in memory (read it; record through the Journal).
-func (j *Journal) Day() *Day { return j.day }
+// Open returns the day's ledger for recording. It does no I/O; a damaged
+// ledger shows in Summary (Totals.Damaged), never as a refusal to record.
+func Open(path, date string) (*Journal, error) { return &Journal{path: path, date: date}, nil }
 
 // Date is the journal's day.
-func (j *Journal) Date() string { return j.day.Date }
+func (j *Journal) Date() string { return j.date }
 
-// Has reports whether key is recorded.
-func (j *Journal) Has(key string) bool { return j.day.Has(key) }
+// read brings the ledger up to date with the files. Its error is never a
+// *DamageError: damage is in Day.Damaged.
+func (j *Journal) read() (*Day, error) {
+	fi, err := os.Stat(JournalPath(j.path))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return j.whole()
+	}
+	si, _ := os.Stat(snapshotPath(j.path))
+	switch {
+	case j.day == nil, !sameStamp(j.snap, si), j.file != nil && (fi == nil || !os.SameFile(j.file, fi) || fi.Size() < j.end):
+		return j.whole()
+	case fi == nil || fi.Size() == j.end:
+		return j.day, nil
+	}
+	end, bad, err := j.day.readJournal(JournalPath(j.path), j.end)
+	if err != nil {
+		return j.whole()
+	}
+	j.day.Damaged += bad.Records
+	j.file, j.end = fi, end
+	return j.day, nil
+}
 
-// Record appends the attempts not yet recorded, in one write and one
-// fsync, and adds them to the Day. It returns how many were new. On an
-// error none of them counts in memory; the caller retries them later
-// (their keys make a line written twice count once).
+// whole reads the ledger whole.
+func (j *Journal) whole() (*Day, error) {
+	j.file, _ = os.Stat(JournalPath(j.path))
+	j.snap, _ = os.Stat(snapshotPath(j.path))
+	d := &Day{Date: j.date, Attempts: map[string]Entry{}}
+	end, err := d.read(j.path)
+	if err != nil && !errors.Is(err, ErrDamaged) {
+		j.day = nil // the next read starts over
+		return d, err
+	}
+	j.day, j.end = d, end
+	return d, nil
+}
+
+func sameStamp(a, b os.FileInfo) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return os.SameFile(a, b) && a.Size() == b.Size() && a.ModTime().Equal(b.ModTime())
+}
+
+// Summary is the day's totals as the file says now. An unreadable or
+// damaged file gives Totals.Damaged > 0.
+func (j *Journal) Summary() Summary {
+	d, _ := j.read()
+	return d.Summary()
+}
+
+// TaskTotals sums the day's attempts of task.
+func (j *Journal) TaskTotals(task string) Totals {
+	d, _ := j.read()
+	return d.TaskTotals(task)
+}
+
+// Close is a no-op: a Journal holds no open file.
+func (j *Journal) Close() error { return nil }
+
+// Record appends the attempts the ledger does not hold yet, in one write
+// and one fdatasync, and returns how many were new. After an error the
+// caller retries them later (their keys make a line written twice count
+// once). Damaged lines do not stop it: what they held is unknown, and a
+// key among them is recorded again.
 func (j *Journal) Record(keys []string, entries []Entry) (int, error) {
+	d, err := j.read()
+	if err != nil {
+		return 0, err // without the recorded keys a repeat would count twice
+	}
 	var buf bytes.Buffer
-	var newKeys []string
-	var newEntries []Entry
 	seen := map[string]bool{}
 	for i, k := range keys {
-		if k == "" || j.day.Has(k) || seen[k] {
+		if k == "" || d.Has(k) || seen[k] {
 			continue
 		}
 		seen[k] = true
@@ -150,109 +342,62 @@ func (j *Journal) Record(keys []string, entries []Entry) (int, error) {
 		}
 		buf.Write(b)
 		buf.WriteByte('\n')
-		newKeys = append(newKeys, k)
-		newEntries = append(newEntries, entries[i])
 	}
-	if len(newKeys) == 0 {
+	if len(seen) == 0 {
 		return 0, nil
 	}
-	if err := j.append(buf.Bytes()); err != nil {
+	// The lines count in memory once read back (the next read): a failed
+	// append leaves nothing that claims them.
+	if err := appendLines(JournalPath(j.path), j.end, buf.Bytes()); err != nil {
 		return 0, err
 	}
-	for i, k := range newKeys {
-		j.day.Attempts[k] = newEntries[i]
-		j.byTask[newEntries[i].Task] = append(j.byTask[newEntries[i].Task], k)
-		if j.sum != nil {
-			// Added as they come: re-summing the day after every record
-			// made each attempt cost more than the one before (issue #17).
-			// The sum's order differs from Day.Summary's sorted one by at
-			// most a few ulps of the day's total.
-			j.sum.add(newEntries[i])
-		}
-	}
-	return len(newKeys), nil
+	return len(seen), nil
 }
 
-// append writes whole lines at the journal's end and fsyncs them.
-func (j *Journal) append(b []byte) error {
-	jp := JournalPath(j.path)
-	if j.f == nil {
-		if err := layout.EnsureDir(filepath.Dir(jp)); err != nil {
-			return err
-		}
-		f, err := os.OpenFile(jp, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
-		if err != nil {
-			return fmt.Errorf("open spend journal: %w", err)
-		}
-		// Cut a torn last line (a crash in mid-append) so the next line
-		// starts whole.
-		var probe Day
-		probe.Attempts = map[string]Entry{}
-		good, _, err := replay(jp, &probe)
-		if err == nil {
-			err = f.Truncate(good)
-		}
-		if err == nil {
-			_, err = f.Seek(good, io.SeekStart)
-		}
-		if err == nil {
-			err = atomicfile.SyncDir(filepath.Dir(jp)) // the journal's name is durable
-		}
-		if err != nil {
-			f.Close()
-			return fmt.Errorf("open spend journal: %w", err)
-		}
-		j.f = f
+// appendLines appends whole lines to the ledger at path and fdatasyncs
+// them. end is the size of the file's whole lines: a torn tail past it
+// (a crash in mid-append) is cut first, so the new lines start whole.
+func appendLines(path string, end int64, b []byte) error {
+	if err := layout.EnsureDir(filepath.Dir(path)); err != nil {
+		return err
 	}
-	if _, err := j.f.Write(b); err != nil {
-		j.reset()
-		return fmt.Errorf("append to spend journal: %w", err)
+	_, statErr := os.Lstat(path)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return fmt.Errorf("open spend ledger: %w", err)
 	}
-	if err := syscall.Fdatasync(int(j.f.Fd())); err != nil {
-		j.reset()
-		return fmt.Errorf("sync spend journal: %w", err)
+	defer f.Close()
+	st, err := f.Stat()
+	if err == nil && st.Size() > end {
+		err = f.Truncate(end)
+	}
+	if err == nil {
+		_, err = f.Write(b)
+	}
+	if err == nil {
+		err = syscall.Fdatasync(int(f.Fd()))
+	}
+	if err == nil {
+		err = f.Close()
+	}
+	if err == nil && errors.Is(statErr, fs.ErrNotExist) {
+		err = atomicfile.SyncDir(filepath.Dir(path)) // the new file's name is durable
+	}
+	if err != nil {
+		return fmt.Errorf("append to spend ledger %s: %w", path, err)
 	}
 	return nil
 }
 
-// reset closes the journal after a failed append: the next one reopens
-// it and cuts whatever part of the failed write reached the file.
-func (j *Journal) reset() {
-	if j.f != nil {
-		j.f.Close()
-		j.f = nil
+// Save records d's attempts that the ledger at path does not hold yet
+// (Journal.Record, in key order): a way to seed or merge a day.
+func Save(path string, d *Day) error {
+	keys := d.keys("")
+	entries := make([]Entry, len(keys))
+	for i, k := range keys {
+		entries[i] = d.Attempts[k]
 	}
-}
-
-// Close closes the journal file.
-func (j *Journal) Close() error {
-	if j.f == nil {
-		return nil
-	}
-	err := j.f.Close()
-	j.f = nil
+	j, _ := Open(path, d.Date)
+	_, err := j.Record(keys, entries)
 	return err
-}
-
-// Summary is the day's totals (cached until the next Record).
-func (j *Journal) Summary() Summary {
-	if j.sum == nil {
-		s := j.day.Summary()
-		j.sum = &s
-	}
-	// Record adds to the kept maps: the caller gets its own.
-	s := *j.sum
-	s.Generals, s.Engines = maps.Clone(s.Generals), maps.Clone(s.Engines)
-	return s
-}
-
-// TaskTotals sums the day's attempts of task.
-func (j *Journal) TaskTotals(task string) Totals {
-	keys := append([]string(nil), j.byTask[task]...)
-	sort.Strings(keys)
-	var t Totals
-	for _, k := range keys {
-		t.Add(j.day.Attempts[k])
-	}
-	return t
 }

@@ -2,36 +2,32 @@
 // every soldier attempt cost, in dollars and tokens, per host-local day, and
 // the budget arithmetic on top of it.
 //
-// The king is the only writer. It records each attempt once, when it
-// processes the attempt's final result and before the rename that marks the
-// result processed, by appending a line to the day's journal (Open,
-// Journal.Record; journal.go); the entry's key (task, attempt, soldier)
-// makes a repeat after a crash a no-op, so the ledger never counts twice
-// and never loses an attempt. Everyone else reads:
+// A day's ledger is one append-only file of one line per attempt
+// (journal.go). The king is the only writer: it records each attempt once,
+// when it processes the attempt's final result and before the rename that
+// marks the result processed (Open, Journal.Record); the entry's key (task,
+// attempt, soldier) makes a repeat after a crash a no-op, so the ledger
+// never counts twice and never loses an attempt. Every figure is computed
+// by reading the file, by the king and everyone else alike:
 //
-//	d, err := spend.Load(l.SpendDay(spend.Date(now)))
-//	s := d.Summary()            // today's totals, per general and engine
-//	st := spend.Evaluate(s.Totals, budget) // ratio, warning, exceeded
+//	d, err := spend.Load(l.SpendDay(spend.Date(now)), date) // err: *DamageError when records were unreadable
+//	s := d.Summary()                       // today's totals, per general and engine
+//	st := spend.Evaluate(date, s.Totals, budget) // ratio, warning, exceeded, damaged
+//	ok, why := spend.Admit(st, taskUSD, priority) // holds every task while the day's figure is unknown
+//
+// Figures are bounded and sums saturate (money.go): no total is ever +Inf
+// or NaN.
 package spend
 
 import (
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io/fs"
-	"math"
-	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"time"
-
-	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
-	"github.com/kingdom-dev/kingdom/pkg/layout"
 )
 
 // Usage is an attempt's token counts (claude's names; codex's
-// cached_input_tokens maps to CacheReadInputTokens).
+// cached_input_tokens maps to CacheReadInputTokens). Sums bound each count
+// to [0, MaxTokens].
 type Usage struct {
 	InputTokens              int64 `json:"input_tokens"`
 	OutputTokens             int64 `json:"output_tokens"`
@@ -40,18 +36,19 @@ type Usage struct {
 }
 
 // Tokens is every token the model processed: input, output and cache reads
-// and writes. It is what budget.daily_tokens counts.
+// and writes, saturating at MaxTokens. It is what budget.daily_tokens
+// counts.
 func (u Usage) Tokens() int64 {
-	return u.InputTokens + u.OutputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens
+	return AddTokens(AddTokens(u.InputTokens, u.OutputTokens), AddTokens(u.CacheReadInputTokens, u.CacheCreationInputTokens))
 }
 
-// Add returns u + v.
+// Add returns u + v, each count saturating at MaxTokens.
 func (u Usage) Add(v Usage) Usage {
 	return Usage{
-		InputTokens:              u.InputTokens + v.InputTokens,
-		OutputTokens:             u.OutputTokens + v.OutputTokens,
-		CacheReadInputTokens:     u.CacheReadInputTokens + v.CacheReadInputTokens,
-		CacheCreationInputTokens: u.CacheCreationInputTokens + v.CacheCreationInputTokens,
+		InputTokens:              AddTokens(u.InputTokens, v.InputTokens),
+		OutputTokens:             AddTokens(u.OutputTokens, v.OutputTokens),
+		CacheReadInputTokens:     AddTokens(u.CacheReadInputTokens, v.CacheReadInputTokens),
+		CacheCreationInputTokens: AddTokens(u.CacheCreationInputTokens, v.CacheCreationInputTokens),
 	}
 }
 
@@ -77,10 +74,15 @@ func Key(task string, retry int, mark string) string {
 	return task + "#" + strconv.Itoa(retry) + "#" + mark
 }
 
-// Day is state/king/spend/<date>.json.
+// Day is a day's ledger as read (Load).
 type Day struct {
-	Date     string           `json:"date"`
-	Attempts map[string]Entry `json:"attempts"`
+	Date     string
+	Attempts map[string]Entry
+	// Damaged counts the records that could not be read (a damaged line,
+	// a torn file of an earlier version, an unreadable file): the day's
+	// figures are then a lower bound. Summary carries it in its Totals.
+	Damaged int
+	order   []string // Attempts' keys in the order Put added them (the file's)
 }
 
 // Totals sums attempts.
@@ -91,6 +93,10 @@ type Totals struct {
 	Attempts int     `json:"attempts"`
 	// Unpriced counts attempts without a dollar figure.
 	Unpriced int `json:"unpriced,omitempty"`
+	// Damaged counts the ledger's records that could not be read (only in
+	// a day's overall totals: a damaged record names no general): CostUSD
+	// and Tokens are then a lower bound, and Admit holds every task.
+	Damaged int `json:"damaged,omitempty"`
 }
 
 // Add folds one attempt into t.
@@ -100,9 +106,29 @@ func (t *Totals) Add(e Entry) {
 	t.Tokens = t.Usage.Tokens()
 	if e.CostUSD == nil {
 		t.Unpriced++
-	} else if c := *e.CostUSD; c > 0 && !math.IsInf(c, 0) && !math.IsNaN(c) {
-		t.CostUSD = roundNano(t.CostUSD + c)
+	} else {
+		t.CostUSD = AddUSD(t.CostUSD, *e.CostUSD)
 	}
+}
+
+// Merge adds o to t.
+func (t *Totals) Merge(o Totals) {
+	t.Attempts += o.Attempts
+	t.Unpriced += o.Unpriced
+	t.Damaged += o.Damaged
+	t.Usage = t.Usage.Add(o.Usage)
+	t.Tokens = t.Usage.Tokens()
+	t.CostUSD = AddUSD(t.CostUSD, o.CostUSD)
+}
+
+// Priced is the cost of the attempts in t, or nil when none was priced
+// (none recorded, or none with a dollar figure: SPEC §10.6's null).
+func (t Totals) Priced() *float64 {
+	if t.Attempts == 0 || t.Unpriced == t.Attempts {
+		return nil
+	}
+	c := t.CostUSD
+	return &c
 }
 
 // Summary is a day's totals, overall and per general and engine.
@@ -117,132 +143,70 @@ type Summary struct {
 // resets the budget at local midnight).
 func Date(t time.Time) string { return t.In(time.Local).Format("2006-01-02") }
 
-// ErrCorrupt is matched by Load's error when the ledger does not decode.
-var ErrCorrupt = errors.New("corrupt ledger")
-
-// maxDay bounds a ledger read (a day of many thousand attempts fits).
-const maxDay = 64 << 20
-
-// Load reads a day's ledger: its snapshot, then the attempts its journal
-// recorded since (journal.go); missing files are an empty day.
-func Load(path, date string) (*Day, error) {
-	d, err := loadSnapshot(path, date)
-	if err != nil {
-		return d, err
-	}
-	if _, _, err := replay(JournalPath(path), d); err != nil {
-		return d, err
-	}
-	return d, nil
-}
-
-func loadSnapshot(path, date string) (*Day, error) {
-	d := &Day{Date: date, Attempts: map[string]Entry{}}
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return d, nil
-	}
-	if err != nil {
-		return d, fmt.Errorf("read spend ledger %s: %w", path, err)
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.Size() > maxDay {
-		return d, fmt.Errorf("read spend ledger %s: %d bytes, over the %d limit", path, st.Size(), maxDay)
-	}
-	if err := json.NewDecoder(f).Decode(d); err != nil {
-		return &Day{Date: date, Attempts: map[string]Entry{}}, fmt.Errorf("decode spend ledger %s: %w: %w", path, ErrCorrupt, err)
-	}
-	if d.Attempts == nil {
-		d.Attempts = map[string]Entry{}
-	}
-	d.Date = date
-	return d, nil
-}
-
-// Save writes the ledger's snapshot (0600, write-then-rename), creating its
-// 0700 directory on first use. Attempts in the day's journal still count
-// (Load adds them); the king records through a Journal instead.
-func Save(path string, d *Day) error {
-	if err := layout.EnsureDir(filepath.Dir(path)); err != nil {
-		return err
-	}
-	return atomicfile.WriteJSON(path, d)
-}
-
 // Has reports whether the attempt key is recorded.
 func (d *Day) Has(key string) bool { _, ok := d.Attempts[key]; return ok }
 
-// Put records an attempt under key; false when it already was.
+// Put records an attempt under key in memory; false when it already was.
 func (d *Day) Put(key string, e Entry) bool {
 	if d.Has(key) {
 		return false
 	}
+	if d.Attempts == nil {
+		d.Attempts = map[string]Entry{}
+	}
 	d.Attempts[key] = e
+	d.order = append(d.order, key)
 	return true
 }
 
-// Summary totals the day.
+// Summary totals the day, in the ledger's order (every reader of the file
+// gets the same float sum).
 func (d *Day) Summary() Summary {
 	s := Summary{Date: d.Date, Generals: map[string]Totals{}, Engines: map[string]Totals{}}
-	keys := make([]string, 0, len(d.Attempts))
-	for k := range d.Attempts {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys) // a stable float sum
-	for _, k := range keys {
-		s.add(d.Attempts[k])
+	s.Totals.Damaged = d.Damaged
+	for _, k := range d.keys("") {
+		e := d.Attempts[k]
+		s.Totals.Add(e)
+		g := s.Generals[e.General]
+		g.Add(e)
+		s.Generals[e.General] = g
+		en := s.Engines[e.Engine]
+		en.Add(e)
+		s.Engines[e.Engine] = en
 	}
 	return s
-}
-
-// add counts one attempt in the summary.
-func (s *Summary) add(e Entry) {
-	s.Totals.Add(e)
-	g := s.Generals[e.General]
-	g.Add(e)
-	s.Generals[e.General] = g
-	en := s.Engines[e.Engine]
-	en.Add(e)
-	s.Engines[e.Engine] = en
 }
 
 // TaskTotals sums the attempts of task in the day.
 func (d *Day) TaskTotals(task string) Totals {
 	var t Totals
-	keys := make([]string, 0)
-	for k, e := range d.Attempts {
-		if e.Task == task {
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range d.keys(task) {
 		t.Add(d.Attempts[k])
 	}
 	return t
 }
 
-// Merge adds o to t.
-func (t *Totals) Merge(o Totals) {
-	t.Attempts += o.Attempts
-	t.Unpriced += o.Unpriced
-	t.Usage = t.Usage.Add(o.Usage)
-	t.Tokens = t.Usage.Tokens()
-	t.CostUSD = roundNano(t.CostUSD + o.CostUSD)
-}
-
-// roundNano keeps sums to the nano-dollar: 0.95 + 0.10 is 1.05, and the
-// rounding of thousands of attempts stays far below a cent.
-func roundNano(f float64) float64 { return math.Round(f*1e9) / 1e9 }
-
-// Priced is the cost of the attempts in t, or nil when none was priced
-// (none recorded, or none with a dollar figure: SPEC §10.6's null).
-func (t Totals) Priced() *float64 {
-	if t.Attempts == 0 || t.Unpriced == t.Attempts {
-		return nil
+// keys are the day's attempt keys (of task, unless "") in the order they
+// were added, or sorted when Attempts was filled without Put.
+func (d *Day) keys(task string) []string {
+	all := d.order
+	if len(all) != len(d.Attempts) {
+		all = make([]string, 0, len(d.Attempts))
+		for k := range d.Attempts {
+			all = append(all, k)
+		}
+		sort.Strings(all)
 	}
-	c := t.CostUSD
-	return &c
+	if task == "" {
+		return all
+	}
+	var keys []string
+	for _, k := range all {
+		if d.Attempts[k].Task == task {
+			keys = append(keys, k)
+		}
+	}
+	return keys
 }
 
 // TaskTotals sums a task's attempts over the days it lived: from created

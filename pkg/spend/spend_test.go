@@ -1,8 +1,10 @@
 package spend
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -30,10 +32,17 @@ func TestAdmit_Table(t *testing.T) {
 		{"tokens past the budget", 0, 2000, Budget{DailyTokens: ptr64(1000)}, nil, "high", false},
 		{"tokens below the budget", 0, 500, Budget{DailyTokens: ptr64(1000)}, f(5), "normal", true},
 		{"zero budget admits nothing", 0, 0, Budget{DailyUSD: f(0)}, nil, "high", false},
+		{"damaged ledger holds high", 0.10, 0, daily, f(0.10), "high", false},
+		{"damaged ledger holds a token budget", 0, 10, Budget{DailyTokens: ptr64(1000)}, nil, "low", false},
+		{"damaged ledger without a budget admits", 0, 0, Budget{}, f(0.10), "normal", true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			s := Evaluate("2026-11-21", Totals{CostUSD: c.spent, Tokens: c.tokens}, c.b)
+			tot := Totals{CostUSD: c.spent, Tokens: c.tokens}
+			if strings.HasPrefix(c.name, "damaged") {
+				tot.Damaged = 1
+			}
+			s := Evaluate("2026-11-21", tot, c.b)
 			got, why := Admit(s, c.task, c.priority)
 			if got != c.want {
 				t.Fatalf("admit = %v (%s), want %v", got, why, c.want)
@@ -76,7 +85,7 @@ func TestLedger_PutOnceSaveLoadSummary(t *testing.T) {
 	if err := Save(path, d); err != nil {
 		t.Fatal(err)
 	}
-	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o600 {
+	if st, err := os.Stat(JournalPath(path)); err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("ledger mode: %v %v", st, err)
 	}
 	d2, err := Load(path, "2026-11-21")
@@ -93,10 +102,11 @@ func TestLedger_PutOnceSaveLoadSummary(t *testing.T) {
 	if tt := d2.TaskTotals("task-1"); tt.Attempts != 2 || tt.CostUSD != 0.3 {
 		t.Errorf("task totals %+v", tt)
 	}
-	if err := os.WriteFile(path, []byte("{broken"), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte("{broken"), 0o600); err != nil { // an earlier version's snapshot
 		t.Fatal(err)
 	}
-	if _, err := Load(path, "2026-11-21"); err == nil {
-		t.Error("a corrupt ledger loaded without error")
+	d3, err := Load(path, "2026-11-21")
+	if !errors.Is(err, ErrDamaged) || d3.Summary().Totals.Attempts != 3 || d3.Damaged != 1 {
+		t.Errorf("a corrupt snapshot beside the ledger: %v, %+v; want ErrDamaged, the ledger's 3 attempts and 1 damaged", err, d3.Summary().Totals)
 	}
 }
