@@ -10,6 +10,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
+	"github.com/kingdom-dev/kingdom/pkg/engine"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
@@ -69,6 +70,14 @@ func (g *General) finish(ctx context.Context, t *schema.Task, sid string, starte
 	}
 	if r.SessionID == "" {
 		r.SessionID = readTrim(l.ResultSessionID(t.ID))
+	}
+	if r.Usage == nil {
+		// A killed attempt's raw result is its killer's (Timeout,
+		// Cancelled, SoldierDied); what the engine spent until then is in
+		// the soldier's record (SPEC §10.6).
+		if sp, ok := engine.ReadSpent(l.ResultSpent(t.ID)); ok {
+			r.Usage, r.CostUSD = sp.Usage, sp.CostUSD
+		}
 	}
 	if len(r.MemoryUpdates) > 0 {
 		if err := g.appendMemory(t.ID, r.MemoryUpdates); err != nil {
