@@ -89,3 +89,65 @@ func TestRun_StopSignalEndsTheEngineGroupAndPublishesNothing(t *testing.T) {
 		t.Errorf("a raw result was published for a stopped soldier (%v)", err)
 	}
 }
+
+// tmux kill-session's SIGHUP (a cancel, a timeout) ends the soldier, and
+// with it what its agent detached: a `setsid` child, in a session of its
+// own and out of the engine's group, carries the task's variables and is
+// swept before the soldier exits.
+func TestRun_HangupSweepsWhatTheAgentDetached(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "soldier-spawn")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	base := t.TempDir()
+	l := layout.New(base)
+	if err := l.Ensure(); err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	sys := "runtime:\n  engine: command\n  command:\n    argv: [\"/bin/sh\", \"-c\", \"setsid sleep 300 >/dev/null 2>&1 & echo $! > \\\"$1/detached\\\"; echo $$ > \\\"$1/engine\\\"; sleep 299\", \"sh\", \"{workdir}\"]\n"
+	if err := os.WriteFile(filepath.Join(l.ConfigDir(), "system.yaml"), []byte(sys), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	prompt := filepath.Join(work, "prompt.md")
+	os.WriteFile(prompt, []byte("work"), 0o600)
+	cmd := exec.Command(bin, "run", "--base-dir", base, "--task", "task-20261125-011", "--general", "gen-x",
+		"--prompt", prompt, "--workdir", work, "--soldier-id", "soldier-1-ac")
+	cmd.Env = append(os.Environ(), "KINGDOM_BASE_DIR="+base)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pidOf := func(name string) int {
+		b, _ := os.ReadFile(filepath.Join(work, name))
+		n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		return n
+	}
+	for deadline := time.Now().Add(30 * time.Second); pidOf("engine") == 0 || pidOf("detached") == 0; {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("the engine did not start")
+		}
+		time.Sleep(10 * time.Millisecond) // the engine is a real process starting
+	}
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err == nil {
+		t.Error("a hung-up soldier exited 0")
+	}
+	pid := pidOf("detached")
+	gone := func() bool {
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		return err != nil || strings.Contains(string(st), ") Z ")
+	}
+	for end := time.Now().Add(5 * time.Second); !gone() && time.Now().Before(end); {
+		time.Sleep(20 * time.Millisecond) // the kernel delivers the kill
+	}
+	if !gone() {
+		syscall.Kill(pid, syscall.SIGKILL)
+		t.Fatalf("the detached child %d outlived its soldier", pid)
+	}
+}

@@ -157,6 +157,15 @@ func NewParser(name string) Parser {
 type claudeParser struct {
 	o        Outcome
 	lastText string
+	// model is the one the init line names (what the CLI prices by).
+	model string
+	// msgs is the usage each assistant message reported, by message id:
+	// the CLI prints one assistant line per content block, each repeating
+	// its message's usage, so a message counts once (the largest figures
+	// seen for it). Their sum is the run's usage when no result line
+	// comes (a killed run).
+	msgs    map[string]doc.Usage
+	running doc.Usage
 }
 
 type claudeLine struct {
@@ -175,7 +184,10 @@ type claudeLine struct {
 	} `json:"permission_denials"`
 	TerminalReason string          `json:"terminal_reason"`
 	APIErrorStatus json.RawMessage `json:"api_error_status"`
+	Model          string          `json:"model"`
 	Message        *struct {
+		ID      string     `json:"id"`
+		Usage   *doc.Usage `json:"usage"`
 		Content []struct {
 			Type string `json:"type"`
 			Text string `json:"text"`
@@ -205,7 +217,13 @@ func (p *claudeParser) Line(line []byte) bool {
 			o.signal("api_retry", l.Error, line)
 			return false
 		}
+		if l.Subtype == "init" && l.Model != "" {
+			p.model = l.Model
+		}
 	case "assistant":
+		if l.Message != nil && l.Message.Usage != nil && l.Message.ID != "" {
+			p.count(l.Message.ID, *l.Message.Usage)
+		}
 		if l.Message != nil {
 			for _, c := range l.Message.Content {
 				if c.Type == "text" && strings.TrimSpace(c.Text) != "" {
@@ -269,10 +287,36 @@ func denial(tool string, input map[string]any) Denial {
 	return Denial{Tool: tool}
 }
 
+// count records one assistant line's usage for message id.
+func (p *claudeParser) count(id string, u doc.Usage) {
+	if p.msgs == nil {
+		p.msgs = map[string]doc.Usage{}
+	}
+	old := p.msgs[id]
+	u = doc.Usage{InputTokens: max(u.InputTokens, old.InputTokens), OutputTokens: max(u.OutputTokens, old.OutputTokens),
+		CacheReadInputTokens:     max(u.CacheReadInputTokens, old.CacheReadInputTokens),
+		CacheCreationInputTokens: max(u.CacheCreationInputTokens, old.CacheCreationInputTokens)}
+	p.msgs[id] = u
+	r := &p.running
+	r.InputTokens += u.InputTokens - old.InputTokens
+	r.OutputTokens += u.OutputTokens - old.OutputTokens
+	r.CacheReadInputTokens += u.CacheReadInputTokens - old.CacheReadInputTokens
+	r.CacheCreationInputTokens += u.CacheCreationInputTokens - old.CacheCreationInputTokens
+}
+
 func (p *claudeParser) Outcome() *Outcome {
 	o := p.o
 	if !o.Ended {
 		o.FinalText = p.lastText
+	}
+	if o.Usage == nil && len(p.msgs) > 0 {
+		// No result line (yet): what the messages so far reported,
+		// priced as the CLI prices its model. The streamed lines carry a
+		// message's output tokens as counted at its start, so this is a
+		// floor of what the provider bills.
+		u := p.running
+		o.Usage = &u
+		o.CostUSD = ClaudeCost(p.model, o.Usage)
 	}
 	return &o
 }

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 )
 
 // Pause is one engine's pause.
@@ -32,7 +32,7 @@ type Pause struct {
 
 // UntilTime parses Until; zero when it does not parse.
 func (p Pause) UntilTime() time.Time {
-	t, err := schema.ParseTime(p.Until)
+	t, err := doc.ParseTime(p.Until)
 	if err != nil {
 		return time.Time{}
 	}
@@ -81,12 +81,12 @@ func Load(path string) (File, error) {
 		f = File{}
 	}
 	for eng, p := range f {
-		since, err := schema.ParseTime(p.Since)
+		since, err := doc.ParseTime(p.Since)
 		if err != nil {
 			continue
 		}
 		if u := p.UntilTime(); !u.IsZero() && u.After(since.Add(MaxPause)) {
-			p.Until = schema.FormatTime(since.Add(MaxPause))
+			p.Until = doc.FormatTime(since.Add(MaxPause))
 			f[eng] = p
 		}
 	}

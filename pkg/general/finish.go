@@ -10,6 +10,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
+	"github.com/kingdom-dev/kingdom/pkg/engine"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
@@ -94,6 +95,14 @@ func (g *General) finish(ctx context.Context, t *schema.Task, sid string, starte
 	}
 	if r.SessionID == "" {
 		r.SessionID = readTrim(l.ResultSessionID(t.ID))
+	}
+	if r.Usage == nil {
+		// A killed attempt's raw result is its killer's (Timeout,
+		// Cancelled, SoldierDied); what the engine spent until then is in
+		// the soldier's record (SPEC §10.6).
+		if sp, ok := engine.ReadSpent(l.ResultSpent(t.ID)); ok {
+			r.Usage, r.CostUSD = sp.Usage, sp.CostUSD
+		}
 	}
 	now := g.o.Clock.Now()
 	final := schema.Result{RawResult: *r, General: g.name, CompletedAt: schema.FormatTime(now), RetryCount: t.RetryCount}

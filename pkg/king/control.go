@@ -390,6 +390,9 @@ func (k *King) stopSoldier(rec *control.Cancelled) (won string) {
 		k.log.Warn("kill cancelled soldier session", "soldier", rec.SoldierID, "err", err)
 	}
 	proctree.Kill(tree)
+	// The SIGKILL above may beat the soldier's own sweep of what its agent
+	// detached (`setsid cmd &`): sweep here too.
+	proctree.Sweep(map[string]string{layout.EnvBase: k.l.Base, layout.EnvTaskID: rec.TaskID})
 	k.log.Info("cancelled soldier killed", "task", rec.TaskID, "soldier", rec.SoldierID, "processes", len(tree))
 	return ""
 }

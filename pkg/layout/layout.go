@@ -16,6 +16,10 @@ const DefaultBase = "/opt/kingdom"
 // EnvBase is the environment variable naming the base directory.
 const EnvBase = "KINGDOM_BASE_DIR"
 
+// EnvTaskID names the task a soldier's engine works on; with EnvBase it
+// marks every process the engine started, however detached.
+const EnvTaskID = "KINGDOM_TASK_ID"
+
 // ResolveBase applies the precedence --base-dir flag > KINGDOM_BASE_DIR >
 // /opt/kingdom and returns an absolute path.
 func ResolveBase(flag string) string {
@@ -143,6 +147,13 @@ func (l Layout) ResultSessionID(task string) string {
 }
 func (l Layout) ResultCheckpoint(task string) string {
 	return l.p("state", "results", task+"-checkpoint.json")
+}
+
+// ResultSpent is what the current attempt's engine reported spending so
+// far, kept by the soldier while it runs: a killed attempt's raw result is
+// written by whoever killed it, and takes its usage from here.
+func (l Layout) ResultSpent(task string) string {
+	return l.p("state", "results", task+"-usage.json")
 }
 func (l Layout) ResultHeartbeat(task string) string {
 	return l.p("state", "results", task+"-heartbeat")

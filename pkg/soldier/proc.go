@@ -8,6 +8,9 @@ import (
 	"os/exec"
 	"syscall"
 	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/proctree"
 )
 
 // engineWaitDelay bounds how long the engine's output is still read after
@@ -82,4 +85,12 @@ func killGroup(pgid int) error {
 		return os.ErrProcessDone
 	}
 	return err
+}
+
+// sweepTask kills every process of ours still carrying task's variables
+// under base (SPEC §4.6 sets them in the engine's environment): the
+// agent's detached children, which the engine's process group no longer
+// holds. A machine without a delegated cgroup has no tighter net.
+func sweepTask(base, task string) {
+	proctree.Sweep(map[string]string{layout.EnvBase: base, layout.EnvTaskID: task})
 }

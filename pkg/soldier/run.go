@@ -26,7 +26,7 @@ import (
 
 // Environment variables a soldier's engine sees (beside the passthrough).
 const (
-	EnvTaskID        = "KINGDOM_TASK_ID"
+	EnvTaskID        = layout.EnvTaskID
 	EnvResultPath    = "KINGDOM_RESULT_PATH"
 	EnvHeartbeatPath = "KINGDOM_HEARTBEAT_PATH"
 	EnvSoldierID     = "KINGDOM_SOLDIER_ID"
@@ -86,6 +86,8 @@ func Run(ctx context.Context, o RunOptions) (*Outcome, error) {
 	}
 	hb := l.ResultHeartbeat(task)
 	_ = atomicfile.Touch(hb)
+	// An earlier attempt's spend must not be taken for this one's.
+	engine.RemoveSpent(l.ResultSpent(task))
 
 	out := &Outcome{ExitCode: -1}
 	staging := l.ResultStaging(task)
@@ -441,6 +443,9 @@ func executeTo(ctx context.Context, l layout.Layout, o RunOptions, inv *engine.I
 	// agent) does not hang the soldier: its output is read for
 	// engineWaitDelay at most after the engine exited.
 	outW := &lineWriter{log: stdoutLog, hb: hb, parser: p}
+	if logs && (inv.Engine == config.EngineClaude || inv.Engine == config.EngineCodex) {
+		outW.spent = &spentRecord{path: l.ResultSpent(o.TaskID), sys: o.System, engine: inv.Engine}
+	}
 	errW := &lineWriter{log: stderrLog, hb: hb, keepTail: true}
 	// tmux kill-session sends SIGHUP to the pane's process group, which is
 	// ours, not the engine's: catch it (and SIGTERM/SIGINT) and take the
@@ -450,6 +455,12 @@ func executeTo(ctx context.Context, l layout.Layout, o RunOptions, inv *engine.I
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, stopSignals...)
 	code, interrupted, err := runEngine(ctx, inv.Path, inv.Args, inv.Dir, env, stdin, outW, errW, sigs)
+	if err == nil {
+		// The engine's group is gone; what the agent detached from it
+		// (`setsid cmd &`, a daemon) still carries the task's variables.
+		// Swept before a second stop signal may end us by default.
+		sweepTask(o.BaseDir, o.TaskID)
+	}
 	signal.Stop(sigs)
 	if err != nil {
 		return -1, "", err
@@ -473,6 +484,31 @@ type lineWriter struct {
 	// words when it refuses to run).
 	keepTail bool
 	tail     []byte
+	// spent, when set, is kept current with the parser's usage.
+	spent *spentRecord
+}
+
+// spentRecord keeps layout.ResultSpent current while the engine runs, so
+// an attempt killed from outside (the king's cancel SIGKILLs the soldier
+// too) still has what it spent recorded: it is rewritten whenever the
+// usage changes, once per model message, not per line.
+type spentRecord struct {
+	path   string
+	sys    *config.System
+	engine string
+	last   doc.Usage
+}
+
+func (r *spentRecord) update(po *engine.Outcome) {
+	if po.Usage == nil || *po.Usage == r.last {
+		return
+	}
+	r.last = *po.Usage
+	cost := po.CostUSD
+	if cost == nil {
+		cost = codexCost(r.sys, r.engine, po.Usage)
+	}
+	_ = engine.WriteSpent(r.path, engine.Spent{Usage: po.Usage, CostUSD: cost})
 }
 
 // stderrTail bounds the stderr kept for a failure's reason.
@@ -511,6 +547,9 @@ func (w *lineWriter) line(l []byte) {
 	progress := true
 	if w.parser != nil {
 		progress = w.parser.Line(bytes.TrimRight(l, "\r"))
+		if w.spent != nil {
+			w.spent.update(w.parser.Outcome())
+		}
 	}
 	if progress {
 		_ = atomicfile.Touch(w.hb)
