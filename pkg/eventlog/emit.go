@@ -1,6 +1,9 @@
 // Package eventlog owns logs/events.log, the JSONL stream of internal events
 // (seed 001, SPEC §3.3). Producers call Emitter.Emit; the chamberlain reads the
 // stream with a Cursor that resumes at a saved byte offset and inode.
+// In PostgreSQL mode (SPEC §11.7) the stream is the store's event log: an
+// Emitter from NewStoreEmitter writes there, and a StoreReader reads it
+// behind the same Reader interface a Cursor satisfies.
 //
 // Every record is written with one write(2) on an O_APPEND descriptor, opened
 // and closed per record while holding a shared flock on logs/.rotate.lock, so
@@ -9,6 +12,7 @@
 package eventlog
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -19,6 +23,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/clock"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
 	"github.com/kingdom-dev/kingdom/pkg/logging"
+	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
 // Event is one internal event line.
@@ -38,12 +43,18 @@ func (e Event) Time() time.Time {
 	return t
 }
 
-// Emitter appends internal events for one actor.
+// StoreTimeout bounds one emit into a store: an emit never holds its
+// caller up longer, whatever the database does.
+const StoreTimeout = 10 * time.Second
+
+// Emitter appends internal events for one actor, to logs/events.log
+// (NewEmitter) or to a store's event log (NewStoreEmitter).
 type Emitter struct {
 	path  string
 	lock  string
 	actor string
 	clock clock.Clock
+	st    store.Store // the sink when not nil
 
 	mu sync.Mutex
 	lf *lockfile.File
@@ -56,6 +67,14 @@ func NewEmitter(eventsLog, rotateLock, actor string, c clock.Clock) *Emitter {
 		c = clock.Real{}
 	}
 	return &Emitter{path: eventsLog, lock: rotateLock, actor: actor, clock: c}
+}
+
+// NewStoreEmitter returns an emitter writing to st's event log, each event
+// in its own transaction (store.Tx.Emit). The store stamps ts. Like a file
+// emit, a failed one returns its error for the caller to log and never
+// blocks the caller past StoreTimeout.
+func NewStoreEmitter(st store.Store, actor string) *Emitter {
+	return &Emitter{actor: actor, clock: clock.Real{}, st: st}
 }
 
 // Actor returns the emitter's actor name.
@@ -76,6 +95,36 @@ func (e *Emitter) EmitAs(typ, actor string, data any) error {
 	if e == nil {
 		return nil
 	}
+	raw, err := e.Encode(typ, data)
+	if err != nil {
+		return err
+	}
+	if e.st != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), StoreTimeout)
+		defer cancel()
+		err := e.st.Update(ctx, func(tx store.Tx) error { return tx.Emit(typ, actor, raw) })
+		if err != nil {
+			return fmt.Errorf("emit %s: %w", typ, err)
+		}
+		return nil
+	}
+	line, err := json.Marshal(Event{
+		TS:    e.clock.Now().UTC().Format(time.RFC3339),
+		Type:  typ,
+		Actor: actor,
+		Data:  raw,
+	})
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", typ, err)
+	}
+	line = append(line, '\n')
+	return e.write(line)
+}
+
+// Encode turns an event's data (nil, raw JSON, or a value) into the JSON
+// Emit records, with secrets redacted. A caller that emits inside its own
+// store transaction (queue.Group) records exactly this.
+func (e *Emitter) Encode(typ string, data any) (json.RawMessage, error) {
 	var raw json.RawMessage
 	switch d := data.(type) {
 	case nil:
@@ -85,7 +134,7 @@ func (e *Emitter) EmitAs(typ, actor string, data any) error {
 	default:
 		b, err := json.Marshal(d)
 		if err != nil {
-			return fmt.Errorf("encode %s data: %w", typ, err)
+			return nil, fmt.Errorf("encode %s data: %w", typ, err)
 		}
 		raw = b
 	}
@@ -100,17 +149,7 @@ func (e *Emitter) EmitAs(typ, actor string, data any) error {
 			}
 		}
 	}
-	line, err := json.Marshal(Event{
-		TS:    e.clock.Now().UTC().Format(time.RFC3339),
-		Type:  typ,
-		Actor: actor,
-		Data:  raw,
-	})
-	if err != nil {
-		return fmt.Errorf("encode %s: %w", typ, err)
-	}
-	line = append(line, '\n')
-	return e.write(line)
+	return raw, nil
 }
 
 func (e *Emitter) write(line []byte) error {

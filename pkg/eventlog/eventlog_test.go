@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kingdom-dev/kingdom/internal/testkit/pgtest"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 )
 
@@ -27,7 +28,7 @@ func TestMain(m *testing.M) {
 		}
 		return
 	}
-	os.Exit(m.Run())
+	os.Exit(pgtest.Main(m))
 }
 
 func spawnEmitters(t testing.TB, dir string, procs, n int) []*exec.Cmd {

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -10,14 +11,23 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
-// ErrDuplicate is returned by Admit for an event id seen before.
-var ErrDuplicate = errors.New("duplicate event")
+// ErrDuplicate is returned by Admit for an event id seen before (the
+// store's error, so errors.Is holds on either backend).
+var ErrDuplicate = store.ErrDuplicate
 
 // Admitter is the one door for external events into queue/events/pending
 // (SPEC §9.19): sentinel watchers, the inbox, the envoy and `envoy reply` all
 // use it. An id found in any events state or in the seen index is refused.
+//
+// On an events queue built with OnStore it admits through the store's
+// Admit, whose seen index is the store's own (SeenDir unused): Seen asks
+// the store when it can answer (a Seen(ctx, id) (bool, error) method, as
+// pkg/store/files and pkg/store/pg have), MarkSeen refuses (a store
+// records an id only by admitting it), PruneSeen removes nothing (the
+// store's retention owns its seen rows) and AdmitBatch admits one by one.
 type Admitter struct {
 	Events  *Queue
 	SeenDir string
@@ -36,10 +46,26 @@ func (a *Admitter) index() *seenIndex {
 	return a.idx
 }
 
-// Seen reports whether id was admitted before (seen journal or marker).
+// seenStore is a store that says whether an id was ever admitted.
+type seenStore interface {
+	Seen(ctx context.Context, id string) (bool, error)
+}
+
+// Seen reports whether id was admitted before (seen journal or marker; on
+// a store, its seen index).
 func (a *Admitter) Seen(id string) bool {
 	if !ids.Valid(id) {
 		return false
+	}
+	if st := a.Events.st; st != nil {
+		ss, ok := st.(seenStore)
+		if !ok {
+			return false
+		}
+		ctx, cancel := ctxTimeout()
+		defer cancel()
+		seen, err := ss.Seen(ctx, id)
+		return err == nil && seen
 	}
 	return a.index().seen(id)
 }
@@ -59,6 +85,15 @@ func (a *Admitter) Admit(id string, ev any) error {
 	if err := ids.Check(id); err != nil {
 		return fmt.Errorf("admit event: %w", err)
 	}
+	if st := a.Events.st; st != nil {
+		b, err := encode(ev)
+		if err != nil {
+			return fmt.Errorf("admit %s: %w", id, err)
+		}
+		ctx, cancel := ctxTimeout()
+		defer cancel()
+		return st.Admit(ctx, id, b)
+	}
 	if a.Seen(id) {
 		return fmt.Errorf("admit %s: %w", id, ErrDuplicate)
 	}
@@ -77,12 +112,18 @@ func (a *Admitter) MarkSeen(id string) error {
 	if err := ids.Check(id); err != nil {
 		return err
 	}
+	if a.Events.st != nil {
+		return fmt.Errorf("mark seen %s: a store records an id only by admitting it", id)
+	}
 	return a.index().mark([]string{id}, time.Now())
 }
 
 // PruneSeen removes seen journals and markers last written more than age
 // ago (seed 002: 30 days).
 func (a *Admitter) PruneSeen(age time.Duration, now time.Time) (int, error) {
+	if a.Events.st != nil {
+		return 0, nil
+	}
 	ents, err := os.ReadDir(a.SeenDir)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -112,6 +153,12 @@ func (a *Admitter) PruneSeen(age time.Duration, now time.Time) (int, error) {
 // ErrDuplicate, or a failure (the event is then retried later).
 func (a *Admitter) AdmitBatch(idl []string, evs []any) []error {
 	errs := make([]error, len(idl))
+	if a.Events.st != nil {
+		for i, id := range idl {
+			errs[i] = a.Admit(id, evs[i])
+		}
+		return errs
+	}
 	b := NewBatch()
 	staged := make([]*Staged, len(idl))
 	seen := a.index().seenMany(idl)

@@ -76,7 +76,7 @@ func (b *Batch) Put(q *Queue, state, id string, v any) error {
 // Replace is Put that reports the file's own outcome after Commit
 // (Staged.Err), for a caller that acts on each file of a batch.
 func (b *Batch) Replace(q *Queue, state, id string, v any) (*Staged, error) {
-	if err := q.checkPut(state, id); err != nil {
+	if err := q.checkBatch(state, id); err != nil {
 		return nil, err
 	}
 	it, err := b.stage(q, state, id, v, false)
@@ -105,7 +105,7 @@ func (b *Batch) Create(q *Queue, state, id string, v any) (*Staged, error) {
 // create stages a no-replace create of state/<id>.json, refused at once
 // when id is staged in this batch or (lookup) in any of q's states.
 func (b *Batch) create(q *Queue, state, id string, v any, lookup bool) (*Staged, error) {
-	if err := q.checkPut(state, id); err != nil {
+	if err := q.checkBatch(state, id); err != nil {
 		return nil, err
 	}
 	s := &Staged{q: q, id: id, state: state}
@@ -135,6 +135,14 @@ func (b *Batch) create(q *Queue, state, id string, v any, lookup bool) (*Staged,
 func (b *Batch) Commit() error {
 	b.paths = map[string]bool{}
 	return b.g.Commit()
+}
+
+// checkBatch checks a staged write: a batch is of files only.
+func (q *Queue) checkBatch(state, id string) error {
+	if q.st != nil {
+		return fmt.Errorf("batch %s %s: the queue is on a store (use Group)", q.kind, id)
+	}
+	return q.checkPut(state, id)
 }
 
 // Abort drops every staged file.

@@ -133,7 +133,7 @@ func notRegular(m fs.FileMode) string {
 // (outside rejected/), so admission never counts a file no consumer can
 // take. A file is read only when it is new or changed since the last count.
 // In rejected/ it counts the rejected .json files.
-func (q *Queue) Count(state string) int {
+func (q files) count(state string) int {
 	dir := q.Dir(state)
 	ents, err := readDirUnsorted(dir)
 	if err != nil {
@@ -156,7 +156,7 @@ func (q *Queue) Count(state string) int {
 		}
 		id, reason := poisonName(name)
 		if reason != "" {
-			q.RejectFile(state, name, reason)
+			q.rejectFile(state, name, reason)
 			continue
 		}
 		fi, err := de.Info()
@@ -164,7 +164,7 @@ func (q *Queue) Count(state string) int {
 			continue // vanished: normal
 		}
 		if !fi.Mode().IsRegular() {
-			q.RejectFile(state, name, notRegular(fi.Mode()))
+			q.rejectFile(state, name, notRegular(fi.Mode()))
 			continue
 		}
 		s := stampOf(fi)
@@ -172,12 +172,12 @@ func (q *Queue) Count(state string) int {
 			b, err := ReadLimited(filepath.Join(dir, name), q.MaxSize)
 			if err != nil {
 				if !errors.Is(err, fs.ErrNotExist) {
-					q.RejectFile(state, name, err.Error())
+					q.rejectFile(state, name, err.Error())
 				}
 				continue
 			}
 			if err := q.CheckDocument(id, b); err != nil {
-				q.RejectFile(state, name, err.Error())
+				q.rejectFile(state, name, err.Error())
 				continue
 			}
 		}

@@ -1,12 +1,19 @@
-// Package queue owns the file queues under queue/ (SPEC §3.1, seed 003): it is
-// the only code that writes, claims, moves or rejects queue files. Files are
-// messages and directories are states; a file appears whole (write-then-
-// rename), a claim is a no-replace rename, and a poison file goes to
-// rejected/ with a .reason beside it so it never blocks the queue.
+// Package queue owns the queues of events, tasks and messages (SPEC §3.1,
+// seed 003): it is the only code that writes, claims, moves or rejects
+// queue documents. A Queue lives on one of two backends, chosen once when
+// it is built; every role calls the same methods either way:
+//
+//   - files (New): queue/<kind>/<state>/<id>.json. Files are messages and
+//     directories are states; a file appears whole (write-then-rename), a
+//     claim is a no-replace rename, and a poison file goes to rejected/
+//     with a .reason beside it so it never blocks the queue.
+//   - a store (OnStore): documents in a store.Store (PostgreSQL shared by
+//     every host, SPEC §11.7), where a claim also records the holder (host
+//     and attempt) and a group of changes is one transaction (Group).
 //
 // Drive it with one Queue per kind (events, tasks, messages):
 //
-//	q := queue.New(layout, layout.QTasks, emitter)
+//	q := queue.New(layout, layout.QTasks, emitter) // or queue.OnStore(st, layout, layout.QTasks, emitter, host)
 //	q.PutOnce(layout.Pending, task.ID, task)
 //	entries, _ := q.List(layout.Pending)   // priority, then oldest
 //	err := q.Claim(layout.Pending, layout.InProgress, id) // ErrTaken for losers
@@ -14,36 +21,37 @@
 // External events enter only through an Admitter (admit.go), which refuses
 // an id already queued or in the seen index (seen.go). List and Count move
 // any poison they meet to rejected/ (poison.go). A Batch writes several
-// files of any queues with one group commit (batch.go).
+// files of any queues with one group commit (batch.go, files only); Group
+// runs a dispatch's steps as one unit (group.go).
 package queue
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
 // DefaultMaxSize is the largest queue file read (SPEC §8).
 const DefaultMaxSize = 1 << 20
 
+// The queue's errors are the store's, so a caller's errors.Is holds on
+// either backend.
 var (
 	// ErrTaken is returned by Claim when another claimant won the file (or it
 	// no longer exists in the source state).
-	ErrTaken = errors.New("already taken")
+	ErrTaken = store.ErrTaken
 	// ErrExists is returned by PutOnce (and no-replace moves) when the id is
 	// already present.
-	ErrExists = errors.New("already exists")
+	ErrExists = store.ErrExists
 )
 
 // Queue is one queue kind (events, tasks or messages).
@@ -54,22 +62,48 @@ type Queue struct {
 	em      *eventlog.Emitter
 	MaxSize int64
 	valid   validCache
+	b       backend
+	st      store.Store // nil on files
+	host    string      // the claim holder on a store
 }
 
-// New returns the queue of kind (layout.QEvents, QTasks or QMessages).
+// backend is where a Queue's documents live. The exported methods have
+// validated ids and states and encoded values before calling it.
+type backend interface {
+	put(state, id string, b []byte) error
+	putOnce(state, id string, v any) error
+	find(id string) (string, bool)
+	exists(state, id string) bool
+	claim(from, to, id string, c store.Claim) error
+	finish(from, to, id string, c store.Claim) error
+	move(from, to, id string) error
+	remove(state, id string) error
+	read(state, id string) ([]byte, error)
+	list(state string) ([]Entry, error)
+	ids(state string) ([]string, error)
+	count(state string) int
+	reject(state, id, reason string) error
+	rejectFile(state, name, reason string) error
+	sweepTemps(age time.Duration, now time.Time) int
+}
+
+// New returns the file queue of kind (layout.QEvents, QTasks or QMessages).
 // em receives system.file_rejected events; it may be nil.
 func New(l layout.Layout, kind string, em *eventlog.Emitter) *Queue {
-	return &Queue{l: l, kind: kind, states: layout.QueueStates[kind], em: em, MaxSize: DefaultMaxSize}
+	q := &Queue{l: l, kind: kind, states: layout.QueueStates[kind], em: em, MaxSize: DefaultMaxSize}
+	q.b = files{q}
+	return q
 }
 
 // Kind returns the queue kind.
 func (q *Queue) Kind() string { return q.kind }
 
-// Dir returns the directory of a state.
+// Dir returns the directory of a state. On a store it is only where the
+// state's files would be in file mode: no document lives there.
 func (q *Queue) Dir(state string) string { return q.l.QueueState(q.kind, state) }
 
-// Path returns the file path of id in state. It does not validate id; every
-// exported operation does.
+// Path returns the file path of id in state (file mode; see Dir). It does
+// not validate id; every exported operation does.
 func (q *Queue) Path(state, id string) string { return filepath.Join(q.Dir(state), id+".json") }
 
 func (q *Queue) checkState(state string) error {
@@ -104,7 +138,8 @@ func encode(v any) ([]byte, error) {
 }
 
 // Put writes v (a value or raw JSON bytes) as state/<id>.json, replacing any
-// file of that name there. Use it to rewrite a file its owner holds.
+// file of that name there. Use it to rewrite a file its owner holds. On a
+// store the document lands in state wherever it was.
 func (q *Queue) Put(state, id string, v any) error {
 	if err := q.checkPut(state, id); err != nil {
 		return err
@@ -113,7 +148,7 @@ func (q *Queue) Put(state, id string, v any) error {
 	if err != nil {
 		return fmt.Errorf("put %s %s: %w", q.kind, id, err)
 	}
-	return atomicfile.WriteFile(q.Path(state, id), b, 0o600)
+	return q.b.put(state, id, b)
 }
 
 // PutOnce creates state/<id>.json only if id is in none of the queue's states
@@ -123,20 +158,7 @@ func (q *Queue) PutOnce(state, id string, v any) error {
 	if err := q.checkPut(state, id); err != nil {
 		return err
 	}
-	if s, ok := q.Find(id); ok {
-		return fmt.Errorf("put %s %s: %w in %s", q.kind, id, ErrExists, s)
-	}
-	b, err := encode(v)
-	if err != nil {
-		return fmt.Errorf("put %s %s: %w", q.kind, id, err)
-	}
-	if err := atomicfile.CreateNoReplace(q.Path(state, id), b, 0o600); err != nil {
-		if errors.Is(err, atomicfile.ErrExists) {
-			return fmt.Errorf("put %s %s: %w in %s", q.kind, id, ErrExists, state)
-		}
-		return err
-	}
-	return nil
+	return q.b.putOnce(state, id, v)
 }
 
 // Find returns the state holding id, if any.
@@ -144,12 +166,7 @@ func (q *Queue) Find(id string) (string, bool) {
 	if !ids.Valid(id) {
 		return "", false
 	}
-	for _, s := range q.states {
-		if _, err := os.Lstat(q.Path(s, id)); err == nil {
-			return s, true
-		}
-	}
-	return "", false
+	return q.b.find(id)
 }
 
 // Exists reports whether id is in state.
@@ -157,26 +174,35 @@ func (q *Queue) Exists(state, id string) bool {
 	if !ids.Valid(id) {
 		return false
 	}
-	_, err := os.Lstat(q.Path(state, id))
-	return err == nil
+	return q.b.exists(state, id)
 }
 
 // Claim renames from/<id> to to/<id> without replacing. Exactly one of many
-// concurrent claimants succeeds; the others get ErrTaken.
+// concurrent claimants succeeds; the others get ErrTaken. On a store the
+// claim is recorded for this queue's host, attempt 0 (ClaimAs names one).
 func (q *Queue) Claim(from, to, id string) error {
+	return q.ClaimAs(from, to, id, store.Claim{Holder: q.host})
+}
+
+// ClaimAs is Claim for holder c (a host and the task's attempt). On a
+// store only c may later FinishAs the document; on files c is not
+// recorded (one machine, and the claimant's role alone moves it on).
+func (q *Queue) ClaimAs(from, to, id string, c store.Claim) error {
 	if err := ids.Check(id); err != nil {
 		return fmt.Errorf("claim %s: %w", q.kind, err)
 	}
-	err := atomicfile.RenameNoReplace(q.Path(from, id), q.Path(to, id))
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("claim %s %s: %w", q.kind, id, ErrTaken)
-	case errors.Is(err, atomicfile.ErrExists):
-		return fmt.Errorf("claim %s %s: %w in %s", q.kind, id, ErrExists, to)
+	return q.b.claim(from, to, id, c)
+}
+
+// FinishAs moves a claimed document on, only for the holder c that claimed
+// it: on a store anyone else gets an error wrapping store.ErrFenced, and a
+// document no longer in from one satisfying fs.ErrNotExist. On files it is
+// Move.
+func (q *Queue) FinishAs(from, to, id string, c store.Claim) error {
+	if err := ids.Check(id); err != nil {
+		return fmt.Errorf("finish %s: %w", q.kind, err)
 	}
-	return fmt.Errorf("claim %s %s: %w", q.kind, id, err)
+	return q.b.finish(from, to, id, c)
 }
 
 // Move renames from/<id> to to/<id>, replacing a file of that name in to/ (a
@@ -186,10 +212,7 @@ func (q *Queue) Move(from, to, id string) error {
 	if err := ids.Check(id); err != nil {
 		return fmt.Errorf("move %s: %w", q.kind, err)
 	}
-	if err := os.Rename(q.Path(from, id), q.Path(to, id)); err != nil {
-		return fmt.Errorf("move %s %s %s→%s: %w", q.kind, id, from, to, err)
-	}
-	return nil
+	return q.b.move(from, to, id)
 }
 
 // Remove deletes state/<id>.json; a missing file is not an error.
@@ -197,18 +220,16 @@ func (q *Queue) Remove(state, id string) error {
 	if err := ids.Check(id); err != nil {
 		return fmt.Errorf("remove %s: %w", q.kind, err)
 	}
-	if err := os.Remove(q.Path(state, id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("remove %s %s: %w", q.kind, id, err)
-	}
-	return nil
+	return q.b.remove(state, id)
 }
 
 // Read returns the bytes of state/<id>.json, refusing files over MaxSize.
+// A document not in state gives an error satisfying fs.ErrNotExist.
 func (q *Queue) Read(state, id string) ([]byte, error) {
 	if err := ids.Check(id); err != nil {
 		return nil, fmt.Errorf("read %s: %w", q.kind, err)
 	}
-	return ReadLimited(q.Path(state, id), q.MaxSize)
+	return q.b.read(state, id)
 }
 
 // ReadJSON reads state/<id>.json into v.
@@ -232,8 +253,9 @@ func ReadLimited(path string, max int64) ([]byte, error) {
 
 // Entry is one listed queue file.
 type Entry struct {
-	ID        string
-	State     string
+	ID    string
+	State string
+	// Path is the file (file mode); "" on a store.
 	Path      string
 	Priority  string
 	CreatedAt time.Time
@@ -253,17 +275,7 @@ type header struct {
 }
 
 // PriorityRank orders priorities: high 0, normal 1, low 2, anything else 3.
-func PriorityRank(p string) int {
-	switch p {
-	case "high":
-		return 0
-	case "normal":
-		return 1
-	case "low":
-		return 2
-	}
-	return 3
-}
+func PriorityRank(p string) int { return store.PriorityRank(p) }
 
 // List returns the files of state ordered by priority (high → normal → low),
 // then created_at (oldest first), then id (SPEC §9.23). Dot-files and
@@ -275,92 +287,7 @@ func (q *Queue) List(state string) ([]Entry, error) {
 	if err := q.checkState(state); err != nil {
 		return nil, err
 	}
-	dir := q.Dir(state)
-	ents, err := readDirUnsorted(dir)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("list %s: %w", dir, err)
-	}
-	out := make([]Entry, 0, len(ents))
-	seen := make(map[string]stamp, len(ents)) // files found valid (poison.go)
-	for _, de := range ents {
-		name := de.Name()
-		if atomicfile.IsTemp(name) {
-			continue
-		}
-		if state == layout.Rejected {
-			if strings.HasSuffix(name, ".reason") || de.IsDir() {
-				continue
-			}
-		}
-		id, ok := strings.CutSuffix(name, ".json")
-		if !ok {
-			if state != layout.Rejected {
-				q.RejectFile(state, name, "not a .json file")
-			}
-			continue
-		}
-		if !ids.Valid(id) {
-			if state != layout.Rejected {
-				q.RejectFile(state, name, "unsafe id: "+ids.Check(id).Error())
-			}
-			continue
-		}
-		if !de.Type().IsRegular() && state != layout.Rejected {
-			q.RejectFile(state, name, notRegular(de.Type()))
-			continue
-		}
-		// The stamp is taken before the read: a file replaced meanwhile
-		// has a new inode, so a stale stamp only costs a re-validation.
-		var st stamp
-		fi, ierr := de.Info()
-		if ierr == nil {
-			st = stampOf(fi)
-		}
-		path := filepath.Join(dir, name)
-		b, err := ReadLimited(path, q.MaxSize)
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				continue
-			}
-			if state != layout.Rejected {
-				q.RejectFile(state, name, err.Error())
-			}
-			continue
-		}
-		var h header
-		if !json.Valid(b) || json.Unmarshal(b, &h) != nil {
-			if state != layout.Rejected {
-				q.RejectFile(state, name, "not valid JSON")
-			}
-			continue
-		}
-		if state != layout.Rejected {
-			if ierr != nil || !q.valid.known(state, name, st) {
-				if err := q.CheckDocument(id, b); err != nil {
-					q.RejectFile(state, name, err.Error())
-					continue
-				}
-			}
-			if ierr == nil {
-				seen[name] = st
-			}
-		}
-		e := Entry{ID: id, State: state, Path: path, Priority: h.Priority, Data: b, Checked: state != layout.Rejected}
-		if t, err := time.Parse(time.RFC3339Nano, h.CreatedAt); err == nil {
-			e.CreatedAt = t
-		} else if ierr == nil {
-			e.CreatedAt = fi.ModTime()
-		}
-		out = append(out, e)
-	}
-	if state != layout.Rejected {
-		q.valid.keep(state, seen)
-	}
-	SortEntries(out)
-	return out, nil
+	return q.b.list(state)
 }
 
 // SortEntries orders entries as List does (SPEC §9.23): priority (high →
@@ -380,42 +307,28 @@ func SortEntries(out []Entry) {
 
 // IDs returns the ids of the regular files in state, unordered and unread
 // (cheap); it does not validate them (List and Count do).
-func (q *Queue) IDs(state string) ([]string, error) {
-	ents, err := readDirUnsorted(q.Dir(state))
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil
-		}
-		return nil, err
-	}
-	out := make([]string, 0, len(ents))
-	for _, de := range ents {
-		if !de.Type().IsRegular() {
-			continue // poison: Count and List reject it
-		}
-		if id, ok := strings.CutSuffix(de.Name(), ".json"); ok && !atomicfile.IsTemp(de.Name()) {
-			out = append(out, id)
-		}
-	}
-	return out, nil
-}
+func (q *Queue) IDs(state string) ([]string, error) { return q.b.ids(state) }
 
-// Reject moves state/<id>.json to rejected/ with a reason.
+// Count returns the number of valid entries in state: what List would
+// return, without ordering them. Poison entries met on the way are rejected
+// (outside rejected/), so admission never counts a file no consumer can
+// take. A file is read only when it is new or changed since the last count.
+// In rejected/ it counts the rejected .json files.
+func (q *Queue) Count(state string) int { return q.b.count(state) }
+
+// Reject moves state/<id>.json to rejected/ with a reason. One already
+// gone is not an error.
 func (q *Queue) Reject(state, id, reason string) error {
-	return q.RejectFile(state, id+".json", reason)
+	return q.b.reject(state, id, reason)
 }
 
 // RejectFile moves the file called name (any name found in the state dir) to
 // rejected/, writes <name>.reason beside it and emits system.file_rejected.
 // The name is taken from a directory listing, so it is a single path
-// component; it is still checked.
+// component; it is still checked. On a store only "<id>.json" names a
+// document (Reject); any other name is an error.
 func (q *Queue) RejectFile(state, name, reason string) error {
-	if name == "" || strings.ContainsRune(name, '/') || name == "." || name == ".." {
-		return fmt.Errorf("reject %s: bad file name %q", q.kind, name)
-	}
-	src := filepath.Join(q.Dir(state), name)
-	rejDir := q.Dir(layout.Rejected)
-	return rejectInto(src, rejDir, name, reason, q.em)
+	return q.b.rejectFile(state, name, reason)
 }
 
 // RejectPath moves an arbitrary file (e.g. inbox/x.json) into rejDir with a
@@ -424,48 +337,8 @@ func RejectPath(src, rejDir, reason string, em *eventlog.Emitter) error {
 	return rejectInto(src, rejDir, filepath.Base(src), reason, em)
 }
 
-func rejectInto(src, rejDir, name, reason string, em *eventlog.Emitter) error {
-	if err := os.MkdirAll(rejDir, 0o700); err != nil {
-		return err
-	}
-	dst := filepath.Join(rejDir, name)
-	if _, err := os.Lstat(dst); err == nil {
-		// Keep earlier rejects: suffix a timestamp.
-		dst = filepath.Join(rejDir, fmt.Sprintf("%s.%d", name, time.Now().UnixNano()))
-	}
-	// Reason first: a crash leaves a reason without its file at worst, never
-	// a rejected file without a reason.
-	if err := atomicfile.WriteFile(dst+".reason", []byte(reason+"\n"), 0o600); err != nil {
-		return err
-	}
-	if err := os.Rename(src, dst); err != nil {
-		os.Remove(dst + ".reason")
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		return fmt.Errorf("reject %s: %w", src, err)
-	}
-	em.Emit("system.file_rejected", map[string]any{"path": dst, "reason": reason})
-	return nil
-}
-
 // SweepTemps removes dot-temps older than age from every state directory.
+// A store writes no temps: it returns 0.
 func (q *Queue) SweepTemps(age time.Duration, now time.Time) int {
-	n := 0
-	for _, s := range q.states {
-		m, _ := atomicfile.SweepOldTemps(q.Dir(s), age, now)
-		n += m
-	}
-	return n
-}
-
-// readDirUnsorted is os.ReadDir without its sort by name: List orders its
-// entries itself, and IDs and Count need no order.
-func readDirUnsorted(dir string) ([]fs.DirEntry, error) {
-	f, err := os.Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return f.ReadDir(-1)
+	return q.b.sweepTemps(age, now)
 }

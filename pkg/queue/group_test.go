@@ -1,0 +1,191 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/queue"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
+)
+
+func testEvent(id string) schema.Event {
+	return schema.Event{ID: id, Type: "test", Source: schema.SourceInbox, Payload: map[string]any{},
+		Priority: schema.PriorityNormal, CreatedAt: "2026-11-21T10:00:00Z", Status: schema.EventPending}
+}
+
+func testMessage(id, task string) schema.Message {
+	return schema.Message{ID: id, Type: "thread_start", TaskID: schema.StringPtr(task), Channel: "C1",
+		Urgency: schema.UrgencyNormal, Content: "hi", Context: map[string]any{},
+		CreatedAt: "2026-11-21T10:00:00Z", Status: schema.MessagePending}
+}
+
+// dispatch is the king's dispatch as one group: the event to dispatched/,
+// its pending copy gone, the task, its thread_start, task.created. fail
+// makes the last step fail.
+func dispatch(e *env, events, tasks, msgs *queue.Queue, evID, taskID string, fail error) error {
+	return queue.Group(context.Background(), func(g *queue.GroupTx) error {
+		ev := testEvent(evID)
+		ev.Status = schema.EventDispatched
+		if err := g.Put(events, layout.Dispatched, evID, ev); err != nil {
+			return err
+		}
+		if err := g.Remove(events, layout.Pending, evID); err != nil {
+			return err
+		}
+		// A repeat after a crash finds the task there: tolerated, as the
+		// king does, and the group goes on.
+		if err := g.PutOnce(tasks, layout.Pending, taskID, item{ID: taskID}); err != nil && !errors.Is(err, queue.ErrExists) {
+			return err
+		}
+		if err := g.PutOnce(msgs, layout.Pending, "msg-"+taskID+"-thread_start", testMessage("msg-"+taskID+"-thread_start", taskID)); err != nil && !errors.Is(err, queue.ErrExists) {
+			return err
+		}
+		if err := g.Emit(e.em, "task.created", map[string]any{"task_id": taskID}); err != nil {
+			return err
+		}
+		return fail
+	}, events, tasks, msgs)
+}
+
+func TestGroup_DispatchIsOneUnitOnAStoreAndOrderedStepsOnFiles(t *testing.T) {
+	eachBackend(t, func(t *testing.T, e *env) {
+		events, tasks, msgs := e.queue(layout.QEvents), e.queue(layout.QTasks), e.queue(layout.QMessages)
+		const evID, taskID = "evt-inbox-1", "task-20261121-001"
+		if err := events.PutOnce(layout.Pending, evID, testEvent(evID)); err != nil {
+			t.Fatal(err)
+		}
+		boom := errors.New("boom")
+		if err := dispatch(e, events, tasks, msgs, evID, taskID, boom); !errors.Is(err, boom) {
+			t.Fatalf("failing group: %v, want boom", err)
+		}
+		msgID := "msg-" + taskID + "-thread_start"
+		if e.st != nil {
+			// Rolled back: nothing of it happened.
+			if s, _ := events.Find(evID); s != layout.Pending {
+				t.Errorf("event in %q after a rolled-back group, want pending", s)
+			}
+			if _, ok := tasks.Find(taskID); ok {
+				t.Error("task written by a rolled-back group")
+			}
+			if _, ok := msgs.Find(msgID); ok {
+				t.Error("thread_start written by a rolled-back group")
+			}
+			if n := countEvents(t, e, "task.created"); n != 0 {
+				t.Errorf("task.created emitted %d times by a rolled-back group", n)
+			}
+		} else {
+			// Files: each step happened at once, in order; the error stops
+			// nothing already done (the crash contract is the order).
+			if s, _ := events.Find(evID); s != layout.Dispatched {
+				t.Errorf("event in %q, want dispatched", s)
+			}
+			if !tasks.Exists(layout.Pending, taskID) || !msgs.Exists(layout.Pending, msgID) {
+				t.Error("the steps before the failure were not done")
+			}
+			if n := countEvents(t, e, "task.created"); n != 1 {
+				t.Errorf("task.created emitted %d times, want 1", n)
+			}
+			// Undo, so both modes replay the whole dispatch below.
+			events.Move(layout.Dispatched, layout.Pending, evID)
+			tasks.Remove(layout.Pending, taskID)
+			msgs.Remove(layout.Pending, msgID)
+		}
+		if err := dispatch(e, events, tasks, msgs, evID, taskID, nil); err != nil {
+			t.Fatal(err)
+		}
+		if s, _ := events.Find(evID); s != layout.Dispatched {
+			t.Errorf("event in %q, want dispatched", s)
+		}
+		if !tasks.Exists(layout.Pending, taskID) || !msgs.Exists(layout.Pending, msgID) {
+			t.Error("task or thread_start missing after the group")
+		}
+		// A repeat (a restart finishing the same dispatch) keeps going past
+		// the task and message already there.
+		events.Put(layout.Pending, evID, testEvent(evID))
+		if err := dispatch(e, events, tasks, msgs, evID, taskID, nil); err != nil {
+			t.Fatalf("repeated group: %v", err)
+		}
+		if events.Exists(layout.Pending, evID) {
+			t.Error("repeated group left the pending copy")
+		}
+		want := 2
+		if e.st == nil {
+			want = 3 // the failed first try emitted too
+		}
+		if n := countEvents(t, e, "task.created"); n != want {
+			t.Errorf("task.created emitted %d times, want %d", n, want)
+		}
+	})
+}
+
+func TestGroup_RefusesQueuesOnDifferentBackends(t *testing.T) {
+	eachBackend(t, func(t *testing.T, e *env) {
+		if e.st == nil {
+			return // one backend: nothing to mix
+		}
+		onFiles := queue.New(e.l, layout.QTasks, nil)
+		err := queue.Group(context.Background(), func(*queue.GroupTx) error { return nil }, e.queue(layout.QEvents), onFiles)
+		if err == nil {
+			t.Fatal("a group over a store queue and a file queue was accepted")
+		}
+		err = queue.Group(context.Background(), func(g *queue.GroupTx) error {
+			return g.PutOnce(onFiles, layout.Pending, "task-1", item{ID: "task-1"})
+		}, e.queue(layout.QEvents))
+		if err == nil || onFiles.Exists(layout.Pending, "task-1") {
+			t.Fatalf("a step on a queue outside the group's backend ran: %v", err)
+		}
+	})
+}
+
+func TestAdmitter_OnEveryBackendAdmitsAnIDOnce(t *testing.T) {
+	eachBackend(t, func(t *testing.T, e *env) {
+		events := e.queue(layout.QEvents)
+		a := queue.NewAdmitter(e.l, events)
+		if a.Known("evt-1") || a.Seen("evt-1") {
+			t.Fatal("known before it was admitted")
+		}
+		if err := a.Admit("evt-1", testEvent("evt-1")); err != nil {
+			t.Fatal(err)
+		}
+		if !events.Exists(layout.Pending, "evt-1") {
+			t.Fatal("not queued")
+		}
+		if err := a.Admit("evt-1", testEvent("evt-1")); !errors.Is(err, queue.ErrDuplicate) {
+			t.Fatalf("second admit: %v, want ErrDuplicate", err)
+		}
+		// Handled and gone from the queue: still refused, still known.
+		events.Move(layout.Pending, layout.Completed, "evt-1")
+		events.Remove(layout.Completed, "evt-1")
+		if err := a.Admit("evt-1", testEvent("evt-1")); !errors.Is(err, queue.ErrDuplicate) {
+			t.Fatalf("admit after the event left the queue: %v", err)
+		}
+		if !a.Seen("evt-1") || !a.Known("evt-1") {
+			t.Error("an admitted id is not seen")
+		}
+		// Another admitter (another process or host) refuses it too.
+		other := queue.NewAdmitter(e.l, e.another(layout.QEvents, "host-b"))
+		if err := other.Admit("evt-1", testEvent("evt-1")); !errors.Is(err, queue.ErrDuplicate) {
+			t.Fatalf("admit through another admitter: %v", err)
+		}
+		errs := a.AdmitBatch([]string{"evt-1", "evt-2", "evt-2"}, []any{testEvent("evt-1"), testEvent("evt-2"), testEvent("evt-2")})
+		if !errors.Is(errs[0], queue.ErrDuplicate) || errs[1] != nil || !errors.Is(errs[2], queue.ErrDuplicate) {
+			t.Fatalf("AdmitBatch = %v, want duplicate, nil, duplicate", errs)
+		}
+		if got := events.Count(layout.Pending); got != 1 {
+			t.Errorf("pending holds %d, want 1 (evt-2)", got)
+		}
+		if e.st != nil {
+			if err := a.MarkSeen("evt-3"); err == nil {
+				t.Error("MarkSeen on a store claimed to record an id it did not admit")
+			}
+			if n, err := a.PruneSeen(0, timeZero); n != 0 || err != nil {
+				t.Errorf("PruneSeen on a store = %d, %v", n, err)
+			}
+		}
+	})
+}
+
+var timeZero time.Time
