@@ -3,6 +3,7 @@ package king
 import (
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,4 +41,43 @@ func TestTaskSeq_NextContinuesTheFile(t *testing.T) {
 	}
 	taken := func(id string) bool { return id <= "task-20261122-001" }
 	eq(t, "damaged file restarts past ids in use", next(taskSeq{kv: kv.Files(l)}, day.Add(24*time.Hour), taken), "task-20261122-002")
+}
+
+// Two kings over one task-seq (a second process, or a leader that has not
+// stopped yet) never issue the same id: each next is one atomic update.
+func TestTaskSeq_ConcurrentNextIssuesDistinctIDs(t *testing.T) {
+	l := layout.New(t.TempDir())
+	day := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	const each = 200
+	var (
+		mu   sync.Mutex
+		seen = map[string]bool{}
+		wg   sync.WaitGroup
+	)
+	for range 2 {
+		s := taskSeq{kv: kv.Files(l)}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				id, err := s.next(day, func(string) bool { return false })
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				if seen[id] {
+					t.Errorf("%s issued twice", id)
+				}
+				seen[id] = true
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(seen) != 2*each {
+		t.Fatalf("%d distinct ids, want %d", len(seen), 2*each)
+	}
+	b, _ := os.ReadFile(l.KingTaskSeq())
+	eq(t, "file", strings.TrimSpace(string(b)), "20261121:400")
 }
