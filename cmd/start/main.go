@@ -18,6 +18,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/ids"
+	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
 	"github.com/kingdom-dev/kingdom/pkg/redact"
@@ -162,11 +163,12 @@ func controlCmd(ctx context.Context, c *cli.Command, req control.Request) error 
 		return err
 	}
 	req.By = start.Operator()
-	id, err := control.Submit(l, req, time.Now())
+	s := kv.Files(l)
+	id, err := control.Submit(ctx, s, req, time.Now())
 	if err != nil {
 		return err
 	}
-	rep, err := control.WaitReply(ctx, l, id, controlWait)
+	rep, err := control.WaitReply(ctx, s, id, controlWait)
 	if err != nil {
 		return err
 	}
@@ -211,7 +213,7 @@ func tasksCmd(_ context.Context, c *cli.Command) error {
 		fmt.Fprintln(c.Root().Writer, string(b))
 		return nil
 	}
-	p, _ := control.ReadPause(l)
+	p, _ := control.ReadPause(context.Background(), kv.Files(l))
 	return start.PrintTasks(c.Root().Writer, rows, p)
 }
 

@@ -1,6 +1,7 @@
 package chamberlain
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/chamberlain/report"
 	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
+	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/redact"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
@@ -104,7 +106,7 @@ func (r *Role) anomalies(now time.Time) (conds []condition, stale []string) {
 		conds = append(conds, condition{Kind: KindTimeouts, Key: "last-hour", Urgency: schema.UrgencyNormal,
 			Content: fmt.Sprintf("[anomaly] %d soldier timeouts in the last hour — the system may be overloaded", len(kept))})
 	}
-	if control.Paused(r.l) {
+	if control.Paused(context.Background(), kv.Files(r.l)) {
 		// The operator paused the kingdom: events wait on purpose (§10.11).
 		return conds, nil
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/enginepause"
+	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
@@ -155,7 +156,7 @@ func TestMoney_EnginePauseAlertsOnceAndRecovers(t *testing.T) {
 	e := newEnv(t, now)
 	r := e.role(ModeDaemon)
 	until := now.Add(10 * time.Minute)
-	if err := enginepause.Save(e.l.EnginePause(), enginepause.File{"claude": {Until: schema.FormatTime(until), Reason: "You've hit your limit"}}); err != nil {
+	if err := enginepause.Save(t.Context(), kv.Files(e.l), enginepause.File{"claude": {Until: schema.FormatTime(until), Reason: "You've hit your limit"}}); err != nil {
 		t.Fatal(err)
 	}
 	for range 4 {
@@ -208,7 +209,7 @@ func TestMoney_EventsHeldByAPauseAreNotStale(t *testing.T) {
 	}
 	e.emitAs("event.detected", "sentinel", map[string]any{"event_id": id, "source": "inbox", "event_type": "x"})
 	until := now.Add(3 * time.Hour)
-	if err := enginepause.Save(e.l.EnginePause(), enginepause.File{"claude": {Until: schema.FormatTime(until), Reason: "limit"}}); err != nil {
+	if err := enginepause.Save(t.Context(), kv.Files(e.l), enginepause.File{"claude": {Until: schema.FormatTime(until), Reason: "limit"}}); err != nil {
 		t.Fatal(err)
 	}
 	r := e.role(ModeDaemon)

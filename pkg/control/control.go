@@ -7,8 +7,13 @@
 // (generals, the chamberlain's dashboard) only read them, through this
 // package.
 //
-//	id, err := control.Submit(l, control.Request{Action: control.ActionPause, By: "alice"}, time.Now())
-//	reply, err := control.WaitReply(ctx, l, id, 10*time.Second)
+// Every read and write goes through a kv.KV (files: the paths above; a
+// store: its key-value, namespaces kv.NSControl, NSReplies, NSPauses,
+// NSCancelled).
+//
+//	s := kv.Files(l)
+//	id, err := control.Submit(ctx, s, control.Request{Action: control.ActionPause, By: "alice"}, time.Now())
+//	reply, err := control.WaitReply(ctx, s, id, 10*time.Second)
 package control
 
 import (
@@ -16,16 +21,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"regexp"
-	"strings"
+	"sort"
 	"time"
 
-	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/ids"
-	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
@@ -79,7 +80,7 @@ type Cancelled struct {
 	At         string `json:"at"`
 }
 
-// Validate checks a request read from disk.
+// Validate checks a request as read back.
 func (r *Request) Validate() error {
 	if r.Engine != "" && (r.Action != ActionResume || !engineRE.MatchString(r.Engine)) {
 		return fmt.Errorf("%s: engine %q: only resume takes an engine name (claude, codex, …)", r.Action, r.Engine)
@@ -99,8 +100,8 @@ func (r *Request) Validate() error {
 // engineRE is an engine's name as the config spells it.
 var engineRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
 
-// Submit writes a request (write-then-rename) and returns its id.
-func Submit(l layout.Layout, r Request, now time.Time) (string, error) {
+// Submit queues a request and returns its id.
+func Submit(ctx context.Context, s kv.KV, r Request, now time.Time) (string, error) {
 	if r.ID == "" {
 		r.ID = fmt.Sprintf("ctl-%d-%s", now.UnixNano(), ids.Rand(4))
 	}
@@ -113,10 +114,7 @@ func Submit(l layout.Layout, r Request, now time.Time) (string, error) {
 	if err := r.Validate(); err != nil {
 		return "", err
 	}
-	if err := layout.EnsureDir(l.KingControlDir()); err != nil {
-		return "", err
-	}
-	if err := atomicfile.WriteJSON(filepath.Join(l.KingControlDir(), r.ID+".json"), r); err != nil {
+	if err := kv.PutJSON(ctx, s, kv.NSControl, r.ID, r); err != nil {
 		return "", fmt.Errorf("submit control request: %w", err)
 	}
 	return r.ID, nil
@@ -125,20 +123,19 @@ func Submit(l layout.Layout, r Request, now time.Time) (string, error) {
 // WaitReply polls for the king's reply to request id until timeout, and
 // removes the reply it read. ErrNoReply: the king did not answer in time
 // (the request stays queued; the king acts on it when it runs).
-func WaitReply(ctx context.Context, l layout.Layout, id string, timeout time.Duration) (*Reply, error) {
-	path := filepath.Join(l.KingControlReplies(), id+".json")
+func WaitReply(ctx context.Context, s kv.KV, id string, timeout time.Duration) (*Reply, error) {
 	deadline := time.Now().Add(timeout)
 	for {
-		b, err := os.ReadFile(path)
+		b, err := s.Get(ctx, kv.NSReplies, id)
 		if err == nil {
 			var r Reply
 			if err := json.Unmarshal(b, &r); err != nil {
-				return nil, fmt.Errorf("reply %s: %w", path, err)
+				return nil, fmt.Errorf("reply %s: %w", id, err)
 			}
-			os.Remove(path)
+			s.Delete(ctx, kv.NSReplies, id)
 			return &r, nil
 		}
-		if !errors.Is(err, fs.ErrNotExist) {
+		if !errors.Is(err, kv.ErrNotFound) {
 			return nil, err
 		}
 		if time.Now().After(deadline) {
@@ -155,61 +152,143 @@ func WaitReply(ctx context.Context, l layout.Layout, id string, timeout time.Dur
 // ErrNoReply means the king did not answer a request in time.
 var ErrNoReply = errors.New("no answer from the king (is it running? see `start status`); the request stays queued")
 
+// Queued is one request as filed: the key it is filed under (its id, if it
+// is well formed) and its bytes, which the king validates.
+type Queued struct {
+	Key  string
+	Data []byte
+}
+
+// Requests lists the queued requests, oldest first (ids sort by their
+// unix-nano stamp).
+func Requests(ctx context.Context, s kv.KV) ([]Queued, error) {
+	m, err := s.List(ctx, kv.NSControl)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Queued, 0, len(m))
+	for k, b := range m {
+		out = append(out, Queued{Key: k, Data: b})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out, nil
+}
+
+// Answer files the king's reply to the request filed under key, then
+// removes the request: a crash between the two acts on it again, which is
+// harmless (package king). A reply whose id is not safe is not filed.
+func Answer(ctx context.Context, s kv.KV, key string, rep Reply) error {
+	if ids.Valid(rep.ID) {
+		if err := kv.PutJSON(ctx, s, kv.NSReplies, rep.ID, rep); err != nil {
+			return fmt.Errorf("reply to control request %s: %w", rep.ID, err)
+		}
+	}
+	return s.Delete(ctx, kv.NSControl, key)
+}
+
+// PruneReplies removes the replies answered before cutoff (nobody waited
+// for them) and any that do not decode.
+func PruneReplies(ctx context.Context, s kv.KV, cutoff time.Time) error {
+	m, err := s.List(ctx, kv.NSReplies)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for id, b := range m {
+		var r Reply
+		if json.Unmarshal(b, &r) == nil {
+			if at, err := schema.ParseTime(r.At); err == nil && !at.Before(cutoff) {
+				continue
+			}
+		}
+		if err := s.Delete(ctx, kv.NSReplies, id); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // ReadPause returns the pause state, or nil when the kingdom is not paused.
-// An unreadable file counts as paused (since unknown): a pause must never be
-// lifted by accident.
-func ReadPause(l layout.Layout) (*Pause, error) {
-	b, err := os.ReadFile(l.KingPaused())
-	if errors.Is(err, fs.ErrNotExist) {
+// An unreadable value counts as paused (since unknown): a pause must never
+// be lifted by accident.
+func ReadPause(ctx context.Context, s kv.KV) (*Pause, error) {
+	var p Pause
+	err := kv.GetJSON(ctx, s, kv.NSPauses, kv.KeyKingdom, &p)
+	if errors.Is(err, kv.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
 		return &Pause{}, err
 	}
-	var p Pause
-	if err := json.Unmarshal(b, &p); err != nil {
-		return &Pause{}, fmt.Errorf("decode %s: %w", l.KingPaused(), err)
-	}
 	return &p, nil
 }
 
 // Paused reports whether the kingdom is paused.
-func Paused(l layout.Layout) bool {
-	p, _ := ReadPause(l)
+func Paused(ctx context.Context, s kv.KV) bool {
+	p, _ := ReadPause(ctx, s)
 	return p != nil
 }
 
+// WritePause records the kingdom's pause (the king's alone).
+func WritePause(ctx context.Context, s kv.KV, p Pause) error {
+	if err := kv.PutJSON(ctx, s, kv.NSPauses, kv.KeyKingdom, p); err != nil {
+		return fmt.Errorf("write pause state: %w", err)
+	}
+	return nil
+}
+
+// LiftPause removes the kingdom's pause and reports whether there was one.
+func LiftPause(ctx context.Context, s kv.KV) (bool, error) {
+	var was bool
+	err := s.Update(ctx, kv.NSPauses, kv.KeyKingdom, func(old []byte) ([]byte, error) {
+		was = old != nil
+		return nil, nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("remove pause state: %w", err)
+	}
+	return was, nil
+}
+
 // ReadCancelled returns the cancel record of a task, or nil.
-func ReadCancelled(l layout.Layout, task string) *Cancelled {
+func ReadCancelled(ctx context.Context, s kv.KV, task string) *Cancelled {
 	if !ids.Valid(task) {
 		return nil
 	}
-	b, err := os.ReadFile(l.KingCancelled(task))
-	if err != nil {
-		return nil
-	}
 	var c Cancelled
-	if json.Unmarshal(b, &c) != nil {
+	if kv.GetJSON(ctx, s, kv.NSCancelled, task, &c) != nil {
 		return nil
 	}
 	return &c
 }
 
-// Requests lists the queued request files, oldest first (names sort by
-// their unix-nano stamp).
-func Requests(l layout.Layout) ([]string, error) {
-	ents, err := os.ReadDir(l.KingControlDir())
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+// WriteCancelled records (or rewrites) the cancel record of rec.TaskID.
+func WriteCancelled(ctx context.Context, s kv.KV, rec Cancelled) error {
+	if err := ids.Check(rec.TaskID); err != nil {
+		return fmt.Errorf("cancel record: %w", err)
 	}
+	if err := kv.PutJSON(ctx, s, kv.NSCancelled, rec.TaskID, rec); err != nil {
+		return fmt.Errorf("write cancel record of %s: %w", rec.TaskID, err)
+	}
+	return nil
+}
+
+// DropCancelled removes the cancel record of a task (none is no error).
+func DropCancelled(ctx context.Context, s kv.KV, task string) error {
+	return s.Delete(ctx, kv.NSCancelled, task)
+}
+
+// CancelledTasks returns every readable cancel record by task id.
+func CancelledTasks(ctx context.Context, s kv.KV) (map[string]*Cancelled, error) {
+	m, err := s.List(ctx, kv.NSCancelled)
 	if err != nil {
 		return nil, err
 	}
-	var out []string
-	for _, e := range ents {
-		n := e.Name()
-		if e.Type().IsRegular() && strings.HasSuffix(n, ".json") && !strings.HasPrefix(n, ".") {
-			out = append(out, filepath.Join(l.KingControlDir(), n))
+	out := make(map[string]*Cancelled, len(m))
+	for task, b := range m {
+		var c Cancelled
+		if json.Unmarshal(b, &c) == nil {
+			out[task] = &c
 		}
 	}
 	return out, nil

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 )
 
@@ -29,7 +30,7 @@ func TestRequest_EngineOnlyOnResume(t *testing.T) {
 		}
 	}
 	l := layout.New(t.TempDir())
-	id, err := Submit(l, Request{Action: ActionResume, Engine: "codex", By: "alice"}, time.Unix(1, 0))
+	id, err := Submit(t.Context(), kv.Files(l), Request{Action: ActionResume, Engine: "codex", By: "alice"}, time.Unix(1, 0))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/enginepause"
 	"github.com/kingdom-dev/kingdom/pkg/health"
 	"github.com/kingdom-dev/kingdom/pkg/ids"
+	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/redact"
@@ -404,7 +405,7 @@ func clip(s string, n int) string {
 // there, an unreadable file counts as paused: a pause is never shown lifted
 // by accident.
 func readPause(l layout.Layout) PauseInfo {
-	p, err := control.ReadPause(l)
+	p, err := control.ReadPause(context.Background(), kv.Files(l))
 	switch {
 	case p == nil:
 		return PauseInfo{State: "running"}
@@ -426,7 +427,7 @@ func readPause(l layout.Layout) PauseInfo {
 // pkg/enginepause; missing means no engine is paused.
 func readEnginePause(l layout.Layout, now time.Time) []EnginePauseInfo {
 	out := []EnginePauseInfo{}
-	f, _ := enginepause.Load(l.EnginePause())
+	f, _ := enginepause.Load(context.Background(), kv.Files(l))
 	for _, eng := range f.Engines() {
 		p := f[eng]
 		_, active := f.Active(eng, now)

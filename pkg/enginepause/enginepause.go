@@ -1,24 +1,24 @@
-// Package enginepause is state/king/engine-pause.json (SPEC §10.8): the
-// engines paused by a usage limit and until when. The king writes it when a
+// Package enginepause is the engines paused by a usage limit and until
+// when (SPEC §10.8): one document, kv.NSPauses/kv.KeyEngines (in file mode
+// state/king/engine-pause.json). The king writes it when a
 // result says UsageLimited; the king's admission, the generals (which hold
 // back their pending tasks of a paused engine), the chamberlain and
 // `start status` read it.
 //
-//	p, err := enginepause.Load(l.EnginePause())
+//	p, err := enginepause.Load(ctx, kv.Files(l))
 //	if until, ok := p.Active(engine, now); ok { /* wait until `until` */ }
 package enginepause
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"sort"
 	"time"
 
-	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/doc"
+	"github.com/kingdom-dev/kingdom/pkg/kv"
 )
 
 // Pause is one engine's pause.
@@ -58,24 +58,24 @@ func Clamp(until, now time.Time) time.Time {
 // maxFile bounds the read; the document holds one entry per engine.
 const maxFile = 1 << 20
 
-// Load reads the pause file; a missing file means no pause. A corrupt file
+// Load reads the pauses; none recorded means no pause. A corrupt document
 // is reported with an empty result (nothing is paused by garbage). A pause
 // longer than MaxPause from its start (written before the cap, or by hand)
 // is read as ending at the cap, so every reader lifts it at the same time.
-func Load(path string) (File, error) {
+func Load(ctx context.Context, s kv.KV) (File, error) {
 	f := File{}
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	b, err := s.Get(ctx, kv.NSPauses, kv.KeyEngines)
+	if errors.Is(err, kv.ErrNotFound) {
 		return f, nil
 	}
 	if err != nil {
-		return f, fmt.Errorf("read engine pauses %s: %w", path, err)
+		return f, fmt.Errorf("read engine pauses: %w", err)
 	}
 	if len(b) > maxFile {
-		return f, fmt.Errorf("read engine pauses %s: %d bytes, over the limit", path, len(b))
+		return f, fmt.Errorf("read engine pauses: %d bytes, over the limit", len(b))
 	}
 	if err := json.Unmarshal(b, &f); err != nil {
-		return File{}, fmt.Errorf("decode engine pauses %s: %w", path, err)
+		return File{}, fmt.Errorf("decode engine pauses: %w", err)
 	}
 	if f == nil {
 		f = File{}
@@ -93,8 +93,13 @@ func Load(path string) (File, error) {
 	return f, nil
 }
 
-// Save writes the file (0600, write-then-rename).
-func Save(path string, f File) error { return atomicfile.WriteJSON(path, f) }
+// Save writes the pauses (in file mode 0600, write-then-rename).
+func Save(ctx context.Context, s kv.KV, f File) error {
+	if err := kv.PutJSON(ctx, s, kv.NSPauses, kv.KeyEngines, f); err != nil {
+		return fmt.Errorf("write engine pauses: %w", err)
+	}
+	return nil
+}
 
 // Active reports whether engine is paused at now, and until when.
 func (f File) Active(engine string, now time.Time) (time.Time, bool) {

@@ -2,27 +2,30 @@ package enginepause
 
 import (
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/kv"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
 )
 
 func TestPauseFile_ActiveUntilItsEnd(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "engine-pause.json")
-	f, err := Load(p)
+	l := layout.New(t.TempDir())
+	p, s := l.EnginePause(), kv.Files(l)
+	f, err := Load(t.Context(), s)
 	if err != nil || len(f) != 0 {
 		t.Fatalf("missing file: %v %v", f, err)
 	}
 	now := time.Date(2026, 11, 24, 20, 0, 0, 0, time.UTC)
 	f["claude"] = Pause{Until: "2026-11-24T21:00:00Z", Reason: "limit"}
 	f["codex"] = Pause{Until: "2026-11-24T19:00:00Z", Reason: "old"}
-	if err := Save(p, f); err != nil {
+	if err := Save(t.Context(), s, f); err != nil {
 		t.Fatal(err)
 	}
 	if st, _ := os.Stat(p); st.Mode().Perm() != 0o600 {
 		t.Errorf("mode %v, want 0600", st.Mode().Perm())
 	}
-	g, err := Load(p)
+	g, err := Load(t.Context(), s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +45,7 @@ func TestPauseFile_ActiveUntilItsEnd(t *testing.T) {
 		t.Errorf("engines %v", e)
 	}
 	os.WriteFile(p, []byte("{not json"), 0o600)
-	if g, err := Load(p); err == nil || len(g) != 0 {
+	if g, err := Load(t.Context(), s); err == nil || len(g) != 0 {
 		t.Errorf("a corrupt file: %v %v, want an error and no pause", g, err)
 	}
 }
@@ -65,16 +68,16 @@ func TestClamp_BoundsAResetToTheCap(t *testing.T) {
 // A pause recorded beyond the cap (before the cap existed, or by hand) is
 // read as ending at the cap after its start, by every reader.
 func TestLoad_PauseBeyondTheCapEndsAtTheCap(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "engine-pause.json")
+	s := kv.Files(layout.New(t.TempDir()))
 	since := time.Date(2026, 11, 24, 20, 0, 0, 0, time.UTC)
 	f := File{
 		"codex":  {Until: "2099-01-01T00:00:00Z", Since: "2026-11-24T20:00:00Z", Reason: "limit"},
 		"claude": {Until: "2026-11-25T20:00:00Z", Since: "2026-11-24T20:00:00Z", Reason: "limit"},
 	}
-	if err := Save(p, f); err != nil {
+	if err := Save(t.Context(), s, f); err != nil {
 		t.Fatal(err)
 	}
-	g, err := Load(p)
+	g, err := Load(t.Context(), s)
 	if err != nil {
 		t.Fatal(err)
 	}

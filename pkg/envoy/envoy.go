@@ -34,6 +34,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/clock"
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
+	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/runner"
@@ -42,6 +43,10 @@ import (
 // Options builds an Envoy.
 type Options struct {
 	Layout layout.Layout
+	// KV holds the envoy's documents (mappings, awaited questions,
+	// conversations, deliveries); nil: the files under Layout (kv.Files).
+	// The delivery journal is always a file of Layout.
+	KV     kv.KV
 	Config *config.Envoy
 	Log    *slog.Logger
 	Events *eventlog.Emitter
@@ -113,6 +118,9 @@ func New(o Options) (*Envoy, error) {
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
 	}
+	if o.KV == nil {
+		o.KV = kv.Files(o.Layout)
+	}
 	if o.Stdout == nil {
 		o.Stdout = os.Stdout
 	}
@@ -128,7 +136,7 @@ func New(o Options) (*Envoy, error) {
 	e := &Envoy{
 		l: o.Layout, log: o.Log, em: o.Events, clock: o.Clock, sleep: o.Sleep,
 		messages:     queue.New(o.Layout, layout.QMessages, o.Events),
-		st:           newStore(o.Layout, o.Log),
+		st:           newStore(o.Layout, o.KV, o.Log),
 		cfgPath:      o.ConfigPath,
 		appToken:     o.AppToken,
 		pingInterval: o.PingInterval,

@@ -2,19 +2,17 @@ package envoy
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
-	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
+	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
@@ -105,6 +103,7 @@ func (s *State) liveConversation(channel, threadTS string, now time.Time) (Conve
 type store struct {
 	mu    sync.Mutex
 	l     layout.Layout
+	kv    kv.KV // the documents (kv.NSEnvoy); the journal is a file of l
 	log   *slog.Logger
 	files []stateFile
 
@@ -117,43 +116,45 @@ type store struct {
 	replay func(*State, []journalEntry)
 }
 
+// stateFile is one document: its key in kv.NSEnvoy (in file mode its file
+// name under state/envoy/) and the part of State it holds.
 type stateFile struct {
-	path string
-	get  func(*State) any
+	key string
+	get func(*State) any
 }
 
-func newStore(l layout.Layout, log *slog.Logger) *store {
-	return &store{l: l, log: log, files: []stateFile{
-		{l.EnvoyThreadMappings(), func(s *State) any { return &s.Mappings }},
-		{l.EnvoyAwaiting(), func(s *State) any { return &s.Awaiting }},
-		{l.EnvoyConversations(), func(s *State) any { return &s.Conversations }},
-		{deliveriesPath(l), func(s *State) any { return &s.Deliveries }},
+func newStore(l layout.Layout, s kv.KV, log *slog.Logger) *store {
+	return &store{l: l, kv: s, log: log, files: []stateFile{
+		{kv.KeyMappings, func(s *State) any { return &s.Mappings }},
+		{kv.KeyAwaiting, func(s *State) any { return &s.Awaiting }},
+		{kv.KeyConversations, func(s *State) any { return &s.Conversations }},
+		{kv.KeyDeliveries, func(s *State) any { return &s.Deliveries }},
 	}}
 }
 
-func deliveriesPath(l layout.Layout) string {
-	return filepath.Join(l.RoleStateDir(layout.RoleEnvoy), "deliveries.json")
-}
-
 func (st *store) load() (*State, [][]byte, error) {
+	ctx := context.Background()
 	s := &State{}
 	raw := make([][]byte, len(st.files))
 	for i, f := range st.files {
-		b, err := queue.ReadLimited(f.path, 16<<20)
-		if errors.Is(err, fs.ErrNotExist) {
+		b, err := st.kv.Get(ctx, kv.NSEnvoy, f.key)
+		if errors.Is(err, kv.ErrNotFound) {
 			continue
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("load %s: %w", f.path, err)
+			return nil, nil, fmt.Errorf("load envoy %s: %w", f.key, err)
 		}
 		if err := json.Unmarshal(b, f.get(s)); err != nil {
-			// A corrupt state file must not stop the envoy forever: keep it
+			// A corrupt document must not stop the envoy forever: keep it
 			// aside for the operator and start that part afresh.
-			aside := fmt.Sprintf("%s.corrupt-%d", f.path, time.Now().Unix())
-			if rerr := os.Rename(f.path, aside); rerr != nil {
-				return nil, nil, fmt.Errorf("load %s: %w", f.path, err)
+			aside := fmt.Sprintf("%s.corrupt-%d", f.key, time.Now().Unix())
+			if perr := st.kv.Put(ctx, kv.NSEnvoy, aside, b); perr != nil {
+				return nil, nil, fmt.Errorf("load envoy %s: %w", f.key, err)
 			}
-			st.log.Error("corrupt envoy state file moved aside", "path", f.path, "moved_to", aside, "err", err)
+			if derr := st.kv.Delete(ctx, kv.NSEnvoy, f.key); derr != nil {
+				return nil, nil, fmt.Errorf("load envoy %s: %w", f.key, derr)
+			}
+			st.log.Error("corrupt envoy state moved aside", "key", f.key, "moved_to", aside, "err", err)
 			continue
 		}
 		raw[i] = b
@@ -225,37 +226,34 @@ func (st *store) update(fn func(*State) error) error {
 	return st.writeChanged(s, raw)
 }
 
-// writeChanged writes (atomically, 0600) every file whose content changed,
-// with one group commit (one directory sync), then empties the delivery
-// journal: the files now hold all it recorded.
+// writeChanged writes every document whose content changed, at once (file
+// mode: atomically, 0600, one group commit; a store: one transaction),
+// then empties the delivery journal: the documents now hold all it
+// recorded.
 func (st *store) writeChanged(s *State, raw [][]byte) error {
-	var g atomicfile.Group
 	var changed []int
 	var data [][]byte
+	vs := map[string][]byte{}
 	for i, f := range st.files {
-		b, err := json.MarshalIndent(f.get(s), "", "  ")
+		b, err := kv.EncodeJSON(f.get(s))
 		if err != nil {
-			g.Abort()
-			return fmt.Errorf("encode %s: %w", f.path, err)
+			return fmt.Errorf("encode envoy %s: %w", f.key, err)
 		}
-		b = append(b, '\n')
 		if raw[i] == nil && bytes.Equal(b, []byte("{}\n")) {
 			continue
 		}
 		if bytes.Equal(b, raw[i]) {
 			continue
 		}
-		if _, err := g.Write(f.path, b, 0o600, false); err != nil {
-			g.Abort()
-			st.cached = nil // memory ran ahead of the disk: reload next time
-			return err
-		}
+		vs[f.key] = b
 		changed = append(changed, i)
 		data = append(data, b)
 	}
-	if err := g.Commit(); err != nil {
-		st.cached = nil
-		return err
+	if len(vs) > 0 {
+		if err := st.kv.PutAll(context.Background(), kv.NSEnvoy, vs); err != nil {
+			st.cached = nil // memory ran ahead of the documents: reload next time
+			return err
+		}
 	}
 	for j, i := range changed {
 		raw[i] = data[j]

@@ -25,6 +25,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
+	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/runner"
@@ -201,7 +202,7 @@ func (g *General) slots() int {
 }
 
 func (g *General) claim(ctx context.Context) error {
-	if g.slots() <= 0 || control.Paused(g.o.Layout) {
+	if g.slots() <= 0 || control.Paused(context.Background(), kv.Files(g.o.Layout)) {
 		return nil // paused by the operator: no new soldier (SPEC §10.11)
 	}
 	// Every tick lists the whole of pending/ (level-triggered, no memory of

@@ -1,9 +1,11 @@
 package general
 
 import (
+	"context"
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/enginepause"
+	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
@@ -12,7 +14,7 @@ import (
 // engine starts until it ends, including tasks already in pending/). An
 // unreadable pause file pauses nothing.
 func (g *General) enginePaused(now time.Time) bool {
-	pf, err := enginepause.Load(g.o.Layout.EnginePause())
+	pf, err := enginepause.Load(context.Background(), kv.Files(g.o.Layout))
 	if err != nil {
 		g.log.Warn("engine pauses unreadable", "err", err)
 		return false

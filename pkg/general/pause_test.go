@@ -9,6 +9,7 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/clock"
 	"github.com/kingdom-dev/kingdom/pkg/enginepause"
+	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
@@ -23,7 +24,7 @@ func TestGeneral_PendingTasksWaitForTheirEnginesPause(t *testing.T) {
 	e.start()
 	pause := func(engine string, until time.Time) {
 		t.Helper()
-		if err := enginepause.Save(e.l.EnginePause(), enginepause.File{engine: {Until: schema.FormatTime(until), Reason: "limit"}}); err != nil {
+		if err := enginepause.Save(t.Context(), kv.Files(e.l), enginepause.File{engine: {Until: schema.FormatTime(until), Reason: "limit"}}); err != nil {
 			t.Fatal(err)
 		}
 	}

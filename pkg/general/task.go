@@ -12,6 +12,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/ids"
+	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/proctree"
 	"github.com/kingdom-dev/kingdom/pkg/redact"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
@@ -110,7 +111,7 @@ func (g *General) runTask(ctx context.Context, t *schema.Task) {
 // cancelled reports whether the operator cancelled this attempt of t (the
 // king's record in state/king/cancelled/, §10.11).
 func (g *General) cancelled(t *schema.Task) bool {
-	rec := control.ReadCancelled(g.o.Layout, t.ID)
+	rec := control.ReadCancelled(context.Background(), kv.Files(g.o.Layout), t.ID)
 	return rec != nil && rec.RetryCount == t.RetryCount
 }
 

@@ -365,7 +365,7 @@ func (k *King) moneyGate() *moneyGate {
 			k.log.Warn("budget thresholds", "err", err)
 		}
 	}
-	p, err := enginepause.Load(k.l.EnginePause())
+	p, err := enginepause.Load(k.ctx(), k.kv)
 	if err != nil {
 		k.log.Warn("engine pauses unreadable", "err", err)
 	}

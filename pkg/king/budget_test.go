@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/enginepause"
+	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/spend"
@@ -219,7 +220,7 @@ func TestKing_UsageLimitPausesTheEngineNotTheTask(t *testing.T) {
 		eq(t, "not_before at the reset", tk.NotBefore, schema.FormatTime(reset))
 		f.claim(task1)
 	}
-	pf, err := enginepause.Load(f.l.EnginePause())
+	pf, err := enginepause.Load(t.Context(), kv.Files(f.l))
 	if err != nil {
 		t.Fatal(err)
 	}

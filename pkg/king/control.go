@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
+	"maps"
 	"os"
-	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -41,12 +41,12 @@ const (
 // or a race left alive is killed on a later tick).
 func (k *King) processControl() error {
 	var errs []error
-	paths, err := control.Requests(k.l)
+	reqs, err := control.Requests(k.ctx(), k.kv)
 	if err != nil {
 		errs = append(errs, err)
 	}
-	for _, p := range paths {
-		if err := k.handleControl(p); err != nil {
+	for _, q := range reqs {
+		if err := k.handleControl(q); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -59,9 +59,9 @@ func (k *King) processControl() error {
 
 // applyPause makes admission refuse every task while paused.
 func (k *King) applyPause(adm *admission) {
-	p, err := control.ReadPause(k.l)
+	p, err := control.ReadPause(k.ctx(), k.kv)
 	if err != nil {
-		k.log.Warn("paused.json unreadable; staying paused", "err", err)
+		k.log.Warn("pause state unreadable; staying paused", "err", err)
 	}
 	if p != nil {
 		adm.paused = &hold{reason: waits.Pause,
@@ -70,42 +70,25 @@ func (k *King) applyPause(adm *admission) {
 	}
 }
 
-func (k *King) handleControl(path string) error {
-	b, err := queue.ReadLimited(path, queue.DefaultMaxSize)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
+func (k *King) handleControl(q control.Queued) error {
 	var req control.Request
-	if err == nil {
-		err = json.Unmarshal(b, &req)
-	}
+	err := json.Unmarshal(q.Data, &req)
 	if err == nil {
 		err = req.Validate()
 	}
-	stem := strings.TrimSuffix(filepath.Base(path), ".json")
+	stem := q.Key
 	if err == nil && req.ID != stem {
 		err = fmt.Errorf("id %q does not match the file name", req.ID)
 	}
 	var rep control.Reply
 	if err != nil {
 		rep = control.Reply{ID: stem, OK: false, Message: "request refused: " + err.Error()}
-		k.log.Warn("control request refused", "file", path, "err", err)
+		k.log.Warn("control request refused", "request", stem, "err", err)
 	} else {
 		rep = k.act(&req)
 	}
 	rep.At = schema.FormatTime(k.now())
-	if ids.Valid(rep.ID) {
-		if err := layout.EnsureDir(k.l.KingControlReplies()); err != nil {
-			return err
-		}
-		if err := atomicfile.WriteJSON(filepath.Join(k.l.KingControlReplies(), rep.ID+".json"), rep); err != nil {
-			return fmt.Errorf("reply to control request %s: %w", rep.ID, err)
-		}
-	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	return nil
+	return control.Answer(k.ctx(), k.kv, q.Key, rep)
 }
 
 // act carries out one valid request.
@@ -131,12 +114,12 @@ func (k *King) act(req *control.Request) control.Reply {
 }
 
 func (k *King) pause(by string) (string, error) {
-	if p, _ := control.ReadPause(k.l); p != nil && p.Since != "" {
+	if p, _ := control.ReadPause(k.ctx(), k.kv); p != nil && p.Since != "" {
 		return "already paused since " + p.Since + " by " + p.By, nil
 	}
 	p := control.Pause{Since: schema.FormatTime(k.now()), By: by}
-	if err := atomicfile.WriteJSON(k.l.KingPaused(), p); err != nil {
-		return "", fmt.Errorf("write pause state: %w", err)
+	if err := control.WritePause(k.ctx(), k.kv, p); err != nil {
+		return "", err
 	}
 	k.em.Emit("system.paused", map[string]any{"by": by, "since": p.Since})
 	return "paused: no new task is admitted, schedules are held, running soldiers finish", nil
@@ -147,13 +130,13 @@ func (k *King) pause(by string) (string, error) {
 func (k *King) resume(by, engine string) (string, error) {
 	var done []string
 	if engine == "" {
-		err := os.Remove(k.l.KingPaused())
-		switch {
-		case err == nil:
+		was, err := control.LiftPause(k.ctx(), k.kv)
+		if err != nil {
+			return "", err
+		}
+		if was {
 			k.em.Emit("system.resumed", map[string]any{"by": by})
 			done = append(done, "resumed")
-		case !errors.Is(err, fs.ErrNotExist):
-			return "", fmt.Errorf("remove pause state: %w", err)
 		}
 	}
 	lifted, err := k.liftEnginePauses(by, engine)
@@ -178,7 +161,7 @@ func (k *King) resume(by, engine string) (string, error) {
 // reset misread); a limit still in force just pauses the engine again.
 func (k *King) liftEnginePauses(by, engine string) ([]string, error) {
 	now := k.now()
-	pf, err := enginepause.Load(k.l.EnginePause())
+	pf, err := enginepause.Load(k.ctx(), k.kv)
 	if err != nil {
 		return nil, fmt.Errorf("read engine pauses: %w", err)
 	}
@@ -199,7 +182,7 @@ func (k *King) liftEnginePauses(by, engine string) ([]string, error) {
 	if len(was) == 0 {
 		return nil, nil
 	}
-	if err := enginepause.Save(k.l.EnginePause(), pf); err != nil {
+	if err := enginepause.Save(k.ctx(), k.kv, pf); err != nil {
 		return nil, fmt.Errorf("record the lifted engine pauses: %w", err)
 	}
 	for _, e := range order {
@@ -269,11 +252,8 @@ func (k *King) cancel(id, by string) (string, error) {
 		}
 	}
 	rec := control.Cancelled{TaskID: id, RetryCount: t.RetryCount, Was: st, By: by, At: schema.FormatTime(k.now())}
-	if err := layout.EnsureDir(k.l.KingCancelledDir()); err != nil {
-		return "", err
-	}
 	if st == layout.Pending {
-		if err := atomicfile.WriteJSON(k.l.KingCancelled(id), rec); err != nil {
+		if err := control.WriteCancelled(k.ctx(), k.kv, rec); err != nil {
 			return "", err
 		}
 		// The king takes the task over; a general claiming it at this very
@@ -300,7 +280,7 @@ func (k *King) cancel(id, by string) (string, error) {
 		return "", fmt.Errorf("task %s already finished (%s); nothing to cancel", id, outcome)
 	}
 	rec.SoldierID = k.soldierOf(id)
-	if err := atomicfile.WriteJSON(k.l.KingCancelled(id), rec); err != nil {
+	if err := control.WriteCancelled(k.ctx(), k.kv, rec); err != nil {
 		return "", err
 	}
 	if final {
@@ -434,7 +414,7 @@ func failedOutcome(status string) bool {
 // dropCancel removes a task's cancel record: the task ended otherwise, and
 // its records must not say Cancelled.
 func (k *King) dropCancel(task string) {
-	if err := os.Remove(k.l.KingCancelled(task)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := control.DropCancelled(k.ctx(), k.kv, task); err != nil {
 		k.log.Warn("remove a cancel record that lost the race", "task", task, "err", err)
 	}
 }
@@ -443,20 +423,13 @@ func (k *King) dropCancel(task string) {
 // soldier must be gone and its Cancelled raw result present. Records of
 // finished tasks are removed.
 func (k *King) enforceCancels() error {
-	ents, err := os.ReadDir(k.l.KingCancelledDir())
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
+	recs, err := control.CancelledTasks(k.ctx(), k.kv)
 	if err != nil {
 		return err
 	}
-	for _, e := range ents {
-		task, ok := strings.CutSuffix(e.Name(), ".json")
-		if !ok || strings.HasPrefix(e.Name(), ".") || !taskIDRE.MatchString(task) {
-			continue
-		}
-		rec := control.ReadCancelled(k.l, task)
-		if rec == nil {
+	for _, task := range slices.Sorted(maps.Keys(recs)) {
+		rec := recs[task]
+		if !taskIDRE.MatchString(task) {
 			continue
 		}
 		st, found := k.tasks.Find(task)
@@ -464,7 +437,7 @@ func (k *King) enforceCancels() error {
 		case !found || st == layout.Completed || st == layout.Rejected:
 			// Kept for `start tasks` as long as finished tasks are listed.
 			if at, err := schema.ParseTime(rec.At); err == nil && k.now().Sub(at) > cancelRetention {
-				os.Remove(k.l.KingCancelled(task))
+				k.dropCancel(task)
 			}
 		case st == layout.Pending:
 			// A retry re-queued it before the record took effect.
@@ -501,7 +474,7 @@ func (k *King) cancelOverride(t *schema.Task, res *schema.Result) {
 	if res.ErrorReason == schema.ReasonCancelled {
 		return
 	}
-	rec := control.ReadCancelled(k.l, t.ID)
+	rec := control.ReadCancelled(k.ctx(), k.kv, t.ID)
 	if rec == nil || rec.RetryCount != t.RetryCount {
 		return
 	}
@@ -512,15 +485,8 @@ func (k *King) cancelOverride(t *schema.Task, res *schema.Result) {
 
 // pruneReplies removes replies nobody read within replyRetention.
 func (k *King) pruneReplies() {
-	ents, err := os.ReadDir(k.l.KingControlReplies())
-	if err != nil {
-		return
-	}
-	now := k.now()
-	for _, e := range ents {
-		if fi, err := e.Info(); err == nil && now.Sub(fi.ModTime()) > replyRetention {
-			os.Remove(filepath.Join(k.l.KingControlReplies(), e.Name()))
-		}
+	if err := control.PruneReplies(k.ctx(), k.kv, k.now().Add(-replyRetention)); err != nil {
+		k.log.Warn("prune control replies", "err", err)
 	}
 }
 
@@ -547,10 +513,7 @@ func (k *King) withdrawQuestion(id, by string) (string, error) {
 		return "", fmt.Errorf("task %s's question was answered: resume task %s carries it on (cancel that one)", id, r)
 	}
 	rec := control.Cancelled{TaskID: id, RetryCount: t.RetryCount, Was: schema.ResultNeedsHuman, By: by, At: schema.FormatTime(k.now())}
-	if err := layout.EnsureDir(k.l.KingCancelledDir()); err != nil {
-		return "", err
-	}
-	if err := atomicfile.WriteJSON(k.l.KingCancelled(id), rec); err != nil {
+	if err := control.WriteCancelled(k.ctx(), k.kv, rec); err != nil {
 		return "", err
 	}
 	res := cancelledResult(&t, by, "")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/control"
+	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/proctree"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
@@ -21,14 +22,14 @@ import (
 // request submits a control request and runs the tick that answers it.
 func (f *fixture) request(r control.Request) *control.Reply {
 	f.t.Helper()
-	id, err := control.Submit(f.l, r, f.clk.Now())
+	id, err := control.Submit(f.t.Context(), kv.Files(f.l), r, f.clk.Now())
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	f.tick()
 	ctx, cancel := context.WithTimeout(f.t.Context(), time.Second)
 	defer cancel()
-	rep, err := control.WaitReply(ctx, f.l, id, 0)
+	rep, err := control.WaitReply(ctx, kv.Files(f.l), id, 0)
 	if err != nil {
 		f.t.Fatalf("no reply to %s: %v", r.Action, err)
 	}
@@ -44,7 +45,7 @@ func TestControl_PauseHoldsEventsAndSchedulesResumeAdmits(t *testing.T) {
 	if !rep.OK || !strings.Contains(rep.Message, "paused") {
 		t.Fatalf("pause reply %+v", rep)
 	}
-	p, err := control.ReadPause(f.l)
+	p, err := control.ReadPause(t.Context(), kv.Files(f.l))
 	if err != nil || p == nil || p.By != "alice@host" || p.Since != schema.FormatTime(t0) {
 		t.Fatalf("paused.json = %+v, %v", p, err)
 	}
@@ -64,7 +65,7 @@ func TestControl_PauseHoldsEventsAndSchedulesResumeAdmits(t *testing.T) {
 	if rep := f.request(control.Request{Action: control.ActionResume, By: "alice@host"}); !rep.OK || rep.Message != "resumed" {
 		t.Fatalf("resume reply %+v", rep)
 	}
-	if control.Paused(f.l) {
+	if control.Paused(t.Context(), kv.Files(f.l)) {
 		t.Fatal("still paused after resume")
 	}
 	f.tick()
@@ -97,7 +98,7 @@ func TestControl_CancelPendingTaskIsFailedCancelledAtOnce(t *testing.T) {
 	if len(failed) != 1 || data(failed[0])["error_reason"] != schema.ReasonCancelled || data(failed[0])["terminal"] != true {
 		t.Fatalf("task.failed = %+v", failed)
 	}
-	if rec := control.ReadCancelled(f.l, task1); rec == nil || rec.Was != layout.Pending {
+	if rec := control.ReadCancelled(t.Context(), kv.Files(f.l), task1); rec == nil || rec.Was != layout.Pending {
 		t.Fatalf("cancel record %+v", rec)
 	}
 	// The slot is free: the next event is dispatched (max_soldiers 1).
@@ -113,7 +114,7 @@ func TestControl_CancelPendingTaskIsFailedCancelledAtOnce(t *testing.T) {
 	}
 	f.clk.Advance(cancelRetention + time.Hour)
 	f.tick()
-	if control.ReadCancelled(f.l, task1) != nil {
+	if control.ReadCancelled(t.Context(), kv.Files(f.l), task1) != nil {
 		t.Error("the record of a long-finished cancel was kept")
 	}
 }
@@ -191,7 +192,7 @@ func TestControl_BadRequestIsAnsweredAndRemoved(t *testing.T) {
 	if _, err := os.Stat(path); err == nil {
 		t.Fatal("bad request left in place")
 	}
-	rep, err := control.WaitReply(t.Context(), f.l, "ctl-1-bad", 0)
+	rep, err := control.WaitReply(t.Context(), kv.Files(f.l), "ctl-1-bad", 0)
 	if err != nil || rep.OK || !strings.Contains(rep.Message, "unknown action") {
 		t.Fatalf("reply %+v, %v", rep, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
@@ -127,10 +128,10 @@ func TestKing_InvalidEventRejectedWithReason(t *testing.T) {
 }
 
 func TestTaskSeq_PersistsResetsDailyAndGrowsPast999(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "task-seq")
+	l := layout.New(t.TempDir())
+	path := l.KingTaskSeq()
 	none := func(string) bool { return false }
-	s := &taskSeq{path: path}
+	s := &taskSeq{kv: kv.Files(l)}
 	day1 := time.Date(2026, 11, 21, 23, 59, 0, 0, time.UTC)
 	for i, want := range []string{"task-20261121-001", "task-20261121-002"} {
 		got, err := s.next(day1, none)
@@ -142,7 +143,7 @@ func TestTaskSeq_PersistsResetsDailyAndGrowsPast999(t *testing.T) {
 	eq(t, "task-seq file", strings.TrimSpace(string(b)), "20261121:2")
 
 	// A restart continues from the file.
-	s2 := &taskSeq{path: path}
+	s2 := &taskSeq{kv: kv.Files(l)}
 	got, _ := s2.next(day1, none)
 	eq(t, "after restart", got, "task-20261121-003")
 	// Next day resets.
@@ -150,13 +151,13 @@ func TestTaskSeq_PersistsResetsDailyAndGrowsPast999(t *testing.T) {
 	eq(t, "next day", got, "task-20261122-001")
 
 	os.WriteFile(path, []byte("20261122:999\n"), 0o600)
-	s3 := &taskSeq{path: path}
+	s3 := &taskSeq{kv: kv.Files(l)}
 	got, _ = s3.next(day1.Add(time.Minute), none)
 	eq(t, "past 999", got, "task-20261122-1000")
 
 	// A lost sequence never reuses an existing task id.
 	os.Remove(path)
-	s4 := &taskSeq{path: path}
+	s4 := &taskSeq{kv: kv.Files(l)}
 	got, _ = s4.next(day1, func(id string) bool { return id <= "task-20261121-003" })
 	eq(t, "skips existing", got, "task-20261121-004")
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/enginepause"
+	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/waits"
@@ -41,7 +42,7 @@ func TestControl_ResumeLiftsAnEnginePause(t *testing.T) {
 	if !rep.OK || rep.Message != "lifted the claude usage-limit pause (was until 13:00 UTC)" {
 		t.Fatalf("resume reply %+v", rep)
 	}
-	pf, err := enginepause.Load(f.l.EnginePause())
+	pf, err := enginepause.Load(t.Context(), kv.Files(f.l))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/clock"
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
+	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/runner"
@@ -38,6 +39,10 @@ import (
 // Options configures a King.
 type Options struct {
 	Layout layout.Layout
+	// KV holds the king's small state (pause, cancel records, control
+	// requests and replies, engine pauses, task-seq); nil: the files
+	// under Layout (kv.Files).
+	KV     kv.KV
 	Config *config.King // nil: defaults
 	Log    *slog.Logger
 	Events *eventlog.Emitter
@@ -66,6 +71,7 @@ type Options struct {
 // concurrent Ticks (the runner calls Tick from one goroutine).
 type King struct {
 	l      layout.Layout
+	kv     kv.KV
 	cfg    *config.King
 	log    *slog.Logger
 	em     *eventlog.Emitter
@@ -117,8 +123,11 @@ func New(o Options) (*King, error) {
 			return d + time.Duration(rand.Int64N(int64(d)/10+1))
 		}
 	}
+	if o.KV == nil {
+		o.KV = kv.Files(o.Layout)
+	}
 	k := &King{
-		l: o.Layout, cfg: o.Config, log: o.Log, em: o.Events, clk: o.Clock, loc: o.Location,
+		l: o.Layout, kv: o.KV, cfg: o.Config, log: o.Log, em: o.Events, clk: o.Clock, loc: o.Location,
 		jitter:      o.Jitter,
 		events:      queue.New(o.Layout, layout.QEvents, o.Events),
 		tasks:       queue.New(o.Layout, layout.QTasks, o.Events),
@@ -136,7 +145,7 @@ func New(o Options) (*King, error) {
 	if k.disk.freeBytes == nil {
 		k.disk.freeBytes = statfsFree
 	}
-	k.seq = taskSeq{path: o.Layout.KingTaskSeq()}
+	k.seq = taskSeq{kv: o.KV}
 	if len(k.petitionCmd) == 0 {
 		k.petitionCmd = []string{filepath.Join(BinDir(o.Layout), "soldier-spawn")}
 	}
@@ -150,6 +159,10 @@ func New(o Options) (*King, error) {
 	k.reloadManifests()
 	return k, nil
 }
+
+// ctx is the context of the king's small-state reads and writes (k.kv):
+// the tick's steps do not carry one, and each read or write is short.
+func (k *King) ctx() context.Context { return context.Background() }
 
 // BinDir is where sibling binaries live: $KINGDOM_BIN_DIR, else the
 // directory of this executable, else $BASE_DIR/bin.

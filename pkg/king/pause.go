@@ -73,7 +73,7 @@ func (k *King) usageLimitedForGood(t *schema.Task, res *schema.Result) error {
 // file).
 func (k *King) pauseEngine(engine string, until time.Time, reason, task string) error {
 	now := k.now()
-	pf, err := enginepause.Load(k.l.EnginePause())
+	pf, err := enginepause.Load(k.ctx(), k.kv)
 	if err != nil {
 		k.log.Warn("engine pauses unreadable; starting the file afresh", "err", err)
 		pf = enginepause.File{}
@@ -88,7 +88,7 @@ func (k *King) pauseEngine(engine string, until time.Time, reason, task string) 
 		p.Since = cur.Since
 	}
 	pf[engine] = p
-	if err := enginepause.Save(k.l.EnginePause(), pf); err != nil {
+	if err := enginepause.Save(k.ctx(), k.kv, pf); err != nil {
 		return fmt.Errorf("record the pause of engine %s: %w", engine, err)
 	}
 	if !active {

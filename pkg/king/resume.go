@@ -117,7 +117,7 @@ func (k *King) resumeFields(t *schema.Task, ev *schema.Event, rc *schema.ReplyCo
 // operator cancelled the task while it waited for the answer
 // (withdrawQuestion). "" when the question stands.
 func (k *King) withdrawn(task string) string {
-	if rec := control.ReadCancelled(k.l, task); rec != nil {
+	if rec := control.ReadCancelled(k.ctx(), k.kv, task); rec != nil {
 		return "task " + task + " was cancelled by " + firstNonEmpty(rec.By, "the operator") + "; its question is withdrawn"
 	}
 	// The record is kept a week; the task's own status says it for good (a

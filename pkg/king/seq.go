@@ -1,66 +1,58 @@
 package king
 
 import (
-	"errors"
+	"context"
 	"fmt"
-	"io/fs"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
+	"github.com/kingdom-dev/kingdom/pkg/kv"
 )
 
-// taskSeq is state/king/task-seq, "YYYYMMDD:N" with N the last number
-// issued that day (SPEC §3.2). It resets daily and survives restarts. The
-// file is read at every use: it is the only record of the sequence.
+// taskSeq is the task sequence (kv.NSSequences/kv.KeyTaskSeq; in file
+// mode state/king/task-seq), "YYYYMMDD:N" with N the last number issued
+// that day (SPEC §3.2). It resets daily and survives restarts. It is read
+// at every use: it is the only record of the sequence.
 type taskSeq struct {
-	path string
+	kv kv.KV
 }
 
-// last returns the day and number the file records; a missing file is
-// an empty sequence.
-func (s taskSeq) last() (string, int, error) {
-	b, err := os.ReadFile(s.path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", 0, nil
-	}
-	if err != nil {
-		return "", 0, fmt.Errorf("read task-seq: %w", err)
-	}
+// parseSeq returns the day and number a sequence value records; a missing
+// or damaged value is an empty sequence: a damaged sequence must not stop
+// dispatch, so the day's count restarts and next skips ids already used.
+func parseSeq(b []byte) (string, int) {
 	day, num, ok := strings.Cut(strings.TrimSpace(string(b)), ":")
 	n, err := strconv.Atoi(num)
 	if !ok || len(day) != 8 || err != nil || n < 0 {
-		// A damaged sequence must not stop dispatch: restart the day's
-		// count; next skips ids that already exist.
-		return "", 0, nil
+		return "", 0
 	}
-	return day, n, nil
+	return day, n
 }
 
-// next persists (fsync) and returns the next task id for the day of now.
-// exists reports ids already used (a lost or damaged sequence file).
+// next persists and returns the next task id for the day of now, in one
+// atomic update (two kings never issue the same number). exists reports
+// ids already used (a lost or damaged sequence).
 func (s taskSeq) next(now time.Time, exists func(string) bool) (string, error) {
-	lastDay, n, err := s.last()
-	if err != nil {
-		return "", err
-	}
 	day := now.Format("20060102")
-	if lastDay != day {
-		n = 0
-	}
 	var id string
-	for {
-		n++
-		id = fmt.Sprintf("task-%s-%03d", day, n)
-		if !exists(id) {
-			break
-		}
-	}
 	// Persist before use (SPEC §9.2): a crash after this never reissues id.
-	if err := atomicfile.WriteFile(s.path, []byte(fmt.Sprintf("%s:%d\n", day, n)), 0o600); err != nil {
-		return "", fmt.Errorf("write task-seq: %w", err)
+	err := s.kv.Update(context.Background(), kv.NSSequences, kv.KeyTaskSeq, func(old []byte) ([]byte, error) {
+		lastDay, n := parseSeq(old)
+		if lastDay != day {
+			n = 0
+		}
+		for {
+			n++
+			id = fmt.Sprintf("task-%s-%03d", day, n)
+			if !exists(id) {
+				break
+			}
+		}
+		return fmt.Appendf(nil, "%s:%d\n", day, n), nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("next task id: %w", err)
 	}
 	return id, nil
 }

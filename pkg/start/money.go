@@ -1,12 +1,14 @@
 package start
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/enginepause"
+	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/spend"
 )
@@ -36,7 +38,7 @@ func readMoney(l layout.Layout, now time.Time) *MoneyStatus {
 		m.Errs = append(m.Errs, err)
 	}
 	m.Budget = spend.Evaluate(date, d.Summary().Totals, b)
-	pf, err := enginepause.Load(l.EnginePause())
+	pf, err := enginepause.Load(context.Background(), kv.Files(l))
 	if err != nil {
 		m.Errs = append(m.Errs, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/enginepause"
+	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/spend"
@@ -30,7 +31,7 @@ func TestStatus_ShowsSpendAgainstBudgetAndEnginePauses(t *testing.T) {
 		t.Fatal(err)
 	}
 	until := now.Add(90 * time.Minute)
-	if err := enginepause.Save(l.EnginePause(), enginepause.File{
+	if err := enginepause.Save(t.Context(), kv.Files(l), enginepause.File{
 		"claude": {Until: schema.FormatTime(until), Reason: "limit"},
 		"codex":  {Until: schema.FormatTime(now.Add(-time.Minute)), Reason: "over"},
 	}); err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/clock"
 	"github.com/kingdom-dev/kingdom/pkg/enginepause"
+	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
@@ -161,7 +162,7 @@ func TestTasks_ShowEventSessionAttemptAndUsageLimitWait(t *testing.T) {
 	put(layout.Pending, "task-20261124-001", 1, schema.FormatTime(reset))
 	put(layout.InProgress, "task-20261124-002", 0, "")
 	put(layout.Pending, "task-20261124-066", 0, "")
-	if err := enginepause.Save(l.EnginePause(), enginepause.File{"codex": {Until: schema.FormatTime(reset), Reason: "usage limit"}}); err != nil {
+	if err := enginepause.Save(t.Context(), kv.Files(l), enginepause.File{"codex": {Until: schema.FormatTime(reset), Reason: "usage limit"}}); err != nil {
 		t.Fatal(err)
 	}
 	sessions.New(l).Add(sessions.Entry{ID: "soldier-20261124-002-ab12", TaskID: "task-20261124-002", General: "gen-pr", StartedAt: now})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/control"
+	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/status"
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
@@ -40,7 +41,7 @@ func ReadStatus(ctx context.Context, l layout.Layout, tc *tmux.Client, now time.
 	}
 	st := &Status{Kingdom: *k, Discarded: countDiscarded(l), Money: readMoney(l, now),
 		Waiting: readWaiting(l), Threshold: heartbeatThreshold(l), At: now}
-	st.Paused, _ = control.ReadPause(l)
+	st.Paused, _ = control.ReadPause(context.Background(), kv.Files(l))
 	return st, nil
 }
 

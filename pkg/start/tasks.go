@@ -1,6 +1,7 @@
 package start
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/control"
+	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
@@ -86,7 +88,7 @@ func ListTasks(l layout.Layout, now time.Time, window time.Duration) ([]TaskRow,
 			if c := ledger.taskCost(t.ID, created, now); c != nil {
 				r.CostUSD = c
 			}
-			if rec := control.ReadCancelled(l, t.ID); rec != nil && r.Reason == "" && finished {
+			if rec := control.ReadCancelled(context.Background(), kv.Files(l), t.ID); rec != nil && r.Reason == "" && finished {
 				r.Reason = schema.ReasonCancelled
 			}
 			rows = append(rows, r)

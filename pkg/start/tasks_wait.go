@@ -1,6 +1,7 @@
 package start
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"sort"
@@ -11,6 +12,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/enginepause"
 	"github.com/kingdom-dev/kingdom/pkg/ids"
+	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
@@ -42,7 +44,7 @@ func readTaskHolds(l layout.Layout, now time.Time) *taskHolds {
 	h := &taskHolds{l: l, engines: map[string]string{}, soldier: map[string]string{}}
 	rec, _ := waits.Read(l)
 	h.byID = rec.ByID()
-	h.pauses, _ = enginepause.Load(l.EnginePause())
+	h.pauses, _ = enginepause.Load(context.Background(), kv.Files(l))
 	if sys, err := config.LoadSystem(l.ConfigFile(config.SystemFile)); err == nil {
 		h.dflt = sys.Runtime.Engine
 		ms, _ := config.LoadManifests(l.GeneralsConfigDir())

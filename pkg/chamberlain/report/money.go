@@ -1,6 +1,7 @@
 package report
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -9,6 +10,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/enginepause"
 	"github.com/kingdom-dev/kingdom/pkg/health"
+	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
@@ -34,7 +36,7 @@ func ReadMoney(l layout.Layout, budget config.KingBudget, now time.Time) *Money 
 	d, err := spend.Load(l.SpendDay(date), date)
 	m := &Money{Spend: d.Summary(), Pauses: map[string]enginepause.Pause{}, Err: err}
 	m.Budget = spend.Evaluate(date, m.Spend.Totals, budget)
-	pf, err := enginepause.Load(l.EnginePause())
+	pf, err := enginepause.Load(context.Background(), kv.Files(l))
 	m.PausesErr = err
 	for _, eng := range pf.Engines() {
 		if until, ok := pf.Active(eng, now); ok {
