@@ -1,6 +1,7 @@
 package chamberlain
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -20,6 +21,10 @@ import (
 const (
 	KindBudget = "budget"
 	KindPause  = "engine-paused"
+	// KindLedger is today's spend ledger with records that cannot be read:
+	// the day's spend is unknown, so the king admits no task while a daily
+	// budget is set, and only the operator can lift that by repairing it.
+	KindLedger = "spend-ledger"
 )
 
 // observeMoney reads the ledger and the pause file.
@@ -110,6 +115,28 @@ func (r *Role) moneyAlerts(rep *Report, now time.Time) []string {
 	return errs
 }
 
+// ledgerConditions is the alert condition of today's ledger while some of
+// its records cannot be read (keyed by its date: a new day starts a new
+// ledger, and the hold of the damaged one ends with its day).
+func (r *Role) ledgerConditions(m *report.Money) []condition {
+	n := m.Spend.Totals.Damaged
+	if n == 0 {
+		return nil
+	}
+	date := m.Budget.Date
+	path := spend.JournalPath(r.l.SpendDay(date))
+	what := fmt.Sprintf("has %d damaged line%s", n, plural(n))
+	var dmg *spend.DamageError
+	switch {
+	case errors.As(m.Err, &dmg):
+		path = dmg.Path // a torn snapshot of an earlier version names its own file
+	case m.Err != nil:
+		what = fmt.Sprintf("cannot be read (%s)", redact.Clip(m.Err.Error(), 200))
+	}
+	return []condition{{Kind: KindLedger, Key: date, Urgency: schema.UrgencyHigh,
+		Content: fmt.Sprintf("[urgent] the spend ledger of %s %s: admission holds while a daily budget is set; repair or remove the damaged lines in %s", date, what, path)}}
+}
+
 func fmtLocal(ts string) string {
 	t, err := schema.ParseTime(ts)
 	if err != nil {
@@ -119,7 +146,13 @@ func fmtLocal(ts string) string {
 }
 
 // holdsEvents reports whether admission is holding events on purpose: an
-// engine is paused by a usage limit or the daily budget is used up.
+// engine is paused by a usage limit, the daily budget is used up, or
+// today's ledger is damaged while a daily budget is set (spend.Admit).
 func holdsEvents(m *report.Money) bool {
-	return m != nil && (len(m.Pauses) > 0 || m.Budget.Exceeded)
+	if m == nil {
+		return false
+	}
+	b := m.Budget
+	damagedHold := b.Damaged > 0 && spend.Limited(spend.Budget{DailyUSD: b.DailyUSD, DailyTokens: b.DailyTokens})
+	return len(m.Pauses) > 0 || b.Exceeded || damagedHold
 }

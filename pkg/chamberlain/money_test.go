@@ -226,3 +226,103 @@ func TestMoney_EventsHeldByAPauseAreNotStale(t *testing.T) {
 		t.Fatalf("stale alerts after the pause = %d, want 1", n)
 	}
 }
+
+// damageLedger appends n lines that do not decode to today's ledger and
+// returns its path and its content before the damage.
+func (e *env) damageLedger(n int) (path string, whole []byte) {
+	e.t.Helper()
+	path = spend.JournalPath(e.l.SpendDay(spend.Date(e.clk.Now())))
+	whole, err := os.ReadFile(path)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer f.Close()
+	for range n {
+		if _, err := f.WriteString("{\"key\": \"torn\", \"cost_usd\": 0.5\n"); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	return path, whole
+}
+
+func TestMoney_DamagedLedgerAlertsUntilRepaired(t *testing.T) {
+	e := newEnv(t, time.Date(2026, 11, 21, 12, 0, 0, 0, time.Local))
+	e.cfg.Budget = spend.Budget{DailyUSD: usd(10)}
+	e.spendLedger(map[string]spend.Entry{"a#0#a": {Task: "a", General: "gen-pr", Engine: "claude", CostUSD: usd(0.5)}})
+	r := e.role(ModeDaemon)
+	e.tick(r)
+	if n := len(e.messagesOf(KindLedger)); n != 0 {
+		t.Fatalf("ledger alerts while whole = %d", n)
+	}
+
+	path, whole := e.damageLedger(3)
+	for range 3 {
+		e.clk.Advance(30 * time.Second)
+		e.tick(r)
+	}
+	ms := e.messagesOf(KindLedger)
+	if len(ms) != 1 {
+		t.Fatalf("ledger alerts while damaged = %d, want 1: %+v", len(ms), ms)
+	}
+	want := "[urgent] the spend ledger of 2026-11-21 has 3 damaged lines: admission holds while a daily budget is set; repair or remove the damaged lines in " + path
+	if ms[0].Content != want || ms[0].Urgency != schema.UrgencyHigh {
+		t.Errorf("alert = %q (%s), want %q (high)", ms[0].Content, ms[0].Urgency, want)
+	}
+
+	if err := os.WriteFile(path, whole, 0o600); err != nil { // the operator removes the damaged lines
+		t.Fatal(err)
+	}
+	for range 3 {
+		e.clk.Advance(RecoverAfter)
+		e.tick(r)
+	}
+	var recovered []string
+	for _, m := range e.messagesOf(KindRecovered) {
+		if strings.Contains(m.Content, "spend ledger of 2026-11-21") {
+			recovered = append(recovered, m.Content)
+		}
+	}
+	if len(recovered) != 1 || !strings.HasPrefix(recovered[0], "Recovered: [urgent] the spend ledger") {
+		t.Errorf("recovered notes = %q, want one", recovered)
+	}
+	if n := len(e.messagesOf(KindLedger)); n != 1 {
+		t.Errorf("ledger alerts after the repair = %d, want still 1", n)
+	}
+}
+
+// Events held because the damaged ledger stops admission under a budget
+// are waiting on purpose, like those held by a used-up budget.
+func TestMoney_EventsHeldByADamagedLedgerAreNotStale(t *testing.T) {
+	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.Local)
+	e := newEnv(t, now)
+	e.cfg.Budget = spend.Budget{DailyUSD: usd(10)}
+	e.spendLedger(map[string]spend.Entry{"a#0#a": {Task: "a", General: "gen-pr", Engine: "claude", CostUSD: usd(0.5)}})
+	_, whole := e.damageLedger(1)
+	eq := queue.New(e.l, layout.QEvents, nil)
+	id := "evt-inbox-held-1"
+	if err := eq.Put(layout.Pending, id, schema.Event{ID: id, Type: "x", Source: "inbox", Priority: "normal",
+		CreatedAt: schema.FormatTime(now), Status: "pending"}); err != nil {
+		t.Fatal(err)
+	}
+	e.emitAs("event.detected", "sentinel", map[string]any{"event_id": id, "source": "inbox", "event_type": "x"})
+	r := e.role(ModeDaemon)
+	for range 6 {
+		e.tick(r)
+		e.clk.Advance(20 * time.Minute)
+	}
+	if n := len(e.messagesOf(KindStale)); n != 0 {
+		t.Fatalf("stale alerts while the damaged ledger holds admission = %d, want 0", n)
+	}
+	// Repaired, the ledger no longer holds the event: it is stale.
+	if err := os.WriteFile(spend.JournalPath(e.l.SpendDay(spend.Date(now))), whole, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.tick(r)
+	if n := len(e.messagesOf(KindStale)); n != 1 {
+		t.Fatalf("stale alerts once repaired = %d, want 1", n)
+	}
+}

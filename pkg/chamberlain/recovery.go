@@ -44,6 +44,10 @@ func (r *Role) act(ctx context.Context, rep *Report, now time.Time) error {
 					rep.Sample.Disk, r.l.Base, r.c.Thresholds.DiskWarning)})
 		}
 	}
+	if rep.Money != nil {
+		kinds = append(kinds, KindLedger)
+		conds = append(conds, r.ledgerConditions(rep.Money)...)
+	}
 	rc, err := r.deadRoles(ctx, rep, now)
 	if err != nil {
 		errs = append(errs, err.Error())

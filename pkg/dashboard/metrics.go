@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"sync"
@@ -49,6 +50,7 @@ var (
 	descPaused    = prometheus.NewDesc(ns+"_engine_paused", "1 while an engine is paused by a usage limit.", []string{"engine"}, nil)
 	descCostToday = prometheus.NewDesc(ns+"_spend_today_usd", "Today's spend in the king's cost ledger (host-local day).", nil, nil)
 	descBudget    = prometheus.NewDesc(ns+"_budget_used_ratio", "Today's spend over the tighter daily budget of king.yaml (absent without one).", nil, nil)
+	descDamaged   = prometheus.NewDesc(ns+"_spend_ledger_damaged_lines", "Records of today's spend ledger that cannot be read (0 when whole); while a daily budget is set no task starts until it is repaired.", nil, nil)
 )
 
 func newMetrics(s *Server) *metrics {
@@ -175,7 +177,7 @@ func (m *metrics) taskFigures(data gjson.Result) {
 type gauges struct{ m *metrics }
 
 func (g gauges) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descQueue, descSoldiers, descHealth, descRoleUp, descRoleAge, descPaused, descCostToday, descBudget} {
+	for _, d := range []*prometheus.Desc{descQueue, descSoldiers, descHealth, descRoleUp, descRoleAge, descPaused, descCostToday, descBudget, descDamaged} {
 		ch <- d
 	}
 }
@@ -222,8 +224,12 @@ func (g gauges) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descPaused, prometheus.GaugeValue, v, p.Engine)
 	}
 	date := spend.Date(now)
-	if day, err := spend.Load(s.l.SpendDay(date), date); err == nil {
-		tot := day.Summary().Totals
+	day, err := spend.Load(s.l.SpendDay(date), date)
+	tot := day.Summary().Totals
+	ch <- prometheus.MustNewConstMetric(descDamaged, prometheus.GaugeValue, float64(tot.Damaged))
+	// Damaged lines leave what parses, a lower bound the gauge above
+	// qualifies; a ledger that cannot be read at all has no figure.
+	if err == nil || errors.Is(err, spend.ErrDamaged) {
 		ch <- prometheus.MustNewConstMetric(descCostToday, prometheus.GaugeValue, tot.CostUSD)
 		if spend.Limited(s.o.Budget) {
 			ch <- prometheus.MustNewConstMetric(descBudget, prometheus.GaugeValue, spend.Evaluate(date, tot, s.o.Budget).Ratio)

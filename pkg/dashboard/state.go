@@ -24,6 +24,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/spend"
 	"github.com/kingdom-dev/kingdom/pkg/status"
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
+	"github.com/kingdom-dev/kingdom/pkg/waits"
 )
 
 // State is /api/v1/state (documented in schemas/state.json). Values read
@@ -39,9 +40,13 @@ type State struct {
 	Health      HealthInfo                `json:"health"`
 	Tokens      TokensInfo                `json:"tokens"`
 	Budget      BudgetInfo                `json:"budget"`
-	Pause       PauseInfo                 `json:"pause"`
-	EnginePause []EnginePauseInfo         `json:"engine_pause"`
-	Errors      []string                  `json:"errors"`
+	Spend       SpendInfo                 `json:"spend"`
+	Waits       []WaitInfo                `json:"waits"`
+	// WaitsOmitted counts the held events and tasks past maxWaits.
+	WaitsOmitted int               `json:"waits_omitted"`
+	Pause        PauseInfo         `json:"pause"`
+	EnginePause  []EnginePauseInfo `json:"engine_pause"`
+	Errors       []string          `json:"errors"`
 }
 
 // StartInfo is the launcher.
@@ -118,6 +123,30 @@ type BudgetInfo struct {
 	Exceeded      bool     `json:"exceeded"`
 }
 
+// SpendInfo is the state of today's spend ledger (pkg/spend).
+type SpendInfo struct {
+	Date string `json:"date"`
+	// Damaged counts its records that cannot be read (0 when whole): the
+	// day's figures are then a lower bound, and while a daily budget is set
+	// the king starts no task until the ledger is repaired.
+	Damaged int `json:"damaged"`
+}
+
+// WaitInfo is one held event or task, from the king's record (pkg/waits).
+type WaitInfo struct {
+	EventID string `json:"event_id,omitempty"`
+	TaskID  string `json:"task_id,omitempty"`
+	Reason  string `json:"reason"`
+	Detail  string `json:"detail"`
+	Since   string `json:"since,omitempty"`
+	Until   string `json:"until,omitempty"`
+}
+
+// maxWaits bounds the waits a state document carries: a held backlog can
+// be thousands of events, and the page polls the document every few
+// seconds.
+const maxWaits = 100
+
 // PauseInfo is the operator's pause (SPEC §10.11).
 type PauseInfo struct {
 	State  string `json:"state"` // running | paused | unknown
@@ -155,6 +184,7 @@ func (s *Server) Snapshot(ctx context.Context) (*State, error) {
 		Soldiers:    []SoldierInfo{},
 		RecentTasks: []TaskInfo{},
 		EnginePause: []EnginePauseInfo{},
+		Waits:       []WaitInfo{},
 		Errors:      []string{},
 	}
 	var k *status.Kingdom
@@ -216,6 +246,12 @@ func (s *Server) Snapshot(ctx context.Context) (*State, error) {
 		p := bs.Ratio * 100
 		st.Budget.Percent = &p
 	}
+	st.Spend = SpendInfo{Date: date, Damaged: tot.Damaged}
+	rec, err := waits.Read(s.l)
+	if err != nil {
+		st.Errors = append(st.Errors, "waits: "+err.Error())
+	}
+	st.Waits, st.WaitsOmitted = waitInfos(rec)
 	st.Pause = readPause(s.l)
 	st.EnginePause = readEnginePause(s.l, now)
 	return st, nil
@@ -421,6 +457,31 @@ func readPause(l layout.Layout) PauseInfo {
 		pi.Since = p.Since
 	}
 	return pi
+}
+
+// waitInfos is the king's record of held work as the state shows it: at
+// most maxWaits entries, and how many were left out.
+func waitInfos(rec waits.Record) ([]WaitInfo, int) {
+	out := make([]WaitInfo, 0, min(len(rec.Waits), maxWaits))
+	for _, w := range rec.Waits[:min(len(rec.Waits), maxWaits)] {
+		wi := WaitInfo{Reason: clip(w.Reason, 100), Detail: clip(redact.String(w.Detail), 500)}
+		// Ids are shown, never used as paths; a malformed one is dropped
+		// rather than displayed as an id.
+		if ids.Valid(w.EventID) {
+			wi.EventID = w.EventID
+		}
+		if ids.Valid(w.TaskID) {
+			wi.TaskID = w.TaskID
+		}
+		if !w.Since.IsZero() {
+			wi.Since = schema.FormatTime(w.Since)
+		}
+		if w.Until != nil && !w.Until.IsZero() {
+			wi.Until = schema.FormatTime(*w.Until)
+		}
+		out = append(out, wi)
+	}
+	return out, len(rec.Waits) - len(out)
 }
 
 // readEnginePause reads state/king/engine-pause.json (SPEC §10.8) through

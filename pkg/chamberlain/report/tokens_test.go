@@ -6,6 +6,7 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/health"
+	"github.com/kingdom-dev/kingdom/pkg/spend"
 )
 
 func TestReadTokens_Fixtures(t *testing.T) {
@@ -24,6 +25,9 @@ func TestReadTokens_Fixtures(t *testing.T) {
 		{"warning.json", health.TokenWarning, 231, 4900000, 2100000, false},
 		// 9M → $297 ≥ $270
 		{"critical.json", health.TokenCritical, 297, 6300000, 2700000, false},
+		// Counts past any real day (their float sum is +Inf) are bounded:
+		// MaxTokens in all, its cost past MaxUSD counts as MaxUSD.
+		{"absurd.json", health.TokenCritical, spend.MaxUSD, 7e11, 3e11, false},
 		{"missing.json", health.TokenUnknown, 0, 0, 0, true},
 		{"corrupt.json", health.TokenUnknown, 0, 0, 0, true},
 	}
