@@ -52,7 +52,7 @@ func readTaskHolds(l layout.Layout, now time.Time) *taskHolds {
 			h.engines[m.Name] = sys.EngineFor(m)
 		}
 	}
-	if es, err := sessions.New(l).List(); err == nil {
+	if es, err := sessions.New(l).Read(); err == nil {
 		for _, e := range es {
 			h.soldier[e.TaskID] = e.ID
 		}
