@@ -123,6 +123,10 @@ const (
 	ReasonUsageLimited = "UsageLimited"
 	// ReasonCancelled: an operator cancelled the task (SPEC §10.11).
 	ReasonCancelled = "Cancelled"
+	// ReasonHostLost: the host running the attempt stopped renewing its
+	// lease for takeover_seconds; the task runs again elsewhere as a new
+	// attempt (PostgreSQL mode, SPEC §11.7). Retryable.
+	ReasonHostLost = "HostLost"
 )
 
 // DefaultTerminal reports whether a failure with this reason fails the task
@@ -132,7 +136,7 @@ const (
 // retrying what we do not understand risks repeating side effects.
 func DefaultTerminal(reason string) bool {
 	switch reason {
-	case ReasonEngineError, ReasonSoldierDied:
+	case ReasonEngineError, ReasonSoldierDied, ReasonHostLost:
 		return false
 	}
 	return true
@@ -193,6 +197,11 @@ type Task struct {
 	OriginalTaskID string  `json:"original_task_id,omitempty"`
 	Workdir        string  `json:"workdir,omitempty"`
 	Thread         *Thread `json:"thread,omitempty"`
+	// Host, when set, is the only host that may run the task: a resume or
+	// a conversation follow-up runs where the asking attempt ran, beside
+	// its workspace and the engine's stored session (PostgreSQL mode,
+	// SPEC §11.7). Empty: any host.
+	Host string `json:"host,omitempty"`
 }
 
 // MarshalJSON writes a nil Payload as {}.

@@ -79,6 +79,7 @@ const (
 	ReasonNoResult           = docpkg.ReasonNoResult
 	ReasonPromptTooLarge     = docpkg.ReasonPromptTooLarge
 	ReasonSessionLost        = docpkg.ReasonSessionLost
+	ReasonHostLost           = docpkg.ReasonHostLost
 	ReasonSoldierDied        = docpkg.ReasonSoldierDied
 	ReasonTimeout            = docpkg.ReasonTimeout
 	ReasonUsageLimited       = docpkg.ReasonUsageLimited
