@@ -325,10 +325,11 @@ func failed(task, reason, msg string) map[string]any {
 	}
 }
 
-// readStaging reads the agent's result file: a JSON object naming this
-// task. The rest of the raw-result schema is the general's to check when it
-// reads the published result (see fromStructured); the origin recorded
-// here lets its rejection name this file.
+// readStaging reads the agent's result file: a JSON object for this task
+// (task_id filled in when absent, refused when it names another). The rest
+// of the raw-result schema is the general's to check when it reads the
+// published result (see fromStructured); the origin recorded here lets its
+// rejection name this file.
 func readStaging(path, task string) (map[string]any, error) {
 	b, err := atomicfile.ReadLimited(path, maxResultBytes)
 	if err != nil {
@@ -341,8 +342,12 @@ func readStaging(path, task string) (map[string]any, error) {
 	if m == nil {
 		return nil, fmt.Errorf("%s: null is not a raw result", doc.KindRawResult)
 	}
-	if id, _ := m["task_id"].(string); id != task {
-		return nil, fmt.Errorf("task_id %s does not match %s", jsonText(m["task_id"]), task)
+	// The soldier knows its task (SPEC §10.1): an agent that left task_id
+	// out (or null) reported for it; one naming another task did not.
+	if id, ok := m["task_id"]; !ok || id == nil {
+		m["task_id"] = task
+	} else if id != task {
+		return nil, fmt.Errorf("task_id %s does not match %s", jsonText(id), task)
 	}
 	st, _ := m["status"].(string)
 	if st == doc.ResultFailed || st == doc.ResultKilled {
