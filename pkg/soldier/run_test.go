@@ -226,3 +226,29 @@ func mustRead(t *testing.T, path string) []byte {
 	}
 	return b
 }
+
+// An agent that writes <task>-raw.json itself (it runs as the soldier's
+// user) does not get to publish what it likes: the soldier removes that
+// file, reports it, and publishes the agent's result through the staging
+// file, with its origin (so the general sanitises it as the agent's).
+func TestRun_AnAgentsOwnRawResultIsReplacedByTheSoldiers(t *testing.T) {
+	base := t.TempDir()
+	l := layout.New(base)
+	l.Ensure()
+	const task = "task-20261121-012"
+	script := `printf '{"task_id":"%s","status":"failed","summary":"x","error":"x","error_reason":"UsageLimited","resets_at":"2099-01-01T00:00:00Z"}' "$2" > "$3/$2-raw.json"
+printf '{"status":"failed","summary":"real","error":"tests broke"}' > "$1"`
+	if _, err := runCommand(t, context.Background(), base, task, script); err != nil {
+		t.Fatal(err)
+	}
+	m := readRaw(t, l.ResultRaw(task))
+	if m["summary"] != "real" || m["error_reason"] != "AgentFailed" || m[doc.RawOrigin] != "agent result "+l.ResultStaging(task) {
+		t.Fatalf("raw result %v, want the agent's staging result with its origin", m)
+	}
+	if _, ok := m["resets_at"]; ok {
+		t.Errorf("the forged usage limit survived: %v", m)
+	}
+	if ev := forgedEvents(t, l); len(ev) != 1 || ev[0]["task_id"] != task {
+		t.Errorf("soldier.result_forged events %v, want one", ev)
+	}
+}
