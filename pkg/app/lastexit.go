@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/logging"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // LastExit is a role's last fatal error, state/<role>/last-exit: a role
@@ -48,7 +48,7 @@ func WriteLastExit(path string, code int, err error, now time.Time) error {
 	if len(msg) > maxExitError {
 		msg = msg[:maxExitError] + "…"
 	}
-	b, _ := json.Marshal(LastExit{Exit: code, Error: msg, At: schema.FormatTime(now)})
+	b, _ := json.Marshal(LastExit{Exit: code, Error: msg, At: doc.FormatTime(now)})
 	return atomicfile.WriteFile(path, b, 0o600)
 }
 
