@@ -96,7 +96,12 @@ func run(ctx context.Context, c *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	w, err := start.New(start.Options{Layout: env.Layout, BinDir: binDir, Tmux: env.Tmux, Log: env.Log, Events: env.Events, Journal: os.Stdout})
+	o := start.Options{Layout: env.Layout, BinDir: binDir, Tmux: env.Tmux, Log: env.Log, Events: env.Events, Journal: os.Stdout}
+	if env.Postgres() {
+		env.Log.Info("store: postgres", "host", env.HostID, "dsn_from", env.System.Store.DSNEnv)
+		o.Renew = start.RenewHost(env.Store, env.HostID, app.Version, time.Now())
+	}
+	w, err := start.New(o)
 	if err != nil {
 		return &app.ConfigError{Err: err}
 	}
