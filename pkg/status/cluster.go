@@ -16,10 +16,10 @@ import (
 // the host that last took it, at which epoch and when. A leader that lost
 // its session keeps its row until the next one takes the role.
 type Leader struct {
-	Role   string
-	Host   string
-	Epoch  int64
-	Since  time.Time
+	Role  string
+	Host  string
+	Epoch int64
+	Since time.Time
 }
 
 // Cluster is what PostgreSQL mode shows beyond this host: every host of
