@@ -298,7 +298,10 @@ func (k *King) cancel(id, by string) (string, error) {
 	k.em.Emit("task.cancelled", map[string]any{"task_id": id, "by": by, "was": layout.InProgress,
 		"soldier_id": rec.SoldierID, "general": t.TargetGeneral})
 	msg := "cancelling " + id
-	if rec.SoldierID != "" {
+	switch {
+	case k.st != nil:
+		msg += ": the general running it kills its soldier"
+	case rec.SoldierID != "":
 		msg += ": soldier " + rec.SoldierID + " and its processes killed"
 	}
 	return msg + "; " + t.TargetGeneral + " reports it as Cancelled", nil
@@ -340,7 +343,15 @@ func (k *King) soldierOf(task string) string {
 // writes the final one as for any attempt. When the soldier's own result
 // got there first and is not a failure, nothing is killed and its status
 // is returned: the attempt finished, the cancel came too late.
+//
+// In PostgreSQL mode the king only records the request (SPEC §11.7): the
+// soldier runs on some host, and the general owning it there reads the
+// record, kills it and reports the attempt Cancelled. The file-mode kill
+// here stays until the general does the same on one machine.
 func (k *King) stopSoldier(rec *control.Cancelled) (won string) {
+	if k.st != nil {
+		return ""
+	}
 	raw := cancelledResult(&schema.Task{ID: rec.TaskID}, rec.By, "").RawResult
 	raw.RetryCount = rec.RetryCount
 	if b, err := json.MarshalIndent(raw, "", "  "); err == nil {
@@ -383,8 +394,10 @@ func (k *King) stopSoldier(rec *control.Cancelled) (won string) {
 // removes the previous attempt's files before spawning (SPEC §9.1), so a
 // raw result present is this attempt's.
 func (k *King) attemptOutcome(task string) (status string, final bool) {
-	if st := rawStatus(k.l.ResultFinal(task)); st != "" {
-		return st, true
+	if b, found, err := k.readResult(task); found && err == nil {
+		if st := statusOf(b); st != "" {
+			return st, true
+		}
 	}
 	return rawStatus(k.l.ResultRaw(task)), false
 }
@@ -396,6 +409,12 @@ func rawStatus(path string) string {
 	if err != nil {
 		return ""
 	}
+	return statusOf(b)
+}
+
+// statusOf is the status of a raw or final result; "" when it does not
+// decode.
+func statusOf(b []byte) string {
 	var r struct {
 		Status string `json:"status"`
 	}
@@ -449,7 +468,7 @@ func (k *King) enforceCancels() error {
 				}
 			}
 		case st == layout.InProgress:
-			if _, err := os.Stat(k.l.ResultFinal(task)); err == nil {
+			if _, found, _ := k.readResult(task); found {
 				continue // the results step completes it
 			}
 			if s := k.soldierOf(task); s != "" {
