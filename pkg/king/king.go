@@ -56,10 +56,10 @@ type Options struct {
 	// Takeover is store.takeover_seconds: the king fails the tasks of a
 	// host silent this long (HostLost). 0: 600 s.
 	Takeover time.Duration
-	Config *config.King // nil: defaults
-	Log    *slog.Logger
-	Events *eventlog.Emitter
-	Clock  clock.Clock // nil: wall clock
+	Config   *config.King // nil: defaults
+	Log      *slog.Logger
+	Events   *eventlog.Emitter
+	Clock    clock.Clock // nil: wall clock
 	// Location is the zone of task-id dates and cron schedules (SPEC §9.22:
 	// host local time). nil: time.Local.
 	Location *time.Location
