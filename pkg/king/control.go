@@ -103,13 +103,16 @@ func (k *King) act(req *control.Request) control.Reply {
 		rep.Message, err = k.resume(by, req.Engine)
 	case control.ActionCancel:
 		rep.Message, err = k.cancel(req.TaskID, by)
+	case control.ActionCancelEvent:
+		rep.EventID = req.EventID
+		rep.Message, err = k.cancelEvent(req.EventID, by)
 	}
 	if err != nil {
 		rep.Message = err.Error()
 		return rep
 	}
 	rep.OK = true
-	k.log.Info("control request done", "action", req.Action, "task", req.TaskID, "by", by, "result", rep.Message)
+	k.log.Info("control request done", "action", req.Action, "task", req.TaskID, "event", req.EventID, "by", by, "result", rep.Message)
 	return rep
 }
 
@@ -305,6 +308,34 @@ func (k *King) cancel(id, by string) (string, error) {
 		msg += ": soldier " + rec.SoldierID + " and its processes killed"
 	}
 	return msg + "; " + t.TargetGeneral + " reports it as Cancelled", nil
+}
+
+// cancelEvent withdraws an event no task was made of yet: from pending/ or
+// petitioning/ to rejected/, with a reason naming who cancelled it. One
+// already dispatched is refused with its task, the thing to cancel now.
+// The king alone dispatches and runs this in its own tick, so the event
+// cannot be dispatched between the look and the move.
+func (k *King) cancelEvent(id, by string) (string, error) {
+	st, ok := k.events.Find(id)
+	if !ok {
+		return "", fmt.Errorf("no event %s", id)
+	}
+	switch st {
+	case layout.Pending, layout.Petitioning:
+	case layout.Rejected:
+		return "", fmt.Errorf("event %s was already rejected", id)
+	default:
+		var ev schema.Event
+		if k.events.ReadJSON(st, id, &ev) == nil && ev.TaskID != "" {
+			return "", fmt.Errorf("event %s was already dispatched as task %s (%s); cancel the task: start task cancel %s", id, ev.TaskID, st, ev.TaskID)
+		}
+		return "", fmt.Errorf("event %s is already %s; nothing to cancel", id, st)
+	}
+	if err := k.events.Reject(st, id, "cancelled by "+by); err != nil {
+		return "", fmt.Errorf("reject event %s: %w", id, err)
+	}
+	k.em.Emit("event.cancelled", map[string]any{"event_id": id, "by": by, "was": st})
+	return "cancelled event " + id + " (it was " + st + "); it is in rejected/", nil
 }
 
 // cancelledResult is the failed/Cancelled outcome of a cancelled task.
