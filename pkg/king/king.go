@@ -12,6 +12,11 @@
 // each toward its next state. Every file a step writes has a deterministic
 // name and the rename that marks the input done comes last, so a king killed
 // at any instant and restarted leaves no duplicate and loses nothing.
+//
+// In PostgreSQL mode (Options.Store) the queues and the small state live in
+// the store every host shares, a dispatch is one transaction fenced by the
+// king's lease, and cluster.go holds the duties only that mode has (host
+// loss, a resume's host).
 package king
 
 import (
