@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -43,7 +45,7 @@ var ErrNoLeaders = errors.New("the store lists no leaders")
 
 // StoreCluster returns the cluster source of a PostgreSQL store: its hosts
 // registry (a host is alive within selfFence), and its leaders when the
-// store lists them (a Leaders(ctx) ([]status.Leader, error) method).
+// store lists them (its Leaders method; only leaderships held now).
 func StoreCluster(st store.Store, selfFence time.Duration) *ClusterSource {
 	src := &ClusterSource{}
 	if p, ok := st.(interface{ Pool() *pgxpool.Pool }); ok {
@@ -51,9 +53,21 @@ func StoreCluster(st store.Store, selfFence time.Duration) *ClusterSource {
 		src.Hosts = func(ctx context.Context) ([]hosts.Host, error) { return reg.List(ctx, selfFence) }
 	}
 	if l, ok := st.(interface {
-		Leaders(context.Context) ([]Leader, error)
+		Leaders(context.Context) (map[string]store.LeaderInfo, error)
 	}); ok {
-		src.Leaders = l.Leaders
+		src.Leaders = func(ctx context.Context) ([]Leader, error) {
+			m, err := l.Leaders(ctx)
+			if err != nil {
+				return nil, err
+			}
+			out := make([]Leader, 0, len(m))
+			for _, name := range slices.Sorted(maps.Keys(m)) {
+				if li := m[name]; li.Held {
+					out = append(out, Leader{Role: name, Host: li.Holder, Epoch: li.Epoch, Since: li.Since})
+				}
+			}
+			return out, nil
+		}
 	}
 	return src
 }
