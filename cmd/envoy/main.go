@@ -19,6 +19,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
 	"github.com/kingdom-dev/kingdom/pkg/runner"
+	"github.com/kingdom-dev/kingdom/pkg/store/open"
 )
 
 func main() {
@@ -71,6 +72,7 @@ func run(ctx context.Context, c *cli.Command) error {
 	if err != nil {
 		return err
 	}
+	env.SetStoreOpener(open.Store)
 	e, cfg, err := build(env)
 	if err != nil {
 		return err
@@ -111,6 +113,7 @@ func retry(_ context.Context, c *cli.Command) error {
 	if err != nil {
 		return err
 	}
+	env.SetStoreOpener(open.Store)
 	if err := envoy.RetryFailed(env.Layout, id, env.Events); err != nil {
 		return err
 	}
@@ -125,6 +128,7 @@ func deliverConsole(ctx context.Context, c *cli.Command, what, eventType string,
 	if err != nil {
 		return err
 	}
+	env.SetStoreOpener(open.Store)
 	e, _, err := build(env)
 	if err != nil {
 		return err

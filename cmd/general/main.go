@@ -17,6 +17,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/runner"
 	"github.com/kingdom-dev/kingdom/pkg/spawn"
+	"github.com/kingdom-dev/kingdom/pkg/store/open"
 )
 
 func main() {
@@ -34,6 +35,7 @@ func main() {
 			if err != nil {
 				return err
 			}
+			env.SetStoreOpener(open.Store)
 			l := env.Layout
 			m, err := config.LoadManifest(l.GeneralManifest(name))
 			if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/runner"
 	"github.com/kingdom-dev/kingdom/pkg/sentinel"
+	"github.com/kingdom-dev/kingdom/pkg/store/open"
 )
 
 func main() {
@@ -28,6 +29,7 @@ func main() {
 			if err != nil {
 				return err
 			}
+			env.SetStoreOpener(open.Store)
 			cfg, err := config.LoadSentinel(env.Layout.ConfigFile("sentinel.yaml"))
 			if err != nil {
 				return &app.ConfigError{Err: err}
