@@ -9,6 +9,11 @@
 // A failed message is sent again by `envoy retry` (RetryFailed), or by
 // itself after a config change when the config caused it (retry.go).
 //
+// In PostgreSQL mode (Options.Store) the queues and the envoy's documents
+// are the shared store's, the envoy leads on one host at a time under a
+// store lease (UseLease), and each delivery is recorded in the store before
+// its post, so that a failed-over envoy never posts twice (deliveries.go).
+//
 // Drive it with the shared runner:
 //
 //	e, err := envoy.New(envoy.Options{Layout: l, Config: cfg, Log: log, Events: em,
