@@ -40,6 +40,7 @@ func main() {
 			if err != nil {
 				return &app.ConfigError{Err: err}
 			}
+			defer s.Close() // PostgreSQL mode: hands the pollers' lease on at once
 			env.Log.Info("watchers enabled", "watchers", s.Watchers(), runner.CatAttr("SYSTEM"))
 			opts := env.RunnerOptions(c)
 			opts.Interval = s.RunnerInterval()
