@@ -56,11 +56,21 @@ func build(env *app.Env) (*envoy.Envoy, *config.Envoy, error) {
 	if err != nil {
 		return nil, nil, &app.ConfigError{Err: err}
 	}
-	e, err := envoy.New(envoy.Options{
+	o := envoy.Options{
 		Layout: env.Layout, Config: cfg, Log: env.Log, Events: env.Events, Clock: env.Clock,
 		BotToken: os.Getenv(cfg.Slack.BotTokenEnv), AppToken: os.Getenv(cfg.Slack.AppTokenEnv),
 		ConfigPath: path,
-	})
+	}
+	if env.Postgres() {
+		// SPEC §11.7: messages, deliveries and the envoy's state live in
+		// the shared database; the envoy leads by its lease.
+		st, err := app.OpenStore(context.Background(), env.Store)
+		if err != nil {
+			return nil, nil, err
+		}
+		o.Store, o.Host = st, env.HostID
+	}
+	e, err := envoy.New(o)
 	if err != nil {
 		return nil, nil, &app.ConfigError{Err: err}
 	}

@@ -34,9 +34,19 @@ func main() {
 			if err != nil {
 				return &app.ConfigError{Err: err}
 			}
-			s, err := sentinel.New(cfg, sentinel.Options{
+			o := sentinel.Options{
 				Layout: env.Layout, Log: env.Log, Events: env.Events, Clock: env.Clock,
-			})
+			}
+			if env.Postgres() {
+				// SPEC §11.7: this host's inbox admits into the shared
+				// events queue and seen index; the pollers take a lease.
+				st, err := app.OpenStore(ctx, env.Store)
+				if err != nil {
+					return err
+				}
+				o.Store, o.Host = st, env.HostID
+			}
+			s, err := sentinel.New(cfg, o)
 			if err != nil {
 				return &app.ConfigError{Err: err}
 			}
