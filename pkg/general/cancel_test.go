@@ -84,6 +84,8 @@ func TestGeneral_CancelOfAnotherAttemptIsIgnored(t *testing.T) {
 	const id = "task-20260101-001"
 	e.task(id, func(t *schema.Task) { t.RetryCount = 1 })
 	e.tickUntil("the agent running", func() bool { return readPID(filepath.Join(dir, "agent.pid")) != 0 })
+	// The soldier outlives the general (by design): end it with the test.
+	t.Cleanup(func() { tmuxC.Kill(context.Background(), sessionOf(e, id)) })
 	if err := control.WriteCancelled(context.Background(), kv.Files(e.l), control.Cancelled{
 		TaskID: id, RetryCount: 0, Was: layout.InProgress, By: "op", At: schema.FormatTime(time.Now())}); err != nil {
 		t.Fatal(err)

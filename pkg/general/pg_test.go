@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/internal/testkit/pgtest"
+	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
@@ -238,6 +239,15 @@ func TestGeneral_PG_SelfFenceKillsSoldiersAndStopsClaims(t *testing.T) {
 		t.Errorf("general.fenced emitted %d times, want once", len(e.events("general.fenced")))
 	}
 
+	// Claims resume with the renewal. The next task's cancel record keeps
+	// its soldier from starting (and outliving the test).
+	if err := control.WriteCancelled(context.Background(), e.g.kv, control.Cancelled{
+		TaskID: next, Was: layout.Pending, By: "op", At: schema.FormatTime(time.Now())}); err != nil {
+		t.Fatal(err)
+	}
 	renewLease(t, e, time.Now())
-	e.tickUntil("a claim after renewal", func() bool { st, _ := e.g.tasks.Find(next); return st == layout.InProgress })
+	e.tickUntil("a claim after renewal", func() bool { r = pgFinal(t, e, next); return r != nil })
+	if r.ErrorReason != schema.ReasonCancelled || r.Host != "h1" {
+		t.Fatalf("%s after renewal: %s/%s on %q, want Cancelled on h1", next, r.Status, r.ErrorReason, r.Host)
+	}
 }
