@@ -45,6 +45,10 @@ func main() {
 			if err != nil {
 				return &app.ConfigError{Err: err}
 			}
+			king, err := config.LoadKing(l.ConfigFile(config.KingFile))
+			if err != nil {
+				return &app.ConfigError{Err: err}
+			}
 			sessEnv := map[string]string{}
 			if d := os.Getenv(spawn.EnvBinDir); d != "" {
 				sessEnv[spawn.EnvBinDir] = d
@@ -52,6 +56,7 @@ func main() {
 			g, err := general.New(general.Options{
 				Layout: l, Manifest: m, System: sys, Log: env.Log, Events: env.Events,
 				Tmux: env.Tmux, Clock: env.Clock, SpawnBin: spawn.FindBinary(l), SessionEnv: sessEnv,
+				HostMaxSoldiers: king.Concurrency.HostMaxSoldiers,
 			})
 			if err != nil {
 				return err
