@@ -87,10 +87,6 @@ const (
 // every other binary finds the same server without KINGDOM_TMUX_SOCKET.
 func (l Layout) TmuxSocketFile() string { return l.p("state", "start", "tmux-socket") }
 
-// HostLease is touched by start at each successful renewal of this host's
-// lease (PostgreSQL mode): its mtime tells the generals how fresh it is.
-func (l Layout) HostLease() string { return l.p("state", "start", "host-lease") }
-
 // Config paths.
 func (l Layout) ConfigDir() string             { return l.p("config") }
 func (l Layout) ConfigFile(name string) string { return l.p("config", name) }
