@@ -133,13 +133,6 @@ func TestState_PG_ShowsHostsAndLeaders(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
-
-	// Without a leaders API the state says so, and still lists the hosts.
-	_, url2 := startServer(t, Options{Layout: newBase(t), Store: st, Cluster: status.StoreCluster(st, 5*time.Minute)})
-	_, body = get(t, url2+"/api/v1/state")
-	if !strings.Contains(body, "leaders: "+status.ErrNoLeaders.Error()) || !strings.Contains(body, `"host-b"`) {
-		t.Errorf("state without leaders API: %s", body)
-	}
 }
 
 func TestState_FileModeHasNoCluster(t *testing.T) {
