@@ -80,6 +80,7 @@ type Watchdog struct {
 	roles map[string]*roleState
 	msgs  *queue.Queue
 	relay *relay
+	cfg   *configWatch
 }
 
 // New builds a watchdog. It loads and validates every config file first
@@ -437,6 +438,7 @@ func (w *Watchdog) Run(ctx context.Context) error {
 	if err := w.Round(ctx); err != nil {
 		w.o.Log.Error("watchdog round", "err", err)
 	}
+	w.cfg = newConfigWatch(w.o.Layout)
 	round := time.NewTicker(w.sys.WatchdogInterval())
 	defer round.Stop()
 	poll := time.NewTicker(livenessPoll)
@@ -450,6 +452,7 @@ func (w *Watchdog) Run(ctx context.Context) error {
 			return nil
 		case <-poll.C:
 			w.check(ctx)
+			w.noticeConfig()
 			if w.relay != nil {
 				w.relay.step(w.o.Clock.Now())
 			}
