@@ -9,6 +9,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"time"
 
@@ -63,16 +64,19 @@ func loadSystem(base string) (*config.System, error) {
 // engine's group; nothing is published either way: whoever stopped the
 // soldier decides its result.
 func runTask(ctx context.Context, p spawn.Params) error {
+	// The soldier's own words go to its pane (tmux attach), beside the
+	// engine's, which go to logs/sessions/.
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	sys, err := loadSystem(p.BaseDir)
 	if err != nil {
 		// Leave a result so the task does not wait for a timeout, but
 		// never run the engine on defaults.
-		if perr := soldier.PublishConfigFailure(p.BaseDir, p.TaskID, err); perr != nil {
+		if perr := soldier.PublishConfigFailure(ctx, p.BaseDir, p.TaskID, err, log); perr != nil {
 			return perr
 		}
 		return err
 	}
-	out, rerr := soldier.Run(ctx, soldier.RunOptions{Params: p, System: sys, Environ: os.Environ()})
+	out, rerr := soldier.Run(ctx, soldier.RunOptions{Params: p, System: sys, Environ: os.Environ(), Log: log})
 	if rerr != nil {
 		return rerr
 	}

@@ -97,7 +97,12 @@ func run(ctx context.Context, c *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	w, err := start.New(start.Options{Layout: env.Layout, BinDir: binDir, Tmux: env.Tmux, Log: env.Log, Events: env.Events, Journal: os.Stdout})
+	o := start.Options{Layout: env.Layout, BinDir: binDir, Tmux: env.Tmux, Log: env.Log, Events: env.Events, Journal: os.Stdout}
+	if env.Postgres() {
+		env.Log.Info("store: postgres", "host", env.HostID, "dsn_from", env.System.Store.DSNEnv)
+		o.Renew = start.RenewHost(env.Store, env.HostID, app.Version, time.Now())
+	}
+	w, err := start.New(o)
 	if err != nil {
 		return &app.ConfigError{Err: err}
 	}
@@ -133,6 +138,9 @@ func statusCmd(ctx context.Context, c *cli.Command) error {
 	if _, err := os.Stat(l.Base); err != nil {
 		return fmt.Errorf("no installation at %s (use --base-dir or KINGDOM_BASE_DIR)", l.Base)
 	}
+	// store.kind postgres: the hosts and leaders are read with the DSN the
+	// roles use (this shell's environment, start's, then kingdom.env).
+	loadSecrets(l)
 	now := time.Now()
 	st, err := start.ReadStatus(ctx, l, app.Tmux(l), now)
 	if err != nil {
@@ -222,12 +230,21 @@ func doctorCmd(_ context.Context, c *cli.Command) error {
 	// What the roles will see: this shell's environment, then what the
 	// running start was given (its secrets file, when readable), then
 	// kingdom.env.
-	secrets, _ := config.ApplySecrets(l.StartSecretsFile(), l.EnvFile(), redact.IsSecretName)
+	secrets := loadSecrets(l)
 	binDir, _ := start.FindBinDir(l)
 	if n := start.PrintChecks(os.Stdout, start.Doctor(l, binDir, secrets)); n > 0 {
 		return &app.CodeError{Code: 1, Err: fmt.Errorf("%d check(s) failed", n)}
 	}
 	return nil
+}
+
+// loadSecrets puts the secrets the roles will see into this process's
+// environment and says where each came from; a file that does not load is
+// the doctor's finding, not a reason to refuse.
+func loadSecrets(l layout.Layout) map[string]string {
+	redact.SetExtraNames(config.SecretEnvNames(l.ConfigDir()))
+	secrets, _ := config.ApplySecrets(l.StartSecretsFile(), l.EnvFile(), redact.IsSecretName)
+	return secrets
 }
 
 func printJSON(c *cli.Command, v any) error {

@@ -1,8 +1,9 @@
 // Package app is the common bootstrap of every kingdom binary: the shared
 // flags, resolving the base dir, creating the tree, loading kingdom.env,
 // building the logger, the internal event emitter and the tmux client, and
-// mapping errors to exit codes in one place (SPEC §9.32: a refused leader
-// lock exits 4, a config error 2).
+// opening the store of system.yaml (Env.Store, SPEC §11.6), and mapping
+// errors to exit codes in one place (SPEC §9.32: a refused leader lock or
+// lease exits 4, a config error 2, a lost lease 5).
 //
 // A cmd/<role>/main.go only wires:
 //
@@ -36,6 +37,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/logging"
 	"github.com/kingdom-dev/kingdom/pkg/redact"
 	"github.com/kingdom-dev/kingdom/pkg/runner"
+	"github.com/kingdom-dev/kingdom/pkg/store"
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
 )
 
@@ -45,6 +47,10 @@ const (
 	ExitError      = 1
 	ExitConfig     = 2
 	ExitLeaderHeld = 4
+	// ExitLeadershipLost: the role's lease (store.kind postgres) was lost
+	// while it ran (runner.ErrLeadershipLost). start relaunches it at once
+	// in standby and does not count it toward the crash-loop guard.
+	ExitLeadershipLost = 5
 )
 
 // Env is what a role needs from its surroundings.
@@ -63,6 +69,15 @@ type Env struct {
 	// log goes to stdout only and Events is nil. Only a command that
 	// merely reads may go on (chamberlain --once); Setup refuses.
 	ReadOnly bool
+	// System is system.yaml as loaded at Setup.
+	System *config.System
+	// Store is where the roles' shared state lives (system.yaml store): the
+	// files under the base dir or PostgreSQL. It is opened on first use
+	// (OpenStore opens it now) and closed when Main returns.
+	Store store.Store
+	// HostID names this host in claims, leaders and the hosts registry
+	// (config.Store.ResolveHostID).
+	HostID string
 }
 
 // BaseDirFlag is the --base-dir flag every binary has.
@@ -113,10 +128,17 @@ func SetupWith(role, baseFlag string, stdout io.Writer) (*Env, error) {
 			return nil, err
 		}
 	}
-	// runtime.secret_env, the dashboard's token variable and the envoy's
-	// join the redactor's names (SPEC §10.14), so start's tmux server never
-	// holds them either. A bad file is reported by the role that loads it.
-	redact.SetExtraNames(config.SecretEnvNames(l.ConfigDir()))
+	// system.yaml names the store; a role must never guess it (a king on
+	// the files of one host beside a cluster's would be a second king), so
+	// a system.yaml that does not load is a config error for every role.
+	sys, sysErr := config.LoadSystem(l.ConfigFile(config.SystemFile))
+	// runtime.secret_env, the DSN's variable, the dashboard's token
+	// variable and the envoy's join the redactor's names (SPEC §10.14), so
+	// start's tmux server never holds them either.
+	redact.SetExtraNames(config.SecretEnvNamesWith(sys, l.ConfigDir()))
+	if sysErr != nil {
+		return nil, &ConfigError{Err: sysErr}
+	}
 	// Roles run in tmux sessions that carry the server's environment, not
 	// start's, so each loads its secrets itself (SPEC §11.4): its own
 	// environment wins, then what start was given (the start secrets file),
@@ -129,6 +151,10 @@ func SetupWith(role, baseFlag string, stdout io.Writer) (*Env, error) {
 	secrets, err := config.ApplySecrets(startEnv, l.EnvFile(), redact.IsSecretName)
 	if err != nil {
 		return nil, &ConfigError{Err: err}
+	}
+	host, err := storeConfig(sys.Store)
+	if err != nil {
+		return nil, err
 	}
 	atomicfile.SetRole(role)
 	lo := logging.Options{Role: role, Stdout: stdout, SystemLog: l.SystemLog(), RotateLock: l.RotateLock(), Level: logLevel()}
@@ -145,8 +171,17 @@ func SetupWith(role, baseFlag string, stdout io.Writer) (*Env, error) {
 		Tmux:     Tmux(l),
 		Clock:    clock.Real{},
 		ReadOnly: readOnly,
+		System:   sys,
+		Store:    newLazyStore(sys.Store, l),
+		HostID:   host,
 	}, nil
 }
+
+// Postgres reports whether the store is PostgreSQL (store.kind postgres).
+func (e *Env) Postgres() bool { return e.System.Store.Kind == config.StorePostgres }
+
+// Close closes the store if it was opened (Main does it on exit too).
+func (e *Env) Close() error { return e.Store.Close() }
 
 // Tmux returns the tmux client of the installation: the socket named by
 // KINGDOM_TMUX_SOCKET, else the one start recorded when it launched the
@@ -175,12 +210,19 @@ func logLevel() slog.Level {
 }
 
 // RunnerOptions returns runner options for the role with --once/--standby
-// taken from the command.
+// taken from the command. In postgres mode a leader role (LeaderRoles)
+// leads by the store's lease instead of its lock file; a per-host role
+// keeps the lock file.
 func (e *Env) RunnerOptions(c *cli.Command) runner.Options {
-	return runner.Options{
+	o := runner.Options{
 		Role: e.Role, Layout: e.Layout, Log: e.Log, Events: e.Events,
 		Once: c.Bool("once"), Standby: c.Bool("standby"),
 	}
+	if e.Postgres() && IsLeaderRole(e.Role) {
+		role, st := e.Role, e.Store
+		o.Lead = func(ctx context.Context) (store.Lease, error) { return st.Lead(ctx, role) }
+	}
+	return o
 }
 
 // ExitCode maps an error to the process exit code.
@@ -189,8 +231,11 @@ func ExitCode(err error) int {
 		return ExitOK
 	}
 	var held *lockfile.HeldError
-	if errors.As(err, &held) {
+	if errors.As(err, &held) || errors.Is(err, store.ErrHeld) {
 		return ExitLeaderHeld
+	}
+	if errors.Is(err, runner.ErrLeadershipLost) {
+		return ExitLeadershipLost
 	}
 	var ce *ConfigError
 	var cfe *config.Error
@@ -240,6 +285,7 @@ func Main(cmd *cli.Command) {
 func MainFunc(name string, run func(ctx context.Context) error) {
 	endProfile := startProfile(name)
 	err := run(context.Background())
+	closeStores()
 	endProfile()
 	code := ExitCode(err)
 	if err != nil {

@@ -126,6 +126,11 @@ func (l Layout) RoleStateDir(role string) string { return l.p("state", role) }
 func (l Layout) Heartbeat(role string) string  { return l.p("state", role, "heartbeat") }
 func (l Layout) LeaderLock(role string) string { return l.p("state", role, "leader.lock") }
 
+// HostLease is touched by start after each successful renewal of this
+// host in the hosts registry (store.kind postgres): its mtime is the last
+// renewal, by which generals self-fence (hosts.SelfFence).
+func (l Layout) HostLease() string { return l.p("state", "start", "host-lease") }
+
 // LastExit holds a role's last fatal error, for start (app.LastExit).
 func (l Layout) LastExit(role string) string { return l.p("state", role, "last-exit") }
 func (l Layout) Resources() string           { return l.p("state", "resources.json") }

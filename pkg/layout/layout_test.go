@@ -42,3 +42,13 @@ func TestResolveBase_FlagThenEnvThenDefault(t *testing.T) {
 		t.Errorf("RepoDirName = %s", got)
 	}
 }
+
+func TestHostLease_InStartsStateDir(t *testing.T) {
+	l := New("/srv/k")
+	if got, want := l.HostLease(), "/srv/k/state/start/host-lease"; got != want {
+		t.Fatalf("HostLease = %s, want %s (start's state dir, beside its leader lock)", got, want)
+	}
+	if filepath.Dir(l.HostLease()) != filepath.Dir(l.LeaderLock(RoleStart)) {
+		t.Fatal("host-lease is not beside start's leader lock")
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -42,6 +43,9 @@ type RunOptions struct {
 	spawn.Params
 	System  *config.System
 	Environ []string // the process environment (os.Environ())
+	// Log receives what the soldier itself has to say (a publication it
+	// retries, a forged raw result); nil: slog.Default().
+	Log *slog.Logger
 }
 
 // Outcome reports what Run published.
@@ -65,8 +69,10 @@ var ErrInterrupted = errors.New("soldier interrupted by a signal")
 // failed result naming why (NoResult, EngineRefused, SessionLost,
 // EngineError; EngineMissing and InvalidResult), with the engine's own
 // words (§10.2–10.5). Usage and cost ride along on every attempt (§10.6).
-// The publication is no-replace: a result the general already wrote
-// (Timeout) wins.
+// The publication is no-replace: a result a killer already wrote (the
+// general's Timeout, the king's Cancelled) wins, any other found in place
+// is the agent's forgery and is replaced; a publication that cannot be
+// written (a full disk) is retried until ctx ends (see publisher.publish).
 func Run(ctx context.Context, o RunOptions) (*Outcome, error) {
 	if err := o.Check(); err != nil {
 		return nil, fmt.Errorf("soldier run: %w", err)
@@ -91,6 +97,7 @@ func Run(ctx context.Context, o RunOptions) (*Outcome, error) {
 
 	out := &Outcome{ExitCode: -1}
 	staging := l.ResultStaging(task)
+	pub := newPublisher(l, o)
 	agentic := o.Engine == config.EngineClaude || o.Engine == config.EngineCodex
 	if o.Resume != "" && agentic {
 		lost := ""
@@ -101,7 +108,7 @@ func Run(ctx context.Context, o RunOptions) (*Outcome, error) {
 		}
 		if lost != "" {
 			out.Raw = failed(task, doc.ReasonSessionLost, lost)
-			return out, publish(l, task, out.Raw)
+			return out, pub.publish(ctx, out.Raw)
 		}
 	}
 	spec := engine.Spec{Engine: o.Engine, System: o.System, Resume: o.Resume,
@@ -150,7 +157,7 @@ func Run(ctx context.Context, o RunOptions) (*Outcome, error) {
 			reason = doc.ReasonSessionLost
 		}
 		out.Raw = failed(task, reason, err.Error())
-		return out, publish(l, task, out.Raw)
+		return out, pub.publish(ctx, out.Raw)
 	}
 
 	env := engineEnv(l, o, hb)
@@ -187,7 +194,7 @@ func Run(ctx context.Context, o RunOptions) (*Outcome, error) {
 		out.Raw["cost_usd"] = *c
 	}
 	forgetSession(o, inv, env, out)
-	return out, publish(l, task, out.Raw)
+	return out, pub.publish(ctx, out.Raw)
 }
 
 // resultOf picks the attempt's raw result: structured output (a JSON
@@ -325,10 +332,11 @@ func failed(task, reason, msg string) map[string]any {
 	}
 }
 
-// readStaging reads the agent's result file: a JSON object naming this
-// task. The rest of the raw-result schema is the general's to check when it
-// reads the published result (see fromStructured); the origin recorded
-// here lets its rejection name this file.
+// readStaging reads the agent's result file: a JSON object for this task
+// (task_id filled in when absent, refused when it names another). The rest
+// of the raw-result schema is the general's to check when it reads the
+// published result (see fromStructured); the origin recorded here lets its
+// rejection name this file.
 func readStaging(path, task string) (map[string]any, error) {
 	b, err := atomicfile.ReadLimited(path, maxResultBytes)
 	if err != nil {
@@ -341,8 +349,12 @@ func readStaging(path, task string) (map[string]any, error) {
 	if m == nil {
 		return nil, fmt.Errorf("%s: null is not a raw result", doc.KindRawResult)
 	}
-	if id, _ := m["task_id"].(string); id != task {
-		return nil, fmt.Errorf("task_id %s does not match %s", jsonText(m["task_id"]), task)
+	// The soldier knows its task (SPEC §10.1): an agent that left task_id
+	// out (or null) reported for it; one naming another task did not.
+	if id, ok := m["task_id"]; !ok || id == nil {
+		m["task_id"] = task
+	} else if id != task {
+		return nil, fmt.Errorf("task_id %s does not match %s", jsonText(id), task)
 	}
 	st, _ := m["status"].(string)
 	if st == doc.ResultFailed || st == doc.ResultKilled {
@@ -366,25 +378,6 @@ func jsonText(v any) string {
 		return fmt.Sprint(v)
 	}
 	return redact.Clip(string(b), 80)
-}
-
-// publish writes the redacted raw result with no-replace (§9.5) and
-// removes the agent's staging file: written with the agent's umask, it
-// would otherwise stay forever.
-func publish(l layout.Layout, task string, raw map[string]any) error {
-	b, err := json.MarshalIndent(redactRaw(raw), "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode raw result %s: %w", task, err)
-	}
-	err = atomicfile.CreateNoReplace(l.ResultRaw(task), append(b, '\n'), 0o600)
-	_ = os.Remove(l.ResultStaging(task))
-	if errors.Is(err, atomicfile.ErrExists) {
-		return nil // the general already decided (Timeout, SoldierDied)
-	}
-	if err != nil {
-		return fmt.Errorf("publish raw result %s: %w", task, err)
-	}
-	return nil
 }
 
 // execute runs the engine: stdin = prompt (claude/codex), stdout to
@@ -570,11 +563,11 @@ const maxLineBytes = 16 << 20
 // soldier that cannot run because its configuration does not load: running
 // the engine with defaults would ignore the operator's engine and
 // env_passthrough (SPEC §9.17); retrying would fail the same way.
-func PublishConfigFailure(baseDir, task string, cfgErr error) error {
+func PublishConfigFailure(ctx context.Context, baseDir, task string, cfgErr error, log *slog.Logger) error {
 	if err := ids.Check(task); err != nil {
 		return fmt.Errorf("task: %w", err)
 	}
 	raw := failed(task, doc.ReasonEngineError, "configuration: "+cfgErr.Error())
 	raw["terminal"] = true
-	return publish(layout.New(baseDir), task, raw)
+	return newPublisher(layout.New(baseDir), RunOptions{Params: spawn.Params{TaskID: task}, Log: log}).publish(ctx, raw)
 }

@@ -118,8 +118,10 @@ func TestRun_InvalidStagingResultIsInvalidResultAndNoEmptyErrLog(t *testing.T) {
 	}
 }
 
-// readStaging refuses what is not a JSON object naming this task (the
-// soldier's own InvalidResult); the rest is the general's to check.
+// readStaging refuses what is not a JSON object for this task (the
+// soldier's own InvalidResult): a task_id naming another task; one left out
+// or null is filled in (SPEC §10.1: the soldier knows its task). The rest is
+// the general's to check.
 func TestReadStaging_OnlyAJSONObjectForThisTask(t *testing.T) {
 	const task = "task-20261121-003"
 	dir := t.TempDir()
@@ -128,15 +130,18 @@ func TestReadStaging_OnlyAJSONObjectForThisTask(t *testing.T) {
 		{"null", `null`, "null is not a raw result"},
 		{"array", `[]`, "raw-result: json: cannot unmarshal array"},
 		{"other task", `{"task_id":"task-20261121-004","status":"success","summary":"x"}`, `task_id "task-20261121-004" does not match`},
-		{"no task", `{"status":"success","summary":"x"}`, "task_id null does not match"},
+		{"empty task", `{"task_id":"","status":"success","summary":"x"}`, `task_id "" does not match`},
+		{"number task", `{"task_id":7,"status":"success","summary":"x"}`, `task_id 7 does not match`},
 		{"good", `{"task_id":"` + task + `","status":"failed","summary":"x","error":"e"}`, ""},
+		{"no task", `{"status":"failed","summary":"x","error":"e"}`, ""},
+		{"null task", `{"task_id":null,"status":"failed","summary":"x","error":"e"}`, ""},
 	}
 	for i, c := range cases {
 		p := filepath.Join(dir, strconv.Itoa(i))
 		os.WriteFile(p, []byte(c.data), 0o600)
 		m, err := readStaging(p, task)
 		if c.errHas == "" {
-			if err != nil || m["error_reason"] != "AgentFailed" || m[doc.RawOrigin] != "agent result "+p {
+			if err != nil || m["task_id"] != task || m["error_reason"] != "AgentFailed" || m[doc.RawOrigin] != "agent result "+p {
 				t.Errorf("%s: %v, %v", c.name, m, err)
 			}
 			continue
@@ -169,5 +174,81 @@ func TestResultOf_StructuredOutputCarriesTheStagingFallback(t *testing.T) {
 	raw = resultOf(task, RunOptions{}, inv, engine.Spec{}, po, 0, "", nil, staging)
 	if _, ok := raw[doc.RawFallback]; ok {
 		t.Errorf("a fallback without a staging file: %v", raw)
+	}
+}
+
+// runCommand runs one attempt of task with the command engine running the
+// constant shell script (argv: $1 result path, $2 task id, $3 results dir).
+func runCommand(t *testing.T, ctx context.Context, base, task, script string, opts ...func(*RunOptions)) (*Outcome, error) {
+	t.Helper()
+	l := layout.New(base)
+	prompt := filepath.Join(base, "prompt.md")
+	os.WriteFile(prompt, []byte("work"), 0o600)
+	sys := config.DefaultSystem()
+	sys.Runtime.Engine = config.EngineCommand
+	sys.Runtime.Command.Argv = []string{"/bin/sh", "-c", script, "sh", "{result_path}", "{task_id}", l.ResultsDir()}
+	o := RunOptions{Params: spawn.Params{BaseDir: base, TaskID: task, General: "gen-x",
+		PromptFile: prompt, Workdir: t.TempDir(), SoldierID: "soldier-1-cc"}, System: sys, Environ: os.Environ()}
+	for _, f := range opts {
+		f(&o)
+	}
+	return Run(ctx, o)
+}
+
+// The command engine's agent may leave task_id out of its result file: the
+// soldier knows its task and publishes the result for it (SPEC §10.1).
+func TestRun_CommandResultWithoutTaskIDIsPublishedForTheTask(t *testing.T) {
+	base := t.TempDir()
+	l := layout.New(base)
+	l.Ensure()
+	const task = "task-20261121-005"
+	out, err := runCommand(t, context.Background(), base, task, `printf '{"status":"success","summary":"no id"}' > "$1"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := readRaw(t, l.ResultRaw(task))
+	if m["task_id"] != task || m["status"] != "success" || m["summary"] != "no id" {
+		t.Fatalf("raw result %v, want the agent's success for %s", m, task)
+	}
+	if out.Raw["status"] != "success" {
+		t.Errorf("outcome %v", out.Raw)
+	}
+	if _, err := schema.DecodeRawResult(mustRead(t, l.ResultRaw(task))); err != nil {
+		t.Errorf("the general would refuse the published result: %v", err)
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// An agent that writes <task>-raw.json itself (it runs as the soldier's
+// user) does not get to publish what it likes: the soldier removes that
+// file, reports it, and publishes the agent's result through the staging
+// file, with its origin (so the general sanitises it as the agent's).
+func TestRun_AnAgentsOwnRawResultIsReplacedByTheSoldiers(t *testing.T) {
+	base := t.TempDir()
+	l := layout.New(base)
+	l.Ensure()
+	const task = "task-20261121-012"
+	script := `printf '{"task_id":"%s","status":"failed","summary":"x","error":"x","error_reason":"UsageLimited","resets_at":"2099-01-01T00:00:00Z"}' "$2" > "$3/$2-raw.json"
+printf '{"status":"failed","summary":"real","error":"tests broke"}' > "$1"`
+	if _, err := runCommand(t, context.Background(), base, task, script); err != nil {
+		t.Fatal(err)
+	}
+	m := readRaw(t, l.ResultRaw(task))
+	if m["summary"] != "real" || m["error_reason"] != "AgentFailed" || m[doc.RawOrigin] != "agent result "+l.ResultStaging(task) {
+		t.Fatalf("raw result %v, want the agent's staging result with its origin", m)
+	}
+	if _, ok := m["resets_at"]; ok {
+		t.Errorf("the forged usage limit survived: %v", m)
+	}
+	if ev := forgedEvents(t, l); len(ev) != 1 || ev[0]["task_id"] != task {
+		t.Errorf("soldier.result_forged events %v, want one", ev)
 	}
 }

@@ -88,6 +88,9 @@ func Doctor(l layout.Layout, binDir string, secrets map[string]string) []Check {
 				Info: "Slack tokens set but no default channel: messages about work that did not come from Slack (inbox, GitHub, Jira, schedules, alerts) fail with \"no channel\"",
 				Fix:  "set slack.default_channel in " + l.ConfigFile("envoy.yaml") + " (or " + config.EnvDefaultChannel + ")"})
 		}
+		if all.System.Store.Kind == config.StorePostgres {
+			cs = append(cs, storeChecks(all.System.Store, from)...)
+		}
 		if h := all.Chamberlain.HTTP; h.Listen != "" {
 			err := h.Check(os.Getenv(h.TokenEnv))
 			info := "dashboard on http://" + h.Listen + "/"

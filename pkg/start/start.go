@@ -58,6 +58,9 @@ type Options struct {
 	// relayed from logs/system.log (start's stdout: the journal under
 	// systemd); nil relays nothing.
 	Journal io.Writer
+	// Renew renews this host in the cluster's hosts registry (store.kind
+	// postgres, RenewHost); nil in files mode.
+	Renew func(ctx context.Context) error
 }
 
 // roleState is what the watchdog remembers of one role.
@@ -180,14 +183,22 @@ func (w *Watchdog) Round(ctx context.Context) error {
 		want[sp.Name] = true
 		st := w.state(sp.Name)
 		if s, ok := byName[sp.Name]; ok {
-			if !st.alive {
-				// Adopt a session that runs already (start restarted).
-				st.alive, st.pid = true, s.PID
-				if st.launchedAt.IsZero() {
-					st.launchedAt = s.Created
+			if s.PID <= 0 || pidAlive(s.PID) {
+				if !st.alive {
+					// Adopt a session that runs already (start restarted).
+					st.alive, st.pid = true, s.PID
+					if st.launchedAt.IsZero() {
+						st.launchedAt = s.Created
+					}
 				}
+				continue
 			}
-			continue
+			// Its process has ended and tmux has not closed the session
+			// yet (a round right after the death poll found): adopting
+			// it would record the death twice.
+			if err := w.o.Tmux.Kill(ctx, sp.Name); err != nil {
+				w.o.Log.Warn("kill the session of a dead role", "role", sp.Name, "err", err)
+			}
 		}
 		if st.alive {
 			w.recordDeath(sp.Name, st, now)
@@ -232,11 +243,16 @@ func (w *Watchdog) launch(ctx context.Context, sp Spec, st *roleState, now time.
 	if err := os.Remove(w.o.Layout.LastExit(sp.Name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		w.o.Log.Warn("remove last exit record", "role", sp.Name, "err", err)
 	}
-	if err := w.o.Tmux.NewSession(ctx, sp.Name, tmux.NewOptions{Dir: w.o.Layout.Base, Env: w.sessionEnv()}, sp.Argv...); err != nil {
+	// The pid comes from the launching call itself: a role that dies at
+	// once has no session left to ask, and poll must still see it die.
+	pid, err := w.o.Tmux.Start(ctx, sp.Name, tmux.NewOptions{Dir: w.o.Layout.Base, Env: w.sessionEnv()}, sp.Argv...)
+	if err != nil {
 		w.o.Log.Error("launch role session", "role", sp.Name, "err", err)
 		return
 	}
-	pid, _ := w.o.Tmux.PanePID(ctx, sp.Name)
+	if pid <= 0 {
+		pid, _ = w.o.Tmux.PanePID(ctx, sp.Name)
+	}
 	st.launchedAt, st.pid, st.alive = now, pid, true
 	w.o.Log.Info("launched role session", "role", sp.Name, "pid", pid)
 	w.o.Events.Emit("recovery.session_started", map[string]any{"role": sp.Name, "pid": pid})
@@ -248,17 +264,25 @@ func (w *Watchdog) recordDeath(name string, st *roleState, now time.Time) {
 	st.alive = false
 	lived := now.Sub(st.launchedAt)
 	data := map[string]any{"role": name, "lived_seconds": int(lived.Seconds())}
-	why := ""
+	why, exit := "", -1
 	if le, err := app.ReadLastExit(w.o.Layout.LastExit(name)); err != nil {
 		w.o.Log.Warn("read last exit", "role", name, "err", err)
 	} else if le != nil {
 		data["exit"], data["error"] = le.Exit, le.Error
+		exit = le.Exit
 		why = fmt.Sprintf(" (exit %d: %s)", le.Exit, le.Error)
 		w.o.Log.Warn("role session ended", "role", name, "lived", lived.Round(time.Second), "exit", le.Exit, "error", le.Error)
 	} else {
 		w.o.Log.Warn("role session ended", "role", name, "lived", lived.Round(time.Second), "exit", "unknown")
 	}
 	w.o.Events.Emit("system.role_died", data)
+	if exit == app.ExitLeadershipLost {
+		// Its lease was lost (a database link cut, another host took
+		// over): it is relaunched in standby at once, and a cluster's
+		// failovers are not crashes.
+		w.o.Log.Info("role lost its leadership: relaunching it in standby", "role", name)
+		return
+	}
 	if lived > deathCountsWithin {
 		return
 	}
@@ -326,13 +350,28 @@ func (w *Watchdog) alert(role string, deaths int, why string, now time.Time) {
 }
 
 // poll probes the known pane pids without spawning anything and records
-// deaths as they happen.
-func (w *Watchdog) poll() {
+// deaths as they happen; it reports whether a role died.
+func (w *Watchdog) poll() bool {
 	now := w.o.Clock.Now()
+	died := false
 	for name, st := range w.roles {
 		if st.alive && st.pid > 0 && !pidAlive(st.pid) {
 			w.recordDeath(name, st, now)
+			died = true
 		}
+	}
+	return died
+}
+
+// check is one liveness probe: a death starts a round at once, so a dead
+// role is back within livenessPoll instead of a round later (the
+// crash-loop guard still counts its deaths).
+func (w *Watchdog) check(ctx context.Context) {
+	if !w.poll() {
+		return
+	}
+	if err := w.Round(ctx); err != nil {
+		w.o.Log.Error("watchdog round", "err", err)
 	}
 }
 
@@ -383,6 +422,18 @@ func (w *Watchdog) Run(ctx context.Context) error {
 	if err != nil {
 		w.o.Log.Warn("leftovers of an earlier version not removed", "err", err, "cat", "SYSTEM")
 	}
+	if w.o.Renew != nil {
+		// Renewed once before the roles start, so generals launched now
+		// do not begin self-fenced.
+		hl := newHostLease(w.o, w.sys.Store.SelfFence())
+		hl.step(ctx)
+		done := make(chan struct{})
+		defer func() { <-done }()
+		go func() {
+			defer close(done)
+			hl.run(ctx)
+		}()
+	}
 	if err := w.Round(ctx); err != nil {
 		w.o.Log.Error("watchdog round", "err", err)
 	}
@@ -398,7 +449,7 @@ func (w *Watchdog) Run(ctx context.Context) error {
 			w.StopAll(context.WithoutCancel(ctx))
 			return nil
 		case <-poll.C:
-			w.poll()
+			w.check(ctx)
 			if w.relay != nil {
 				w.relay.step(w.o.Clock.Now())
 			}

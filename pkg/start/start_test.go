@@ -212,3 +212,64 @@ func TestStopRoles_SIGTERMThenKill(t *testing.T) {
 		}
 	}
 }
+
+// leaseLosingBins: king exits as a role whose lease was lost does
+// (last-exit 5), envoy exits 1.
+func leaseLosingBins(t *testing.T) string {
+	dir := fakeBins(t, "envoy")
+	lost := "#!/bin/sh\nmkdir -p \"$2/state/king\"\nprintf '{\"exit\":5,\"error\":\"king epoch 1: leadership lost\",\"at\":\"2026-11-21T12:00:00Z\"}' > \"$2/state/king/last-exit\"\nexit 5\n"
+	if err := os.WriteFile(filepath.Join(dir, "king"), []byte(lost), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// waitDead waits for the role's pane process to end (a real process).
+func waitDead(t *testing.T, w *Watchdog, role string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for pidAlive(w.roles[role].pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s (pid %d) did not exit", role, w.roles[role].pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestWatchdog_ADeathRelaunchesAtOnceAndALostLeaseIsNoCrash(t *testing.T) {
+	ctx := context.Background()
+	c := clock.NewFake(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
+	w, l, _ := newWatchdog(t, leaseLosingBins(t), c)
+	if err := w.Round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// No round is run below: every relaunch comes from check's death.
+	for range 5 {
+		waitDead(t, w, "king")
+		waitDead(t, w, "envoy")
+		w.check(ctx)
+	}
+	if n := countLaunches(t, l, "king"); n != 6 {
+		t.Fatalf("king launched %d times, want 6 (the first, then at once after each of 5 deaths)", n)
+	}
+	if d := len(w.roles["king"].deaths); d != 0 {
+		t.Fatalf("%d lost leases counted toward the crash-loop guard", d)
+	}
+	if got := w.GivenUp(); len(got) != 1 || got[0] != "envoy" {
+		t.Fatalf("given up on %v, want [envoy]: a real crash loop is still stopped", got)
+	}
+	if n := countLaunches(t, l, "envoy"); n != 3 {
+		t.Fatalf("envoy launched %d times, want 3 (max_restarts)", n)
+	}
+	for _, name := range []string{"king", "envoy"} {
+		if sp := w.roles[name]; sp == nil {
+			t.Fatalf("no state for %s", name)
+		}
+	}
+	specs, _ := w.Specs()
+	for _, sp := range specs {
+		if sp.Name == "king" && sp.Argv[len(sp.Argv)-1] != "--standby" {
+			t.Fatalf("king relaunched without --standby: %v", sp.Argv)
+		}
+	}
+}

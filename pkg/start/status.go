@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
@@ -31,6 +32,9 @@ type Status struct {
 	// At is when the status was read.
 	Threshold time.Duration
 	At        time.Time
+	// Cluster is store.kind postgres's hosts and leaders (nil in files
+	// mode).
+	Cluster *Cluster
 }
 
 // ReadStatus gathers the status without changing anything.
@@ -42,6 +46,11 @@ func ReadStatus(ctx context.Context, l layout.Layout, tc *tmux.Client, now time.
 	st := &Status{Kingdom: *k, Discarded: countDiscarded(l), Money: readMoney(l, now),
 		Waiting: readWaiting(l), Threshold: heartbeatThreshold(l), At: now}
 	st.Paused, _ = control.ReadPause(context.Background(), kv.Files(l))
+	// A system.yaml that does not load is the config check's business
+	// (start doctor); status then shows the files it can read.
+	if sys, err := config.LoadSystem(l.ConfigFile(config.SystemFile)); err == nil {
+		st.Cluster = readCluster(ctx, l, sys.Store)
+	}
 	return st, nil
 }
 
@@ -57,7 +66,10 @@ func (s *Status) Print(w io.Writer) {
 	fmt.Fprintln(tw, "ROLE\tSESSION\tHEARTBEAT\tLEADER PID")
 	for _, r := range s.Roles {
 		sess := "down"
-		if r.SessionAlive {
+		switch {
+		case r.SessionAlive && s.Cluster.leaderElsewhere(r.Name):
+			sess = "standby (leader on " + s.Cluster.Leaders[r.Name].Holder + ")"
+		case r.SessionAlive:
 			sess = "alive"
 		}
 		hb := "never"
@@ -72,6 +84,7 @@ func (s *Status) Print(w io.Writer) {
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
+	s.Cluster.print(w)
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "QUEUE\tSTATES")
 	for _, kind := range []string{layout.QEvents, layout.QTasks, layout.QMessages} {

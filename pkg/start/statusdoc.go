@@ -73,7 +73,8 @@ func (s *Status) Verdict() Verdict {
 	}
 	for _, r := range s.Roles {
 		why := roleDown(r, s.Threshold)
-		if why == "" {
+		if why == "" || (r.SessionAlive && s.Cluster.leaderElsewhere(r.Name)) {
+			// A standby beside another host's leader never ticks.
 			continue
 		}
 		code := StatusDegraded
@@ -95,6 +96,7 @@ func (s *Status) Verdict() Verdict {
 	if s.Paused != nil {
 		raise(StatusDegraded, Problem{Check: "kingdom", Reason: "paused: no new task starts until `start resume`"})
 	}
+	s.Cluster.problems(raise)
 	return v
 }
 
@@ -131,11 +133,13 @@ type StatusDoc struct {
 	// WaitsUpdatedAt is when the king last wrote its record (null: never).
 	WaitsUpdatedAt *string `json:"waits_updated_at"`
 	Discarded      int     `json:"events_discarded_today"`
-	// Hosts is reserved for the PostgreSQL mode (SPEC §11.7): always [] in
-	// the files mode.
-	Hosts   []any    `json:"hosts"`
-	Verdict Verdict  `json:"verdict"`
-	Errors  []string `json:"errors"`
+	// Hosts and Leaders are store.kind postgres's (SPEC §11.7): every host
+	// of the registry, and who leads each leader role. Always [] in the
+	// files mode.
+	Hosts   []HostDoc   `json:"hosts"`
+	Leaders []LeaderDoc `json:"leaders"`
+	Verdict Verdict     `json:"verdict"`
+	Errors  []string    `json:"errors"`
 }
 
 // StartDoc is the watchdog.
@@ -156,6 +160,9 @@ type RoleDoc struct {
 	HeartbeatAgeSeconds *int64 `json:"heartbeat_age_seconds"`
 	LeaderPID           int    `json:"leader_pid,omitempty"`
 	Down                string `json:"down,omitempty"` // why it is down
+	// Standby names the host that leads this leader role while this
+	// host's instance stands by (store.kind postgres).
+	Standby string `json:"standby,omitempty"`
 }
 
 // QueueDoc is one queue: state → count.
@@ -200,12 +207,19 @@ func (s *Status) Document(now time.Time) StatusDoc {
 	d := StatusDoc{
 		At: schema.FormatTime(now), Start: StartDoc{Running: s.StartPID > 0, PID: s.StartPID},
 		Roles: []RoleDoc{}, Queues: map[string]QueueDoc{}, Soldiers: []SoldierDoc{},
-		EnginePauses: []EnginePauseDoc{}, Waits: []waits.Wait{}, Hosts: []any{},
+		EnginePauses: []EnginePauseDoc{}, Waits: []waits.Wait{},
 		Discarded: s.Discarded, Verdict: s.Verdict(), Errors: []string{},
+	}
+	d.Hosts, d.Leaders = s.Cluster.docs()
+	if c := s.Cluster; c != nil && c.Err != nil {
+		d.Errors = append(d.Errors, "cluster: "+c.Err.Error())
 	}
 	for _, r := range s.Roles {
 		rd := RoleDoc{Name: r.Name, Up: r.Up(s.Threshold), Session: r.Name, SessionAlive: r.SessionAlive,
 			LeaderPID: r.LeaderPID, Down: roleDown(r, s.Threshold)}
+		if r.SessionAlive && s.Cluster.leaderElsewhere(r.Name) {
+			rd.Up, rd.Down, rd.Standby = true, "", s.Cluster.Leaders[r.Name].Holder
+		}
 		if r.SinceSession > 0 {
 			rd.SessionAgeSeconds = secondsPtr(r.SinceSession)
 		}

@@ -140,6 +140,20 @@ type Lease interface {
 	Release() error
 }
 
+// LeaderInfo is who last took a leadership and whether it is held now
+// (operators' views: start status). It is not part of Store: each
+// implementation has a Leaders method.
+type LeaderInfo struct {
+	// Holder is the host that took it last (empty in the files store: the
+	// one machine).
+	Holder string
+	Epoch  int64
+	// Since is when Holder took it (zero when unknown).
+	Since time.Time
+	// Held: some session holds it at this moment.
+	Held bool
+}
+
 // Store is what the roles exchange.
 type Store interface {
 	// Get returns the document id of queue q, in whatever state it is.

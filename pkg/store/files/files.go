@@ -405,3 +405,28 @@ func (l *lease) current() bool {
 	e, err := readEpoch(l.s.epochPath(l.name))
 	return err == nil && e == l.epoch
 }
+
+// Leaders returns the leaderships this tree's roles took (a leader.epoch
+// beside their lock): the epoch, and whether the lock is held now. Holder
+// is empty: there is one machine.
+func (s *Store) Leaders(ctx context.Context) (map[string]store.LeaderInfo, error) {
+	paths, err := filepath.Glob(filepath.Join(s.l.StateDir(), "*", "leader.epoch"))
+	if err != nil {
+		return nil, fmt.Errorf("list leaders: %w", err)
+	}
+	out := map[string]store.LeaderInfo{}
+	for _, p := range paths {
+		name := filepath.Base(filepath.Dir(p))
+		epoch, err := readEpoch(p)
+		if err != nil {
+			return nil, fmt.Errorf("list leaders: %s: %w", p, err)
+		}
+		li := store.LeaderInfo{Epoch: epoch}
+		if fi, err := os.Stat(p); err == nil {
+			li.Since = fi.ModTime()
+		}
+		li.Held, _ = lockfile.Held(s.l.LeaderLock(name))
+		out[name] = li
+	}
+	return out, nil
+}

@@ -1,6 +1,7 @@
 package files
 
 import (
+	"context"
 	"os"
 	"testing"
 
@@ -18,4 +19,30 @@ func TestMain(m *testing.M) {
 
 func TestFileStore_Conformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) string { return t.TempDir() }, open)
+}
+
+func TestFilesLeaders_EpochAndHeld(t *testing.T) {
+	l := layout.New(t.TempDir())
+	s, err := Open(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	lease, err := s.Lead(ctx, "king")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.Leaders(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if li := m["king"]; li.Epoch != 1 || !li.Held || li.Holder != "" {
+		t.Fatalf("king leading: %+v", li)
+	}
+	lease.Release()
+	m, _ = s.Leaders(ctx)
+	if li := m["king"]; li.Epoch != 1 || li.Held {
+		t.Fatalf("king released: %+v", li)
+	}
 }

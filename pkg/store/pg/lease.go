@@ -2,6 +2,7 @@ package pg
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -126,4 +127,47 @@ func (l *lease) fence(ctx context.Context, tx pgx.Tx) error {
 		return fmt.Errorf("commit: lease %s epoch %d, now %d: %w", l.name, l.epoch, epoch, store.ErrFenced)
 	}
 	return nil
+}
+
+// Leaders returns every leadership ever taken, by name: its last holder
+// and epoch from leaders, and whether a session holds its advisory lock in
+// this database right now (a holder that died leaves its row behind).
+func (s *Store) Leaders(ctx context.Context) (map[string]store.LeaderInfo, error) {
+	rows, err := s.pool.Query(ctx, `SELECT l.name, l.epoch, l.holder, l.acquired_at,
+		EXISTS (SELECT 1 FROM pg_locks k WHERE k.locktype='advisory' AND k.granted AND k.objsubid=2
+			AND k.database=(SELECT oid FROM pg_database WHERE datname=current_database())
+			AND k.classid=$1::int4::oid AND k.objid=hashtext(l.name)::oid)
+		FROM leaders l`, lockLeader)
+	if err != nil {
+		return nil, fmt.Errorf("list leaders: %w", err)
+	}
+	out := map[string]store.LeaderInfo{}
+	var name string
+	var li store.LeaderInfo
+	_, err = pgx.ForEachRow(rows, []any{&name, &li.Epoch, &li.Holder, &li.Since, &li.Held}, func() error {
+		out[name] = li
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list leaders: %w", err)
+	}
+	return out, nil
+}
+
+// Connect opens one connection to dsn configured as a lease's (the
+// DSN's keepalives on the dialer), without migrating: for operators'
+// checks (start doctor). Errors never quote the DSN.
+func Connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, errors.New("connect: the DSN does not parse")
+	}
+	if err := keepalives(cfg); err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	c, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	return c, nil
 }

@@ -1,0 +1,233 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/store"
+	"github.com/kingdom-dev/kingdom/pkg/store/open"
+)
+
+// LeaderRoles run on one host at a time in store.kind postgres (SPEC
+// §11.7): their runner takes the store's lease. Every other role (the
+// sentinel for its inbox, the generals) is per host and keeps its lock
+// file.
+var LeaderRoles = []string{layout.RoleKing, layout.RoleEnvoy, layout.RoleChamberlain}
+
+// IsLeaderRole reports whether role is one of LeaderRoles.
+func IsLeaderRole(role string) bool {
+	for _, r := range LeaderRoles {
+		if r == role {
+			return true
+		}
+	}
+	return false
+}
+
+// storeConfig checks the store section before anything connects: the
+// host id resolves and, in postgres mode, the DSN variable is set (named,
+// never its value).
+func storeConfig(cfg config.Store) (host string, err error) {
+	host, err = cfg.ResolveHostID()
+	if err != nil {
+		return "", &ConfigError{Err: err}
+	}
+	if cfg.Kind == config.StorePostgres && os.Getenv(cfg.DSNEnv) == "" {
+		return "", &ConfigError{Err: fmt.Errorf("store.kind postgres: %s is not set (put the DSN in %s or start's environment)", cfg.DSNEnv, config.EnvFile)}
+	}
+	return host, nil
+}
+
+// lazyStore is Env.Store: it opens the store of system.yaml on first use,
+// with that call's context, and keeps it. In files mode a role that never
+// uses it creates nothing (files.Open makes state/store); in postgres mode
+// a database that is down at start-up is an error of the call that needed
+// it (a standby's Lead retries it), not of Setup.
+type lazyStore struct {
+	cfg    config.Store
+	l      layout.Layout
+	mu     sync.Mutex
+	st     store.Store
+	closed bool
+}
+
+var _ store.Store = (*lazyStore)(nil)
+
+// stores are the stores Setup made, closed by MainFunc on exit.
+var stores struct {
+	sync.Mutex
+	all []*lazyStore
+}
+
+func newLazyStore(cfg config.Store, l layout.Layout) *lazyStore {
+	s := &lazyStore{cfg: cfg, l: l}
+	stores.Lock()
+	stores.all = append(stores.all, s)
+	stores.Unlock()
+	return s
+}
+
+func closeStores() {
+	stores.Lock()
+	all := stores.all
+	stores.all = nil
+	stores.Unlock()
+	for _, s := range all {
+		s.Close()
+	}
+}
+
+// open returns the opened store, opening it now if needed.
+func (s *lazyStore) open(ctx context.Context) (store.Store, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, errors.New("open store: closed")
+	}
+	if s.st == nil {
+		st, err := open.Store(ctx, s.cfg, s.l)
+		if err != nil {
+			return nil, err
+		}
+		s.st = st
+	}
+	return s.st, nil
+}
+
+// OpenStore returns the store behind st (Env.Store), opened: a
+// *files.Store or a *pg.Store.
+func OpenStore(ctx context.Context, st store.Store) (store.Store, error) {
+	if ls, ok := st.(*lazyStore); ok {
+		return ls.open(ctx)
+	}
+	return st, nil
+}
+
+// Pool returns the PostgreSQL pool behind st (the hosts registry, checks);
+// an error in files mode.
+func Pool(ctx context.Context, st store.Store) (*pgxpool.Pool, error) {
+	inner, err := OpenStore(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	p, ok := inner.(interface{ Pool() *pgxpool.Pool })
+	if !ok {
+		return nil, errors.New("store has no PostgreSQL pool (store.kind is not postgres)")
+	}
+	return p.Pool(), nil
+}
+
+// Leaders lists the leaderships of st (store.LeaderInfo by name).
+func Leaders(ctx context.Context, st store.Store) (map[string]store.LeaderInfo, error) {
+	inner, err := OpenStore(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	l, ok := inner.(interface {
+		Leaders(context.Context) (map[string]store.LeaderInfo, error)
+	})
+	if !ok {
+		return nil, errors.New("store cannot list leaders")
+	}
+	return l.Leaders(ctx)
+}
+
+func (s *lazyStore) Get(ctx context.Context, q, id string) (store.Doc, error) {
+	st, err := s.open(ctx)
+	if err != nil {
+		return store.Doc{}, err
+	}
+	return st.Get(ctx, q, id)
+}
+
+func (s *lazyStore) List(ctx context.Context, q, state string) ([]store.Doc, error) {
+	st, err := s.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return st.List(ctx, q, state)
+}
+
+func (s *lazyStore) Claim(ctx context.Context, q, from, to, id string, c store.Claim) error {
+	st, err := s.open(ctx)
+	if err != nil {
+		return err
+	}
+	return st.Claim(ctx, q, from, to, id, c)
+}
+
+func (s *lazyStore) ClaimNext(ctx context.Context, q, from, to string, c store.Claim) (store.Doc, error) {
+	st, err := s.open(ctx)
+	if err != nil {
+		return store.Doc{}, err
+	}
+	return st.ClaimNext(ctx, q, from, to, c)
+}
+
+func (s *lazyStore) Update(ctx context.Context, fn func(store.Tx) error) error {
+	st, err := s.open(ctx)
+	if err != nil {
+		return err
+	}
+	return st.Update(ctx, fn)
+}
+
+func (s *lazyStore) Admit(ctx context.Context, id string, data []byte) error {
+	st, err := s.open(ctx)
+	if err != nil {
+		return err
+	}
+	return st.Admit(ctx, id, data)
+}
+
+func (s *lazyStore) Events(ctx context.Context, cur store.Cursor, max int) ([]store.Event, error) {
+	st, err := s.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return st.Events(ctx, cur, max)
+}
+
+func (s *lazyStore) Lead(ctx context.Context, name string) (store.Lease, error) {
+	st, err := s.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return st.Lead(ctx, name)
+}
+
+func (s *lazyStore) Value(ctx context.Context, ns, key string) ([]byte, error) {
+	st, err := s.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return st.Value(ctx, ns, key)
+}
+
+func (s *lazyStore) Values(ctx context.Context, ns string) (map[string][]byte, error) {
+	st, err := s.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return st.Values(ctx, ns)
+}
+
+// Close closes the store if it was opened; later calls fail.
+func (s *lazyStore) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	if s.st == nil {
+		return nil
+	}
+	err := s.st.Close()
+	s.st = nil
+	return err
+}

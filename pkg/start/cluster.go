@@ -1,0 +1,183 @@
+package start
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/app"
+	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/hosts"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/store"
+	"github.com/kingdom-dev/kingdom/pkg/store/open"
+)
+
+// Cluster is what `start status` shows of store.kind postgres: every host
+// of the registry and who leads each leader role.
+type Cluster struct {
+	HostID    string // this host
+	SelfFence time.Duration
+	Hosts     []hosts.Host
+	Leaders   map[string]store.LeaderInfo
+	Err       error // the database could not be read
+}
+
+// clusterTimeout bounds status's reading of the database.
+const clusterTimeout = 10 * time.Second
+
+// readCluster reads the hosts and leaders of cfg's database; nil in files
+// mode. The DSN comes from the environment (the caller applied
+// kingdom.env).
+func readCluster(ctx context.Context, l layout.Layout, cfg config.Store) *Cluster {
+	if cfg.Kind != config.StorePostgres {
+		return nil
+	}
+	c := &Cluster{SelfFence: cfg.SelfFence()}
+	c.HostID, c.Err = cfg.ResolveHostID()
+	if c.Err != nil {
+		return c
+	}
+	ctx, cancel := context.WithTimeout(ctx, clusterTimeout)
+	defer cancel()
+	st, err := open.Store(ctx, cfg, l)
+	if err != nil {
+		c.Err = err
+		return c
+	}
+	defer st.Close()
+	pool, err := app.Pool(ctx, st)
+	if err == nil {
+		c.Hosts, err = hosts.New(pool).List(ctx, c.SelfFence)
+	}
+	if err == nil {
+		c.Leaders, err = app.Leaders(ctx, st)
+	}
+	c.Err = err
+	return c
+}
+
+// leaderElsewhere reports whether role is a leader role that a live
+// session on another host holds: this host's instance stands by, so its
+// missing heartbeat is no fault.
+func (c *Cluster) leaderElsewhere(role string) bool {
+	if c == nil || c.Err != nil || !app.IsLeaderRole(role) {
+		return false
+	}
+	li, ok := c.Leaders[role]
+	return ok && li.Held && li.Holder != c.HostID
+}
+
+// problems are the cluster's reasons for a verdict: the database cannot
+// be read or no host leads a leader role (down), this host's lease is
+// stale (degraded: its generals have fenced themselves).
+func (c *Cluster) problems(raise func(int, Problem)) {
+	if c == nil {
+		return
+	}
+	if c.Err != nil {
+		raise(StatusDown, Problem{Check: "store", Reason: "postgres unreadable: " + c.Err.Error()})
+		return
+	}
+	self := false
+	for _, h := range c.Hosts {
+		if h.ID == c.HostID {
+			self = h.Alive
+		}
+	}
+	if !self {
+		raise(StatusDegraded, Problem{Check: "host", Reason: c.HostID + ": no renewal within store.self_fence_seconds: its generals stop claiming (is start running and the database reachable?)"})
+	}
+	for _, r := range app.LeaderRoles {
+		if !c.Leaders[r].Held {
+			raise(StatusDown, Problem{Role: r, Reason: "no host leads it"})
+		}
+	}
+}
+
+func (c *Cluster) print(w io.Writer) {
+	if c == nil {
+		return
+	}
+	if c.Err != nil {
+		fmt.Fprintf(w, "cluster: unknown (%v)\n\n", c.Err)
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "HOST\tRENEWED\tALIVE\tVERSION")
+	for _, h := range c.Hosts {
+		id := h.ID
+		if id == c.HostID {
+			id += " (this host)"
+		}
+		fmt.Fprintf(tw, "%s\t%s ago\t%s\t%s\n", id, h.Age.Round(time.Second), yesNo(h.Alive), h.Version)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "LEADER\tHOST\tEPOCH\tHELD")
+	for _, r := range app.LeaderRoles {
+		li, ok := c.Leaders[r]
+		if !ok {
+			fmt.Fprintf(tw, "%s\t-\t-\tno\n", r)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", r, li.Holder, li.Epoch, yesNo(li.Held))
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// HostDoc is one host of the registry (store.kind postgres).
+type HostDoc struct {
+	ID string `json:"id"`
+	// This marks the host that ran `start status`.
+	This              bool   `json:"this"`
+	RenewedAgeSeconds int64  `json:"renewed_age_seconds"`
+	Alive             bool   `json:"alive"`
+	Version           string `json:"version"`
+	StartedAt         string `json:"started_at"`
+}
+
+// LeaderDoc is one leader role: who took it last, and whether it is held.
+type LeaderDoc struct {
+	Role  string  `json:"role"`
+	Host  string  `json:"host"`
+	Epoch int64   `json:"epoch"`
+	Held  bool    `json:"held"`
+	Since *string `json:"since"`
+}
+
+func (c *Cluster) docs() ([]HostDoc, []LeaderDoc) {
+	hs, ls := []HostDoc{}, []LeaderDoc{}
+	if c == nil || c.Err != nil {
+		return hs, ls
+	}
+	for _, h := range c.Hosts {
+		hs = append(hs, HostDoc{ID: h.ID, This: h.ID == c.HostID, RenewedAgeSeconds: int64(h.Age / time.Second),
+			Alive: h.Alive, Version: h.Version, StartedAt: schema.FormatTime(h.StartedAt)})
+	}
+	names := append([]string{}, app.LeaderRoles...)
+	sort.Strings(names)
+	for _, r := range names {
+		li, ok := c.Leaders[r]
+		d := LeaderDoc{Role: r, Host: li.Holder, Epoch: li.Epoch, Held: li.Held}
+		if ok && !li.Since.IsZero() {
+			at := schema.FormatTime(li.Since)
+			d.Since = &at
+		}
+		ls = append(ls, d)
+	}
+	return hs, ls
+}

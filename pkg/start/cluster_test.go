@@ -1,0 +1,157 @@
+package start
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/internal/testkit/pgtest"
+	"github.com/kingdom-dev/kingdom/pkg/app"
+	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/hosts"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/status"
+	"github.com/kingdom-dev/kingdom/pkg/store"
+	"github.com/kingdom-dev/kingdom/pkg/store/open"
+)
+
+func problemsOf(v Verdict) string {
+	var b strings.Builder
+	for _, p := range v.Problems {
+		b.WriteString(p.Role + p.Check + ": " + p.Reason + "\n")
+	}
+	return b.String()
+}
+
+func TestReadCluster_HostsAndLeadersFromPostgres(t *testing.T) {
+	t.Setenv("KINGDOM_TEST_DSN", pgtest.DB(t))
+	t.Setenv(config.HostIDEnv, "box-a")
+	ctx := context.Background()
+	l := layout.New(t.TempDir())
+	l.Ensure()
+	cfg := config.DefaultStore()
+	cfg.Kind, cfg.DSNEnv = config.StorePostgres, "KINGDOM_TEST_DSN"
+	a, err := open.Store(ctx, cfg, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	t.Setenv(config.HostIDEnv, "box-b")
+	b, err := open.Store(ctx, cfg, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	t.Setenv(config.HostIDEnv, "box-a")
+	pool, _ := app.Pool(ctx, a)
+	reg := hosts.New(pool)
+	reg.Renew(ctx, "box-a", "v2", time.Now())
+	reg.Renew(ctx, "box-b", "v1", time.Now())
+	// box-b went silent an hour ago.
+	if _, err := pool.Exec(ctx, "UPDATE hosts SET renewed_at = now() - interval '1 hour' WHERE host_id='box-b'"); err != nil {
+		t.Fatal(err)
+	}
+	lk, err := b.Lead(ctx, layout.RoleKing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Release()
+	le, err := a.Lead(ctx, layout.RoleEnvoy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer le.Release()
+
+	c := readCluster(ctx, l, cfg)
+	if c == nil || c.Err != nil || c.HostID != "box-a" {
+		t.Fatalf("cluster %+v", c)
+	}
+	st := &Status{Threshold: time.Minute, Cluster: c, Kingdom: status.Kingdom{StartPID: 1, Roles: []RoleStatus{
+		// Standing by beside box-b's king: alive, never ticked.
+		{Name: layout.RoleKing, SessionAlive: true, HeartbeatAge: -1, SinceSession: time.Hour},
+		{Name: layout.RoleEnvoy, SessionAlive: true, HeartbeatAge: time.Second, SinceSession: time.Hour},
+	}}}
+	v := st.Verdict()
+	ps := problemsOf(v)
+	if strings.Contains(ps, "king") {
+		t.Errorf("a standby king beside box-b's leader reported: %s", ps)
+	}
+	if !strings.Contains(ps, "chamberlain: no host leads it") || v.Exit != StatusDown {
+		t.Errorf("verdict %d %s: want down, no host leads the chamberlain", v.Exit, ps)
+	}
+	if strings.Contains(ps, "box-a: no renewal") {
+		t.Errorf("this host renewed, yet: %s", ps)
+	}
+	d := st.Document(time.Now())
+	if len(d.Hosts) != 2 || d.Hosts[0].ID != "box-a" || !d.Hosts[0].This || !d.Hosts[0].Alive || d.Hosts[0].Version != "v2" ||
+		d.Hosts[1].Alive || d.Hosts[1].RenewedAgeSeconds < 3500 {
+		t.Fatalf("hosts %+v", d.Hosts)
+	}
+	leaders := map[string]LeaderDoc{}
+	for _, ld := range d.Leaders {
+		leaders[ld.Role] = ld
+	}
+	if k := leaders["king"]; k.Host != "box-b" || !k.Held || k.Epoch != 1 || k.Since == nil {
+		t.Errorf("king %+v", k)
+	}
+	if e := leaders["envoy"]; e.Host != "box-a" || !e.Held {
+		t.Errorf("envoy %+v", e)
+	}
+	if ch := leaders["chamberlain"]; ch.Held || ch.Host != "" {
+		t.Errorf("chamberlain %+v", ch)
+	}
+	for _, r := range d.Roles {
+		if r.Name == "king" && (!r.Up || r.Standby != "box-b") {
+			t.Errorf("king doc %+v: want up, standby for box-b", r)
+		}
+	}
+	var out bytes.Buffer
+	st.Print(&out)
+	for _, want := range []string{"box-a (this host)", "standby (leader on box-b)", "LEADER"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("printed status lacks %q:\n%s", want, out.String())
+		}
+	}
+
+	// The king that leads here and never ticks is down.
+	lk.Release()
+	kk, err := a.Lead(ctx, layout.RoleKing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kk.Release()
+	st.Cluster = readCluster(ctx, l, cfg)
+	if ps := problemsOf(st.Verdict()); !strings.Contains(ps, "king: down") {
+		t.Errorf("this host's silent leader not reported: %s", ps)
+	}
+}
+
+func TestClusterVerdict_UnreadableAndStaleHost(t *testing.T) {
+	st := &Status{Kingdom: status.Kingdom{StartPID: 1}, Threshold: time.Minute, Cluster: &Cluster{HostID: "box-a", Err: errors.New("dial tcp: connection refused")}}
+	v := st.Verdict()
+	if v.Exit != StatusDown || !strings.Contains(problemsOf(v), "store: postgres unreadable") {
+		t.Fatalf("unreadable: %d %s", v.Exit, problemsOf(v))
+	}
+	if d := st.Document(time.Now()); len(d.Hosts) != 0 || d.Hosts == nil || d.Leaders == nil || len(d.Errors) == 0 {
+		t.Fatalf("doc %+v", d)
+	}
+	held := map[string]store.LeaderInfo{}
+	for _, r := range app.LeaderRoles {
+		held[r] = store.LeaderInfo{Holder: "box-b", Held: true}
+	}
+	st.Cluster = &Cluster{HostID: "box-a", Leaders: held, Hosts: []hosts.Host{{ID: "box-a", Alive: false}, {ID: "box-b", Alive: true}}}
+	v = st.Verdict()
+	if v.Exit != StatusDegraded || !strings.Contains(problemsOf(v), "box-a: no renewal") {
+		t.Fatalf("stale host: %d %s", v.Exit, problemsOf(v))
+	}
+}
+
+func TestStatusDoc_FilesModeHasEmptyHostsAndLeaders(t *testing.T) {
+	d := (&Status{Kingdom: status.Kingdom{StartPID: 1}}).Document(time.Now())
+	if d.Hosts == nil || len(d.Hosts) != 0 || d.Leaders == nil || len(d.Leaders) != 0 {
+		t.Fatalf("hosts %v leaders %v, want [] and []", d.Hosts, d.Leaders)
+	}
+}
