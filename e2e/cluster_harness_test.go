@@ -211,6 +211,9 @@ func (c *Cluster) HostOfBase(base string) string {
 
 // Drop writes an event into host i's inbox.
 func (c *Cluster) Drop(i int, id string, payload map[string]any) {
+	if payload == nil {
+		payload = map[string]any{}
+	}
 	c.Hosts[i].DropInbox(id, map[string]any{"id": id, "type": clusterWork, "payload": payload})
 }
 
@@ -273,7 +276,7 @@ func (c *Cluster) Result(task string) *schema.Result {
 }
 
 // doneRE finds the ✅ of a finished task in a console log.
-var doneRE = regexp.MustCompile(`✅ \S+ finished (\S+?):`)
+var doneRE = regexp.MustCompile(`✅ \S+ finished ([A-Za-z0-9._:@-]+)`)
 
 // Dones counts ✅ notifications per task across every host's console log
 // (the envoy writes to the log of the host where it leads).

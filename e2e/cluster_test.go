@@ -446,7 +446,7 @@ func TestCluster_IdleLatency(t *testing.T) {
 	for i := 0; i < rounds; i++ {
 		id := fmt.Sprintf("evt-idle-%d", i)
 		dropped := time.Now()
-		k.DropInbox(id, map[string]any{"id": id, "type": clusterWork})
+		k.DropInbox(id, map[string]any{"id": id, "type": clusterWork, "payload": map[string]any{}})
 		k.Eventually("the ✅ of "+id, time.Minute, func() bool {
 			tk := k.TaskForEvent(id)
 			return tk != nil && consoleDones(k.L)[tk.ID] > 0
