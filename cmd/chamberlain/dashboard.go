@@ -9,6 +9,8 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/chamberlain"
 	"github.com/kingdom-dev/kingdom/pkg/dashboard"
 	"github.com/kingdom-dev/kingdom/pkg/runner"
+	"github.com/kingdom-dev/kingdom/pkg/status"
+	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
 // withDashboard is the chamberlain role plus its HTTP server, which starts
@@ -30,7 +32,7 @@ func (w withDashboard) Start(ctx context.Context) error {
 // dashboardRole adds the dashboard when chamberlain.yaml http.listen is set.
 // A listen address outside loopback without a token in $http.token_env is a
 // configuration error: the chamberlain refuses to start (exit 2).
-func dashboardRole(env *app.Env, cfg chamberlain.Config, role *chamberlain.Role) (runner.Role, error) {
+func dashboardRole(env *app.Env, cfg chamberlain.Config, role *chamberlain.Role, st store.Store) (runner.Role, error) {
 	h := cfg.Chamberlain.HTTP
 	if h.Listen == "" {
 		return role, nil
@@ -40,6 +42,9 @@ func dashboardRole(env *app.Env, cfg chamberlain.Config, role *chamberlain.Role)
 		RequireToken: h.RequireToken, AllowedHosts: h.AllowedHosts,
 		MaxClients: h.MaxClients, MaxConns: h.MaxConnections, HeartbeatThreshold: cfg.Chamberlain.HeartbeatThreshold(),
 		Budget: cfg.Budget, Clock: env.Clock, Tmux: env.Tmux, Log: env.Log,
+	}
+	if st != nil {
+		o.Store, o.Cluster = st, status.StoreCluster(st, env.System.Store.SelfFence())
 	}
 	srv, err := dashboard.New(o)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
 	"github.com/kingdom-dev/kingdom/pkg/runner"
+	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
 func main() { app.Main(command()) }
@@ -66,12 +67,24 @@ func run(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	role := chamberlain.New(env.Layout, cfg, chamberlain.Deps{
+	deps := chamberlain.Deps{
 		Clock: env.Clock, Metrics: chamberlain.NewSystemMetrics(env.Layout.Base),
 		Tmux: env.Tmux, Events: env.Events, Log: env.Log,
-	}, chamberlain.ModeDaemon)
+	}
+	var shared store.Store
+	if env.Postgres() {
+		// SPEC §11.7: resources, heartbeats and hung roles stay per host;
+		// alerts, reports and row retention run where the
+		// chamberlain-cluster lease is held.
+		st, err := app.OpenStore(ctx, env.Store)
+		if err != nil {
+			return err
+		}
+		shared, deps.Store, deps.Host = st, st, env.HostID
+	}
+	role := chamberlain.New(env.Layout, cfg, deps, chamberlain.ModeDaemon)
 	defer role.Close()
-	served, err := dashboardRole(env, cfg, role)
+	served, err := dashboardRole(env, cfg, role, shared)
 	if err != nil {
 		return err
 	}

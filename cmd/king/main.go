@@ -11,6 +11,7 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/app"
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/hosts"
 	"github.com/kingdom-dev/kingdom/pkg/king"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/runner"
@@ -36,10 +37,25 @@ func main() {
 			if ch, err := config.LoadChamberlain(env.Layout.ConfigFile(config.ChamberlainFile)); err == nil {
 				minFree = ch.Thresholds.DiskMinFreeGB
 			}
-			k, err := king.New(king.Options{
+			o := king.Options{
 				Layout: env.Layout, Config: cfg, Log: env.Log, Events: env.Events, Clock: env.Clock, Tmux: env.Tmux,
 				DiskMinFreeGB: minFree,
-			})
+			}
+			if env.Postgres() {
+				// SPEC §11.7: the queues, small state, results and event log
+				// live in the shared database; the king leads by its lease.
+				st, err := app.OpenStore(ctx, env.Store)
+				if err != nil {
+					return err
+				}
+				pool, err := app.Pool(ctx, st)
+				if err != nil {
+					return err
+				}
+				o.Store, o.Host, o.Hosts = st, env.HostID, hosts.New(pool)
+				o.Takeover = env.System.Store.Takeover()
+			}
+			k, err := king.New(o)
 			if err != nil {
 				return err
 			}

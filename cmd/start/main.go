@@ -284,16 +284,17 @@ func eventsCmd(_ context.Context, c *cli.Command) error {
 	return start.PrintEvents(c.Root().Writer, rows, now)
 }
 
-// eventCancelCmd: pkg/control has no action that cancels a queued event,
-// so this says so rather than pretending (exit 1).
-func eventCancelCmd(_ context.Context, c *cli.Command) error {
+// eventCancelCmd asks the king to withdraw an event not yet dispatched
+// (control action cancel_event); once dispatched, its task is what to
+// cancel, and the king's reply names it (exit 1).
+func eventCancelCmd(ctx context.Context, c *cli.Command) error {
 	if c.Args().Len() != 1 {
 		return &app.CodeError{Code: app.ExitUsage, Err: errors.New("usage: start events cancel <event-id>")}
 	}
 	if err := ids.Check(c.Args().First()); err != nil {
 		return &app.CodeError{Code: app.ExitUsage, Err: fmt.Errorf("event id: %w", err)}
 	}
-	return &app.CodeError{Code: 1, Err: start.ErrEventCancelUnsupported}
+	return controlCmd(ctx, c, control.Request{Action: control.ActionCancelEvent, EventID: c.Args().First()})
 }
 
 func restartCmd(ctx context.Context, c *cli.Command) error {

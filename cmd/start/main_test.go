@@ -82,7 +82,7 @@ func TestStartCommands_StatusEventsRestartExitCodes(t *testing.T) {
 	if out, _, code := runStart(t, bin, l.Base, "events", "--json"); code != 0 || strings.TrimSpace(out) != "[]" {
 		t.Errorf("events --json exit %d: %q", code, out)
 	}
-	if _, errOut, code := runStart(t, bin, l.Base, "events", "cancel", "evt-1"); code != 1 || !strings.Contains(errOut, "not supported yet") {
+	if _, errOut, code := runStart(t, bin, l.Base, "events", "cancel", "../evt-1"); code != 2 || !strings.Contains(errOut, "event id") {
 		t.Errorf("events cancel exit %d: %s", code, errOut)
 	}
 	if _, errOut, code := runStart(t, bin, l.Base, "restart", "gen-nope"); code != 2 || !strings.Contains(errOut, "unknown role") {

@@ -158,7 +158,12 @@ func SetupWith(role, baseFlag string, stdout io.Writer) (*Env, error) {
 	}
 	atomicfile.SetRole(role)
 	lo := logging.Options{Role: role, Stdout: stdout, SystemLog: l.SystemLog(), RotateLock: l.RotateLock(), Level: logLevel()}
+	st := newLazyStore(sys.Store, l)
 	events := eventlog.NewEmitter(l.EventsLog(), l.RotateLock(), role, nil)
+	if sys.Store.Kind == config.StorePostgres {
+		// The event log is a table every host shares (SPEC §11.7).
+		events = eventlog.NewStoreEmitter(st, role)
+	}
 	if readOnly {
 		lo.SystemLog, lo.RotateLock, events = "", "", nil
 	}
@@ -172,7 +177,7 @@ func SetupWith(role, baseFlag string, stdout io.Writer) (*Env, error) {
 		Clock:    clock.Real{},
 		ReadOnly: readOnly,
 		System:   sys,
-		Store:    newLazyStore(sys.Store, l),
+		Store:    st,
 		HostID:   host,
 	}, nil
 }

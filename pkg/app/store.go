@@ -16,10 +16,12 @@ import (
 )
 
 // LeaderRoles run on one host at a time in store.kind postgres (SPEC
-// §11.7): their runner takes the store's lease. Every other role (the
-// sentinel for its inbox, the generals) is per host and keeps its lock
-// file.
-var LeaderRoles = []string{layout.RoleKing, layout.RoleEnvoy, layout.RoleChamberlain}
+// §11.7): their runner takes the store's lease. Every other role keeps its
+// lock file and runs on every host: the generals, the sentinel (its inbox;
+// its pollers take the "sentinel-pollers" lease inside its tick) and the
+// chamberlain (its resources and heartbeats; its cluster duties take the
+// "chamberlain-cluster" lease inside its tick).
+var LeaderRoles = []string{layout.RoleKing, layout.RoleEnvoy}
 
 // IsLeaderRole reports whether role is one of LeaderRoles.
 func IsLeaderRole(role string) bool {

@@ -133,14 +133,14 @@ func TestSetup_PostgresLeaderRolesLeadByLease(t *testing.T) {
 		t.Fatalf("leaders %+v %v: want king held by box-a", m, err)
 	}
 	// Per-host roles keep their lock file.
-	for _, role := range []string{layout.RoleSentinel, "gen-review"} {
+	for _, role := range []string{layout.RoleSentinel, layout.RoleChamberlain, "gen-review"} {
 		e := *a
 		e.Role = role
 		if e.RunnerOptions(&cli.Command{}).Lead != nil {
 			t.Errorf("%s: per-host role got a lease", role)
 		}
 	}
-	for _, role := range []string{layout.RoleEnvoy, layout.RoleChamberlain} {
+	for _, role := range []string{layout.RoleEnvoy} {
 		e := *a
 		e.Role = role
 		if e.RunnerOptions(&cli.Command{}).Lead == nil {

@@ -1,6 +1,7 @@
 package chamberlain
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -160,7 +161,15 @@ func (r *Role) putMessage(typ, kind, key, urgency, content string, ctxData map[s
 	if err != nil {
 		return err
 	}
-	if err := r.messages.PutOnce(layout.Pending, id, b); err != nil {
+	// A cluster alert commits only while this host still leads the
+	// cluster duties (no lease in file mode: Fence does nothing).
+	err = queue.Group(context.Background(), func(g *queue.GroupTx) error {
+		if r.lease != nil && clusterAlert(kind, key) {
+			g.Fence(r.lease)
+		}
+		return g.PutOnce(r.messages, layout.Pending, id, b)
+	}, r.messages)
+	if err != nil {
 		if errors.Is(err, queue.ErrExists) {
 			return nil // already queued (a repeat within the same second, or after a crash)
 		}

@@ -30,9 +30,11 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/health"
+	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
+	"github.com/kingdom-dev/kingdom/pkg/store"
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
 )
 
@@ -75,6 +77,14 @@ type Deps struct {
 	Tmux    Tmux
 	Events  *eventlog.Emitter // nil discards
 	Log     *slog.Logger
+	// Store is the shared store in PostgreSQL mode; nil in file mode.
+	// With it the cluster duties run only while this host holds the
+	// "chamberlain-cluster" lease (cluster.go).
+	Store store.Store
+	// Host is this host's id in PostgreSQL mode; "" in file mode.
+	Host string
+	// KV is the small state (pauses); nil means kv.Files(layout).
+	KV kv.KV
 }
 
 // Role is the chamberlain's tick.
@@ -93,8 +103,13 @@ type Role struct {
 	messages *queue.Queue
 	events   *queue.Queue
 	tasks    *queue.Queue
+	kv       kv.KV
 
-	cursor *eventlog.Cursor
+	st    store.Store // nil in file mode
+	host  string
+	lease store.Lease // the cluster lease while held (PostgreSQL mode)
+
+	cursor eventlog.Reader
 
 	loaded  bool
 	anomaly AnomalyState
@@ -140,13 +155,25 @@ func New(l layout.Layout, cfg Config, d Deps, mode Mode) *Role {
 	if mode == ModeReadOnly {
 		em = nil // a reader emits nothing
 	}
+	if d.KV == nil {
+		d.KV = kv.Files(l)
+	}
+	q := func(kind string, em *eventlog.Emitter) *queue.Queue {
+		if d.Store != nil {
+			return queue.OnStore(d.Store, l, kind, em, d.Host)
+		}
+		return queue.New(l, kind, em)
+	}
 	return &Role{
 		l: l, cfg: cfg, c: cfg.Chamberlain, mode: mode,
 		clk: d.Clock, met: d.Metrics, tm: d.Tmux, em: em, log: d.Log,
 		reg:      sessions.New(l),
-		messages: queue.New(l, layout.QMessages, em),
-		events:   queue.New(l, layout.QEvents, nil),
-		tasks:    queue.New(l, layout.QTasks, nil),
+		messages: q(layout.QMessages, em),
+		events:   q(layout.QEvents, nil),
+		tasks:    q(layout.QTasks, nil),
+		kv:       d.KV,
+		st:       d.Store,
+		host:     d.Host,
 	}
 }
 
@@ -228,17 +255,23 @@ func (r *Role) Tick(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	r.watcherEvents(rep)
-	if err := r.consume(); err != nil {
-		errs = append(errs, err)
+	// The cluster duties (the event log's accounts and alerts, the report,
+	// row retention) run on one host at a time in PostgreSQL mode; in file
+	// mode this host is the whole cluster.
+	cluster := r.leadCluster(ctx)
+	if cluster {
+		if err := r.consume(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	r.recordDaily(rep.Money)
 	if r.mode == ModeDaemon {
-		if err := r.act(ctx, rep, now); err != nil {
+		if err := r.act(ctx, rep, now, cluster); err != nil {
 			// Alerts and recovery failing must not hide the rest; logged,
 			// retried next tick.
 			r.log.Error("recovery actions", "err", err)
 		}
-		if err := r.periodic(ctx, now); err != nil {
+		if err := r.periodic(ctx, now, cluster); err != nil {
 			r.log.Error("periodic jobs", "err", err)
 		}
 	}
@@ -255,12 +288,17 @@ func (r *Role) Tick(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Close releases the events cursor.
+// Close releases the events cursor and the cluster lease.
 func (r *Role) Close() error {
+	var errs []error
 	if r.cursor != nil {
-		return r.cursor.Close()
+		errs = append(errs, r.cursor.Close())
 	}
-	return nil
+	if r.lease != nil {
+		errs = append(errs, r.lease.Release())
+		r.lease = nil
+	}
+	return errors.Join(errs...)
 }
 
 func joinErrs(msgs []string) error {

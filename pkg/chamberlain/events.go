@@ -9,7 +9,6 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/chamberlain/report"
 	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
-	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/redact"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
@@ -20,23 +19,40 @@ import (
 // and then the cursor.
 func (r *Role) consume() error {
 	if r.cursor == nil {
-		c, err := eventlog.OpenCursor(r.l.EventsLog(), r.l.ChamberlainCursor())
+		c, err := r.openReader()
 		if err != nil {
 			return fmt.Errorf("open events cursor: %w", err)
 		}
 		r.cursor = c
 	}
-	before := r.cursor.Corrupt
+	// Only the file cursor meets torn lines; a store's rows are whole.
+	fc, _ := r.cursor.(*eventlog.Cursor)
+	before := 0
+	if fc != nil {
+		before = fc.Corrupt
+	}
 	_, err := r.cursor.Poll(r.apply)
-	if d := r.cursor.Corrupt - before; d > 0 {
-		r.stats.CorruptLines += int64(d)
-		r.log.Warn("skipped corrupt lines in events.log", "count", d)
+	if fc != nil {
+		if d := fc.Corrupt - before; d > 0 {
+			r.stats.CorruptLines += int64(d)
+			r.log.Warn("skipped corrupt lines in events.log", "count", d)
+		}
 	}
 	r.stats.UpdatedAt = schema.FormatTime(r.clk.Now())
 	if err != nil {
-		return fmt.Errorf("read events.log: %w", err)
+		return fmt.Errorf("read events: %w", err)
 	}
 	return nil
+}
+
+// openReader opens the event-log reader: logs/events.log with its cursor
+// file, or in PostgreSQL mode the store's event log with the cursor saved
+// in the store, so the next host to lead the cluster duties resumes there.
+func (r *Role) openReader() (eventlog.Reader, error) {
+	if r.st != nil {
+		return eventlog.OpenStoreReader(r.st, ClusterLease)
+	}
+	return eventlog.OpenCursor(r.l.EventsLog(), r.l.ChamberlainCursor())
 }
 
 // apply folds one event into the accounts (package report) and the
@@ -106,7 +122,7 @@ func (r *Role) anomalies(now time.Time) (conds []condition, stale []string) {
 		conds = append(conds, condition{Kind: KindTimeouts, Key: "last-hour", Urgency: schema.UrgencyNormal,
 			Content: fmt.Sprintf("[anomaly] %d soldier timeouts in the last hour — the system may be overloaded", len(kept))})
 	}
-	if control.Paused(context.Background(), kv.Files(r.l)) {
+	if control.Paused(context.Background(), r.kv) {
 		// The operator paused the kingdom: events wait on purpose (§10.11).
 		return conds, nil
 	}

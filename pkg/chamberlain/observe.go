@@ -13,7 +13,6 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/health"
-	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
@@ -338,7 +337,7 @@ func (r *Role) observeTokens(now time.Time, rep *Report) {
 
 // observeOperator reads the pause and the sentinel's watcher record.
 func (r *Role) observeOperator(rep *Report) {
-	p, err := control.ReadPause(context.Background(), kv.Files(r.l))
+	p, err := control.ReadPause(context.Background(), r.kv)
 	if err != nil {
 		rep.Errors = append(rep.Errors, err.Error())
 	}

@@ -21,21 +21,26 @@ const tempSweepEvery = 10 * time.Minute
 // periodic runs size-based log rotation every tick, the temp sweep every
 // ten minutes, and the daily jobs once per local day at or after their hour
 // (a marker file per job, so a chamberlain that was down at that minute
-// still runs them later that day).
-func (r *Role) periodic(ctx context.Context, now time.Time) error {
+// still runs them later that day). The report and row retention are
+// cluster duties (cluster: this host leads them); the events.log split is
+// file mode's alone (in PostgreSQL mode the event log is a table).
+func (r *Role) periodic(ctx context.Context, now time.Time, cluster bool) error {
 	var errs []error
 	errs = append(errs, r.rotateLogs())
 	if r.lastTempSweep.IsZero() || now.Sub(r.lastTempSweep) >= tempSweepEvery || now.Before(r.lastTempSweep) {
 		r.lastTempSweep = now
 		r.sweepTemps(now)
 	}
-	if r.due("events-rotation", r.c.EventsRotation.Hour, now, false) {
+	if r.st == nil && r.due("events-rotation", r.c.EventsRotation.Hour, now, false) {
 		errs = append(errs, r.splitEvents(now))
 	}
 	if r.due("cleanup", r.c.Cleanup.Hour, now, true) {
 		errs = append(errs, r.cleanup(now))
 	}
-	if r.due("report", r.c.Report.Hour, now, false) {
+	if cluster && r.st != nil && r.due("row-retention", r.c.Cleanup.Hour, now, true) {
+		errs = append(errs, r.cleanRows(ctx, now))
+	}
+	if cluster && r.due("report", r.c.Report.Hour, now, false) {
 		errs = append(errs, r.dailyReport(now))
 	}
 	return errors.Join(errs...)

@@ -17,8 +17,9 @@ import (
 )
 
 // act applies the daemon's decisions: orphan kills, the dead-role table,
-// and every alert condition.
-func (r *Role) act(ctx context.Context, rep *Report, now time.Time) error {
+// and every alert condition. The conditions read from the event log and the
+// money alerts are the cluster's: only its leader (cluster) evaluates them.
+func (r *Role) act(ctx context.Context, rep *Report, now time.Time, cluster bool) error {
 	var errs []string
 	for _, s := range rep.Unregistered {
 		if err := r.tm.Kill(ctx, s.Name); err != nil {
@@ -44,7 +45,7 @@ func (r *Role) act(ctx context.Context, rep *Report, now time.Time) error {
 					rep.Sample.Disk, r.l.Base, r.c.Thresholds.DiskWarning)})
 		}
 	}
-	if rep.Money != nil {
+	if rep.Money != nil && cluster {
 		kinds = append(kinds, KindLedger)
 		conds = append(conds, r.ledgerConditions(rep.Money)...)
 	}
@@ -64,8 +65,16 @@ func (r *Role) act(ctx context.Context, rep *Report, now time.Time) error {
 		kinds = append(kinds, KindWatcher)
 		conds = append(conds, watcherConditions(rep)...)
 	}
-	ac, stale := r.anomalies(now)
-	conds = append(conds, ac...)
+	var stale []string
+	if cluster {
+		var ac []condition
+		ac, stale = r.anomalies(now)
+		conds = append(conds, ac...)
+	} else {
+		// Another host leads the cluster duties: its alerts of these kinds
+		// are its own; ours stay as they were until this host leads again.
+		kinds = slices.DeleteFunc(kinds, clusterKind)
+	}
 	if holdsEvents(rep.Money) {
 		// Events held back by an engine pause or a used-up budget are
 		// waiting on purpose, not stuck (SPEC §10.7, §10.8): reconsidered
@@ -74,12 +83,16 @@ func (r *Role) act(ctx context.Context, rep *Report, now time.Time) error {
 	}
 
 	al := &alerter{st: &r.alerts, repeat: r.c.AlertRepeat(), send: func(kind, key, urgency, content string, at time.Time) error {
-		return r.putMessage(schema.MessageNotification, kind, key, urgency, content, map[string]any{"kind": kind, "key": key}, at)
+		data := map[string]any{"kind": kind, "key": key}
+		key, content = r.hostScoped(kind, key, content)
+		return r.putMessage(schema.MessageNotification, kind, key, urgency, content, data, at)
 	}}
 	if err := al.evaluate(now, kinds, conds); err != nil {
 		errs = append(errs, err.Error())
 	}
-	errs = append(errs, r.moneyAlerts(rep, now)...)
+	if cluster {
+		errs = append(errs, r.moneyAlerts(rep, now)...)
+	}
 	// Persist what was sent at once, not at the end of the tick: alert ids
 	// carry the send time, so a crash before the save would re-send them
 	// under new ids after a restart.

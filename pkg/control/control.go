@@ -35,13 +35,17 @@ const (
 	ActionPause  = "pause"
 	ActionResume = "resume"
 	ActionCancel = "cancel"
+	// ActionCancelEvent withdraws an event not yet dispatched (pending or
+	// petitioning) into rejected, with a reason naming who cancelled it.
+	ActionCancelEvent = "cancel_event"
 )
 
 // Request is state/king/control/<id>.json.
 type Request struct {
-	ID     string `json:"id"`
-	Action string `json:"action"`            // pause | resume | cancel
-	TaskID string `json:"task_id,omitempty"` // cancel only
+	ID      string `json:"id"`
+	Action  string `json:"action"`             // pause | resume | cancel | cancel_event
+	TaskID  string `json:"task_id,omitempty"`  // cancel only
+	EventID string `json:"event_id,omitempty"` // cancel_event only
 	// Engine narrows a resume to one engine's usage-limit pause (SPEC
 	// §10.8); a resume without it lifts the operator's pause and every
 	// engine pause.
@@ -55,6 +59,7 @@ type Reply struct {
 	ID      string `json:"id"`
 	Action  string `json:"action"`
 	TaskID  string `json:"task_id,omitempty"`
+	EventID string `json:"event_id,omitempty"`
 	OK      bool   `json:"ok"`
 	Message string `json:"message"`
 	At      string `json:"at"`
@@ -91,8 +96,12 @@ func (r *Request) Validate() error {
 		if err := ids.Check(r.TaskID); err != nil {
 			return fmt.Errorf("cancel: task_id: %w", err)
 		}
+	case ActionCancelEvent:
+		if err := ids.Check(r.EventID); err != nil {
+			return fmt.Errorf("cancel_event: event_id: %w", err)
+		}
 	default:
-		return fmt.Errorf("unknown action %q (pause, resume or cancel)", r.Action)
+		return fmt.Errorf("unknown action %q (pause, resume, cancel or cancel_event)", r.Action)
 	}
 	return nil
 }

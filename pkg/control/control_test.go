@@ -43,3 +43,21 @@ func TestRequest_EngineOnlyOnResume(t *testing.T) {
 		t.Errorf("submitted request %s: %+v %v", b, r, err)
 	}
 }
+
+// cancel_event names a safe event id: it becomes a queue document's name.
+func TestRequest_CancelEventNeedsASafeEventID(t *testing.T) {
+	for _, c := range []struct {
+		r  Request
+		ok bool
+	}{
+		{Request{Action: ActionCancelEvent, EventID: "evt-github-1"}, true},
+		{Request{Action: ActionCancelEvent}, false},
+		{Request{Action: ActionCancelEvent, EventID: "../evt-1"}, false},
+		{Request{Action: ActionCancelEvent, EventID: "evt/1"}, false},
+		{Request{Action: ActionCancelEvent, EventID: "evt-1", Engine: "codex"}, false},
+	} {
+		if err := c.r.Validate(); (err == nil) != c.ok {
+			t.Errorf("Validate(%+v) = %v, want ok %v", c.r, err, c.ok)
+		}
+	}
+}

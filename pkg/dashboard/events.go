@@ -15,6 +15,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
 // notifier wakes every stream when the events log may have grown: on
@@ -95,37 +96,77 @@ func (s *Server) unslot() {
 // maxTail bounds ?tail= (the page asks for a few dozen lines of backlog).
 const maxTail = 1000
 
-// handleEvents streams events.log as SSE: every line is one event whose id
-// is its resumable position (Pos). Last-Event-ID resumes exactly after
-// that line; without it the stream starts at the end of events.log, or
-// ?tail=N lines before it. A comment line every KeepAlive keeps proxies and
+// handleEvents streams the internal events as SSE: every event is one SSE
+// event whose id is its resumable place (a Pos in events.log, or the store
+// cursor in PostgreSQL mode). Last-Event-ID resumes exactly after that
+// event; without it the stream starts at the end of the log, or ?tail=N
+// events before it. A comment line every KeepAlive keeps proxies and
 // clients from timing a quiet stream out.
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
-	var start Pos
-	if id := r.Header.Get("Last-Event-ID"); id != "" {
-		p, err := ParsePos(id)
-		if err != nil {
-			http.Error(w, "bad Last-Event-ID: "+err.Error(), http.StatusBadRequest)
+	tail := 0
+	if v := r.URL.Query().Get("tail"); v != "" && r.Header.Get("Last-Event-ID") == "" {
+		t, err := strconv.Atoi(v)
+		if err != nil || t < 0 || t > maxTail {
+			http.Error(w, fmt.Sprintf("bad tail %q: expected 0..%d", v, maxTail), http.StatusBadRequest)
 			return
 		}
-		start = p
-	} else {
-		n := 0
-		if v := r.URL.Query().Get("tail"); v != "" {
-			t, err := strconv.Atoi(v)
-			if err != nil || t < 0 || t > maxTail {
-				http.Error(w, fmt.Sprintf("bad tail %q: expected 0..%d", v, maxTail), http.StatusBadRequest)
+		tail = t
+	}
+	var (
+		from string
+		pump func(emit func(line []byte, id string) error) error
+		stop = func() {}
+	)
+	if st := s.o.Store; st != nil {
+		var cur store.Cursor
+		if id := r.Header.Get("Last-Event-ID"); id != "" {
+			c, err := checkCursor(id)
+			if err == nil {
+				// The store judges its own cursors: ask it once now.
+				_, err = st.Events(r.Context(), c, 1)
+			}
+			if err != nil {
+				http.Error(w, "bad Last-Event-ID: "+err.Error(), http.StatusBadRequest)
 				return
 			}
-			n = t
+			cur = c
+		} else {
+			c, err := storeTail(r.Context(), st, tail)
+			if err != nil {
+				http.Error(w, "read event log: "+err.Error(), http.StatusInternalServerError)
+				return
+			}
+			cur = c
 		}
-		p, err := tailPos(s.l, n)
-		if err != nil {
-			http.Error(w, "read events log: "+err.Error(), http.StatusInternalServerError)
-			return
+		from = "store cursor " + string(cur)
+		pump = func(emit func([]byte, string) error) error {
+			return readStore(r.Context(), st, &cur, func(line []byte, after store.Cursor) error { return emit(line, string(after)) })
 		}
-		start = p
+	} else {
+		var start Pos
+		if id := r.Header.Get("Last-Event-ID"); id != "" {
+			p, err := ParsePos(id)
+			if err != nil {
+				http.Error(w, "bad Last-Event-ID: "+err.Error(), http.StatusBadRequest)
+				return
+			}
+			start = p
+		} else {
+			p, err := tailPos(s.l, tail)
+			if err != nil {
+				http.Error(w, "read events log: "+err.Error(), http.StatusInternalServerError)
+				return
+			}
+			start = p
+		}
+		from = start.String()
+		rd := newReader(s.l, start)
+		stop = rd.close
+		pump = func(emit func([]byte, string) error) error {
+			return rd.read(func(line []byte, after Pos) error { return emit(line, after.String()) })
+		}
 	}
+	defer stop()
 	if !s.slot() {
 		w.Header().Set("Retry-After", "30")
 		http.Error(w, fmt.Sprintf("too many event stream clients: %d already connected (http.max_clients); close one or raise the limit", s.o.MaxClients), http.StatusServiceUnavailable)
@@ -148,12 +189,10 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		return rc.Flush()
 	}
-	fmt.Fprintf(bw, "retry: 2000\n: kingdom events from %s\n\n", start)
+	fmt.Fprintf(bw, "retry: 2000\n: kingdom events from %s\n\n", from)
 	if err := flush(); err != nil {
 		return
 	}
-	rd := newReader(s.l, start)
-	defer rd.close()
 	keep := time.NewTicker(s.o.KeepAlive)
 	defer keep.Stop()
 	ctx := r.Context()
@@ -162,16 +201,16 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		// A burst larger than bw writes through before flush: bound it too.
 		rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
 		n := 0
-		err := rd.read(func(line []byte, after Pos) error {
+		err := pump(func(line []byte, id string) error {
 			n++
 			bw.WriteString("id: ")
-			bw.WriteString(after.String())
+			bw.WriteString(id)
 			bw.WriteString("\ndata: ")
 			bw.Write(line)
 			_, err := bw.WriteString("\n\n")
 			return err
 		})
-		if err != nil {
+		if err != nil && ctx.Err() == nil {
 			s.log.Warn("dashboard: read events log", "err", err)
 		}
 		if n > 0 {

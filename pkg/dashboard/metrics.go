@@ -16,6 +16,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/spend"
 	"github.com/kingdom-dev/kingdom/pkg/status"
+	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
 // metrics is /metrics. Gauges (queue depths, soldiers, health, roles,
@@ -30,6 +31,7 @@ type metrics struct {
 
 	mu       sync.Mutex // serializes follow's reads (tests call sync)
 	rd       *reader
+	cur      store.Cursor // PostgreSQL mode: the store's log from its start
 	tasks    *prometheus.CounterVec
 	duration prometheus.Histogram
 	cost     prometheus.Counter
@@ -50,6 +52,9 @@ var (
 	descPaused    = prometheus.NewDesc(ns+"_engine_paused", "1 while an engine is paused by a usage limit.", []string{"engine"}, nil)
 	descCostToday = prometheus.NewDesc(ns+"_spend_today_usd", "Today's spend in the king's cost ledger (host-local day).", nil, nil)
 	descBudget    = prometheus.NewDesc(ns+"_budget_used_ratio", "Today's spend over the tighter daily budget of king.yaml (absent without one).", nil, nil)
+	descHostUp    = prometheus.NewDesc(ns+"_host_up", "PostgreSQL mode: 1 while the host renews its lease within store.self_fence_seconds.", []string{"host"}, nil)
+	descHostAge   = prometheus.NewDesc(ns+"_host_renewal_age_seconds", "PostgreSQL mode: seconds since the host last renewed its lease (the database's clock).", []string{"host"}, nil)
+	descLeader    = prometheus.NewDesc(ns+"_leader_epoch", "PostgreSQL mode: the epoch of each leader role, labelled with the host that leads it.", []string{"role", "host"}, nil)
 	descDamaged   = prometheus.NewDesc(ns+"_spend_ledger_damaged_lines", "Records of today's spend ledger that cannot be read (0 when whole); while a daily budget is set no task starts until it is repaired.", nil, nil)
 )
 
@@ -107,13 +112,22 @@ func (m *metrics) follow(ctx context.Context) {
 func (m *metrics) sync() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.rd == nil {
-		m.rd = newReader(m.s.l, Pos{})
+	var err error
+	if st := m.s.o.Store; st != nil {
+		err = readStore(context.Background(), st, &m.cur, func(line []byte, _ store.Cursor) error {
+			m.count(line)
+			return nil
+		})
+	} else {
+		if m.rd == nil {
+			m.rd = newReader(m.s.l, Pos{})
+		}
+		err = m.rd.read(func(line []byte, _ Pos) error {
+			m.count(line)
+			return nil
+		})
 	}
-	if err := m.rd.read(func(line []byte, _ Pos) error {
-		m.count(line)
-		return nil
-	}); err != nil {
+	if err != nil {
 		m.s.log.Warn("dashboard metrics: read events log", "err", err)
 	}
 }
@@ -177,7 +191,7 @@ func (m *metrics) taskFigures(data gjson.Result) {
 type gauges struct{ m *metrics }
 
 func (g gauges) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descQueue, descSoldiers, descHealth, descRoleUp, descRoleAge, descPaused, descCostToday, descBudget, descDamaged} {
+	for _, d := range []*prometheus.Desc{descQueue, descSoldiers, descHealth, descRoleUp, descRoleAge, descPaused, descCostToday, descBudget, descDamaged, descHostUp, descHostAge, descLeader} {
 		ch <- d
 	}
 }
@@ -222,6 +236,20 @@ func (g gauges) Collect(ch chan<- prometheus.Metric) {
 			v = 1
 		}
 		ch <- prometheus.MustNewConstMetric(descPaused, prometheus.GaugeValue, v, p.Engine)
+	}
+	if s.o.Cluster != nil {
+		c := s.o.Cluster.Read(ctx)
+		for _, h := range c.Hosts {
+			up := 0.0
+			if h.Alive {
+				up = 1
+			}
+			ch <- prometheus.MustNewConstMetric(descHostUp, prometheus.GaugeValue, up, h.ID)
+			ch <- prometheus.MustNewConstMetric(descHostAge, prometheus.GaugeValue, h.Age.Seconds(), h.ID)
+		}
+		for _, l := range c.Leaders {
+			ch <- prometheus.MustNewConstMetric(descLeader, prometheus.GaugeValue, float64(l.Epoch), l.Role, l.Host)
+		}
 	}
 	date := spend.Date(now)
 	day, err := spend.Load(s.l.SpendDay(date), date)

@@ -34,6 +34,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/status"
+	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
 // Defaults of the options left zero.
@@ -92,6 +93,12 @@ type Options struct {
 	Clock  clock.Clock
 	Tmux   status.Lister
 	Log    *slog.Logger
+	// Store is the shared store in PostgreSQL mode (nil in file mode): the
+	// event stream and the metrics' counters read its event log.
+	Store store.Store
+	// Cluster, in PostgreSQL mode, reads every host and the leader of each
+	// leader role for the state, the page and /metrics.
+	Cluster *status.ClusterSource
 }
 
 // Server serves the dashboard.

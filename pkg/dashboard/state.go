@@ -46,7 +46,49 @@ type State struct {
 	WaitsOmitted int               `json:"waits_omitted"`
 	Pause        PauseInfo         `json:"pause"`
 	EnginePause  []EnginePauseInfo `json:"engine_pause"`
-	Errors       []string          `json:"errors"`
+	// Cluster is PostgreSQL mode's hosts and leaders (absent in file mode).
+	Cluster *ClusterInfo `json:"cluster,omitempty"`
+	Errors  []string     `json:"errors"`
+}
+
+// ClusterInfo is every host of the cluster and the leader of each leader
+// role (SPEC §11.7 "Operators").
+type ClusterInfo struct {
+	Hosts   []HostInfo   `json:"hosts"`
+	Leaders []LeaderInfo `json:"leaders"`
+}
+
+// HostInfo is one host of the registry.
+type HostInfo struct {
+	ID                string  `json:"id"`
+	RenewalAgeSeconds float64 `json:"renewal_age_seconds"`
+	Alive             bool    `json:"alive"`
+	Version           string  `json:"version"`
+}
+
+// LeaderInfo is who leads one leader role.
+type LeaderInfo struct {
+	Role  string `json:"role"`
+	Host  string `json:"host"`
+	Epoch int64  `json:"epoch"`
+	Since string `json:"since"`
+}
+
+// clusterInfo reads the cluster for the state document.
+func clusterInfo(ctx context.Context, src *status.ClusterSource) (*ClusterInfo, []string) {
+	c := src.Read(ctx)
+	ci := &ClusterInfo{Hosts: []HostInfo{}, Leaders: []LeaderInfo{}}
+	for _, h := range c.Hosts {
+		ci.Hosts = append(ci.Hosts, HostInfo{ID: h.ID, RenewalAgeSeconds: h.Age.Seconds(), Alive: h.Alive, Version: h.Version})
+	}
+	for _, l := range c.Leaders {
+		ci.Leaders = append(ci.Leaders, LeaderInfo{Role: l.Role, Host: l.Host, Epoch: l.Epoch, Since: schema.FormatTime(l.Since)})
+	}
+	var errs []string
+	for _, err := range c.Errs {
+		errs = append(errs, "cluster "+err.Error())
+	}
+	return ci, errs
 }
 
 // StartInfo is the launcher.
@@ -254,6 +296,11 @@ func (s *Server) Snapshot(ctx context.Context) (*State, error) {
 	st.Waits, st.WaitsOmitted = waitInfos(rec)
 	st.Pause = readPause(s.l)
 	st.EnginePause = readEnginePause(s.l, now)
+	if s.o.Cluster != nil {
+		var errs []string
+		st.Cluster, errs = clusterInfo(ctx, s.o.Cluster)
+		st.Errors = append(st.Errors, errs...)
+	}
 	return st, nil
 }
 

@@ -103,13 +103,16 @@ func (k *King) act(req *control.Request) control.Reply {
 		rep.Message, err = k.resume(by, req.Engine)
 	case control.ActionCancel:
 		rep.Message, err = k.cancel(req.TaskID, by)
+	case control.ActionCancelEvent:
+		rep.EventID = req.EventID
+		rep.Message, err = k.cancelEvent(req.EventID, by)
 	}
 	if err != nil {
 		rep.Message = err.Error()
 		return rep
 	}
 	rep.OK = true
-	k.log.Info("control request done", "action", req.Action, "task", req.TaskID, "by", by, "result", rep.Message)
+	k.log.Info("control request done", "action", req.Action, "task", req.TaskID, "event", req.EventID, "by", by, "result", rep.Message)
 	return rep
 }
 
@@ -298,10 +301,41 @@ func (k *King) cancel(id, by string) (string, error) {
 	k.em.Emit("task.cancelled", map[string]any{"task_id": id, "by": by, "was": layout.InProgress,
 		"soldier_id": rec.SoldierID, "general": t.TargetGeneral})
 	msg := "cancelling " + id
-	if rec.SoldierID != "" {
+	switch {
+	case k.st != nil:
+		msg += ": the general running it kills its soldier"
+	case rec.SoldierID != "":
 		msg += ": soldier " + rec.SoldierID + " and its processes killed"
 	}
 	return msg + "; " + t.TargetGeneral + " reports it as Cancelled", nil
+}
+
+// cancelEvent withdraws an event no task was made of yet: from pending/ or
+// petitioning/ to rejected/, with a reason naming who cancelled it. One
+// already dispatched is refused with its task, the thing to cancel now.
+// The king alone dispatches and runs this in its own tick, so the event
+// cannot be dispatched between the look and the move.
+func (k *King) cancelEvent(id, by string) (string, error) {
+	st, ok := k.events.Find(id)
+	if !ok {
+		return "", fmt.Errorf("no event %s", id)
+	}
+	switch st {
+	case layout.Pending, layout.Petitioning:
+	case layout.Rejected:
+		return "", fmt.Errorf("event %s was already rejected", id)
+	default:
+		var ev schema.Event
+		if k.events.ReadJSON(st, id, &ev) == nil && ev.TaskID != "" {
+			return "", fmt.Errorf("event %s was already dispatched as task %s (%s); cancel the task: start task cancel %s", id, ev.TaskID, st, ev.TaskID)
+		}
+		return "", fmt.Errorf("event %s is already %s; nothing to cancel", id, st)
+	}
+	if err := k.events.Reject(st, id, "cancelled by "+by); err != nil {
+		return "", fmt.Errorf("reject event %s: %w", id, err)
+	}
+	k.em.Emit("event.cancelled", map[string]any{"event_id": id, "by": by, "was": st})
+	return "cancelled event " + id + " (it was " + st + "); it is in rejected/", nil
 }
 
 // cancelledResult is the failed/Cancelled outcome of a cancelled task.
@@ -340,7 +374,15 @@ func (k *King) soldierOf(task string) string {
 // writes the final one as for any attempt. When the soldier's own result
 // got there first and is not a failure, nothing is killed and its status
 // is returned: the attempt finished, the cancel came too late.
+//
+// In PostgreSQL mode the king only records the request (SPEC §11.7): the
+// soldier runs on some host, and the general owning it there reads the
+// record, kills it and reports the attempt Cancelled. The file-mode kill
+// here stays until the general does the same on one machine.
 func (k *King) stopSoldier(rec *control.Cancelled) (won string) {
+	if k.st != nil {
+		return ""
+	}
 	raw := cancelledResult(&schema.Task{ID: rec.TaskID}, rec.By, "").RawResult
 	raw.RetryCount = rec.RetryCount
 	if b, err := json.MarshalIndent(raw, "", "  "); err == nil {
@@ -383,8 +425,10 @@ func (k *King) stopSoldier(rec *control.Cancelled) (won string) {
 // removes the previous attempt's files before spawning (SPEC §9.1), so a
 // raw result present is this attempt's.
 func (k *King) attemptOutcome(task string) (status string, final bool) {
-	if st := rawStatus(k.l.ResultFinal(task)); st != "" {
-		return st, true
+	if b, found, err := k.readResult(task); found && err == nil {
+		if st := statusOf(b); st != "" {
+			return st, true
+		}
 	}
 	return rawStatus(k.l.ResultRaw(task)), false
 }
@@ -396,6 +440,12 @@ func rawStatus(path string) string {
 	if err != nil {
 		return ""
 	}
+	return statusOf(b)
+}
+
+// statusOf is the status of a raw or final result; "" when it does not
+// decode.
+func statusOf(b []byte) string {
 	var r struct {
 		Status string `json:"status"`
 	}
@@ -449,7 +499,7 @@ func (k *King) enforceCancels() error {
 				}
 			}
 		case st == layout.InProgress:
-			if _, err := os.Stat(k.l.ResultFinal(task)); err == nil {
+			if _, found, _ := k.readResult(task); found {
 				continue // the results step completes it
 			}
 			if s := k.soldierOf(task); s != "" {

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/kingdom-dev/kingdom/internal/testkit/pgtest"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 )
 
@@ -25,7 +26,7 @@ var crashKing struct {
 }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := pgtest.Main(m)
 	if crashKing.dir != "" {
 		os.RemoveAll(crashKing.dir)
 	}

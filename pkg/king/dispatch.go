@@ -159,7 +159,9 @@ func (k *King) discard(ev *schema.Event, from, reason string) error {
 // §9.2: persist the task sequence → write the event carrying task_id into
 // dispatched/ → unlink its copy in from/ → write the task → queue
 // thread_start → emit. from is "" for schedules, whose event is born in
-// dispatched/ (there the no-replace write is the dedupe, §9.22).
+// dispatched/ (there the no-replace write is the dedupe, §9.22). The steps
+// after the sequence are one queue.Group: one transaction fenced by the
+// king's lease on a store (SPEC §11.7), today's ordered file steps on files.
 func (k *King) dispatch(ev *schema.Event, general, from string) error {
 	id, err := k.seq.next(k.now().In(k.loc), func(id string) bool { _, ok := k.tasks.Find(id); return ok })
 	if err != nil {
@@ -171,46 +173,54 @@ func (k *King) dispatch(ev *schema.Event, general, from string) error {
 	if err != nil {
 		return fmt.Errorf("encode event %s: %w", ev.ID, err)
 	}
-	if from == "" {
-		if err := k.events.PutOnce(layout.Dispatched, ev.ID, data); err != nil {
-			return err
+	return k.group(func(g *queue.GroupTx) error {
+		if from == "" {
+			if err := g.PutOnce(k.events, layout.Dispatched, ev.ID, data); err != nil {
+				return err
+			}
+		} else {
+			if err := g.Put(k.events, layout.Dispatched, ev.ID, data); err != nil {
+				return err
+			}
+			crashPoint(crashAfterEventDispatched)
+			if err := g.Remove(k.events, from, ev.ID); err != nil {
+				return err
+			}
 		}
-	} else {
-		if err := k.events.Put(layout.Dispatched, ev.ID, data); err != nil {
-			return err
-		}
-		crashPoint(crashAfterEventDispatched)
-		if err := k.events.Remove(from, ev.ID); err != nil {
-			return err
-		}
-	}
-	return k.createTask(ev, general, false)
+		return k.createTask(g, ev, general, false)
+	})
 }
 
 // createTask writes the task of a dispatched event, its thread_start and the
-// internal events. It is also how a restart completes a dispatch that died
-// before the task was written.
-func (k *King) createTask(ev *schema.Event, general string, recovered bool) error {
+// internal events, within g. It is also how a restart completes a dispatch
+// that died before the task was written.
+func (k *King) createTask(g *queue.GroupTx, ev *schema.Event, general string, recovered bool) error {
 	t := k.buildTask(ev, general)
-	if err := k.tasks.PutOnce(layout.Pending, t.ID, t); err != nil && !errors.Is(err, queue.ErrExists) {
+	if err := g.PutOnce(k.tasks, layout.Pending, t.ID, t); err != nil && !errors.Is(err, queue.ErrExists) {
 		return fmt.Errorf("write task %s: %w", t.ID, err)
 	}
 	crashPoint(crashAfterTaskWrite)
-	if _, err := k.putMessage(threadStart(ev, t)); err != nil {
+	if _, err := k.putMessageIn(g, threadStart(ev, t)); err != nil {
 		return err
 	}
-	k.taskCreated(ev, t, general, recovered)
-	return nil
+	return k.taskCreated(g, ev, t, general, recovered)
 }
 
-// taskCreated emits and logs a created task.
-func (k *King) taskCreated(ev *schema.Event, t *schema.Task, general string, recovered bool) {
-	k.em.Emit("task.created", map[string]any{"task_id": t.ID, "event_type": ev.Type, "target_general": general, "priority": t.Priority})
-	k.em.Emit("event.dispatched", map[string]any{"event_id": ev.ID, "task_id": t.ID, "target_general": general})
+// taskCreated emits (within g) and logs a created task.
+func (k *King) taskCreated(g *queue.GroupTx, ev *schema.Event, t *schema.Task, general string, recovered bool) error {
+	if err := g.Emit(k.em, "task.created", map[string]any{"task_id": t.ID, "event_type": ev.Type, "target_general": general, "priority": t.Priority}); err != nil {
+		return err
+	}
+	if err := g.Emit(k.em, "event.dispatched", map[string]any{"event_id": ev.ID, "task_id": t.ID, "target_general": general}); err != nil {
+		return err
+	}
 	if t.Type == schema.TaskTypeResume {
-		k.em.Emit("task.resumed", map[string]any{"task_id": t.ID, "original_task_id": t.OriginalTaskID})
+		if err := g.Emit(k.em, "task.resumed", map[string]any{"task_id": t.ID, "original_task_id": t.OriginalTaskID}); err != nil {
+			return err
+		}
 	}
 	k.log.Info("task created", "task", t.ID, "event", ev.ID, "general", general, "type", t.Type, "recovered", recovered)
+	return nil
 }
 
 // buildTask derives the task of a dispatched event. It depends only on the
@@ -274,7 +284,7 @@ func (k *King) recover() error {
 				errs = append(errs, k.discard(ev, layout.Dispatched, "no general for a dispatched event without its task"))
 				continue
 			}
-			if err := k.createTask(ev, target, true); err != nil {
+			if err := k.group(func(g *queue.GroupTx) error { return k.createTask(g, ev, target, true) }); err != nil {
 				errs = append(errs, err)
 			}
 		case st == layout.Completed || st == layout.Rejected:

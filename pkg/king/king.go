@@ -12,6 +12,11 @@
 // each toward its next state. Every file a step writes has a deterministic
 // name and the rename that marks the input done comes last, so a king killed
 // at any instant and restarted leaves no duplicate and loses nothing.
+//
+// In PostgreSQL mode (Options.Store) the queues and the small state live in
+// the store every host shares, a dispatch is one transaction fenced by the
+// king's lease, and cluster.go holds the duties only that mode has (host
+// loss, a resume's host).
 package king
 
 import (
@@ -33,20 +38,33 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/runner"
+	"github.com/kingdom-dev/kingdom/pkg/store"
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
 )
 
 // Options configures a King.
 type Options struct {
 	Layout layout.Layout
+	// Store is the store every host shares in PostgreSQL mode (SPEC
+	// §11.7); nil: file mode, the queues are the files under Layout.
+	Store store.Store
+	// Host is this host's id (config.Store.ResolveHostID); "" in file mode.
+	Host string
 	// KV holds the king's small state (pause, cancel records, control
-	// requests and replies, engine pauses, task-seq); nil: the files
-	// under Layout (kv.Files).
-	KV     kv.KV
-	Config *config.King // nil: defaults
-	Log    *slog.Logger
-	Events *eventlog.Emitter
-	Clock  clock.Clock // nil: wall clock
+	// requests and replies, engine pauses, task-seq, final results); nil:
+	// kv.OnStore(Store) when Store is set, else the files under Layout
+	// (kv.Files).
+	KV kv.KV
+	// Hosts lists the hosts registry (PostgreSQL mode, hostloss.go); nil:
+	// hosts.New on the Store's pool.
+	Hosts HostLister
+	// Takeover is store.takeover_seconds: the king fails the tasks of a
+	// host silent this long (HostLost). 0: 600 s.
+	Takeover time.Duration
+	Config   *config.King // nil: defaults
+	Log      *slog.Logger
+	Events   *eventlog.Emitter
+	Clock    clock.Clock // nil: wall clock
 	// Location is the zone of task-id dates and cron schedules (SPEC §9.22:
 	// host local time). nil: time.Local.
 	Location *time.Location
@@ -79,6 +97,12 @@ type King struct {
 	loc    *time.Location
 	jitter func(time.Duration) time.Duration
 	tm     *tmux.Client // soldier sessions, for cancel (control.go)
+
+	st       store.Store // nil in file mode
+	host     string
+	lease    store.Lease // the king's leadership (UseLease); nil in file mode
+	hosts    HostLister  // nil in file mode
+	takeover time.Duration
 
 	events *queue.Queue
 	tasks  *queue.Queue
@@ -124,14 +148,27 @@ func New(o Options) (*King, error) {
 		}
 	}
 	if o.KV == nil {
-		o.KV = kv.Files(o.Layout)
+		if o.Store != nil {
+			o.KV = kv.OnStore(o.Store)
+		} else {
+			o.KV = kv.Files(o.Layout)
+		}
+	}
+	// The one place the king's queues choose their backend.
+	newQueue := func(kind string) *queue.Queue {
+		if o.Store != nil {
+			return queue.OnStore(o.Store, o.Layout, kind, o.Events, o.Host)
+		}
+		return queue.New(o.Layout, kind, o.Events)
 	}
 	k := &King{
 		l: o.Layout, kv: o.KV, cfg: o.Config, log: o.Log, em: o.Events, clk: o.Clock, loc: o.Location,
 		jitter:      o.Jitter,
-		events:      queue.New(o.Layout, layout.QEvents, o.Events),
-		tasks:       queue.New(o.Layout, layout.QTasks, o.Events),
-		msgs:        queue.New(o.Layout, layout.QMessages, o.Events),
+		st:          o.Store,
+		host:        o.Host,
+		events:      newQueue(layout.QEvents),
+		tasks:       newQueue(layout.QTasks),
+		msgs:        newQueue(layout.QMessages),
 		petitionCmd: o.PetitionCommand,
 		petExited:   map[string]bool{},
 		orphanSince: map[string]time.Time{},
@@ -146,6 +183,7 @@ func New(o Options) (*King, error) {
 		k.disk.freeBytes = statfsFree
 	}
 	k.seq = taskSeq{kv: o.KV}
+	k.initCluster(o)
 	if len(k.petitionCmd) == 0 {
 		k.petitionCmd = []string{filepath.Join(BinDir(o.Layout), "soldier-spawn")}
 	}
@@ -241,6 +279,10 @@ func (k *King) Tick(ctx context.Context) error {
 	// same tick, as admission counts the tasks in flight after it.
 	if err := k.processResults(); err != nil {
 		errs = append(errs, fmt.Errorf("results: %w", err))
+	}
+	// PostgreSQL mode: the tasks of a lost host run again (cluster.go).
+	if err := k.processHostLoss(); err != nil {
+		errs = append(errs, fmt.Errorf("host loss: %w", err))
 	}
 	adm := k.admission()
 	steps := []struct {

@@ -23,7 +23,16 @@ func msgReplyID(event string) string       { return "msg-" + event + "-reply" }
 // It reports whether it wrote the message.
 func (k *King) putMessage(m *schema.Message) (bool, error) {
 	k.fillMessage(m)
-	err := k.msgs.PutOnce(layout.Pending, m.ID, m)
+	return putOnceMessage(m, k.msgs.PutOnce(layout.Pending, m.ID, m))
+}
+
+// putMessageIn is putMessage within a queue group.
+func (k *King) putMessageIn(g *queue.GroupTx, m *schema.Message) (bool, error) {
+	k.fillMessage(m)
+	return putOnceMessage(m, g.PutOnce(k.msgs, layout.Pending, m.ID, m))
+}
+
+func putOnceMessage(m *schema.Message, err error) (bool, error) {
 	if errors.Is(err, queue.ErrExists) {
 		return false, nil
 	}

@@ -10,7 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/redact"
@@ -34,8 +36,8 @@ func (k *King) processResults() error {
 		if !taskIDRE.MatchString(id) {
 			continue
 		}
-		b, err := queue.ReadLimited(k.l.ResultFinal(id), queue.DefaultMaxSize)
-		if errors.Is(err, fs.ErrNotExist) {
+		b, found, err := k.readResult(id)
+		if !found {
 			// A retry that died after deleting the old result but before
 			// re-queueing left its mark (status retrying, written only by
 			// the king): finish it, or the task would sit here forever.
@@ -81,6 +83,22 @@ func (k *King) processResults() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// readResult reads task's final result through the king's KV (kv.NSResults:
+// state/results/<task>.json in file mode, the shared store's key-value in
+// PostgreSQL mode). found is false when there is none; a result too large
+// or unreadable is found with an error (decodeResult makes it
+// InvalidResult).
+func (k *King) readResult(task string) (b []byte, found bool, err error) {
+	b, err = k.kv.Get(k.ctx(), kv.NSResults, task)
+	if errors.Is(err, kv.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err == nil && int64(len(b)) > queue.DefaultMaxSize {
+		return nil, true, fmt.Errorf("final result %s: %w", task, atomicfile.ErrTooLarge)
+	}
+	return b, true, err
 }
 
 // decodeResult validates a final result. One that fails its schema (the
@@ -255,6 +273,11 @@ func (k *King) complete(t *schema.Task, status, evType string, data map[string]a
 		k.markCompleted(t.EventID, "")
 	}
 	t.Status = status
+	if h := k.claimOf(t.ID).Holder; h != "" {
+		// Where the task ran (PostgreSQL mode): its resume or a follow-up
+		// of its conversation runs there (resume.go).
+		t.Host = h
+	}
 	if err := k.tasks.Put(layout.InProgress, t.ID, t); err != nil {
 		return err
 	}
@@ -336,10 +359,13 @@ const TaskRetrying = schema.TaskRetrying
 // pending/ — last.
 func (k *King) requeue(t *schema.Task) error {
 	for _, p := range []string{k.l.ResultRaw(t.ID), k.l.ResultStaging(t.ID), k.l.ResultHeartbeat(t.ID),
-		k.l.ResultSoldierID(t.ID), k.l.ResultFinal(t.ID)} {
+		k.l.ResultSoldierID(t.ID)} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("remove previous attempt's %s: %w", p, err)
 		}
+	}
+	if err := k.kv.Delete(k.ctx(), kv.NSResults, t.ID); err != nil {
+		return fmt.Errorf("remove previous attempt's final result: %w", err)
 	}
 	// The copy a general claims says pending, never retrying: a task just
 	// claimed into in_progress/ keeps the status of its pending file until

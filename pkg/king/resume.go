@@ -2,6 +2,7 @@ package king
 
 import (
 	"encoding/json"
+	"fmt"
 	"regexp"
 
 	"github.com/kingdom-dev/kingdom/pkg/control"
@@ -60,11 +61,45 @@ func (k *King) handleReply(ev *schema.Event, adm *admission) error {
 		k.deferred(ev, h)
 		return nil
 	}
+	lost := k.affinityLost(k.askingHost(rc.TaskID))
 	if err := k.dispatch(ev, rc.General, layout.Pending); err != nil {
 		return err
 	}
+	if lost != "" {
+		return k.failAtOnce(ev.TaskID, schema.ReasonSessionLost, lost)
+	}
 	adm.inFlight++
 	return nil
+}
+
+// askingHost is the host that ran task (PostgreSQL mode: recorded in the
+// completed task, else its claim); "" in file mode.
+func (k *King) askingHost(task string) string {
+	var t schema.Task
+	if k.tasks.ReadJSON(layout.Completed, task, &t) == nil && t.Host != "" {
+		return t.Host
+	}
+	return k.claimOf(task).Holder
+}
+
+// failAtOnce ends a just-dispatched pending task with a terminal failure
+// (its ❌ says why), as a cancel of a pending task does: the king claims it
+// first, so no general runs it.
+func (k *King) failAtOnce(id, reason, msg string) error {
+	var t schema.Task
+	if err := k.tasks.ReadJSON(layout.Pending, id, &t); err != nil {
+		return fmt.Errorf("read task %s: %w", id, err)
+	}
+	if err := k.tasks.Claim(layout.Pending, layout.InProgress, id); err != nil {
+		return fmt.Errorf("claim task %s: %w", id, err)
+	}
+	terminal := true
+	res := &schema.Result{
+		RawResult: schema.RawResult{TaskID: id, Status: schema.ResultFailed, ErrorReason: reason, Error: msg,
+			Summary: msg, Terminal: &terminal},
+		General: t.TargetGeneral, RetryCount: t.RetryCount,
+	}
+	return k.finish(&t, res)
 }
 
 // resumeFields makes t the resume task of rc's needs_human task: same
@@ -80,6 +115,9 @@ func (k *King) resumeFields(t *schema.Task, ev *schema.Event, rc *schema.ReplyCo
 		t.Repo = rc.Repo
 	}
 	t.Payload["original_task_id"] = rc.TaskID
+	// PostgreSQL mode: the session and workspace live on the host that
+	// asked; only that host may run the resume (SPEC §11.7).
+	t.Host = k.askingHost(rc.TaskID)
 	if text, ok := ev.Payload["text"].(string); ok {
 		t.Payload["reply_text"] = text
 	}

@@ -1,0 +1,104 @@
+package chamberlain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/chamberlain/retention"
+	"github.com/kingdom-dev/kingdom/pkg/store"
+)
+
+// PostgreSQL mode (SPEC §11.7): every host runs a chamberlain for its own
+// resources, heartbeats, hung roles, sessions and task dirs, while the
+// cluster duties — the event log's accounts and the alerts drawn from it,
+// the money alerts, the daily report and row retention — run on one host
+// at a time: the one holding the ClusterLease. This file is the only
+// place the role branches on the mode for them.
+
+// ClusterLease is the store leadership of the cluster duties; it also
+// names the event-log reader whose cursor the store keeps for them.
+const ClusterLease = "chamberlain-cluster"
+
+// leadCluster reports whether this tick runs the cluster duties: always in
+// file mode; in PostgreSQL mode while this host holds ClusterLease, asked
+// for without blocking each tick until it is held.
+func (r *Role) leadCluster(ctx context.Context) bool {
+	if r.st == nil {
+		return true
+	}
+	if r.mode != ModeDaemon {
+		return false // a one-shot check never takes the cluster's duties
+	}
+	if r.lease != nil {
+		select {
+		case <-r.lease.Lost():
+			r.log.Warn("cluster duties lost to another host", "epoch", r.lease.Epoch())
+			r.lease = nil
+		default:
+			return true
+		}
+	}
+	l, err := r.st.Lead(ctx, ClusterLease)
+	if err != nil {
+		if !errors.Is(err, store.ErrHeld) {
+			r.log.Warn("take the cluster duties", "err", err)
+		}
+		return false
+	}
+	r.lease = l
+	// A new leader resumes the event log where the store's cursor says,
+	// not where this host's reader stopped when it last led.
+	if r.cursor != nil {
+		r.cursor.Close()
+		r.cursor = nil
+	}
+	r.log.Info("leading the cluster duties", "epoch", l.Epoch(), "host", r.host)
+	return true
+}
+
+// clusterKind: alerts of this kind are the cluster's (from the event log
+// or the shared spend), sent by the leader of the cluster duties only.
+func clusterKind(kind string) bool {
+	switch kind {
+	case KindFailures, KindTimeouts, KindResults, KindStale, KindReport, KindBudget, KindPause, KindLedger:
+		return true
+	}
+	return false
+}
+
+// clusterAlert is clusterKind for a message (a recovered note takes the
+// kind of the alert it ends, the prefix of its key).
+func clusterAlert(kind, key string) bool {
+	if kind == KindRecovered {
+		k, _, _ := strings.Cut(key, "-")
+		// engine-paused and spend-ledger carry a dash of their own.
+		return clusterKind(k) || strings.HasPrefix(key, KindPause+"-") || strings.HasPrefix(key, KindLedger+"-")
+	}
+	return clusterKind(kind)
+}
+
+// hostScoped names the host in a per-host alert in PostgreSQL mode: hosts
+// share one message queue, and two hosts' disk alerts in the same second
+// would otherwise share an id (the second never sent) and a text.
+func (r *Role) hostScoped(kind, key, content string) (string, string) {
+	if r.host == "" || clusterAlert(kind, key) {
+		return key, content
+	}
+	return r.host + "-" + key, "[" + r.host + "] " + content
+}
+
+// cleanRows applies the queue retention ages to the store's documents in
+// end states (retention.Rows).
+func (r *Role) cleanRows(ctx context.Context, now time.Time) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	n, err := retention.Rows(ctx, r.st, r.lease, r.c.Retention, now)
+	if n > 0 {
+		r.log.Info(fmt.Sprintf("deleted %d expired queue rows", n), "cat", "CLEANUP")
+		r.emit("recovery.rows_cleaned", map[string]any{"deleted_count": n})
+	}
+	return err
+}

@@ -1,0 +1,161 @@
+package king
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/kingdom-dev/kingdom/pkg/hosts"
+	"github.com/kingdom-dev/kingdom/pkg/kv"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/queue"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/store"
+)
+
+// The king's PostgreSQL-mode duties (SPEC §11.7): its leadership fences
+// every dispatch, it fails the tasks of a lost host (HostLost), and a
+// resume runs only on the host that ran the asking attempt. In file mode
+// (no store) none of this runs: one machine, the king's flock leads.
+
+// DefaultTakeover is store.takeover_seconds' default.
+const DefaultTakeover = 600 * time.Second
+
+// HostLister reads the hosts registry (hosts.Registry).
+type HostLister interface {
+	List(ctx context.Context, selfFence time.Duration) ([]hosts.Host, error)
+}
+
+// pooled is a store that exposes its PostgreSQL pool (pg.Store).
+type pooled interface {
+	Pool() *pgxpool.Pool
+}
+
+func (k *King) initCluster(o Options) {
+	k.takeover = o.Takeover
+	if k.takeover <= 0 {
+		k.takeover = DefaultTakeover
+	}
+	k.hosts = o.Hosts
+	if k.hosts == nil && o.Store != nil {
+		if p, ok := o.Store.(pooled); ok {
+			k.hosts = hosts.New(p.Pool())
+		}
+	}
+}
+
+// UseLease implements runner.Leased: every dispatch commits only while l
+// is the king's current leadership.
+func (k *King) UseLease(l store.Lease) { k.lease = l }
+
+// group runs fn's queue changes as one queue.Group over the king's queues,
+// fenced by its lease on a store.
+func (k *King) group(fn func(*queue.GroupTx) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), queue.StoreTimeout)
+	defer cancel()
+	return queue.Group(ctx, func(g *queue.GroupTx) error {
+		g.Fence(k.lease)
+		return fn(g)
+	}, k.events, k.tasks, k.msgs)
+}
+
+// claimOf returns who holds task's claim ("" in file mode or unknown).
+func (k *King) claimOf(task string) store.Claim {
+	if k.st == nil {
+		return store.Claim{}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), queue.StoreTimeout)
+	defer cancel()
+	d, err := k.st.Get(ctx, layout.QTasks, task)
+	if err != nil {
+		return store.Claim{}
+	}
+	return d.Claim
+}
+
+// lostHosts returns the hosts silent for takeover_seconds, by id. Nil in
+// file mode.
+func (k *King) lostHosts() (map[string]bool, error) {
+	if k.hosts == nil {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), queue.StoreTimeout)
+	defer cancel()
+	list, err := k.hosts.List(ctx, k.takeover)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	lost := map[string]bool{}
+	for _, h := range list {
+		if hosts.TakeoverDue(h, now, k.takeover) {
+			lost[h.ID] = true
+		}
+	}
+	return lost, nil
+}
+
+// processHostLoss fails, as a retryable HostLost attempt, every task in
+// progress on a host silent for takeover_seconds (SPEC §11.7). That host
+// stopped claiming and killed its soldiers at self_fence_seconds, earlier,
+// so the next attempt never runs beside the lost one; and the lost host's
+// late result cannot land: FinishAs is fenced by host and attempt, and
+// the retry's attempt differs.
+func (k *King) processHostLoss() error {
+	lost, err := k.lostHosts()
+	if err != nil || len(lost) == 0 {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), queue.StoreTimeout)
+	defer cancel()
+	docs, err := k.st.List(ctx, layout.QTasks, layout.InProgress)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, d := range docs {
+		if !lost[d.Claim.Holder] || d.Claim.Holder == k.host {
+			continue
+		}
+		if _, err := k.kv.Get(k.ctx(), kv.NSResults, d.ID); err == nil {
+			continue // its result came before the host went: the results step takes it
+		}
+		var t schema.Task
+		if err := k.tasks.ReadJSON(layout.InProgress, d.ID, &t); err != nil {
+			continue // moved meanwhile
+		}
+		if t.Status == TaskRetrying {
+			continue // a retry half done: the results step finishes it
+		}
+		msg := "host " + d.Claim.Holder + " was lost (no lease renewal for " + k.takeover.String() + ")"
+		res := &schema.Result{
+			RawResult: schema.RawResult{TaskID: t.ID, Status: schema.ResultFailed, ErrorReason: schema.ReasonHostLost,
+				Error: msg, Summary: msg},
+			General: t.TargetGeneral, RetryCount: t.RetryCount,
+		}
+		k.em.Emit("task.host_lost", map[string]any{"task_id": t.ID, "host": d.Claim.Holder, "retry_count": t.RetryCount, "general": t.TargetGeneral})
+		k.log.Warn("task's host lost", "task", t.ID, "host", d.Claim.Holder, "retry_count", t.RetryCount)
+		if err := k.finish(&t, res); err != nil {
+			errs = append(errs, fmt.Errorf("task %s: %w", t.ID, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// affinityLost says why a resume (or a conversation follow-up) of the
+// task that ran on host cannot run: that host is gone past
+// takeover_seconds, and the workspace and the engine's session are there.
+// "" when it can run (file mode, no host recorded, the host alive).
+func (k *King) affinityLost(host string) string {
+	if host == "" || host == k.host {
+		return ""
+	}
+	lost, err := k.lostHosts()
+	if err != nil || !lost[host] {
+		return ""
+	}
+	return "host " + host + " that ran the asking attempt is gone (no lease renewal for " + k.takeover.String() + "); its workspace and session are lost"
+}

@@ -1,0 +1,94 @@
+package status
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/kingdom-dev/kingdom/pkg/hosts"
+	"github.com/kingdom-dev/kingdom/pkg/store"
+)
+
+// Leader is who leads one leader role (PostgreSQL mode's leaders table):
+// the host that last took it, at which epoch and when. A leader that lost
+// its session keeps its row until the next one takes the role.
+type Leader struct {
+	Role  string
+	Host  string
+	Epoch int64
+	Since time.Time
+}
+
+// Cluster is what PostgreSQL mode shows beyond this host: every host of
+// the registry and the leader of each leader role.
+type Cluster struct {
+	Hosts   []hosts.Host
+	Leaders []Leader
+	// Errs: parts that could not be read (the rest is still shown).
+	Errs []error
+}
+
+// ClusterSource reads the cluster (nil in file mode). Leaders is nil when
+// the store offers no way to list its leaders.
+type ClusterSource struct {
+	Hosts   func(ctx context.Context) ([]hosts.Host, error)
+	Leaders func(ctx context.Context) ([]Leader, error)
+}
+
+// ErrNoLeaders: the store offers no list of its leaders.
+var ErrNoLeaders = errors.New("the store lists no leaders")
+
+// StoreCluster returns the cluster source of a PostgreSQL store: its hosts
+// registry (a host is alive within selfFence), and its leaders when the
+// store lists them (its Leaders method; only leaderships held now).
+func StoreCluster(st store.Store, selfFence time.Duration) *ClusterSource {
+	src := &ClusterSource{}
+	if p, ok := st.(interface{ Pool() *pgxpool.Pool }); ok {
+		reg := hosts.New(p.Pool())
+		src.Hosts = func(ctx context.Context) ([]hosts.Host, error) { return reg.List(ctx, selfFence) }
+	}
+	if l, ok := st.(interface {
+		Leaders(context.Context) (map[string]store.LeaderInfo, error)
+	}); ok {
+		src.Leaders = func(ctx context.Context) ([]Leader, error) {
+			m, err := l.Leaders(ctx)
+			if err != nil {
+				return nil, err
+			}
+			out := make([]Leader, 0, len(m))
+			for _, name := range slices.Sorted(maps.Keys(m)) {
+				if li := m[name]; li.Held {
+					out = append(out, Leader{Role: name, Host: li.Holder, Epoch: li.Epoch, Since: li.Since})
+				}
+			}
+			return out, nil
+		}
+	}
+	return src
+}
+
+// Read reads the cluster now; a source or part it lacks is an error in
+// Errs.
+func (c *ClusterSource) Read(ctx context.Context) Cluster {
+	var out Cluster
+	if c.Hosts == nil {
+		out.Errs = append(out.Errs, errors.New("hosts: the store has no hosts registry"))
+	} else if hs, err := c.Hosts(ctx); err != nil {
+		out.Errs = append(out.Errs, fmt.Errorf("hosts: %w", err))
+	} else {
+		out.Hosts = hs
+	}
+	if c.Leaders == nil {
+		out.Errs = append(out.Errs, fmt.Errorf("leaders: %w", ErrNoLeaders))
+	} else if ls, err := c.Leaders(ctx); err != nil {
+		out.Errs = append(out.Errs, fmt.Errorf("leaders: %w", err))
+	} else {
+		out.Leaders = ls
+	}
+	return out
+}
