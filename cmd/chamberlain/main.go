@@ -20,6 +20,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
 	"github.com/kingdom-dev/kingdom/pkg/runner"
 	"github.com/kingdom-dev/kingdom/pkg/store"
+	"github.com/kingdom-dev/kingdom/pkg/store/open"
 )
 
 func main() { app.Main(command()) }
@@ -63,6 +64,7 @@ func run(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
+	env.SetStoreOpener(open.Store)
 	cfg, err := loadConfig(env.Layout)
 	if err != nil {
 		return err

@@ -19,6 +19,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
 	"github.com/kingdom-dev/kingdom/pkg/runner"
+	"github.com/kingdom-dev/kingdom/pkg/store/open"
 )
 
 func main() {
@@ -55,11 +56,21 @@ func build(env *app.Env) (*envoy.Envoy, *config.Envoy, error) {
 	if err != nil {
 		return nil, nil, &app.ConfigError{Err: err}
 	}
-	e, err := envoy.New(envoy.Options{
+	o := envoy.Options{
 		Layout: env.Layout, Config: cfg, Log: env.Log, Events: env.Events, Clock: env.Clock,
 		BotToken: os.Getenv(cfg.Slack.BotTokenEnv), AppToken: os.Getenv(cfg.Slack.AppTokenEnv),
 		ConfigPath: path,
-	})
+	}
+	if env.Postgres() {
+		// SPEC §11.7: messages, deliveries and the envoy's state live in
+		// the shared database; the envoy leads by its lease.
+		st, err := app.OpenStore(context.Background(), env.Store)
+		if err != nil {
+			return nil, nil, err
+		}
+		o.Store, o.Host = st, env.HostID
+	}
+	e, err := envoy.New(o)
 	if err != nil {
 		return nil, nil, &app.ConfigError{Err: err}
 	}
@@ -71,6 +82,7 @@ func run(ctx context.Context, c *cli.Command) error {
 	if err != nil {
 		return err
 	}
+	env.SetStoreOpener(open.Store)
 	e, cfg, err := build(env)
 	if err != nil {
 		return err
@@ -111,6 +123,7 @@ func retry(_ context.Context, c *cli.Command) error {
 	if err != nil {
 		return err
 	}
+	env.SetStoreOpener(open.Store)
 	if err := envoy.RetryFailed(env.Layout, id, env.Events); err != nil {
 		return err
 	}
@@ -125,6 +138,7 @@ func deliverConsole(ctx context.Context, c *cli.Command, what, eventType string,
 	if err != nil {
 		return err
 	}
+	env.SetStoreOpener(open.Store)
 	e, _, err := build(env)
 	if err != nil {
 		return err

@@ -17,6 +17,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/runner"
 	"github.com/kingdom-dev/kingdom/pkg/spawn"
+	"github.com/kingdom-dev/kingdom/pkg/store/open"
 )
 
 func main() {
@@ -34,6 +35,7 @@ func main() {
 			if err != nil {
 				return err
 			}
+			env.SetStoreOpener(open.Store)
 			l := env.Layout
 			m, err := config.LoadManifest(l.GeneralManifest(name))
 			if err != nil {
@@ -43,14 +45,29 @@ func main() {
 			if err != nil {
 				return &app.ConfigError{Err: err}
 			}
+			king, err := config.LoadKing(l.ConfigFile(config.KingFile))
+			if err != nil {
+				return &app.ConfigError{Err: err}
+			}
 			sessEnv := map[string]string{}
 			if d := os.Getenv(spawn.EnvBinDir); d != "" {
 				sessEnv[spawn.EnvBinDir] = d
 			}
-			g, err := general.New(general.Options{
+			o := general.Options{
 				Layout: l, Manifest: m, System: sys, Log: env.Log, Events: env.Events,
 				Tmux: env.Tmux, Clock: env.Clock, SpawnBin: spawn.FindBinary(l), SessionEnv: sessEnv,
-			})
+				HostMaxSoldiers: king.Concurrency.HostMaxSoldiers,
+			}
+			if env.Postgres() {
+				// SPEC §11.7: tasks are claimed from the shared store, fenced
+				// by this host and attempt; results go back through it.
+				st, err := app.OpenStore(ctx, env.Store)
+				if err != nil {
+					return err
+				}
+				o.Store, o.Host = st, env.HostID
+			}
+			g, err := general.New(o)
 			if err != nil {
 				return err
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/king"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/runner"
+	"github.com/kingdom-dev/kingdom/pkg/store/open"
 )
 
 func main() {
@@ -27,6 +28,7 @@ func main() {
 			if err != nil {
 				return err
 			}
+			env.SetStoreOpener(open.Store)
 			cfg, err := config.LoadKing(env.Layout.ConfigFile(config.KingFile))
 			if err != nil {
 				return &app.ConfigError{Err: err}
@@ -48,7 +50,7 @@ func main() {
 				if err != nil {
 					return err
 				}
-				pool, err := app.Pool(ctx, st)
+				pool, err := open.Pool(st)
 				if err != nil {
 					return err
 				}

@@ -16,6 +16,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/runner"
 	"github.com/kingdom-dev/kingdom/pkg/sentinel"
+	"github.com/kingdom-dev/kingdom/pkg/store/open"
 )
 
 func main() {
@@ -28,16 +29,28 @@ func main() {
 			if err != nil {
 				return err
 			}
+			env.SetStoreOpener(open.Store)
 			cfg, err := config.LoadSentinel(env.Layout.ConfigFile("sentinel.yaml"))
 			if err != nil {
 				return &app.ConfigError{Err: err}
 			}
-			s, err := sentinel.New(cfg, sentinel.Options{
+			o := sentinel.Options{
 				Layout: env.Layout, Log: env.Log, Events: env.Events, Clock: env.Clock,
-			})
+			}
+			if env.Postgres() {
+				// SPEC §11.7: this host's inbox admits into the shared
+				// events queue and seen index; the pollers take a lease.
+				st, err := app.OpenStore(ctx, env.Store)
+				if err != nil {
+					return err
+				}
+				o.Store, o.Host = st, env.HostID
+			}
+			s, err := sentinel.New(cfg, o)
 			if err != nil {
 				return &app.ConfigError{Err: err}
 			}
+			defer s.Close() // PostgreSQL mode: hands the pollers' lease on at once
 			env.Log.Info("watchers enabled", "watchers", s.Watchers(), runner.CatAttr("SYSTEM"))
 			opts := env.RunnerOptions(c)
 			opts.Interval = s.RunnerInterval()

@@ -23,6 +23,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
 	"github.com/kingdom-dev/kingdom/pkg/redact"
 	"github.com/kingdom-dev/kingdom/pkg/start"
+	"github.com/kingdom-dev/kingdom/pkg/store/open"
 )
 
 func main() {
@@ -71,6 +72,7 @@ func run(ctx context.Context, c *cli.Command) error {
 	if err != nil {
 		return err
 	}
+	env.SetStoreOpener(open.Store)
 	created, err := config.Install(configfiles.FS, env.Layout.ConfigDir())
 	if err != nil {
 		return fmt.Errorf("install default config: %w", err)

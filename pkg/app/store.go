@@ -7,12 +7,9 @@ import (
 	"os"
 	"sync"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/store"
-	"github.com/kingdom-dev/kingdom/pkg/store/open"
 )
 
 // LeaderRoles run on one host at a time in store.kind postgres (SPEC
@@ -53,6 +50,10 @@ func storeConfig(cfg config.Store) (host string, err error) {
 // a database that is down at start-up is an error of the call that needed
 // it (a standby's Lead retries it), not of Setup.
 type lazyStore struct {
+	// opener opens the configured store (store/open.Store, given by the
+	// role's command through Env.SetStoreOpener: a binary that never opens
+	// a store, soldier-spawn, links no database driver).
+	opener func(context.Context, config.Store, layout.Layout) (store.Store, error)
 	cfg    config.Store
 	l      layout.Layout
 	mu     sync.Mutex
@@ -94,7 +95,10 @@ func (s *lazyStore) open(ctx context.Context) (store.Store, error) {
 		return nil, errors.New("open store: closed")
 	}
 	if s.st == nil {
-		st, err := open.Store(ctx, s.cfg, s.l)
+		if s.opener == nil {
+			return nil, errors.New("open store: this command opens no store")
+		}
+		st, err := s.opener(ctx, s.cfg, s.l)
 		if err != nil {
 			return nil, err
 		}
@@ -110,20 +114,6 @@ func OpenStore(ctx context.Context, st store.Store) (store.Store, error) {
 		return ls.open(ctx)
 	}
 	return st, nil
-}
-
-// Pool returns the PostgreSQL pool behind st (the hosts registry, checks);
-// an error in files mode.
-func Pool(ctx context.Context, st store.Store) (*pgxpool.Pool, error) {
-	inner, err := OpenStore(ctx, st)
-	if err != nil {
-		return nil, err
-	}
-	p, ok := inner.(interface{ Pool() *pgxpool.Pool })
-	if !ok {
-		return nil, errors.New("store has no PostgreSQL pool (store.kind is not postgres)")
-	}
-	return p.Pool(), nil
 }
 
 // Leaders lists the leaderships of st (store.LeaderInfo by name).
@@ -232,4 +222,14 @@ func (s *lazyStore) Close() error {
 	err := s.st.Close()
 	s.st = nil
 	return err
+}
+
+// SetStoreOpener gives Env.Store the function that opens the configured
+// store (store/open.Store); roles set it right after Setup.
+func (e *Env) SetStoreOpener(fn func(context.Context, config.Store, layout.Layout) (store.Store, error)) {
+	if ls, ok := e.Store.(*lazyStore); ok {
+		ls.mu.Lock()
+		ls.opener = fn
+		ls.mu.Unlock()
+	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/kingdom-dev/kingdom/pkg/store/open"
 	"io"
 	"os"
 	"strings"
@@ -40,7 +42,7 @@ func pgTree(t *testing.T, dsnEnv, host string) layout.Layout {
 func TestSetup_FilesStoreOpensOnFirstUseOnly(t *testing.T) {
 	l := layout.New(t.TempDir())
 	t.Setenv(config.HostIDEnv, "box-1")
-	env, err := SetupWith(layout.RoleKing, l.Base, io.Discard)
+	env, err := setupWithStore(layout.RoleKing, l.Base, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +66,7 @@ func TestSetup_FilesStoreOpensOnFirstUseOnly(t *testing.T) {
 	if _, err := os.Stat(storeDir); err != nil {
 		t.Fatalf("after first use: %v", err)
 	}
-	if _, err := Pool(context.Background(), env.Store); err == nil {
+	if _, err := testPool(context.Background(), env.Store); err == nil {
 		t.Fatal("Pool in files mode: want an error")
 	}
 	if err := env.Close(); err != nil {
@@ -79,7 +81,7 @@ func TestSetup_BrokenSystemYAMLIsAConfigError(t *testing.T) {
 	l := layout.New(t.TempDir())
 	l.Ensure()
 	os.WriteFile(l.ConfigFile(config.SystemFile), []byte("store:\n  kind: etcd\n"), 0o600)
-	_, err := SetupWith(layout.RoleKing, l.Base, io.Discard)
+	_, err := setupWithStore(layout.RoleKing, l.Base, io.Discard)
 	if ExitCode(err) != ExitConfig || !strings.Contains(err.Error(), "store.kind") {
 		t.Fatalf("store.kind etcd: %v (exit %d), want a config error naming store.kind", err, ExitCode(err))
 	}
@@ -88,7 +90,7 @@ func TestSetup_BrokenSystemYAMLIsAConfigError(t *testing.T) {
 func TestSetup_PostgresWithoutDSNNamesTheVariableOnly(t *testing.T) {
 	l := pgTree(t, "KINGDOM_TEST_DSN", "box-1")
 	os.Unsetenv("KINGDOM_TEST_DSN")
-	_, err := SetupWith(layout.RoleKing, l.Base, io.Discard)
+	_, err := setupWithStore(layout.RoleKing, l.Base, io.Discard)
 	if ExitCode(err) != ExitConfig || !strings.Contains(err.Error(), "KINGDOM_TEST_DSN is not set") {
 		t.Fatalf("no DSN: %v (exit %d), want a config error naming KINGDOM_TEST_DSN", err, ExitCode(err))
 	}
@@ -99,12 +101,12 @@ func TestSetup_PostgresLeaderRolesLeadByLease(t *testing.T) {
 	t.Setenv("KINGDOM_TEST_DSN", dsn)
 	os.Unsetenv(config.HostIDEnv)
 	ctx := context.Background()
-	a, err := SetupWith(layout.RoleKing, pgTree(t, "KINGDOM_TEST_DSN", "box-a").Base, io.Discard)
+	a, err := setupWithStore(layout.RoleKing, pgTree(t, "KINGDOM_TEST_DSN", "box-a").Base, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b, err := SetupWith(layout.RoleKing, pgTree(t, "KINGDOM_TEST_DSN", "box-b").Base, io.Discard)
+	b, err := setupWithStore(layout.RoleKing, pgTree(t, "KINGDOM_TEST_DSN", "box-b").Base, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +114,7 @@ func TestSetup_PostgresLeaderRolesLeadByLease(t *testing.T) {
 	if !a.Postgres() || a.HostID != "box-a" {
 		t.Fatalf("postgres %v host %q", a.Postgres(), a.HostID)
 	}
-	if _, err := Pool(ctx, a.Store); err != nil {
+	if _, err := testPool(ctx, a.Store); err != nil {
 		t.Fatalf("pool: %v", err)
 	}
 	oa, ob := a.RunnerOptions(&cli.Command{}), b.RunnerOptions(&cli.Command{})
@@ -155,7 +157,7 @@ func TestSetup_PostgresLeaderRolesLeadByLease(t *testing.T) {
 
 func TestSetup_PostgresUnreachableFailsTheCallNotSetup(t *testing.T) {
 	t.Setenv("KINGDOM_TEST_DSN", "postgres://kingdom:hunter2secret@127.0.0.1:1/none?sslmode=disable")
-	env, err := SetupWith(layout.RoleKing, pgTree(t, "KINGDOM_TEST_DSN", "box-a").Base, io.Discard)
+	env, err := setupWithStore(layout.RoleKing, pgTree(t, "KINGDOM_TEST_DSN", "box-a").Base, io.Discard)
 	if err != nil {
 		t.Fatalf("Setup: %v (connecting is the first use's business)", err)
 	}
@@ -176,4 +178,22 @@ func TestExitCode_Leadership(t *testing.T) {
 	if got := ExitCode(fmt.Errorf("lead king: %w", store.ErrHeld)); got != ExitLeaderHeld {
 		t.Errorf("held lease: exit %d, want %d", got, ExitLeaderHeld)
 	}
+}
+
+// setupWithStore is SetupWith as a role's command does it: with the store
+// opener.
+func setupWithStore(role, base string, stdout io.Writer) (*Env, error) {
+	env, err := SetupWith(role, base, stdout)
+	if err == nil {
+		env.SetStoreOpener(open.Store)
+	}
+	return env, err
+}
+
+func testPool(ctx context.Context, st store.Store) (*pgxpool.Pool, error) {
+	inner, err := OpenStore(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	return open.Pool(inner)
 }

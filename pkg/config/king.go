@@ -43,6 +43,11 @@ type KingRetry struct {
 // KingConcurrency is the admission limit on soldiers in flight.
 type KingConcurrency struct {
 	MaxSoldiers int `yaml:"max_soldiers" check:"min=1,max=1000"`
+	// HostMaxSoldiers caps the soldiers running on this host, whatever
+	// the cluster-wide max_soldiers allows (SPEC §11.7); each host sets its
+	// own. 0 means no cap of its own. The generals enforce it: none claims
+	// while the host's registry already holds that many soldiers.
+	HostMaxSoldiers int `yaml:"host_max_soldiers" check:"min=0,max=1000"`
 }
 
 // Petition configures the classifier for Slack DMs and mentions.

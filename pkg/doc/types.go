@@ -375,6 +375,9 @@ type Result struct {
 	// Workdir is kept for a tracked conversation's follow-up.
 	Workdir   string `json:"workdir,omitempty"`
 	SoldierID string `json:"soldier_id,omitempty"`
+	// Host is the host that ran the attempt (PostgreSQL mode; empty in
+	// file mode): a resume of its question runs there (SPEC §11.7).
+	Host string `json:"host,omitempty"`
 }
 
 // InboxEvent is inbox/*.json as other tools drop it (SPEC §9.20).
@@ -396,6 +399,9 @@ type Checkpoint struct {
 	Question  string  `json:"question"`
 	General   string  `json:"general"`
 	Repo      *string `json:"repo"`
+	// Host asked the question (PostgreSQL mode; empty in file mode): the
+	// resume runs there, beside the workdir and the engine's session.
+	Host string `json:"host,omitempty"`
 }
 
 // PetitionResult is the classifier's answer: exactly one of General and

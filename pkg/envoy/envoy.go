@@ -9,6 +9,11 @@
 // A failed message is sent again by `envoy retry` (RetryFailed), or by
 // itself after a config change when the config caused it (retry.go).
 //
+// In PostgreSQL mode (Options.Store) the queues and the envoy's documents
+// are the shared store's, the envoy leads on one host at a time under a
+// store lease (UseLease), and each delivery is recorded in the store before
+// its post, so that a failed-over envoy never posts twice (deliveries.go).
+//
 // Drive it with the shared runner:
 //
 //	e, err := envoy.New(envoy.Options{Layout: l, Config: cfg, Log: log, Events: em,
@@ -38,15 +43,23 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/runner"
+	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
 // Options builds an Envoy.
 type Options struct {
 	Layout layout.Layout
 	// KV holds the envoy's documents (mappings, awaited questions,
-	// conversations, deliveries); nil: the files under Layout (kv.Files).
-	// The delivery journal is always a file of Layout.
-	KV     kv.KV
+	// conversations, deliveries); nil: kv.OnStore(Store) with a Store, else
+	// the files under Layout (kv.Files).
+	KV kv.KV
+	// Store is the shared store in PostgreSQL mode (nil: file mode). The
+	// messages and events queues are the store's, and each delivery is
+	// recorded in it before its post (deliveries.go) instead of the
+	// journal file.
+	Store store.Store
+	// Host is this host's id in PostgreSQL mode ("" in file mode).
+	Host   string
 	Config *config.Envoy
 	Log    *slog.Logger
 	Events *eventlog.Emitter
@@ -79,7 +92,7 @@ type Envoy struct {
 	sleep    func(ctx context.Context, d time.Duration) error
 	messages *queue.Queue
 	admit    *queue.Admitter
-	st       *store
+	st       *stateStore
 	poster   poster
 	console  bool
 	// The config watch (retry.go): envoy.yaml's path and the stamp it had
@@ -105,6 +118,8 @@ type Envoy struct {
 	disk diskState
 	// lastPrune is when prune last looked for expired state.
 	lastPrune time.Time
+	// lease is the leadership of this term (PostgreSQL mode, UseLease).
+	lease store.Lease
 }
 
 // New builds the envoy. It does no I/O.
@@ -120,6 +135,9 @@ func New(o Options) (*Envoy, error) {
 	}
 	if o.KV == nil {
 		o.KV = kv.Files(o.Layout)
+		if o.Store != nil {
+			o.KV = kv.OnStore(o.Store)
+		}
 	}
 	if o.Stdout == nil {
 		o.Stdout = os.Stdout
@@ -133,10 +151,20 @@ func New(o Options) (*Envoy, error) {
 	if o.HTTPTimeout <= 0 {
 		o.HTTPTimeout = 30 * time.Second
 	}
+	// The one place the mode matters: where the queues and the delivery
+	// records live.
+	messages := queue.New(o.Layout, layout.QMessages, o.Events)
+	events := queue.New(o.Layout, layout.QEvents, o.Events)
+	var j journal = &fileJournal{l: o.Layout, kv: o.KV}
+	if o.Store != nil {
+		messages = queue.OnStore(o.Store, o.Layout, layout.QMessages, o.Events, o.Host)
+		events = queue.OnStore(o.Store, o.Layout, layout.QEvents, o.Events, o.Host)
+		j = newStoreJournal(o.Store, o.Host, o.Clock, o.Log)
+	}
 	e := &Envoy{
 		l: o.Layout, log: o.Log, em: o.Events, clock: o.Clock, sleep: o.Sleep,
-		messages:     queue.New(o.Layout, layout.QMessages, o.Events),
-		st:           newStore(o.Layout, o.KV, o.Log),
+		messages:     messages,
+		st:           newStore(o.Layout, o.KV, j, o.Log),
 		cfgPath:      o.ConfigPath,
 		appToken:     o.AppToken,
 		pingInterval: o.PingInterval,
@@ -144,7 +172,7 @@ func New(o Options) (*Envoy, error) {
 	}
 	e.cfg.Store(o.Config)
 	e.st.replay = e.replay
-	e.admit = queue.NewAdmitter(o.Layout, queue.New(o.Layout, layout.QEvents, o.Events))
+	e.admit = queue.NewAdmitter(o.Layout, events)
 	if o.BotToken == "" {
 		e.console = true
 		e.poster = &consolePoster{out: o.Stdout, path: o.Layout.EnvoyConsoleLog(),

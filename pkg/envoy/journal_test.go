@@ -75,7 +75,7 @@ func TestJournal_RecordAfterATornLineReplays(t *testing.T) {
 	if err := h.e.sendPending(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	entries, err := h.e.st.readJournal()
+	entries, err := h.e.st.j.read()
 	if err != nil {
 		t.Fatal(err)
 	}

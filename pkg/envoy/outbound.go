@@ -187,6 +187,7 @@ func (e *Envoy) deliver(ctx context.Context, ent queue.Entry) error {
 		d          Delivery
 		recorded   bool
 		resolveErr error
+		unknown    bool // a post in doubt Slack could not confirm (deliveries.go)
 	)
 	if err := e.st.view(func(s *State) {
 		d, recorded = s.Deliveries[m.ID]
@@ -201,9 +202,25 @@ func (e *Envoy) deliver(ctx context.Context, ent queue.Entry) error {
 		if resolveErr != nil {
 			return e.finish(ent, m, e.failed(resolveErr))
 		}
-		if t.noPost {
+		doubt, foundTS := doubtPost, ""
+		if !t.noPost {
+			if doubt, foundTS, err = e.settleDoubt(ctx, m, t); err != nil {
+				return err
+			}
+		}
+		switch {
+		case t.noPost:
 			d = Delivery{Channel: t.channel, ThreadTS: t.threadTS}
-		} else {
+		case doubt == doubtFound:
+			d = Delivery{Channel: t.channel, TS: foundTS, ThreadTS: t.threadTS}
+		case doubt == doubtUnknown:
+			d = Delivery{Channel: t.channel, ThreadTS: t.threadTS}
+			unknown = true
+		default:
+			if err := e.st.begin(m.ID); err != nil {
+				return err
+			}
+			e.step("begun", m.ID)
 			ch, ts, perr := e.postWithRetry(ctx, post{Channel: t.channel, ThreadTS: t.threadTS, Text: text(m),
 				MsgID: m.ID, Type: m.Type, TaskID: schema.Deref(m.TaskID)})
 			if perr != nil {
@@ -243,9 +260,13 @@ func (e *Envoy) deliver(ctx context.Context, ent queue.Entry) error {
 			e.log.Warn("reaction not added", "msg_id", m.ID, "reaction", r.name, "err", redact(err))
 		}
 	}
+	slackDoc := map[string]any{"channel": d.Channel, "ts": d.TS}
+	if unknown {
+		slackDoc = map[string]any{"channel": d.Channel, "delivery": "unknown"}
+	}
 	// A message sent again (envoy retry) loses the reason it failed.
 	return e.finish(ent, m, outcome{state: layout.Sent, d: d, extra: map[string]any{
-		"slack": map[string]any{"channel": d.Channel, "ts": d.TS}, "error": nil, configCauseField: nil}})
+		"slack": slackDoc, "error": nil, configCauseField: nil}})
 }
 
 type reaction struct {

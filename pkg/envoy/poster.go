@@ -33,11 +33,18 @@ type poster interface {
 	React(ctx context.Context, channel, ts, name string) error
 	// Unreact removes our reaction name from a message (gone already: nil).
 	Unreact(ctx context.Context, channel, ts, name string) error
+	// Find returns the ts of a message of ours with text in channel (in
+	// thread threadTS when set) posted since since, "" when there is none
+	// (deliveries.go); errFindUnsupported where it cannot look.
+	Find(ctx context.Context, channel, threadTS, text string, since time.Time) (string, error)
 }
 
 // webPoster talks to the Slack Web API.
 type webPoster struct {
 	api *slack.Client
+
+	mu        sync.Mutex
+	user, bot string // our identity (auth.test), asked by Find
 }
 
 func (w *webPoster) Post(ctx context.Context, p post) (string, string, error) {

@@ -13,7 +13,8 @@ import (
 
 // A message is sent alone, start to end, in this order:
 //
-//  1. post it to Slack (or the console);
+//  1. post it to Slack (or the console); in PostgreSQL mode a record that
+//     the post begins is written first (deliveries.go);
 //  2. append its delivery record (msg id → channel, ts) to the journal and
 //     fdatasync it (journal.go); apply its bookkeeping in memory;
 //  3. add its reactions;
@@ -26,7 +27,10 @@ import (
 // done: a pending/ copy whose id is already in sent/ or failed/ is the
 // leftover of a crash and is removed unsent. Room for the tick's records is
 // reserved before the first post, so a full disk holds the sends instead of
-// posting what cannot be recorded (diskhold.go).
+// posting what cannot be recorded (diskhold.go). In PostgreSQL mode the
+// journal is the store's delivery records, and a crash before 2 is settled
+// by looking in Slack (deliveries.go): another host takes over, and no
+// post is repeated.
 
 // sendPending sends every message in pending/, oldest first. The envoy is
 // the single consumer of the messages queue (its leader lock makes it so).
@@ -87,18 +91,26 @@ type outcome struct {
 // truth; the status field only helps someone reading the file with cat.
 func (e *Envoy) finish(ent queue.Entry, m *schema.Message, o outcome) error {
 	data, err := statusDoc(ent.Data, o.state, o.extra)
-	if err == nil {
-		err = e.messages.Put(o.state, ent.ID, data)
-	}
 	if err != nil {
 		return fmt.Errorf("finish message %s: %w", ent.ID, err)
 	}
-	e.step("finished", ent.ID)
-	if err := e.messages.Remove(layout.Pending, ent.ID); err != nil {
+	// On files the two steps happen in this order (the crash contract
+	// above); on a store they are one transaction, fenced by the lease.
+	ctx, cancel := context.WithTimeout(context.Background(), queue.StoreTimeout)
+	defer cancel()
+	err = queue.Group(ctx, func(g *queue.GroupTx) error {
+		g.Fence(e.currentLease())
+		if err := g.Put(e.messages, o.state, ent.ID, data); err != nil {
+			return err
+		}
+		e.step("finished", ent.ID)
+		return g.Remove(e.messages, layout.Pending, ent.ID)
+	}, e.messages)
+	if err != nil {
 		return fmt.Errorf("finish message %s: %w", ent.ID, err)
 	}
+	e.st.finished(ent.ID, o.state == layout.Sent)
 	if o.state == layout.Sent {
-		e.st.delivered(ent.ID)
 		e.em.Emit("message.sent", map[string]any{"msg_id": m.ID, "task_id": m.TaskID, "channel": o.d.Channel})
 		e.log.Info("message sent", "msg_id", m.ID, "type", m.Type, "channel", o.d.Channel)
 		return nil
@@ -118,6 +130,7 @@ func (e *Envoy) finishedBefore(id string) (bool, error) {
 	if err := e.messages.Remove(layout.Pending, id); err != nil {
 		return true, err
 	}
+	e.st.finished(id, false)
 	e.log.Info("leftover pending copy of a finished message removed", "msg_id", id)
 	return true, nil
 }

@@ -155,7 +155,7 @@ func TestSend_RecordIsInTheJournalBeforeTheFileMoves(t *testing.T) {
 		if step != "finished" {
 			return
 		}
-		entries, err := h.e.st.readJournal()
+		entries, err := h.e.st.j.read()
 		if err != nil {
 			t.Fatal(err)
 		}

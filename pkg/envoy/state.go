@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"time"
 
@@ -91,7 +90,7 @@ func (s *State) liveConversation(channel, threadTS string, now time.Time) (Conve
 	return c, true
 }
 
-// store loads and saves State. Every change happens under one mutex, so the
+// stateStore loads and saves State. Every change happens under one mutex, so the
 // socket goroutine and the tick never lose each other's updates.
 //
 // Only the envoy (its single leader) writes these files, so the state is
@@ -100,18 +99,18 @@ func (s *State) liveConversation(channel, threadTS string, now time.Time) (Conve
 // once and the files are written at the end of the tick; any other change
 // (update) is written at once, atomically, for each file whose content
 // changed.
-type store struct {
+type stateStore struct {
 	mu    sync.Mutex
 	l     layout.Layout
-	kv    kv.KV // the documents (kv.NSEnvoy); the journal is a file of l
+	kv    kv.KV // the documents (kv.NSEnvoy)
 	log   *slog.Logger
 	files []stateFile
 
 	cached *State
 	raw    [][]byte // each file's bytes as last read or written
 
-	journal *os.File // the delivery journal, open for appending
-	dirty   bool     // memory is ahead of the files
+	j     journal // the delivery journal (journal.go) or records (deliveries.go)
+	dirty bool    // memory is ahead of the files
 	// replay applies the bookkeeping of journaled deliveries at load.
 	replay func(*State, []journalEntry)
 }
@@ -123,8 +122,8 @@ type stateFile struct {
 	get func(*State) any
 }
 
-func newStore(l layout.Layout, s kv.KV, log *slog.Logger) *store {
-	return &store{l: l, kv: s, log: log, files: []stateFile{
+func newStore(l layout.Layout, s kv.KV, j journal, log *slog.Logger) *stateStore {
+	return &stateStore{l: l, kv: s, j: j, log: log, files: []stateFile{
 		{kv.KeyMappings, func(s *State) any { return &s.Mappings }},
 		{kv.KeyAwaiting, func(s *State) any { return &s.Awaiting }},
 		{kv.KeyConversations, func(s *State) any { return &s.Conversations }},
@@ -132,7 +131,7 @@ func newStore(l layout.Layout, s kv.KV, log *slog.Logger) *store {
 	}}
 }
 
-func (st *store) load() (*State, [][]byte, error) {
+func (st *stateStore) load() (*State, [][]byte, error) {
 	ctx := context.Background()
 	s := &State{}
 	raw := make([][]byte, len(st.files))
@@ -171,7 +170,7 @@ func (st *store) load() (*State, [][]byte, error) {
 	if s.Deliveries == nil {
 		s.Deliveries = map[string]Delivery{}
 	}
-	entries, err := st.readJournal()
+	entries, err := st.j.read()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -186,7 +185,7 @@ func (st *store) load() (*State, [][]byte, error) {
 }
 
 // view runs fn on the current state.
-func (st *store) view(fn func(*State)) error {
+func (st *stateStore) view(fn func(*State)) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	s, _, err := st.current()
@@ -198,7 +197,7 @@ func (st *store) view(fn func(*State)) error {
 }
 
 // current returns the in-memory state, loading it on first use.
-func (st *store) current() (*State, [][]byte, error) {
+func (st *stateStore) current() (*State, [][]byte, error) {
 	if st.cached == nil {
 		s, raw, err := st.load()
 		if err != nil {
@@ -211,7 +210,7 @@ func (st *store) current() (*State, [][]byte, error) {
 
 // update runs fn on the current state and writes back (atomically, 0600)
 // every file whose content changed.
-func (st *store) update(fn func(*State) error) error {
+func (st *stateStore) update(fn func(*State) error) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	s, raw, err := st.current()
@@ -230,7 +229,7 @@ func (st *store) update(fn func(*State) error) error {
 // mode: atomically, 0600, one group commit; a store: one transaction),
 // then empties the delivery journal: the documents now hold all it
 // recorded.
-func (st *store) writeChanged(s *State, raw [][]byte) error {
+func (st *stateStore) writeChanged(s *State, raw [][]byte) error {
 	var changed []int
 	var data [][]byte
 	vs := map[string][]byte{}
@@ -249,14 +248,95 @@ func (st *store) writeChanged(s *State, raw [][]byte) error {
 		changed = append(changed, i)
 		data = append(data, b)
 	}
-	if len(vs) > 0 {
-		if err := st.kv.PutAll(context.Background(), kv.NSEnvoy, vs); err != nil {
+	if err := st.j.commit(vs); err != nil {
+		if len(vs) > 0 {
 			st.cached = nil // memory ran ahead of the documents: reload next time
-			return err
 		}
+		return err
 	}
 	for j, i := range changed {
 		raw[i] = data[j]
 	}
-	return st.truncateJournal()
+	return nil
+}
+
+// reserve makes room for the delivery records of n messages.
+func (st *stateStore) reserve(n int) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.j.reserve(n)
+}
+
+// begin notes, durably, that message id is about to be posted.
+func (st *stateStore) begin(id string) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if _, _, err := st.current(); err != nil {
+		return err
+	}
+	return st.j.begin(id)
+}
+
+// record makes the delivery of message id durable, then applies it and fn
+// to the in-memory state; the documents follow at the end of the tick.
+func (st *stateStore) record(id string, d Delivery, fn func(*State)) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	s, _, err := st.current()
+	if err != nil {
+		return err
+	}
+	if err := st.j.record(id, d); err != nil {
+		return err
+	}
+	s.Deliveries[id] = d
+	fn(s)
+	st.dirty = true
+	return nil
+}
+
+// finished notes that a message reached sent/ (its delivery record is
+// needed no more: the journal keeps it until the documents are written)
+// or failed/.
+func (st *stateStore) finished(id string, sent bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if sent && st.cached != nil {
+		delete(st.cached.Deliveries, id)
+		st.dirty = true
+	}
+	if st.j.settle(id) {
+		st.dirty = true
+	}
+}
+
+// mutate runs fn on the in-memory state; a change it reports reaches the
+// documents at the end of the tick (changes that may wait: a restart would
+// redo them).
+func (st *stateStore) mutate(fn func(*State) bool) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	s, _, err := st.current()
+	if err != nil {
+		return err
+	}
+	if fn(s) {
+		st.dirty = true
+	}
+	return nil
+}
+
+// flush writes the documents changed since the last write and empties
+// the journal.
+func (st *stateStore) flush() error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if !st.dirty || st.cached == nil {
+		return nil
+	}
+	if err := st.writeChanged(st.cached, st.raw); err != nil {
+		return err
+	}
+	st.dirty = false
+	return nil
 }

@@ -3,13 +3,13 @@ package general
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 
-	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/engine"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
@@ -114,16 +114,16 @@ func (g *General) finish(ctx context.Context, t *schema.Task, sid string, starte
 		final.SoldierID = sid
 	}
 	keepConversation(g.o.Manifest.TrackConversation, t, &final, ws.RepoDir)
+	final.Host = g.o.Host
+	var cp *schema.Checkpoint
 	if r.Status == schema.ResultNeedsHuman {
-		cp := schema.Checkpoint{TaskID: t.ID, SessionID: r.SessionID, Workdir: ws.RepoDir, Thread: threadOf(t),
-			Question: r.Question, General: g.name, Repo: schema.StringPtr(ws.Repo)}
-		if err := atomicfile.WriteJSON(l.ResultCheckpoint(t.ID), cp); err != nil {
-			g.log.Error("write checkpoint", "task", t.ID, "err", err)
-		} else {
-			final.CheckpointPath = l.ResultCheckpoint(t.ID)
-		}
+		cp = &schema.Checkpoint{TaskID: t.ID, SessionID: r.SessionID, Workdir: ws.RepoDir, Thread: threadOf(t),
+			Question: r.Question, General: g.name, Repo: schema.StringPtr(ws.Repo), Host: g.o.Host}
 	}
-	if err := writeRedactedJSON(l.ResultFinal(t.ID), final); err != nil {
+	if err := g.publish(ctx, t, cp, &final); errors.Is(err, errLost) {
+		g.lost(ctx, t, ws, err)
+		return
+	} else if err != nil {
 		// The raw result stays: the next tick finishes the task from it.
 		g.strand(stranded{t: t, sid: sid, started: started, ws: ws}, err)
 		return

@@ -8,6 +8,13 @@
 // stays fresh during long soldiers. The general never moves a task out of
 // in_progress/ (§9.4); the king does.
 //
+// Each tick also carries out the operator's cancels of this general's
+// running attempts (the king only records them, SPEC §11.7). In PostgreSQL
+// mode (Options.Store) the tasks are the store's: a claim names this host
+// and the attempt, only that holder's final result is accepted, a task
+// pinned to another host (Task.Host) is left to it, and a host whose lease
+// went stale fences itself (cluster.go).
+//
 //	g, err := general.New(general.Options{Layout: l, Manifest: m, System: sys, Tmux: tc, ...})
 //	runner.Run(ctx, runner.Options{Role: m.Name, Watches: g.Watches(), ...}, g)
 package general
@@ -32,6 +39,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
 	"github.com/kingdom-dev/kingdom/pkg/spawn"
+	"github.com/kingdom-dev/kingdom/pkg/store"
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
 )
 
@@ -54,6 +62,17 @@ type Options struct {
 	// Trace, if set, is called at milestones (benchmarks): "claimed",
 	// "running" (soldier session created), "raw" (raw result seen), "final".
 	Trace func(taskID, milestone string)
+	// Store is the shared store in PostgreSQL mode; nil in file mode.
+	Store store.Store
+	// Host is this host's id (config.Store.ResolveHostID) in PostgreSQL
+	// mode; "" in file mode.
+	Host string
+	// KV holds the small state (pauses, cancel records, final results):
+	// nil means kv.OnStore(Store) with a store, else kv.Files(Layout).
+	KV kv.KV
+	// HostMaxSoldiers is king.yaml concurrency.host_max_soldiers: no claim
+	// while this host runs that many soldiers (0 = no cap).
+	HostMaxSoldiers int
 }
 
 // General is one general's runtime; it implements runner.Role, Starter and
@@ -68,8 +87,13 @@ type General struct {
 	baseMu sync.Mutex
 	base   context.Context
 
-	mu            sync.Mutex
-	active        map[string]bool
+	kv kv.KV
+	// fenced: this host's lease is stale (cluster.go); only Tick touches it.
+	fenced bool
+
+	mu sync.Mutex
+	// active holds the attempt each running task goroutine works on.
+	active        map[string]*schema.Task
 	wg            sync.WaitGroup
 	reconciled    bool
 	lastReconcile time.Time
@@ -104,13 +128,24 @@ func New(o Options) (*General, error) {
 	if o.PollInterval <= 0 {
 		o.PollInterval = time.Second
 	}
+	tasks := queue.New(o.Layout, layout.QTasks, o.Events)
+	if o.Store != nil {
+		tasks = queue.OnStore(o.Store, o.Layout, layout.QTasks, o.Events, o.Host)
+	}
+	if o.KV == nil {
+		o.KV = kv.Files(o.Layout)
+		if o.Store != nil {
+			o.KV = kv.OnStore(o.Store)
+		}
+	}
 	return &General{
 		o: o, name: o.Manifest.Name,
-		tasks:    queue.New(o.Layout, layout.QTasks, o.Events),
+		tasks:    tasks,
+		kv:       o.KV,
 		reg:      sessions.New(o.Layout),
 		log:      o.Log,
 		wake:     make(chan struct{}, 1),
-		active:   map[string]bool{},
+		active:   map[string]*schema.Task{},
 		stranded: map[string]stranded{}, pendingRaw: map[string]schema.RawResult{},
 		base: context.Background(),
 	}, nil
@@ -189,6 +224,10 @@ func (g *General) Tick(ctx context.Context) error {
 		g.reconciled, g.lastReconcile = true, now
 	}
 	g.retryStranded()
+	g.enforceCancels(ctx)
+	if g.selfFence(ctx) {
+		return nil // no lease, no claim: the king hands the tasks elsewhere
+	}
 	return g.claim(ctx)
 }
 
@@ -202,7 +241,7 @@ func (g *General) slots() int {
 }
 
 func (g *General) claim(ctx context.Context) error {
-	if g.slots() <= 0 || control.Paused(context.Background(), kv.Files(g.o.Layout)) {
+	if g.slots() <= 0 || control.Paused(ctx, g.kv) {
 		return nil // paused by the operator: no new soldier (SPEC §10.11)
 	}
 	// Every tick lists the whole of pending/ (level-triggered, no memory of
@@ -221,9 +260,13 @@ func (g *General) claim(ctx context.Context) error {
 		}
 		var head struct {
 			TargetGeneral string `json:"target_general"`
+			Host          string `json:"host"`
 		}
 		if e.Decode(&head) != nil || head.TargetGeneral != g.name {
 			continue
+		}
+		if head.Host != "" && head.Host != g.o.Host {
+			continue // affinity: a resume runs where its question was asked
 		}
 		t, err := schema.DecodeTask(e.Data)
 		if err != nil {
@@ -240,7 +283,10 @@ func (g *General) claim(ctx context.Context) error {
 				continue
 			}
 		}
-		if err := g.tasks.Claim(layout.Pending, layout.InProgress, t.ID); err != nil {
+		if g.hostFull() {
+			return nil
+		}
+		if err := g.tasks.ClaimAs(layout.Pending, layout.InProgress, t.ID, g.claimOf(t)); err != nil {
 			if errors.Is(err, queue.ErrTaken) || errors.Is(err, queue.ErrExists) {
 				continue
 			}
@@ -258,10 +304,41 @@ func (g *General) claim(ctx context.Context) error {
 	return nil
 }
 
+// claimOf is the claim this host holds on an attempt of t: only it may
+// have its final result accepted (on files it is not recorded).
+func (g *General) claimOf(t *schema.Task) store.Claim {
+	return store.Claim{Holder: g.o.Host, Attempt: t.RetryCount}
+}
+
+// hostFull reports whether this host already runs host_max_soldiers
+// soldiers: the other generals' registered soldiers and this general's
+// running tasks (a claimed task registers its soldier only after its
+// workspace is ready).
+func (g *General) hostFull() bool {
+	max := g.o.HostMaxSoldiers
+	if max <= 0 {
+		return false
+	}
+	regs, err := g.reg.List()
+	if err != nil {
+		g.log.Warn("read sessions registry", "err", err)
+	}
+	n := 0
+	for _, r := range regs {
+		if r.General != g.name {
+			n++
+		}
+	}
+	g.mu.Lock()
+	n += len(g.active)
+	g.mu.Unlock()
+	return n >= max
+}
+
 // start runs fn for task t in its own goroutine, holding a slot.
 func (g *General) start(t *schema.Task, fn func(ctx context.Context)) {
 	g.mu.Lock()
-	g.active[t.ID] = true
+	g.active[t.ID] = t
 	g.mu.Unlock()
 	g.wg.Add(1)
 	go func() {

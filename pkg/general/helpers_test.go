@@ -12,12 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/internal/testkit/pgtest"
 	"github.com/kingdom-dev/kingdom/pkg/clock"
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/store"
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
 )
 
@@ -53,7 +55,7 @@ func TestMain(m *testing.M) {
 		os.Setenv("SLACK_BOT_TOKEN", "xoxb-test-secret")
 		tmuxC = &tmux.Client{Socket: fmt.Sprintf("kingdom-test-general-%d", os.Getpid())}
 		defer tmuxC.KillServer(context.Background())
-		return m.Run()
+		return pgtest.Main(m)
 	}()
 	os.Exit(code)
 }
@@ -69,6 +71,8 @@ type env struct {
 	g      *General
 	clk    clock.Clock
 	tm     *tmux.Client // nil: the shared test client
+	st     store.Store  // PostgreSQL mode (pg_test.go); nil: files
+	host   string
 }
 
 type envOpt func(*env)
@@ -140,7 +144,7 @@ func (e *env) start() *General {
 		tm = e.tm
 	}
 	g, err := New(Options{Layout: e.l, Manifest: e.m, System: e.sys, Tmux: tm, Clock: e.clk,
-		SpawnBin: spawnBin, PollInterval: 20 * time.Millisecond, Trace: e.traceHook(),
+		SpawnBin: spawnBin, PollInterval: 20 * time.Millisecond, Trace: e.traceHook(), Store: e.st, Host: e.host,
 		Events: eventlog.NewEmitter(e.l.EventsLog(), e.l.RotateLock(), e.m.Name, nil)})
 	if err != nil {
 		e.t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/enginepause"
-	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
@@ -14,7 +13,7 @@ import (
 // engine starts until it ends, including tasks already in pending/). An
 // unreadable pause file pauses nothing.
 func (g *General) enginePaused(now time.Time) bool {
-	pf, err := enginepause.Load(context.Background(), kv.Files(g.o.Layout))
+	pf, err := enginepause.Load(context.Background(), g.kv)
 	if err != nil {
 		g.log.Warn("engine pauses unreadable", "err", err)
 		return false

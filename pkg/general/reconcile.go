@@ -7,9 +7,9 @@ import (
 	"strings"
 
 	"github.com/kingdom-dev/kingdom/pkg/ids"
+	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/proctree"
-	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
 )
@@ -36,12 +36,15 @@ func (g *General) reconcile(ctx context.Context) error {
 		}
 		g.mu.Lock()
 		_, stuck := g.stranded[t.ID]
-		busy := g.active[t.ID] || stuck // a stranded task is retried every tick
+		busy := g.active[t.ID] != nil || stuck // a stranded task is retried every tick
 		g.mu.Unlock()
 		if busy {
 			continue
 		}
-		if b, err := queue.ReadLimited(l.ResultFinal(t.ID), maxRawBytes); err == nil {
+		if g.heldElsewhere(t) {
+			continue // another host's attempt, or one whose result is in
+		}
+		if b, err := g.kv.Get(ctx, kv.NSResults, t.ID); err == nil {
 			if r, err := schema.DecodeResult(b); err == nil && r.RetryCount == t.RetryCount {
 				continue // (b) the king has not collected it yet
 			}

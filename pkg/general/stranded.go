@@ -64,7 +64,7 @@ func (g *General) retryStranded() {
 	g.mu.Lock()
 	var todo []stranded
 	for id, s := range g.stranded {
-		if !g.active[id] {
+		if g.active[id] == nil {
 			todo = append(todo, s)
 			delete(g.stranded, id)
 		}

@@ -12,7 +12,6 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/ids"
-	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/proctree"
 	"github.com/kingdom-dev/kingdom/pkg/redact"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
@@ -111,24 +110,28 @@ func (g *General) runTask(ctx context.Context, t *schema.Task) {
 // cancelled reports whether the operator cancelled this attempt of t (the
 // king's record in state/king/cancelled/, §10.11).
 func (g *General) cancelled(t *schema.Task) bool {
-	rec := control.ReadCancelled(context.Background(), kv.Files(g.o.Layout), t.ID)
+	rec := control.ReadCancelled(context.Background(), g.kv, t.ID)
 	return rec != nil && rec.RetryCount == t.RetryCount
 }
 
 // synthetic writes a raw result the general decided (no-replace: a result
-// the soldier published first wins, §9.5).
-func (g *General) synthetic(task, status, reason, msg string) {
+// the soldier published first wins, §9.5). false: a raw result was there.
+func (g *General) synthetic(task, status, reason, msg string) bool {
 	msg = redact.String(msg)
 	r := schema.RawResult{TaskID: task, Status: status, Summary: msg, Error: msg, ErrorReason: reason}
 	b, err := jsonIndent(r)
 	if err == nil {
 		err = atomicfile.CreateNoReplace(g.o.Layout.ResultRaw(task), b, 0o600)
 	}
-	if err != nil && !errors.Is(err, atomicfile.ErrExists) {
+	if errors.Is(err, atomicfile.ErrExists) {
+		return false
+	}
+	if err != nil {
 		// finish writes it again, every tick until it can (stranded.go).
 		g.log.Warn("write synthetic raw result", "task", task, "err", err)
 		g.keepPendingRaw(r)
 	}
+	return true
 }
 
 func exists(path string) bool {

@@ -615,8 +615,8 @@ func (k *King) resumeOf(task string) string {
 // taskThread is the Slack thread of a task: its checkpoint's (where the
 // general recorded it, SPEC §9.8), else the task's own.
 func (k *King) taskThread(t *schema.Task) *schema.Thread {
-	if b, err := queue.ReadLimited(k.l.ResultCheckpoint(t.ID), queue.DefaultMaxSize); err == nil {
-		if cp, err := schema.DecodeCheckpoint(b); err == nil && cp.Thread != nil && cp.Thread.Channel != "" && cp.Thread.ThreadTS != "" {
+	if cp := k.checkpoint(t.ID); cp != nil {
+		if cp.Thread != nil && cp.Thread.Channel != "" && cp.Thread.ThreadTS != "" {
 			return cp.Thread
 		}
 	}

@@ -231,13 +231,11 @@ func (k *King) finalMessages(t *schema.Task, res *schema.Result, final string, t
 func (k *King) questionMessage(t *schema.Task, res *schema.Result) *schema.Message {
 	rc := &schema.ReplyContext{General: t.TargetGeneral, SessionID: res.SessionID, Repo: t.Repo, TaskID: t.ID}
 	var thread *schema.Thread
-	if b, err := queue.ReadLimited(k.l.ResultCheckpoint(t.ID), queue.DefaultMaxSize); err == nil {
-		if cp, err := schema.DecodeCheckpoint(b); err == nil {
-			if rc.SessionID == "" {
-				rc.SessionID = cp.SessionID
-			}
-			thread = cp.Thread
+	if cp := k.checkpoint(t.ID); cp != nil {
+		if rc.SessionID == "" {
+			rc.SessionID = cp.SessionID
 		}
+		thread = cp.Thread
 	}
 	if rc.SessionID == "" {
 		if b, err := os.ReadFile(k.l.ResultSessionID(t.ID)); err == nil {
@@ -397,4 +395,19 @@ func plural(n int) string {
 		return ""
 	}
 	return "s"
+}
+
+// checkpoint is the checkpoint a needs_human attempt of task left (through
+// the king's KV: the general's file on this host, or the shared store in
+// PostgreSQL mode), nil when there is none or it does not decode.
+func (k *King) checkpoint(task string) *schema.Checkpoint {
+	b, err := k.kv.Get(k.ctx(), kv.NSCheckpoints, task)
+	if err != nil || len(b) > queue.DefaultMaxSize {
+		return nil
+	}
+	cp, err := schema.DecodeCheckpoint(b)
+	if err != nil {
+		return nil
+	}
+	return cp
 }

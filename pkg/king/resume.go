@@ -8,7 +8,6 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
@@ -121,18 +120,16 @@ func (k *King) resumeFields(t *schema.Task, ev *schema.Event, rc *schema.ReplyCo
 	if text, ok := ev.Payload["text"].(string); ok {
 		t.Payload["reply_text"] = text
 	}
-	if b, err := queue.ReadLimited(k.l.ResultCheckpoint(rc.TaskID), queue.DefaultMaxSize); err == nil {
-		if cp, err := schema.DecodeCheckpoint(b); err == nil {
-			t.Workdir = cp.Workdir
-			if cp.Thread != nil && cp.Thread.Channel != "" && cp.Thread.ThreadTS != "" {
-				t.Thread = cp.Thread
-			}
-			if t.SessionID == "" {
-				t.SessionID = cp.SessionID
-			}
-		} else {
-			k.log.Warn("checkpoint unreadable; resuming without workdir", "task", rc.TaskID, "err", err)
+	if cp := k.checkpoint(rc.TaskID); cp != nil {
+		t.Workdir = cp.Workdir
+		if cp.Thread != nil && cp.Thread.Channel != "" && cp.Thread.ThreadTS != "" {
+			t.Thread = cp.Thread
 		}
+		if t.SessionID == "" {
+			t.SessionID = cp.SessionID
+		}
+	} else {
+		k.log.Warn("checkpoint missing or unreadable; resuming without workdir", "task", rc.TaskID)
 	}
 	if t.Workdir == "" && rc.Workdir != "" {
 		t.Workdir = rc.Workdir // a kept conversation (the general checks it)

@@ -69,6 +69,10 @@ func (f files) place(ns string) (place, error) {
 			}
 			return true
 		}}, nil
+	case NSCheckpoints:
+		return place{dir: l.ResultsDir(), suffix: "-checkpoint.json", keep: func(key string) bool {
+			return strings.HasPrefix(key, "task-")
+		}}, nil
 	}
 	return place{}, fmt.Errorf("kv: no namespace %q", ns)
 }

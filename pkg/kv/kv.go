@@ -62,6 +62,9 @@ const (
 	NSSpend = store.NSSpend
 	// NSResults: task id → final result (state/results/<task>.json).
 	NSResults = "results"
+	// NSCheckpoints: task id → the checkpoint a needs_human attempt leaves
+	// for its resume (state/results/<task>-checkpoint.json).
+	NSCheckpoints = "checkpoints"
 )
 
 // KV is the small state of one kingdom.

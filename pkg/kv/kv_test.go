@@ -40,6 +40,7 @@ func TestFiles_Paths(t *testing.T) {
 		{kv.NSEnvoy, kv.KeyDeliveries, "state/envoy/deliveries.json"},
 		{kv.NSSpend, "2026-11-21", "state/king/spend/2026-11-21.json"},
 		{kv.NSResults, "task-20261121-001", "state/results/task-20261121-001.json"},
+		{kv.NSCheckpoints, "task-20261121-001", "state/results/task-20261121-001-checkpoint.json"},
 	}
 	for _, c := range cases {
 		v := []byte(c.ns + "/" + c.key + "\n")
@@ -57,13 +58,13 @@ func TestFiles_Paths(t *testing.T) {
 	}
 	// A reply is not a request, nor an attempt's raw result a final one.
 	os.WriteFile(l.ResultRaw("task-20261121-001"), []byte("{}"), 0o600)
-	for ns, want := range map[string]int{kv.NSControl: 1, kv.NSReplies: 1, kv.NSResults: 1, kv.NSPauses: 2, kv.NSEnvoy: 4} {
+	for ns, want := range map[string]int{kv.NSControl: 1, kv.NSReplies: 1, kv.NSResults: 1, kv.NSCheckpoints: 1, kv.NSPauses: 2, kv.NSEnvoy: 4} {
 		m, err := s.List(ctx, ns)
 		if err != nil || len(m) != want {
 			t.Errorf("list %s: %d entries (%v), want %d", ns, len(m), err, want)
 		}
 	}
-	for _, bad := range [][2]string{{"nope", "x"}, {kv.NSPauses, "other"}, {kv.NSControl, "../x"}, {kv.NSResults, "task-1-raw"}} {
+	for _, bad := range [][2]string{{"nope", "x"}, {kv.NSPauses, "other"}, {kv.NSControl, "../x"}, {kv.NSResults, "task-1-raw"}, {kv.NSCheckpoints, "ctl-1"}} {
 		if err := s.Put(ctx, bad[0], bad[1], []byte("x")); err == nil {
 			t.Errorf("put %s/%s accepted", bad[0], bad[1])
 		}

@@ -8,6 +8,10 @@
 // outcome is recorded in state/sentinel/watchers.json (pkg/watchstatus),
 // from which the chamberlain alerts on a watcher failing poll after poll.
 //
+// In PostgreSQL mode (Options.Store) every host runs a sentinel for its own
+// inbox and admits through the store, whose seen index all hosts share; the
+// GitHub and Jira pollers run only on the host holding PollersLease (lead.go).
+//
 // Drive it with the shared runner:
 //
 //	s, err := sentinel.New(cfg, sentinel.Options{Layout: l, Log: log, Events: em, Clock: clk})
@@ -37,6 +41,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/sentinel/inbox"
 	"github.com/kingdom-dev/kingdom/pkg/sentinel/jira"
 	"github.com/kingdom-dev/kingdom/pkg/sentinel/watcher"
+	"github.com/kingdom-dev/kingdom/pkg/store"
 	"github.com/kingdom-dev/kingdom/pkg/watchstatus"
 )
 
@@ -55,6 +60,12 @@ type Options struct {
 	// HTTPClient is the base client of the HTTP watchers (default a fresh
 	// one; the configured timeouts are always applied).
 	HTTPClient *http.Client
+	// Store is the shared store in PostgreSQL mode (nil: file mode). Events
+	// are admitted through it, so its seen index is every host's, and the
+	// GitHub and Jira pollers run only while this host holds PollersLease.
+	Store store.Store
+	// Host is this host's id in PostgreSQL mode ("" in file mode).
+	Host string
 }
 
 type scheduled struct {
@@ -66,6 +77,7 @@ type scheduled struct {
 type Sentinel struct {
 	o        Options
 	admit    *queue.Admitter
+	pollers  *pollers // nil in file mode
 	watchers []*scheduled
 	inbox    *inbox.Watcher
 	// status is state/sentinel/watchers.json, loaded once at start and
@@ -90,11 +102,7 @@ func New(cfg *config.Sentinel, o Options) (*Sentinel, error) {
 		o.Getenv = os.Getenv
 	}
 	l := o.Layout
-	s := &Sentinel{
-		o:      o,
-		admit:  queue.NewAdmitter(l, queue.New(l, layout.QEvents, o.Events)),
-		wakeCh: make(chan struct{}, 1),
-	}
+	s := newSentinel(o)
 	p := cfg.Polling
 	if g := p.GitHub; g != nil {
 		token := o.Getenv("GH_TOKEN")
@@ -150,8 +158,7 @@ func NewWith(o Options, ws ...watcher.Watcher) *Sentinel {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	s := &Sentinel{o: o, admit: queue.NewAdmitter(o.Layout, queue.New(o.Layout, layout.QEvents, o.Events)),
-		wakeCh: make(chan struct{}, 1)}
+	s := newSentinel(o)
 	for _, w := range ws {
 		if in, ok := w.(*inbox.Watcher); ok {
 			s.inbox = in
@@ -161,6 +168,24 @@ func NewWith(o Options, ws ...watcher.Watcher) *Sentinel {
 	s.loadStatus()
 	return s
 }
+
+// newSentinel builds the watcher-less role: the admitter on the events
+// queue of the files or of the store (the one place the mode matters here,
+// with the pollers' lease).
+func newSentinel(o Options) *Sentinel {
+	s := &Sentinel{o: o, wakeCh: make(chan struct{}, 1)}
+	events := queue.New(o.Layout, layout.QEvents, o.Events)
+	if o.Store != nil {
+		events = queue.OnStore(o.Store, o.Layout, layout.QEvents, o.Events, o.Host)
+		s.pollers = &pollers{st: o.Store, log: o.Log}
+	}
+	s.admit = queue.NewAdmitter(o.Layout, events)
+	return s
+}
+
+// Close gives up the pollers' lease (PostgreSQL mode), so that another
+// host takes the polling over without waiting for the session to end.
+func (s *Sentinel) Close() error { return s.pollers.release() }
 
 // loadStatus reads the watcher record of earlier runs and keeps only the
 // enabled watchers: a disabled one's old failures are no alert. An
@@ -264,17 +289,33 @@ type everyTick interface{ EveryTick() bool }
 
 // Tick runs every watcher that is due. A watcher's fetch error is logged
 // and retried at its next interval; the tick fails only when events could
-// not be written locally (so the heartbeat shows the trouble).
+// not be written locally (so the heartbeat shows the trouble). In
+// PostgreSQL mode the pollers (every watcher but the inbox) run only while
+// this host holds PollersLease, and stop the moment it is lost.
 func (s *Sentinel) Tick(ctx context.Context) error {
 	var errs []error
+	pctx, done, lead, err := s.pollers.lead(ctx)
+	if err != nil {
+		s.o.Log.Warn("pollers' lease not asked; polling waits for the next tick", "err", err)
+	}
+	if lead {
+		defer done()
+	}
 	for _, sw := range s.watchers {
+		wctx := ctx
+		if _, isInbox := sw.w.(*inbox.Watcher); !isInbox {
+			if !lead || pctx.Err() != nil {
+				continue // another host polls (or this one just lost the lease)
+			}
+			wctx = pctx
+		}
 		now := s.o.Clock.Now()
 		et, ok := sw.w.(everyTick)
 		always := ok && et.EveryTick()
 		if !always && !sw.next.IsZero() && now.Before(sw.next) {
 			continue
 		}
-		if err := s.poll(ctx, sw.w); err != nil {
+		if err := s.poll(wctx, sw.w); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", sw.w.Name(), err))
 		}
 		// Interval read after the poll: it may follow a server hint.
@@ -297,6 +338,12 @@ func (s *Sentinel) poll(ctx context.Context, w watcher.Watcher) (err error) {
 		}
 	}()
 	b, err := w.Fetch(ctx)
+	if ctx.Err() != nil && s.pollers != nil {
+		// PostgreSQL mode: the pollers' lease was lost mid-fetch (or the
+		// role stops). Nothing is emitted or recorded: what the fetch saw
+		// is the next leader's to admit.
+		return nil
+	}
 	// The record is the fetch's: a fetch that worked is a success even if
 	// emitting its items fails (that fails the tick instead).
 	s.record(w.Name(), err, log)

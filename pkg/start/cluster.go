@@ -50,7 +50,7 @@ func readCluster(ctx context.Context, l layout.Layout, cfg config.Store) *Cluste
 		return c
 	}
 	defer st.Close()
-	pool, err := app.Pool(ctx, st)
+	pool, err := open.Pool(st)
 	if err == nil {
 		c.Hosts, err = hosts.New(pool).List(ctx, c.SelfFence)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/hosts"
 	"github.com/kingdom-dev/kingdom/pkg/store"
+	"github.com/kingdom-dev/kingdom/pkg/store/open"
 )
 
 // maxRenewEvery bounds how often start renews this host: often enough
@@ -25,7 +26,11 @@ func RenewEvery(selfFence time.Duration) time.Duration {
 // (running version since started) in the hosts registry of st's database.
 func RenewHost(st store.Store, host, version string, started time.Time) func(context.Context) error {
 	return func(ctx context.Context) error {
-		pool, err := app.Pool(ctx, st)
+		inner, err := app.OpenStore(ctx, st)
+		if err != nil {
+			return err
+		}
+		pool, err := open.Pool(inner)
 		if err != nil {
 			return err
 		}

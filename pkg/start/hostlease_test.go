@@ -125,7 +125,8 @@ func TestRenewHost_RegistersThisHostInPostgres(t *testing.T) {
 	if err := h.step(ctx); err != nil {
 		t.Fatal(err)
 	}
-	pool, _ := app.Pool(ctx, st)
+	inner, _ := app.OpenStore(ctx, st)
+	pool, _ := open.Pool(inner)
 	list, err := hosts.New(pool).List(ctx, cfg.SelfFence())
 	if err != nil {
 		t.Fatal(err)

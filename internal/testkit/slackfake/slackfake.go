@@ -1,7 +1,9 @@
 // Package slackfake is a local stand-in for Slack that speaks the real
 // protocols, for tests of the envoy and of the whole kingdom: one
 // httptest.Server serves the Web API methods the envoy calls (auth.test,
-// chat.postMessage, reactions.add, apps.connections.open) and the Socket
+// chat.postMessage, reactions.add, apps.connections.open, and
+// conversations.replies and conversations.history over what was posted)
+// and the Socket
 // Mode websocket that apps.connections.open points at. The fake pushes
 // events_api envelopes, records acks, pings the client, and can drop the
 // connection.
@@ -68,6 +70,19 @@ type failure struct {
 	retryAfter int
 }
 
+// posted is a message chat.postMessage accepted.
+type posted struct {
+	channel, ts, threadTS, text string
+}
+
+func (p posted) json() map[string]any {
+	m := map[string]any{"type": "message", "user": BotUserID, "bot_id": BotID, "text": p.text, "ts": p.ts}
+	if p.threadTS != "" {
+		m["thread_ts"] = p.threadTS
+	}
+	return m
+}
+
 // Server is the fake Slack.
 type Server struct {
 	srv *httptest.Server
@@ -85,6 +100,7 @@ type Server struct {
 	opens    int
 	acks     map[string]int
 	tsSeq    int64
+	posted   []posted
 	writeMu  sync.Mutex
 	envSeq   int
 	closed   bool
@@ -398,9 +414,30 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.tsSeq += 100
 		ts := fmt.Sprintf("%d.%06d", s.tsSeq/1000000, s.tsSeq%1000000)
+		s.posted = append(s.posted, posted{channel: call.Form.Get("channel"), ts: ts,
+			threadTS: call.Form.Get("thread_ts"), text: call.Form.Get("text")})
 		s.mu.Unlock()
 		writeJSON(w, map[string]any{"ok": true, "channel": call.Form.Get("channel"), "ts": ts,
 			"message": map[string]any{"text": call.Form.Get("text"), "ts": ts}})
+	case "conversations.replies", "conversations.history":
+		// One page: the thread of ts (its parent first), or the channel's
+		// top-level messages newest first, each at or after oldest.
+		ch, thread, oldest := call.Form.Get("channel"), call.Form.Get("ts"), call.Form.Get("oldest")
+		msgs := []map[string]any{}
+		s.mu.Lock()
+		for _, p := range s.posted {
+			if p.channel != ch || (oldest != "" && p.ts < oldest) {
+				continue
+			}
+			if method == "conversations.replies" && (p.ts == thread || p.threadTS == thread) {
+				msgs = append(msgs, p.json())
+			}
+			if method == "conversations.history" && p.threadTS == "" {
+				msgs = append([]map[string]any{p.json()}, msgs...)
+			}
+		}
+		s.mu.Unlock()
+		writeJSON(w, map[string]any{"ok": true, "messages": msgs, "has_more": false})
 	case "reactions.add", "reactions.remove":
 		writeJSON(w, map[string]any{"ok": true})
 	case "apps.connections.open":

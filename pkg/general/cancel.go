@@ -1,0 +1,112 @@
+package general
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/control"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/proctree"
+	"github.com/kingdom-dev/kingdom/pkg/queue"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
+)
+
+// Cancel (SPEC §10.11, §11.7): the king only records an operator's cancel
+// of an attempt; the general that owns the attempt's soldier, on the host
+// that runs it, ends it. Each tick looks up the cancel record of every
+// running attempt; a cancelled one gets its Cancelled raw result and loses
+// its soldier's session and whole process tree, and its watcher then
+// finishes it as any other attempt.
+
+// soldier is the registered soldier of one of this general's running
+// attempts.
+type soldier struct {
+	t   *schema.Task
+	sid string
+}
+
+// soldiers lists the registered soldiers of this general's running
+// attempts (an attempt still preparing its workspace has none yet; its
+// launch checks the cancel record itself).
+func (g *General) soldiers() []soldier {
+	g.mu.Lock()
+	active := maps.Clone(g.active)
+	g.mu.Unlock()
+	if len(active) == 0 {
+		return nil
+	}
+	regs, err := g.reg.List()
+	if err != nil {
+		g.log.Warn("read sessions registry", "err", err)
+	}
+	var out []soldier
+	for _, r := range regs {
+		if t := active[r.TaskID]; t != nil && r.General == g.name {
+			out = append(out, soldier{t: t, sid: r.ID})
+		}
+	}
+	return out
+}
+
+// enforceCancels stops every running soldier whose attempt the operator
+// cancelled.
+func (g *General) enforceCancels(ctx context.Context) {
+	for _, s := range g.soldiers() {
+		rec := control.ReadCancelled(ctx, g.kv, s.t.ID)
+		if rec == nil || rec.RetryCount != s.t.RetryCount {
+			continue
+		}
+		g.stopSoldier(ctx, s, schema.ResultFailed, schema.ReasonCancelled, "cancelled by "+rec.By)
+	}
+}
+
+// stopSoldier ends a running soldier for a reason of the general's: the
+// raw result first (no-replace; written before the kill, so the watcher
+// never takes the soldier's end for a death without a result), then its
+// tmux session, its process tree and what its agent detached (the sweep
+// by KINGDOM_TASK_ID and KINGDOM_BASE_DIR the soldier itself does). A
+// soldier whose own result got there first and is not a failure has
+// finished: it is left alone.
+func (g *General) stopSoldier(ctx context.Context, s soldier, status, reason, msg string) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if alive, err := g.o.Tmux.Has(ctx, s.sid); err != nil || !alive {
+		return // gone already: its watcher settles the attempt
+	}
+	raw := g.o.Layout.ResultRaw(s.t.ID)
+	if !g.synthetic(s.t.ID, status, reason, msg) {
+		if st := rawStatus(raw); st == schema.ResultSuccess || st == schema.ResultSkipped || st == schema.ResultNeedsHuman {
+			return // the attempt finished before the kill
+		}
+	}
+	var tree []proctree.Proc
+	if pid, err := g.o.Tmux.PanePID(ctx, s.sid); err == nil {
+		tree = proctree.Descendants(pid) // while the parents still live
+	}
+	if err := g.o.Tmux.Kill(ctx, s.sid); err != nil {
+		g.log.Warn("kill soldier session", "task", s.t.ID, "soldier", s.sid, "err", err)
+	}
+	proctree.Kill(tree)
+	// The kill above may beat the soldier's own sweep of what its agent
+	// detached (`setsid cmd &`).
+	proctree.Sweep(map[string]string{layout.EnvBase: g.o.Layout.Base, layout.EnvTaskID: s.t.ID})
+	g.emit("soldier.killed", map[string]any{"task_id": s.t.ID, "soldier_id": s.sid, "general": g.name, "reason": reason})
+	g.log.Info("soldier killed", "task", s.t.ID, "soldier", s.sid, "reason", reason, "processes", len(tree))
+}
+
+// rawStatus is the status of a raw result file, "" when unreadable.
+func rawStatus(path string) string {
+	b, err := queue.ReadLimited(path, maxRawBytes)
+	if err != nil {
+		return ""
+	}
+	var r struct {
+		Status string `json:"status"`
+	}
+	if json.Unmarshal(b, &r) != nil {
+		return ""
+	}
+	return r.Status
+}

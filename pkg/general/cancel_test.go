@@ -1,0 +1,134 @@
+package general
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/control"
+	"github.com/kingdom-dev/kingdom/pkg/kv"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/proctree"
+	"github.com/kingdom-dev/kingdom/pkg/queue"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/sessions"
+)
+
+// readPID reads a pid an agent script recorded, 0 when not (yet) there.
+func readPID(path string) int {
+	n, _ := strconv.Atoi(strings.TrimSpace(readTrim(path)))
+	return n
+}
+
+// awaitDead waits until pid is gone (a guard against a broken test, not a
+// speed assertion: a SIGKILLed process is reaped by its parent or init).
+func awaitDead(t *testing.T, what string, pid int) {
+	t.Helper()
+	limit := time.Now().Add(10 * time.Second)
+	for proctree.Alive(pid) {
+		if time.Now().After(limit) {
+			t.Fatalf("%s (pid %d) still alive", what, pid)
+		}
+		time.Sleep(10 * time.Millisecond) // polling /proc for the reaping
+	}
+}
+
+// The king only records a cancel; the general owning the soldier carries
+// it out: on its next tick the soldier's session, its agent and what the
+// agent detached are killed, and the attempt ends failed/Cancelled.
+func TestGeneral_CancelKillsTheRunningSoldier(t *testing.T) {
+	e := newEnv(t)
+	dir := t.TempDir()
+	withAgentScript(t, e, fmt.Sprintf(`echo $$ > %[1]s/agent.pid
+setsid sleep 600 &
+echo $! > %[1]s/detached.pid
+sleep 600
+`, dir))
+	e.start()
+	const id = "task-20260101-001"
+	e.task(id)
+	e.tickUntil("the agent running", func() bool {
+		return readPID(filepath.Join(dir, "agent.pid")) != 0 && readPID(filepath.Join(dir, "detached.pid")) != 0
+	})
+	agent, detached := readPID(filepath.Join(dir, "agent.pid")), readPID(filepath.Join(dir, "detached.pid"))
+	sid := sessionOf(e, id)
+	if err := control.WriteCancelled(context.Background(), kv.Files(e.l), control.Cancelled{
+		TaskID: id, RetryCount: 0, Was: layout.InProgress, By: "op", At: schema.FormatTime(time.Now())}); err != nil {
+		t.Fatal(err)
+	}
+	r := e.final(id)
+	if r.Status != schema.ResultFailed || r.ErrorReason != schema.ReasonCancelled {
+		t.Fatalf("final = %s/%s (%s), want failed/Cancelled", r.Status, r.ErrorReason, r.Summary)
+	}
+	awaitDead(t, "the agent", agent)
+	awaitDead(t, "the agent's detached process", detached)
+	if alive, err := tmuxC.Has(context.Background(), sid); err != nil || alive {
+		t.Errorf("soldier session %s alive=%v (%v) after the cancel", sid, alive, err)
+	}
+	if len(e.events("soldier.killed")) == 0 {
+		t.Error("no soldier.killed event")
+	}
+}
+
+// A cancel record of an earlier attempt does not touch the current one.
+func TestGeneral_CancelOfAnotherAttemptIsIgnored(t *testing.T) {
+	e := newEnv(t)
+	dir := t.TempDir()
+	withAgentScript(t, e, fmt.Sprintf("echo $$ > %s/agent.pid\nsleep 600\n", dir))
+	e.start()
+	const id = "task-20260101-001"
+	e.task(id, func(t *schema.Task) { t.RetryCount = 1 })
+	e.tickUntil("the agent running", func() bool { return readPID(filepath.Join(dir, "agent.pid")) != 0 })
+	// The soldier outlives the general (by design): end it with the test.
+	t.Cleanup(func() { tmuxC.Kill(context.Background(), sessionOf(e, id)) })
+	if err := control.WriteCancelled(context.Background(), kv.Files(e.l), control.Cancelled{
+		TaskID: id, RetryCount: 0, Was: layout.InProgress, By: "op", At: schema.FormatTime(time.Now())}); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := e.g.Tick(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !proctree.Alive(readPID(filepath.Join(dir, "agent.pid"))) || exists(e.l.ResultRaw(id)) {
+		t.Fatal("a cancel of attempt 0 stopped attempt 1")
+	}
+}
+
+// host_max_soldiers counts every soldier of the host: while other
+// generals' soldiers fill it, this general claims nothing.
+func TestGeneral_HostMaxSoldiersHoldsClaims(t *testing.T) {
+	e := newEnv(t)
+	e.scenario("", map[string]any{"mode": "success"})
+	e.start()
+	e.g.o.HostMaxSoldiers = 1
+	reg := sessions.New(e.l)
+	other := sessions.Entry{ID: "soldier-20260101-000000-aaaa", TaskID: "task-20260101-099", General: "gen-other", StartedAt: time.Now().UTC()}
+	if err := reg.Add(other); err != nil {
+		t.Fatal(err)
+	}
+	const id = "task-20260101-001"
+	e.task(id)
+	for range 3 {
+		if err := e.g.Tick(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !queue.New(e.l, layout.QTasks, nil).Exists(layout.Pending, id) {
+		t.Fatal("a task was claimed while the host ran host_max_soldiers soldiers")
+	}
+	if err := reg.Remove(other.ID); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.final(id); r.Status != schema.ResultSuccess {
+		t.Fatalf("after a slot freed: %+v", r)
+	}
+	if _, err := os.Stat(e.l.ResultFinal(id)); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,102 @@
+package sentinel
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+
+	"github.com/kingdom-dev/kingdom/pkg/store"
+)
+
+// PollersLease is the store leadership the GitHub and Jira pollers run
+// under in PostgreSQL mode (SPEC §11.7): every host runs a sentinel for
+// its own inbox, but one host at a time polls the shared sources.
+//
+// The poller state files (the GitHub ETag and Last-Modified, Jira's last
+// look) stay per host: a new leader starts from its own, possibly stale or
+// empty, state and re-reads from the start. That costs a fuller first
+// fetch, never a duplicate: the seen index is shared, so every event the
+// previous leader admitted is refused as a duplicate.
+const PollersLease = "sentinel-pollers"
+
+// pollers holds the pollers' lease between ticks (nil store: file mode,
+// where the role's lock file already makes this sentinel the only one).
+type pollers struct {
+	st  store.Store
+	log *slog.Logger
+
+	mu    sync.Mutex
+	lease store.Lease
+}
+
+// lead returns the context the pollers run under this tick, or ok false
+// when another host holds the lease (or it cannot be asked: the pollers
+// wait for the next tick). The lease is kept while held; the context ends
+// the moment it is lost, so a poll in flight stops at once. The caller
+// calls done when the pollers finished.
+func (p *pollers) lead(ctx context.Context) (pctx context.Context, done func(), ok bool, err error) {
+	if p == nil || p.st == nil {
+		return ctx, func() {}, true, nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.lease != nil {
+		select {
+		case <-p.lease.Lost():
+			p.log.Warn("pollers' lease lost: polling stops here", "epoch", p.lease.Epoch())
+			p.lease.Release()
+			p.lease = nil
+		default:
+		}
+	}
+	if p.lease == nil {
+		l, err := p.st.Lead(ctx, PollersLease)
+		if errors.Is(err, store.ErrHeld) {
+			return nil, nil, false, nil
+		}
+		if err != nil {
+			return nil, nil, false, err
+		}
+		p.lease = l
+		p.log.Info("pollers' lease taken: this host polls GitHub and Jira", "epoch", l.Epoch())
+	}
+	lost := p.lease.Lost()
+	pctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-lost:
+			cancel()
+		case <-pctx.Done():
+		}
+	}()
+	return pctx, cancel, true, nil
+}
+
+// epoch is the held lease's epoch, 0 when none is held.
+func (p *pollers) epoch() int64 {
+	if p == nil {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.lease == nil {
+		return 0
+	}
+	return p.lease.Epoch()
+}
+
+// release gives the lease up (shutdown).
+func (p *pollers) release() error {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.lease == nil {
+		return nil
+	}
+	err := p.lease.Release()
+	p.lease = nil
+	return err
+}
