@@ -308,6 +308,10 @@ func TestCluster_ResumeRunsOnTheAskingHost(t *testing.T) {
 		}
 		return len(resumes) == 3
 	})
+	pinned := map[string]string{} // task → its recorded host (Task.Host)
+	for _, tk := range c.Tasks() {
+		pinned[tk.ID] = tk.Host
+	}
 	ranOn := map[string]string{}
 	for _, r := range c.Runs() {
 		ranOn[r.Task] = r.Host
@@ -315,7 +319,8 @@ func TestCluster_ResumeRunsOnTheAskingHost(t *testing.T) {
 	for task, host := range asked {
 		res := resumes[task]
 		if ranOn[res] != host {
-			t.Errorf("resume %s of %s ran on %q, want %s where the question was asked", res, task, ranOn[res], host)
+			t.Errorf("resume %s (host %q) of %s (host %q) ran on %q, want %s where the question was asked",
+				res, pinned[res], task, pinned[task], ranOn[res], host)
 		}
 		if r := c.Result(res); r == nil || r.Status != schema.ResultSuccess {
 			t.Errorf("resume %s result %+v, want success", res, r)
@@ -351,7 +356,7 @@ func TestCluster_CancelAcrossHosts(t *testing.T) {
 	t.Logf("soldier killed %v after the cancel", time.Since(cancelled).Round(time.Millisecond))
 	c.Eventually("the task to end Cancelled", time.Minute, func() bool {
 		res := c.Result(r.Task)
-		return res != nil && res.Status == schema.ResultFailed && res.Reason == schema.ReasonCancelled
+		return res != nil && res.Status == schema.ResultFailed && res.ErrorReason == schema.ReasonCancelled
 	})
 	time.Sleep(3 * time.Second) // no retry may follow
 	if runs := c.Runs(); len(runs) != 1 {
