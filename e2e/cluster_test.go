@@ -237,6 +237,8 @@ func TestCluster_PartitionSelfFenceAndTakeover(t *testing.T) {
 	if !c.eventLogHas("HostLost") {
 		t.Errorf("no HostLost in the event log")
 	}
+	c.Eventually("the ✅ of "+task, time.Minute, func() bool { return c.Dones()[task] > 0 })
+	time.Sleep(3 * time.Second) // a second ✅ would show now
 	if n := c.Dones()[task]; n != 1 {
 		t.Errorf("task %s has %d ✅, want 1", task, n)
 	}
