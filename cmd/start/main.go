@@ -173,7 +173,11 @@ func controlCmd(ctx context.Context, c *cli.Command, req control.Request) error 
 		return err
 	}
 	req.By = start.Operator()
-	s := kv.Files(l)
+	s, done, err := controlKV(ctx, l)
+	if err != nil {
+		return err
+	}
+	defer done()
 	id, err := control.Submit(ctx, s, req, time.Now())
 	if err != nil {
 		return err
@@ -187,6 +191,22 @@ func controlCmd(ctx context.Context, c *cli.Command, req control.Request) error 
 		return &app.CodeError{Code: 1}
 	}
 	return nil
+}
+
+// controlKV is where control requests go: the files under the base dir,
+// or, with store.kind postgres, the shared store the leading king (on any
+// host) reads.
+func controlKV(ctx context.Context, l layout.Layout) (kv.KV, func(), error) {
+	sys, err := config.LoadSystem(l.ConfigFile(config.SystemFile))
+	if err != nil || sys.Store.Kind != config.StorePostgres {
+		return kv.Files(l), func() {}, nil
+	}
+	loadSecrets(l) // the DSN, as the roles see it
+	st, err := open.Store(ctx, sys.Store, l)
+	if err != nil {
+		return nil, nil, err
+	}
+	return kv.OnStore(st), func() { st.Close() }, nil
 }
 
 // controlWait is how long a control command waits for the king's answer.

@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -35,6 +36,7 @@ type Server struct {
 	port int
 	cred *syscall.Credential // nil when not root
 	log  string
+	opts string // the server's -o options, kept for Restart
 }
 
 var (
@@ -82,6 +84,18 @@ func version(dir string) int {
 // it under CI=true) when PostgreSQL is not installed.
 func Shared(t testing.TB) *Server {
 	t.Helper()
+	bin := need(t)
+	once.Do(func() { shared, initErr = start(bin, false) })
+	if initErr != nil {
+		t.Fatalf("start test PostgreSQL: %v", initErr)
+	}
+	return shared
+}
+
+// need returns the binaries' directory; it skips t (fails it under
+// CI=true) when PostgreSQL is not installed.
+func need(t testing.TB) string {
+	t.Helper()
 	bin := Bin()
 	if bin == "" {
 		if os.Getenv("CI") == "true" {
@@ -89,18 +103,44 @@ func Shared(t testing.TB) *Server {
 		}
 		t.Skip("PostgreSQL binaries (initdb, pg_ctl) not found")
 	}
-	once.Do(func() { shared, initErr = start(bin) })
-	if initErr != nil {
-		t.Fatalf("start test PostgreSQL: %v", initErr)
-	}
-	return shared
+	return bin
 }
 
-// DB creates a fresh database for t and returns its DSN. The database is
-// dropped when t ends.
+// New starts a server of t's own, stopped when t ends: for tests that
+// restart or crash the server (Restart), which must not disturb the
+// binary's other tests on the shared one.
+func New(t testing.TB) *Server {
+	t.Helper()
+	s, err := start(need(t), true)
+	if err != nil {
+		t.Fatalf("start test PostgreSQL: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// Restart crashes the server (pg_ctl stop -m immediate: every session is
+// cut without a clean shutdown, as when the machine dies) and starts it
+// again on the same data dir and port; it returns once the server accepts
+// connections again, after crash recovery.
+func (s *Server) Restart() error {
+	if out, err := s.run("pg_ctl", "-D", s.data, "-m", "immediate", "-w", "stop"); err != nil {
+		return fmt.Errorf("pg_ctl stop: %w: %s", err, out)
+	}
+	return s.serve()
+}
+
+// DB creates a fresh database for t on the shared server and returns its
+// DSN. The database is dropped when t ends.
 func DB(t testing.TB) string {
 	t.Helper()
-	s := Shared(t)
+	return Shared(t).DB(t)
+}
+
+// DB creates a fresh database for t on s and returns its DSN. The
+// database is dropped when t ends.
+func (s *Server) DB(t testing.TB) string {
+	t.Helper()
 	name := fmt.Sprintf("t%d_%d", os.Getpid(), dbSeq.Add(1))
 	ctx := context.Background()
 	admin := s.DSN("postgres")
@@ -128,10 +168,34 @@ func (s *Server) DSN(db string) string {
 	return fmt.Sprintf("postgres://kingdom@127.0.0.1:%d/%s?sslmode=disable", s.port, db)
 }
 
+// WithKeepalives returns dsn asking for short TCP keepalives (idle,
+// interval and count as pkg/store/pg reads them), so a client notices a
+// dead server or link within seconds.
+func WithKeepalives(dsn string, idle, interval, count int) string {
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&"
+	}
+	return fmt.Sprintf("%s%skeepalives=1&keepalives_idle=%d&keepalives_interval=%d&keepalives_count=%d", dsn, sep, idle, interval, count)
+}
+
+// Via returns dsn (one of s's) reaching the server through addr
+// (host:port, e.g. a tcpproxy in front of it) instead of its own port.
+func (s *Server) Via(dsn, addr string) string {
+	return strings.Replace(dsn, s.Addr(), addr, 1)
+}
+
+// Addr returns the server's loopback address (host:port).
+func (s *Server) Addr() string { return fmt.Sprintf("127.0.0.1:%d", s.port) }
+
 // Port returns the server's loopback port.
 func (s *Server) Port() int { return s.port }
 
-func start(bin string) (*Server, error) {
+// start runs initdb and the server. durable keeps synchronous_commit on:
+// an immediate stop (Restart) then loses no acknowledged commit, since the
+// WAL reached the kernel before the commit returned (fsync stays off: the
+// machine itself does not crash).
+func start(bin string, durable bool) (*Server, error) {
 	root, err := os.MkdirTemp("", "kingdom-pg-")
 	if err != nil {
 		return nil, err
@@ -162,14 +226,27 @@ func start(bin string) (*Server, error) {
 	if out, err := s.run("initdb", "-D", s.data, "-U", "kingdom", "--auth=trust", "--no-sync", "-E", "UTF8", "--no-instructions"); err != nil {
 		return nil, fmt.Errorf("initdb: %w: %s", err, out)
 	}
-	opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -c port=%d -c unix_socket_directories=%s -c fsync=off "+
-		"-c synchronous_commit=off -c full_page_writes=off -c max_connections=100 "+
-		"-c tcp_keepalives_idle=5 -c tcp_keepalives_interval=2 -c tcp_keepalives_count=3", port, root)
-	if out, err := s.run("pg_ctl", "-D", s.data, "-l", s.log, "-o", opts, "-w", "-t", "60", "start"); err != nil {
-		log, _ := os.ReadFile(s.log)
-		return nil, fmt.Errorf("pg_ctl start: %w: %s %s", err, out, log)
+	sync := "off"
+	if durable {
+		sync = "on"
+	}
+	s.opts = fmt.Sprintf("-c listen_addresses=127.0.0.1 -c port=%d -c unix_socket_directories=%s -c fsync=off "+
+		"-c synchronous_commit=%s -c full_page_writes=off -c max_connections=200 "+
+		"-c tcp_keepalives_idle=5 -c tcp_keepalives_interval=2 -c tcp_keepalives_count=3", port, root, sync)
+	if err := s.serve(); err != nil {
+		return nil, err
 	}
 	return s, nil
+}
+
+// serve starts the server on its data dir and port and waits until it
+// accepts connections.
+func (s *Server) serve() error {
+	if out, err := s.run("pg_ctl", "-D", s.data, "-l", s.log, "-o", s.opts, "-w", "-t", "60", "start"); err != nil {
+		log, _ := os.ReadFile(s.log)
+		return fmt.Errorf("pg_ctl start: %w: %s %s", err, out, log)
+	}
+	return nil
 }
 
 // Stop stops the server at once and removes its files.

@@ -3,6 +3,7 @@ package pgtest
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -49,5 +50,45 @@ func TestDB_FreshDatabasePerTest(t *testing.T) {
 	}
 	if addr != "127.0.0.1" {
 		t.Fatalf("listen_addresses = %s, want loopback only", addr)
+	}
+}
+
+func TestRestart_CrashesAndComesBackWithTheData(t *testing.T) {
+	ctx := context.Background()
+	s := New(t)
+	if s == shared {
+		t.Fatal("New returned the shared server")
+	}
+	dsn := s.DB(t)
+	c, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Exec(ctx, "CREATE TABLE kept (i int); INSERT INTO kept VALUES (7)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	// The old session died with the server.
+	if _, err := c.Exec(ctx, "SELECT 1"); err == nil {
+		t.Fatal("a session survived an immediate stop")
+	}
+	c.Close(ctx)
+	c, err = pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("reconnect after restart: %v", err)
+	}
+	defer c.Close(ctx)
+	var i int
+	if err := c.QueryRow(ctx, "SELECT i FROM kept").Scan(&i); err != nil || i != 7 {
+		t.Fatalf("committed row after restart: %d, %v", i, err)
+	}
+	if got := s.Via(s.DSN("x"), "127.0.0.1:1"); got != "postgres://kingdom@127.0.0.1:1/x?sslmode=disable" {
+		t.Errorf("Via = %s", got)
+	}
+	// pgx refuses libpq's keepalive keys; pkg/store/pg reads them.
+	if got := WithKeepalives(dsn, 1, 2, 3); !strings.HasSuffix(got, "?sslmode=disable&keepalives=1&keepalives_idle=1&keepalives_interval=2&keepalives_count=3") {
+		t.Errorf("WithKeepalives = %s", got)
 	}
 }

@@ -1,0 +1,463 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kingdom-dev/kingdom/internal/testkit/pgtest"
+	"github.com/kingdom-dev/kingdom/internal/testkit/tcpproxy"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/proctree"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/store"
+	"github.com/kingdom-dev/kingdom/pkg/store/pg"
+)
+
+// The shortest host-loss timings system.yaml accepts (pkg/config/store.go:
+// both at least 10 s, takeover above self-fence).
+const (
+	clusterSelfFence = 10
+	clusterTakeover  = 11
+)
+
+// clusterWork is the event type the cluster's one general subscribes to.
+const clusterWork = "cluster.work"
+
+// clusterSoldier is the command engine of the cluster tests: it logs when
+// it starts and ends (task, pid, unix ns, base dir) to the cluster's run
+// log, sleeps payload.sleep_s seconds, asks a question when the payload
+// says needs_human and answers a resume. The task reaches it only through
+// the prompt (the general renders the payload into it): in PostgreSQL mode
+// no queue file exists for it to read.
+const clusterSoldier = `#!/bin/sh
+prompt="$1"; task="$3"; result="$4"; log=%q
+echo "start $task $$ $(date +%%s%%N) $KINGDOM_BASE_DIR" >> "$log"
+secs=$(grep -o '"sleep_s":[0-9]*' "$prompt" | head -n 1 | cut -d: -f2)
+if [ -n "$secs" ]; then sleep "$secs"; fi
+if grep -q '(resume)' "$prompt"; then
+  printf '{"task_id":"%%s","status":"success","summary":"resumed on %%s"}' "$task" "$KINGDOM_BASE_DIR" > "$result"
+elif grep -q '"needs_human":true' "$prompt"; then
+  printf '{"task_id":"%%s","status":"needs_human","summary":"blocked","question":"Which environment?"}' "$task" > "$result"
+else
+  printf '{"task_id":"%%s","status":"success","summary":"worked"}' "$task" > "$result"
+fi
+echo "end $task $$ $(date +%%s%%N) $KINGDOM_BASE_DIR" >> "$log"
+echo '{"type":"result","session_id":"cl-'"$task"'"}'
+`
+
+// clusterHost is one host of a cluster: a whole kingdom with its own base
+// dir, tmux socket and inbox.
+type clusterHost struct {
+	*Kingdom
+	ID    string
+	Proxy *tcpproxy.Proxy // between this host and PostgreSQL, when asked for
+}
+
+// Cluster is several kingdoms sharing one PostgreSQL database (SPEC §11.7).
+type Cluster struct {
+	t      *testing.T
+	PG     *pgtest.Server
+	DSN    string    // the database, reached directly
+	St     *pg.Store // the test's own view of the store
+	Hosts  []*clusterHost
+	RunLog string // the soldiers' start/end lines
+}
+
+type clusterOpts struct {
+	hosts   int
+	proxied int // index of the host behind a tcpproxy; -1 for none
+}
+
+// clusterFiles returns a kingdom's config with the command engine at
+// soldier; store is system.yaml's store section ("" for files).
+func clusterFiles(soldier, store string) map[string]string {
+	return map[string]string{
+		"config/system.yaml": fmt.Sprintf(`runtime:
+  engine: command
+  command:
+    argv: [%q, "{prompt_file}", "{workdir}", "{task_id}", "{result_path}"]
+watchdog:
+  interval_seconds: 1
+  crash_loop:
+    max_restarts: 1000
+    window_minutes: 10
+%s`, soldier, store),
+		"config/sentinel.yaml":    "polling:\n  inbox:\n    interval_seconds: 1\n",
+		"config/king.yaml":        "concurrency:\n  max_soldiers: 9\nretry:\n  max_attempts: 5\n  backoff_seconds: 1\n  max_backoff_seconds: 2\n",
+		"config/envoy.yaml":       "slack:\n  default_channel: \"#cluster\"\nintervals:\n  outbound_seconds: 1\n",
+		"config/chamberlain.yaml": "thresholds:\n  cpu_yellow: 100\n  cpu_orange: 100\n  cpu_red: 100\n  memory_yellow: 95\n  memory_orange: 98\n  memory_red: 99\n",
+		"config/generals/gen-work.yaml": "name: gen-work\ndescription: cluster worker\ntimeout_seconds: 120\nmax_concurrent: 9\n" +
+			"subscribes: [\"" + clusterWork + "\"]\n",
+	}
+}
+
+// writeSoldier writes the cluster soldier script logging to runLog.
+func writeSoldier(t *testing.T, dir, runLog string) string {
+	t.Helper()
+	p := filepath.Join(dir, "cluster-soldier.sh")
+	if err := os.WriteFile(p, []byte(fmt.Sprintf(clusterSoldier, runLog)), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// newCluster makes (not starts) a cluster on a PostgreSQL server of the
+// test's own, so a Restart disturbs no other test.
+func newCluster(t *testing.T, o clusterOpts) *Cluster {
+	t.Helper()
+	srv := pgtest.New(t)
+	dsn := srv.DB(t)
+	dir := t.TempDir()
+	c := &Cluster{t: t, PG: srv, DSN: dsn, RunLog: filepath.Join(dir, "runs.log")}
+	soldier := writeSoldier(t, dir, c.RunLog)
+	st, err := pg.Open(context.Background(), dsn, "e2e-observer")
+	if err != nil {
+		t.Fatalf("open the cluster's store: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	c.St = st
+	for i := 0; i < o.hosts; i++ {
+		id := fmt.Sprintf("h%d", i+1)
+		storeYAML := fmt.Sprintf("store:\n  kind: postgres\n  host_id: %s\n  self_fence_seconds: %d\n  takeover_seconds: %d\n",
+			id, clusterSelfFence, clusterTakeover)
+		h := &clusterHost{Kingdom: NewKingdom(t, clusterFiles(soldier, storeYAML)), ID: id}
+		hostDSN := dsn
+		if i == o.proxied {
+			h.Proxy = tcpproxy.Start(t, srv.Addr())
+			hostDSN = srv.Via(dsn, h.Proxy.Addr())
+		}
+		// Short keepalives: a cut link is noticed in seconds.
+		h.Env = []string{"KINGDOM_PG_DSN=" + pgtest.WithKeepalives(hostDSN, 1, 1, 2)}
+		c.Hosts = append(c.Hosts, h)
+	}
+	return c
+}
+
+// Start starts every host and waits for its per-host roles and for a
+// king and an envoy leading somewhere (the chamberlain runs on every host
+// and leads its cluster duties inside its tick).
+func (c *Cluster) Start() {
+	c.t.Helper()
+	for _, h := range c.Hosts {
+		h.Start()
+	}
+	for _, h := range c.Hosts {
+		h.WaitRoles(layout.RoleSentinel, "gen-work")
+	}
+	c.Eventually("a leader of each leader role", 90*time.Second, func() bool {
+		for _, r := range []string{layout.RoleKing, layout.RoleEnvoy} {
+			if c.Leader(r) == "" {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// Eventually polls cond until it holds or timeout passes.
+func (c *Cluster) Eventually(what string, timeout time.Duration, cond func() bool) {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Leader returns the host holding role's leadership now ("" for none).
+func (c *Cluster) Leader(role string) string {
+	ls, err := c.St.Leaders(context.Background())
+	if err != nil {
+		return ""
+	}
+	if li, ok := ls[role]; ok && li.Held {
+		return li.Holder
+	}
+	return ""
+}
+
+// Host returns the host with id.
+func (c *Cluster) Host(id string) *clusterHost {
+	for _, h := range c.Hosts {
+		if h.ID == id {
+			return h
+		}
+	}
+	c.t.Fatalf("no host %q", id)
+	return nil
+}
+
+// HostOfBase maps a base dir to its host id.
+func (c *Cluster) HostOfBase(base string) string {
+	for _, h := range c.Hosts {
+		if h.L.Base == base {
+			return h.ID
+		}
+	}
+	return "?" + base
+}
+
+// Drop writes an event into host i's inbox.
+func (c *Cluster) Drop(i int, id string, payload map[string]any) {
+	if payload == nil {
+		payload = map[string]any{}
+	}
+	c.Hosts[i].DropInbox(id, map[string]any{"id": id, "type": clusterWork, "payload": payload})
+}
+
+// clusterTask is a task document as the store holds it.
+type clusterTask struct {
+	schema.Task
+	State string
+	Claim store.Claim
+}
+
+// Tasks returns every task of the store.
+func (c *Cluster) Tasks() []clusterTask {
+	var out []clusterTask
+	for _, st := range layout.QueueStates[layout.QTasks] {
+		docs, err := c.St.List(context.Background(), layout.QTasks, st)
+		if err != nil {
+			c.t.Fatalf("list tasks/%s: %v", st, err)
+		}
+		for _, d := range docs {
+			var tk schema.Task
+			if err := json.Unmarshal(d.Data, &tk); err != nil {
+				c.t.Errorf("task %s in %s: %v", d.ID, st, err)
+				continue
+			}
+			out = append(out, clusterTask{Task: tk, State: st, Claim: d.Claim})
+		}
+	}
+	return out
+}
+
+// TasksByEvent groups the store's tasks by event id.
+func (c *Cluster) TasksByEvent() map[string][]clusterTask {
+	out := map[string][]clusterTask{}
+	for _, tk := range c.Tasks() {
+		out[tk.EventID] = append(out[tk.EventID], tk)
+	}
+	return out
+}
+
+// Count returns how many documents a queue state holds.
+func (c *Cluster) Count(q, state string) int {
+	docs, err := c.St.List(context.Background(), q, state)
+	if err != nil {
+		return -1
+	}
+	return len(docs)
+}
+
+// Result returns a task's final result from the store (nil when none).
+func (c *Cluster) Result(task string) *schema.Result {
+	b, err := c.St.Value(context.Background(), "results", task)
+	if err != nil {
+		return nil
+	}
+	var r schema.Result
+	if json.Unmarshal(b, &r) != nil {
+		return nil
+	}
+	return &r
+}
+
+// doneRE finds the ✅ of a finished task in a console log.
+var doneRE = regexp.MustCompile(`✅ \S+ finished ([A-Za-z0-9._:@-]+)`)
+
+// Dones counts ✅ notifications per task across every host's console log
+// (the envoy writes to the log of the host where it leads).
+func (c *Cluster) Dones() map[string]int {
+	out := map[string]int{}
+	for _, h := range c.Hosts {
+		for task, n := range consoleDones(h.L) {
+			out[task] += n
+		}
+	}
+	return out
+}
+
+func consoleDones(l layout.Layout) map[string]int {
+	out := map[string]int{}
+	b, _ := os.ReadFile(l.EnvoyConsoleLog())
+	for _, m := range doneRE.FindAllStringSubmatch(string(b), -1) {
+		out[m[1]]++
+	}
+	return out
+}
+
+// run is one soldier process as the run log saw it.
+type run struct {
+	Task       string
+	PID        int
+	Host       string
+	Start, End time.Time // End is zero when the process never logged its end
+}
+
+// Runs parses the run log.
+func (c *Cluster) Runs() []run {
+	f, err := os.Open(c.RunLog)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []run
+	idx := map[string]int{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) != 5 {
+			continue
+		}
+		pid, _ := strconv.Atoi(fs[2])
+		ns, _ := strconv.ParseInt(fs[3], 10, 64)
+		key := fs[1] + "/" + fs[2] + "/" + fs[4]
+		switch fs[0] {
+		case "start":
+			idx[key] = len(out)
+			out = append(out, run{Task: fs[1], PID: pid, Host: c.HostOfBase(fs[4]), Start: time.Unix(0, ns)})
+		case "end":
+			if i, ok := idx[key]; ok {
+				out[i].End = time.Unix(0, ns)
+			}
+		}
+	}
+	return out
+}
+
+// KillHost kills host i whole, as a machine that dies: SIGKILL to start,
+// to the tmux server and to every process below it (roles, soldiers and
+// their agents, which run in process groups of their own).
+func (c *Cluster) KillHost(i int) {
+	c.t.Helper()
+	h := c.Hosts[i]
+	ctx := context.Background()
+	var trees [][]proctree.Proc
+	if ss, err := h.Tmux.List(ctx); err == nil {
+		for _, s := range ss {
+			trees = append(trees, proctree.Descendants(s.PID))
+		}
+	}
+	if h.start != nil && h.start.Process != nil {
+		h.start.Process.Kill()
+		h.start.Wait()
+		h.start = nil
+	}
+	for _, tr := range trees {
+		proctree.Kill(tr)
+	}
+	h.Tmux.KillServer(ctx)
+}
+
+// KillRole SIGKILLs the process of a role's tmux session on host i and
+// returns whether there was one to kill.
+func (c *Cluster) KillRole(i int, role string) bool {
+	pid, err := c.Hosts[i].Tmux.PanePID(context.Background(), role)
+	if err != nil || pid <= 1 {
+		return false
+	}
+	return syscall.Kill(pid, syscall.SIGKILL) == nil
+}
+
+// HostIndex returns the index of host id.
+func (c *Cluster) HostIndex(id string) int {
+	for i, h := range c.Hosts {
+		if h.ID == id {
+			return i
+		}
+	}
+	c.t.Fatalf("no host %q", id)
+	return -1
+}
+
+// watchDeaths polls the pids of the run log until stop is closed and
+// records when each process was first seen gone: a soldier killed by a
+// signal logs no end of its own.
+type deathWatch struct {
+	mu   sync.Mutex
+	dead map[int]time.Time
+	stop chan struct{}
+	done chan struct{}
+}
+
+func (c *Cluster) watchDeaths() *deathWatch {
+	w := &deathWatch{dead: map[int]time.Time{}, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-w.stop:
+				return
+			case <-tick.C:
+			}
+			for _, r := range c.Runs() {
+				w.mu.Lock()
+				_, seen := w.dead[r.PID]
+				w.mu.Unlock()
+				if !seen && !proctree.Alive(r.PID) {
+					w.mu.Lock()
+					w.dead[r.PID] = time.Now()
+					w.mu.Unlock()
+				}
+			}
+		}
+	}()
+	return w
+}
+
+// Stop ends the watch and returns the death times by pid.
+func (w *deathWatch) Stop() map[int]time.Time {
+	close(w.stop)
+	<-w.done
+	return w.dead
+}
+
+// checkExactlyOnce asserts that each event has exactly one task, completed,
+// with exactly one ✅ across the hosts.
+func (c *Cluster) checkExactlyOnce(events []string) {
+	c.t.Helper()
+	byEvent := c.TasksByEvent()
+	dones := c.Dones()
+	for _, ev := range events {
+		ts := byEvent[ev]
+		if len(ts) != 1 {
+			c.t.Errorf("event %s has %d tasks, want exactly one", ev, len(ts))
+			continue
+		}
+		if ts[0].State != layout.Completed {
+			c.t.Errorf("task %s of %s is %s, want completed", ts[0].ID, ev, ts[0].State)
+		}
+		if n := dones[ts[0].ID]; n != 1 {
+			c.t.Errorf("task %s of %s has %d ✅ across the hosts, want 1", ts[0].ID, ev, n)
+		}
+	}
+}
+
+// allDone reports whether every event has a completed task with its ✅.
+func (c *Cluster) allDone(events []string) bool {
+	byEvent := c.TasksByEvent()
+	dones := c.Dones()
+	for _, ev := range events {
+		ts := byEvent[ev]
+		if len(ts) == 0 || ts[0].State != layout.Completed || dones[ts[0].ID] == 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,82 @@
+package tcpproxy
+
+import (
+	"bufio"
+	"net"
+	"testing"
+	"time"
+)
+
+// echo serves lines back until t ends.
+func echo(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					c.Write([]byte(line))
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func roundTrip(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Write([]byte("ping\n")); err != nil {
+		return err
+	}
+	_, err = bufio.NewReader(c).ReadString('\n')
+	return err
+}
+
+func TestProxy_CutDropsAndRefusesHealForwards(t *testing.T) {
+	p := Start(t, echo(t))
+	if err := roundTrip(p.Addr()); err != nil {
+		t.Fatalf("through the proxy: %v", err)
+	}
+	live, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	live.Write([]byte("a\n"))
+	live.SetDeadline(time.Now().Add(2 * time.Second))
+	r := bufio.NewReader(live)
+	if _, err := r.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+
+	p.Cut()
+	if _, err := r.ReadString('\n'); err == nil {
+		t.Fatal("an open connection survived Cut")
+	}
+	if err := roundTrip(p.Addr()); err == nil {
+		t.Fatal("a new connection was forwarded while cut")
+	}
+
+	p.Heal()
+	if err := roundTrip(p.Addr()); err != nil {
+		t.Fatalf("after Heal: %v", err)
+	}
+}
