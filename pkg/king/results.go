@@ -271,7 +271,7 @@ func (k *King) complete(t *schema.Task, status, evType string, data map[string]a
 		k.markCompleted(t.EventID, "")
 	}
 	t.Status = status
-	if h := k.claimOf(t.ID).Holder; h != "" {
+	if h := k.ranOn(t.ID); h != "" {
 		// Where the task ran (PostgreSQL mode): its resume or a follow-up
 		// of its conversation runs there (resume.go).
 		t.Host = h
@@ -410,4 +410,25 @@ func (k *King) checkpoint(task string) *schema.Checkpoint {
 		return nil
 	}
 	return cp
+}
+
+// ranOn is the host that ran task's last attempt (PostgreSQL mode): the
+// claim's holder while the task is claimed, else the host its general
+// wrote into the final result or the checkpoint (a finish clears the
+// claim). "" in file mode.
+func (k *King) ranOn(task string) string {
+	if k.st == nil {
+		return ""
+	}
+	if h := k.claimOf(task).Holder; h != "" {
+		return h
+	}
+	var res schema.Result
+	if kv.GetJSON(k.ctx(), k.kv, kv.NSResults, task, &res) == nil && res.Host != "" {
+		return res.Host
+	}
+	if cp := k.checkpoint(task); cp != nil {
+		return cp.Host
+	}
+	return ""
 }

@@ -78,7 +78,7 @@ func (k *King) askingHost(task string) string {
 	if k.tasks.ReadJSON(layout.Completed, task, &t) == nil && t.Host != "" {
 		return t.Host
 	}
-	return k.claimOf(task).Holder
+	return k.ranOn(task)
 }
 
 // failAtOnce ends a just-dispatched pending task with a terminal failure
