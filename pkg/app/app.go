@@ -217,7 +217,10 @@ func logLevel() slog.Level {
 // RunnerOptions returns runner options for the role with --once/--standby
 // taken from the command. In postgres mode a leader role (LeaderRoles)
 // leads by the store's lease instead of its lock file; a per-host role
-// keeps the lock file.
+// keeps the lock file. In postgres mode the role is also woken by the
+// store's notifications that concern it (wake.go), from one listener per
+// process that starts now, opens the store in the background and lasts
+// until the store is closed (when Main returns).
 func (e *Env) RunnerOptions(c *cli.Command) runner.Options {
 	o := runner.Options{
 		Role: e.Role, Layout: e.Layout, Log: e.Log, Events: e.Events,
@@ -226,6 +229,9 @@ func (e *Env) RunnerOptions(c *cli.Command) runner.Options {
 	if e.Postgres() && IsLeaderRole(e.Role) {
 		role, st := e.Role, e.Store
 		o.Lead = func(ctx context.Context) (store.Lease, error) { return st.Lead(ctx, role) }
+	}
+	if e.Postgres() && !o.Once {
+		o.Wakes = storeWakes(e.Store, e.Role)
 	}
 	return o
 }

@@ -59,6 +59,12 @@ type lazyStore struct {
 	mu     sync.Mutex
 	st     store.Store
 	closed bool
+	// life ends at Close: it bounds the listener (wake.go), which must
+	// not outlive the store it listens on.
+	life      context.Context
+	end       context.CancelFunc
+	listening bool
+	subs      []wakeSub
 }
 
 var _ store.Store = (*lazyStore)(nil)
@@ -71,6 +77,7 @@ var stores struct {
 
 func newLazyStore(cfg config.Store, l layout.Layout) *lazyStore {
 	s := &lazyStore{cfg: cfg, l: l}
+	s.life, s.end = context.WithCancel(context.Background())
 	stores.Lock()
 	stores.all = append(stores.all, s)
 	stores.Unlock()
@@ -213,6 +220,7 @@ func (s *lazyStore) Values(ctx context.Context, ns string) (map[string][]byte, e
 
 // Close closes the store if it was opened; later calls fail.
 func (s *lazyStore) Close() error {
+	s.end() // first: an open in progress for the listener gives up the lock
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true

@@ -1,6 +1,6 @@
 // Package runner drives every long-running role (SPEC §4.2): it takes the
 // role's single-leader lock, calls Tick on an interval or as soon as a file
-// lands in a watched directory (fsnotify), touches the heartbeat after each
+// lands in a watched directory (fsnotify) or Options.Wakes fires, touches the heartbeat after each
 // successful tick, survives failing or panicking ticks, and on shutdown lets
 // the current tick finish. Roles implement only Tick.
 //
@@ -88,6 +88,10 @@ type Options struct {
 	// LeadRetry is how often a standby asks Lead again (default 1 s): each
 	// try may open a database connection.
 	LeadRetry time.Duration
+	// Wakes, if set, is one more wake source, debounced like a watched
+	// file (store.kind postgres: a notification of the shared store, where
+	// no file event fires).
+	Wakes <-chan struct{}
 }
 
 var (
@@ -191,6 +195,16 @@ func Run(ctx context.Context, o Options, role Role) error {
 	if w, ok := role.(Waker); ok {
 		roleWake = w.Wake()
 	}
+	extraWake := o.Wakes
+	// Ticks a wake causes are at least Debounce apart (a burst of files
+	// coalesces into the next tick), but the first wake after a quiet spell
+	// ticks at once: on an idle kingdom each hop of a task (sentinel, king,
+	// general, envoy) used to wait the full window. False means runCtx
+	// ended meanwhile.
+	debounce := func(lastEnd time.Time) bool {
+		rest := o.Debounce - time.Since(lastEnd)
+		return rest <= 0 || sleepCtx(runCtx, rest)
+	}
 
 	fails := 0
 	var lastEnd time.Time     // when the last tick ended
@@ -206,13 +220,16 @@ func Run(ctx context.Context, o Options, role Role) error {
 			return nil
 		case <-timer.C:
 		case <-wake:
-			// Ticks a wake causes are at least Debounce apart (a burst of
-			// files coalesces into the next tick), but the first wake after
-			// a quiet spell ticks at once: on an idle kingdom each hop of a
-			// task (sentinel, king, general, envoy) used to wait the full
-			// window.
-			if rest := o.Debounce - time.Since(lastEnd); rest > 0 && !sleepCtx(runCtx, rest) {
+			if !debounce(lastEnd) {
 				continue // shutdown or lost leadership: the select above says which
+			}
+		case _, ok := <-extraWake:
+			if !ok {
+				extraWake = nil // its source ended: the interval still polls
+				continue
+			}
+			if !debounce(lastEnd) {
+				continue
 			}
 		case <-roleWake:
 		}

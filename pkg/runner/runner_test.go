@@ -344,3 +344,55 @@ func TestRunner_FirstWakeAfterQuietTicksAtOnceLaterOnesAreSpaced(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Options.Wakes is a wake source like a watched directory: a send ticks
+// (after the debounce window), a closed channel leaves the interval to
+// poll instead of spinning.
+func TestRunner_WakesChannelTicksDebouncedLikeAFile(t *testing.T) {
+	run := func(debounce time.Duration, wakes <-chan struct{}) (ticks chan struct{}, stop func()) {
+		ticks = make(chan struct{}, 10)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			done <- runner.Run(ctx, runner.Options{
+				Role: "r", Layout: layout.New(t.TempDir()), Interval: time.Hour, Debounce: debounce, Wakes: wakes,
+			}, tickFunc(func(context.Context) error {
+				ticks <- struct{}{}
+				return nil
+			}))
+		}()
+		<-ticks // the initial tick
+		return ticks, func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	quiet := func(ticks chan struct{}, why string) {
+		t.Helper()
+		select {
+		case <-ticks:
+			t.Fatal(why)
+		case <-time.After(300 * time.Millisecond): // negative check: a wake ticks well under 1 ms
+		}
+	}
+
+	wakes := make(chan struct{}, 1)
+	ticks, stop := run(0, wakes)
+	wakes <- struct{}{}
+	select {
+	case <-ticks:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a send on Wakes did not tick (the interval is an hour)")
+	}
+	close(wakes)
+	quiet(ticks, "a closed Wakes channel ticked")
+	stop()
+
+	wakes2 := make(chan struct{}, 1)
+	ticks2, stop2 := run(time.Hour, wakes2)
+	wakes2 <- struct{}{}
+	quiet(ticks2, "a send on Wakes right after a tick did not wait for the debounce window")
+	stop2()
+}

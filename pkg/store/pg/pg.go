@@ -26,6 +26,14 @@
 //     acquisition. The lease pings its connection every LeaseCheck; the
 //     first failure closes Lost. A fenced transaction re-reads the epoch
 //     row FOR SHARE at commit, so a deposed leader's write never lands.
+//   - Every committed change is announced on the NOTIFY channel
+//     "kingdom" (Listen): "<queue>/<state>" for a document written or
+//     moved into a state (a claim's destination, "<queue>/rejected",
+//     Admit's "events/pending"), "kv/<ns>" for a key-value Set or Delete.
+//     pg_notify runs inside the change's transaction, so PostgreSQL
+//     delivers it at commit and drops it on rollback; each payload is sent
+//     once per transaction. A notification only wakes a reader early: the
+//     rows stay the truth, and one that is missed costs a poll interval.
 //
 // TCP keepalives: pgx does not read libpq's keepalives_* parameters, so
 // Open takes them from the DSN itself (keepalives=0|1, keepalives_idle,
@@ -193,9 +201,10 @@ func (s *Store) migrate(ctx context.Context) error {
 
 const docCols = "queue, state, id, priority, created_at, data, coalesce(reason, ''), coalesce(holder, ''), coalesce(attempt, 0)"
 
-func scanDoc(r pgx.Row) (store.Doc, error) {
+// scanDoc scans docCols, then into extra (nil skips a column).
+func scanDoc(r pgx.Row, extra ...any) (store.Doc, error) {
 	var d store.Doc
-	err := r.Scan(&d.Queue, &d.State, &d.ID, &d.Priority, &d.CreatedAt, &d.Data, &d.Reason, &d.Claim.Holder, &d.Claim.Attempt)
+	err := r.Scan(append([]any{&d.Queue, &d.State, &d.ID, &d.Priority, &d.CreatedAt, &d.Data, &d.Reason, &d.Claim.Holder, &d.Claim.Attempt}, extra...)...)
 	return d, err
 }
 
@@ -238,8 +247,11 @@ func (s *Store) Claim(ctx context.Context, q, from, to, id string, c store.Claim
 	if err := store.Check(q, to, id); err != nil {
 		return err
 	}
+	// The notification rides in the RETURNING list: it is sent only when a
+	// row moved, and delivered at the statement's commit.
 	tag, err := s.pool.Exec(ctx, `UPDATE docs SET state=$4, holder=$5, attempt=$6, updated_at=now()
-		WHERE queue=$1 AND id=$2 AND state=$3`, q, id, from, to, c.Holder, c.Attempt)
+		WHERE queue=$1 AND id=$2 AND state=$3 RETURNING pg_notify($7, $8)`,
+		q, id, from, to, c.Holder, c.Attempt, channel, q+"/"+to)
 	if err != nil {
 		return fmt.Errorf("claim %s %s: %w", q, id, err)
 	}
@@ -261,7 +273,7 @@ func (s *Store) ClaimNext(ctx context.Context, q, from, to string, c store.Claim
 	d, err := scanDoc(s.pool.QueryRow(ctx, `UPDATE docs SET state=$3, holder=$4, attempt=$5, updated_at=now()
 		WHERE (queue, id) = (SELECT queue, id FROM docs WHERE queue=$1 AND state=$2
 			ORDER BY prio, created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)
-		RETURNING `+docCols, q, from, to, c.Holder, c.Attempt))
+		RETURNING `+docCols+`, pg_notify($6, $7)`, q, from, to, c.Holder, c.Attempt, channel, q+"/"+to), nil)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return d, fmt.Errorf("claim next %s/%s: %w", q, from, store.ErrNotFound)
 	}
@@ -296,7 +308,10 @@ func (s *Store) Admit(ctx context.Context, id string, data []byte) error {
 		}
 		// Queued before the seen index existed: a duplicate, now seen.
 		dup = tag.RowsAffected() == 0
-		return nil
+		if dup {
+			return nil
+		}
+		return notify(ctx, tx, []string{"events/pending"})
 	})
 	if err != nil {
 		return fmt.Errorf("admit %s: %w", id, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,6 +20,14 @@ type tx struct {
 	tx     pgx.Tx
 	leases []*lease
 	err    error
+	wakes  []string // payloads to notify at commit, each once
+}
+
+// wake records a payload for the commit's notification (Listen).
+func (t *tx) wake(payload string) {
+	if !slices.Contains(t.wakes, payload) {
+		t.wakes = append(t.wakes, payload)
+	}
 }
 
 // Update runs fn in one transaction (READ COMMITTED; every change is a
@@ -37,8 +46,20 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 				return err
 			}
 		}
-		return nil
+		return notify(ctx, ptx, t.wakes)
 	})
+}
+
+// notify queues the payloads on the Listen channel; PostgreSQL delivers
+// them when the transaction commits, and never if it rolls back.
+func notify(ctx context.Context, ptx pgx.Tx, payloads []string) error {
+	if len(payloads) == 0 {
+		return nil
+	}
+	if _, err := ptx.Exec(ctx, "SELECT pg_notify($1, p) FROM unnest($2::text[]) p", channel, payloads); err != nil {
+		return fmt.Errorf("notify %v: %w", payloads, err)
+	}
+	return nil
 }
 
 func (t *tx) exec(sql string, args ...any) (int64, error) {
@@ -64,6 +85,7 @@ func (t *tx) PutOnce(q, state, id string, data []byte) error {
 	if n == 0 {
 		return fmt.Errorf("put %s %s: %w", q, id, store.ErrExists)
 	}
+	t.wake(q + "/" + state)
 	return nil
 }
 
@@ -85,6 +107,7 @@ func (t *tx) Put(q, state, id string, data []byte) error {
 	if err != nil {
 		return fmt.Errorf("put %s %s: %w", q, id, err)
 	}
+	t.wake(q + "/" + state)
 	return nil
 }
 
@@ -102,6 +125,7 @@ func (t *tx) Move(q, from, to, id string) error {
 	if n == 0 {
 		return fmt.Errorf("move %s %s %s→%s: %w", q, id, from, to, store.ErrNotFound)
 	}
+	t.wake(q + "/" + to)
 	return nil
 }
 
@@ -120,6 +144,7 @@ func (t *tx) Finish(q, from, to, id string, c store.Claim) error {
 	if n == 0 {
 		return fmt.Errorf("finish %s %s as %s attempt %d: %w", q, id, c.Holder, c.Attempt, store.ErrFenced)
 	}
+	t.wake(q + "/" + to)
 	return nil
 }
 
@@ -144,6 +169,7 @@ func (t *tx) Reject(q, state, id, reason string) error {
 	if n == 0 {
 		return fmt.Errorf("reject %s %s: %w in %s", q, id, store.ErrNotFound, state)
 	}
+	t.wake(q + "/rejected")
 	return nil
 }
 
@@ -183,6 +209,7 @@ func (t *tx) Set(ns, key string, value []byte) error {
 	if err != nil {
 		return fmt.Errorf("set %s/%s: %w", ns, key, err)
 	}
+	t.wake("kv/" + ns)
 	return nil
 }
 
@@ -193,6 +220,7 @@ func (t *tx) Delete(ns, key string) error {
 	if _, err := t.exec("DELETE FROM kv WHERE ns=$1 AND key=$2", ns, key); err != nil {
 		return fmt.Errorf("delete %s/%s: %w", ns, key, err)
 	}
+	t.wake("kv/" + ns)
 	return nil
 }
 
