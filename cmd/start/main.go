@@ -21,7 +21,6 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
-	"github.com/kingdom-dev/kingdom/pkg/redact"
 	"github.com/kingdom-dev/kingdom/pkg/start"
 	"github.com/kingdom-dev/kingdom/pkg/store/open"
 )
@@ -142,7 +141,7 @@ func statusCmd(ctx context.Context, c *cli.Command) error {
 	}
 	// store.kind postgres: the hosts and leaders are read with the DSN the
 	// roles use (this shell's environment, start's, then kingdom.env).
-	loadSecrets(l)
+	start.LoadSecrets(l)
 	now := time.Now()
 	st, err := start.ReadStatus(ctx, l, app.Tmux(l), now)
 	if err != nil {
@@ -197,16 +196,11 @@ func controlCmd(ctx context.Context, c *cli.Command, req control.Request) error 
 // or, with store.kind postgres, the shared store the leading king (on any
 // host) reads.
 func controlKV(ctx context.Context, l layout.Layout) (kv.KV, func(), error) {
-	sys, err := config.LoadSystem(l.ConfigFile(config.SystemFile))
-	if err != nil || sys.Store.Kind != config.StorePostgres {
-		return kv.Files(l), func() {}, nil
-	}
-	loadSecrets(l) // the DSN, as the roles see it
-	st, err := open.Store(ctx, sys.Store, l)
+	sh, err := start.OpenShared(ctx, l)
 	if err != nil {
 		return nil, nil, err
 	}
-	return kv.OnStore(st), func() { st.Close() }, nil
+	return sh.KV, sh.Close, nil
 }
 
 // controlWait is how long a control command waits for the king's answer.
@@ -219,16 +213,21 @@ func cancelCmd(ctx context.Context, c *cli.Command) error {
 	return controlCmd(ctx, c, control.Request{Action: control.ActionCancel, TaskID: c.Args().First()})
 }
 
-func tasksCmd(_ context.Context, c *cli.Command) error {
-	l := layout.New(layout.ResolveBase(c.String("base-dir")))
-	if _, err := os.Stat(l.Base); err != nil {
-		return fmt.Errorf("no installation at %s (use --base-dir or KINGDOM_BASE_DIR)", l.Base)
+func tasksCmd(ctx context.Context, c *cli.Command) error {
+	l, err := installation(c)
+	if err != nil {
+		return err
 	}
 	window := start.RecentWindow
 	if c.Bool("all") {
 		window = 0
 	}
-	rows, err := start.ListTasks(l, time.Now(), window)
+	sh, err := start.OpenShared(ctx, l)
+	if err != nil {
+		return err
+	}
+	defer sh.Close()
+	rows, err := start.ListTasks(ctx, sh, time.Now(), window)
 	if err != nil {
 		return err
 	}
@@ -243,7 +242,7 @@ func tasksCmd(_ context.Context, c *cli.Command) error {
 		fmt.Fprintln(c.Root().Writer, string(b))
 		return nil
 	}
-	p, _ := control.ReadPause(context.Background(), kv.Files(l))
+	p, _ := control.ReadPause(ctx, sh.KV)
 	return start.PrintTasks(c.Root().Writer, rows, p)
 }
 
@@ -252,21 +251,12 @@ func doctorCmd(_ context.Context, c *cli.Command) error {
 	// What the roles will see: this shell's environment, then what the
 	// running start was given (its secrets file, when readable), then
 	// kingdom.env.
-	secrets := loadSecrets(l)
+	secrets := start.LoadSecrets(l)
 	binDir, _ := start.FindBinDir(l)
 	if n := start.PrintChecks(os.Stdout, start.Doctor(l, binDir, secrets)); n > 0 {
 		return &app.CodeError{Code: 1, Err: fmt.Errorf("%d check(s) failed", n)}
 	}
 	return nil
-}
-
-// loadSecrets puts the secrets the roles will see into this process's
-// environment and says where each came from; a file that does not load is
-// the doctor's finding, not a reason to refuse.
-func loadSecrets(l layout.Layout) map[string]string {
-	redact.SetExtraNames(config.SecretEnvNames(l.ConfigDir()))
-	secrets, _ := config.ApplySecrets(l.StartSecretsFile(), l.EnvFile(), redact.IsSecretName)
-	return secrets
 }
 
 func printJSON(c *cli.Command, v any) error {
@@ -287,13 +277,18 @@ func installation(c *cli.Command) (layout.Layout, error) {
 	return l, nil
 }
 
-func eventsCmd(_ context.Context, c *cli.Command) error {
+func eventsCmd(ctx context.Context, c *cli.Command) error {
 	l, err := installation(c)
 	if err != nil {
 		return err
 	}
+	sh, err := start.OpenShared(ctx, l)
+	if err != nil {
+		return err
+	}
+	defer sh.Close()
 	now := time.Now()
-	rows, err := start.ListEvents(l, now)
+	rows, err := start.ListEvents(ctx, sh, now)
 	if err != nil {
 		return err
 	}

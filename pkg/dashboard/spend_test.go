@@ -10,6 +10,7 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/clock"
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/spend"
@@ -71,7 +72,7 @@ func TestState_CarriesLedgerDamageAndWhyWorkWaits(t *testing.T) {
 		{TaskID: "task-20261124-002", Reason: waits.MaxSoldiers, Detail: "3 of 3 soldiers run", Since: now},
 		{EventID: "../../etc/passwd", Reason: waits.Budget, Detail: "token sk-ant-api03-" + strings.Repeat("x", 40), Since: now},
 	}}
-	if err := waits.Write(l, rec); err != nil {
+	if err := waits.Write(t.Context(), kv.Files(l), rec); err != nil {
 		t.Fatal(err)
 	}
 	_, url := startServer(t, Options{Layout: l, Clock: clock.NewFake(now)})
@@ -104,7 +105,7 @@ func TestState_CarriesLedgerDamageAndWhyWorkWaits(t *testing.T) {
 	for i := range maxWaits + 7 {
 		many.Waits = append(many.Waits, waits.Wait{EventID: fmt.Sprintf("evt-inbox-%d", i), Reason: waits.Health, Detail: "health orange", Since: now})
 	}
-	if err := waits.Write(l, many); err != nil {
+	if err := waits.Write(t.Context(), kv.Files(l), many); err != nil {
 		t.Fatal(err)
 	}
 	st = state(t, url)

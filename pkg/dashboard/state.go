@@ -289,7 +289,13 @@ func (s *Server) Snapshot(ctx context.Context) (*State, error) {
 		st.Budget.Percent = &p
 	}
 	st.Spend = SpendInfo{Date: date, Damaged: tot.Damaged}
-	rec, err := waits.Read(s.l)
+	// The king's record is in the shared store with PostgreSQL, wherever
+	// the leading king runs.
+	wkv := kv.Files(s.l)
+	if s.o.Store != nil {
+		wkv = kv.OnStore(s.o.Store)
+	}
+	rec, err := waits.Read(ctx, wkv)
 	if err != nil {
 		st.Errors = append(st.Errors, "waits: "+err.Error())
 	}

@@ -11,10 +11,10 @@ import (
 
 // Why work waits (pkg/waits): every tick the king names, for each pending
 // event it did not dispatch and each pending task no general may claim yet,
-// the one reason that holds it. The record state/king/waits.json is
-// rewritten only when it changed; the operator hears of a wait (an Info line
-// and an event.waiting / task.waiting event) once per change of its reason,
-// never once per tick.
+// the one reason that holds it. The record (kv.NSWaits: state/king/waits.json
+// in file mode, the shared store with PostgreSQL) is rewritten only when it
+// changed; the operator hears of a wait (an Info line and an event.waiting /
+// task.waiting event) once per change of its reason, never once per tick.
 
 // hold is one reason work waits.
 type hold struct {
@@ -67,7 +67,7 @@ func (k *King) flushWaits() {
 	b := &k.held
 	now := k.now().UTC()
 	if !b.loaded {
-		r, err := waits.Read(k.l)
+		r, err := waits.Read(k.ctx(), k.kv)
 		if err != nil {
 			k.log.Warn("waits record unreadable; starting afresh", "err", err)
 		}
@@ -114,7 +114,7 @@ func (k *King) flushWaits() {
 	if rec.Waits == nil {
 		rec.Waits = []waits.Wait{}
 	}
-	if err := waits.Write(k.l, rec); err != nil {
+	if err := waits.Write(k.ctx(), k.kv, rec); err != nil {
 		k.log.Warn("write the waits record", "err", err)
 		return
 	}

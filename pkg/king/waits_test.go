@@ -43,7 +43,7 @@ func (f *fixture) captureLog() *syncBuf {
 
 func (f *fixture) waitsByID() map[string]waits.Wait {
 	f.t.Helper()
-	r, err := waits.Read(f.l)
+	r, err := waits.Read(f.t.Context(), f.k.kv)
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -44,6 +44,8 @@ func (f files) place(ns string) (place, error) {
 		return place{fixed: map[string]string{KeyKingdom: l.KingPaused(), KeyEngines: l.EnginePause()}}, nil
 	case NSSequences:
 		return place{fixed: map[string]string{KeyTaskSeq: l.KingTaskSeq(), KeyMsgSeq: l.KingMsgSeq()}}, nil
+	case NSWaits:
+		return place{fixed: map[string]string{KeyKing: filepath.Join(l.RoleStateDir(layout.RoleKing), "waits.json")}}, nil
 	case NSCancelled:
 		return place{dir: l.KingCancelledDir(), suffix: ".json"}, nil
 	case NSControl:

@@ -65,6 +65,10 @@ const (
 	// NSCheckpoints: task id → the checkpoint a needs_human attempt leaves
 	// for its resume (state/results/<task>-checkpoint.json).
 	NSCheckpoints = "checkpoints"
+	// NSWaits: KeyKing → the king's record of why work waits (pkg/waits,
+	// state/king/waits.json).
+	NSWaits = "waits"
+	KeyKing = "king"
 )
 
 // KV is the small state of one kingdom.

@@ -41,6 +41,7 @@ func TestFiles_Paths(t *testing.T) {
 		{kv.NSSpend, "2026-11-21", "state/king/spend/2026-11-21.json"},
 		{kv.NSResults, "task-20261121-001", "state/results/task-20261121-001.json"},
 		{kv.NSCheckpoints, "task-20261121-001", "state/results/task-20261121-001-checkpoint.json"},
+		{kv.NSWaits, kv.KeyKing, "state/king/waits.json"},
 	}
 	for _, c := range cases {
 		v := []byte(c.ns + "/" + c.key + "\n")
@@ -64,7 +65,7 @@ func TestFiles_Paths(t *testing.T) {
 			t.Errorf("list %s: %d entries (%v), want %d", ns, len(m), err, want)
 		}
 	}
-	for _, bad := range [][2]string{{"nope", "x"}, {kv.NSPauses, "other"}, {kv.NSControl, "../x"}, {kv.NSResults, "task-1-raw"}, {kv.NSCheckpoints, "ctl-1"}} {
+	for _, bad := range [][2]string{{"nope", "x"}, {kv.NSPauses, "other"}, {kv.NSControl, "../x"}, {kv.NSResults, "task-1-raw"}, {kv.NSCheckpoints, "ctl-1"}, {kv.NSWaits, "general"}} {
 		if err := s.Put(ctx, bad[0], bad[1], []byte("x")); err == nil {
 			t.Errorf("put %s/%s accepted", bad[0], bad[1])
 		}

@@ -1,6 +1,8 @@
 package start
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -9,7 +11,6 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/waits"
 )
@@ -35,21 +36,18 @@ type EventRow struct {
 var WaitingEventStates = []string{layout.Pending, layout.Petitioning}
 
 // ListEvents reads the events still waiting in the queue, oldest first.
-func ListEvents(l layout.Layout, now time.Time) ([]EventRow, error) {
-	q := queue.New(l, layout.QEvents, nil)
-	rec, _ := waits.Read(l)
+func ListEvents(ctx context.Context, sh *Shared, now time.Time) ([]EventRow, error) {
+	rec, _ := waits.Read(ctx, sh.KV)
 	held := rec.ByID()
 	var rows []EventRow
 	for _, st := range WaitingEventStates {
-		// IDs and ReadJSON, not List: a listing for the operator must not
-		// move a malformed file to rejected/ (that is the consumer's step).
-		idl, err := q.IDs(st)
+		docs, err := sh.docs(ctx, layout.QEvents, st)
 		if err != nil {
 			return nil, err
 		}
-		for _, id := range idl {
+		for _, d := range docs {
 			var ev schema.Event
-			if q.ReadJSON(st, id, &ev) != nil || ev.ID == "" {
+			if json.Unmarshal(d.Data, &ev) != nil || ev.ID == "" {
 				continue
 			}
 			r := EventRow{ID: ev.ID, State: st, Type: ev.Type, Source: ev.Source, Priority: ev.Priority, CreatedAt: ev.CreatedAt}

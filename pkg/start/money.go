@@ -23,8 +23,9 @@ type MoneyStatus struct {
 	Errs   []error
 }
 
-// readMoney reads the king's ledger, budget config and pause file.
-func readMoney(l layout.Layout, now time.Time) *MoneyStatus {
+// readMoney reads the king's ledger (this host's files), the budget config
+// and the engine pauses (the shared state's s).
+func readMoney(ctx context.Context, l layout.Layout, s kv.KV, now time.Time) *MoneyStatus {
 	m := &MoneyStatus{Paused: map[string]time.Time{}, Reason: map[string]string{}}
 	var b spend.Budget
 	if k, err := config.LoadKing(l.ConfigFile(config.KingFile)); err == nil {
@@ -38,7 +39,7 @@ func readMoney(l layout.Layout, now time.Time) *MoneyStatus {
 		m.Errs = append(m.Errs, err)
 	}
 	m.Budget = spend.Evaluate(date, d.Summary().Totals, b)
-	pf, err := enginepause.Load(context.Background(), kv.Files(l))
+	pf, err := enginepause.Load(ctx, s)
 	if err != nil {
 		m.Errs = append(m.Errs, err)
 	}

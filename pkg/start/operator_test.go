@@ -60,7 +60,7 @@ func TestTasks_ListsStateGeneralAttemptAgeCost(t *testing.T) {
 	put(layout.Completed, "task-20261120-001", now.Add(-96*time.Hour), 0)
 	atomicfile.WriteJSON(l.ResultFinal("task-20261124-001"), map[string]any{"task_id": "task-20261124-001", "cost_usd": 0.42, "error_reason": "Cancelled"})
 
-	rows, err := ListTasks(l, now, RecentWindow)
+	rows, err := ListTasks(t.Context(), FilesShared(l), now, RecentWindow)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestTasks_ListsStateGeneralAttemptAgeCost(t *testing.T) {
 	if r := rows[0]; r.CostUSD == nil || *r.CostUSD != 0.42 || r.Reason != "Cancelled" {
 		t.Errorf("completed row %+v", r)
 	}
-	all, _ := ListTasks(l, now, 0)
+	all, _ := ListTasks(t.Context(), FilesShared(l), now, 0)
 	if len(all) != 4 {
 		t.Errorf("--all rows = %d, want 4", len(all))
 	}
@@ -114,7 +114,7 @@ func TestTasks_CostSumsTheLedgersAttempts(t *testing.T) {
 	if err := spend.Save(l.SpendDay(date), d); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := ListTasks(l, now, RecentWindow)
+	rows, err := ListTasks(t.Context(), FilesShared(l), now, RecentWindow)
 	if err != nil || len(rows) != 1 {
 		t.Fatalf("rows %+v, %v", rows, err)
 	}

@@ -119,7 +119,7 @@ func TestStatus_WaitingSectionGroupsByReason(t *testing.T) {
 		{EventID: "evt-c", Reason: waits.MaxSoldiers, Detail: "every soldier slot is taken (3 of 3)", Since: now},
 		{TaskID: "task-20261124-004", Reason: waits.EnginePause, Detail: "codex hit its usage limit", Since: now, Until: &until},
 	}}
-	if err := waits.Write(l, rec); err != nil {
+	if err := waits.Write(t.Context(), kv.Files(l), rec); err != nil {
 		t.Fatal(err)
 	}
 	st, err := ReadStatus(ctx, l, tc, now)
@@ -167,7 +167,7 @@ func TestTasks_ShowEventSessionAttemptAndUsageLimitWait(t *testing.T) {
 	}
 	sessions.New(l).Add(sessions.Entry{ID: "soldier-20261124-002-ab12", TaskID: "task-20261124-002", General: "gen-pr", StartedAt: now})
 
-	rows, err := ListTasks(l, now, RecentWindow)
+	rows, err := ListTasks(t.Context(), FilesShared(l), now, RecentWindow)
 	if err != nil || len(rows) != 3 {
 		t.Fatalf("rows %+v, %v", rows, err)
 	}
@@ -210,9 +210,9 @@ func TestEvents_ListWaitingEventsWithTheirReason(t *testing.T) {
 	put(layout.Petitioning, "evt-a", "2026-11-24T11:40:00Z")
 	put(layout.Dispatched, "evt-c", "2026-11-24T11:00:00Z")
 	os.WriteFile(q.Dir(layout.Pending)+"/evt-bad.json", []byte("{not json"), 0o600)
-	waits.Write(l, waits.Record{UpdatedAt: now, Waits: []waits.Wait{{EventID: "evt-b", Reason: waits.Health, Detail: "health orange admits only high priority", Since: now}}})
+	waits.Write(t.Context(), kv.Files(l), waits.Record{UpdatedAt: now, Waits: []waits.Wait{{EventID: "evt-b", Reason: waits.Health, Detail: "health orange admits only high priority", Since: now}}})
 
-	rows, err := ListEvents(l, now)
+	rows, err := ListEvents(t.Context(), FilesShared(l), now)
 	if err != nil {
 		t.Fatal(err)
 	}

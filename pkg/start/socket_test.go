@@ -119,7 +119,7 @@ func TestStatusAndTasks_FromAnotherUserWriteNothing(t *testing.T) {
 	if _, err := ReadStatus(context.Background(), l, &tmux.Client{Socket: fmt.Sprintf("none-%d", os.Getpid())}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ListTasks(l, time.Now(), RecentWindow); err != nil {
+	if _, err := ListTasks(t.Context(), FilesShared(l), time.Now(), RecentWindow); err != nil {
 		t.Fatal(err)
 	}
 	for p := range walk() {

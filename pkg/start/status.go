@@ -12,6 +12,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/status"
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
 )
@@ -37,15 +38,26 @@ type Status struct {
 	Cluster *Cluster
 }
 
-// ReadStatus gathers the status without changing anything.
+// ReadStatus gathers the status without changing anything. The queue
+// depths, the pauses and the waits are the shared state's (OpenShared): a
+// database that cannot be read leaves them unknown, each with its error,
+// and the rest (this host's roles, soldiers, health) is still shown.
 func ReadStatus(ctx context.Context, l layout.Layout, tc *tmux.Client, now time.Time) (*Status, error) {
-	k, err := status.Read(ctx, l, tc, now)
+	sh, err := OpenShared(ctx, l)
+	if err != nil {
+		sh = &Shared{Layout: l, KV: unreadable{err}, Queues: map[string]*queue.Queue{}}
+	}
+	defer sh.Close()
+	k, err := status.ReadOn(ctx, l, tc, now, sh.Queues)
 	if err != nil {
 		return nil, err
 	}
-	st := &Status{Kingdom: *k, Discarded: countDiscarded(l), Money: readMoney(l, now),
-		Waiting: readWaiting(l), Threshold: heartbeatThreshold(l), At: now}
-	st.Paused, _ = control.ReadPause(context.Background(), kv.Files(l))
+	if u, ok := sh.KV.(unreadable); ok {
+		k.QueuesErr = u.err
+	}
+	st := &Status{Kingdom: *k, Discarded: countDiscarded(l), Money: readMoney(ctx, l, sh.KV, now),
+		Waiting: readWaiting(ctx, sh.KV), Threshold: heartbeatThreshold(l), At: now}
+	st.Paused, _ = control.ReadPause(ctx, sh.KV)
 	// A system.yaml that does not load is the config check's business
 	// (start doctor); status then shows the files it can read.
 	if sys, err := config.LoadSystem(l.ConfigFile(config.SystemFile)); err == nil {
@@ -95,6 +107,9 @@ func (s *Status) Print(w io.Writer) {
 		fmt.Fprintf(tw, "%s\t%s\n", kind, strings.Join(parts, " "))
 	}
 	tw.Flush()
+	if s.QueuesErr != nil {
+		fmt.Fprintf(w, "warning: queues: %v\n", s.QueuesErr)
+	}
 	fmt.Fprintf(w, "\nactive soldiers: %d\n", s.ActiveSoldiers)
 	s.printOperator(w)
 	s.Money.print(w)
@@ -110,3 +125,20 @@ func (s *Status) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "health: %s%s\ntokens: %s\n", h.Health, stale, h.TokenStatus)
 }
+
+// unreadable is the shared state when the database cannot be opened: every
+// read reports why, so each part of the status says it is unknown.
+type unreadable struct{ err error }
+
+func (u unreadable) Get(context.Context, string, string) ([]byte, error)     { return nil, u.err }
+func (u unreadable) Put(context.Context, string, string, []byte) error       { return u.err }
+func (u unreadable) PutAll(context.Context, string, map[string][]byte) error { return u.err }
+func (u unreadable) Delete(context.Context, string, string) error            { return u.err }
+func (u unreadable) List(context.Context, string) (map[string][]byte, error) {
+	return nil, u.err
+}
+func (u unreadable) Update(context.Context, string, string, func([]byte) ([]byte, error)) error {
+	return u.err
+}
+
+var _ kv.KV = unreadable{}

@@ -242,6 +242,9 @@ func (s *Status) Document(now time.Time) StatusDoc {
 	if s.Paused != nil {
 		d.Pause = &PauseDoc{Since: s.Paused.Since, By: s.Paused.By}
 	}
+	if s.QueuesErr != nil {
+		d.Errors = append(d.Errors, "queues: "+s.QueuesErr.Error())
+	}
 	if m := s.Money; m != nil {
 		for _, eng := range sortedEngines(m.Paused) {
 			d.EnginePauses = append(d.EnginePauses, EnginePauseDoc{Engine: eng, Until: schema.FormatTime(m.Paused[eng]), Reason: m.Reason[eng]})

@@ -13,7 +13,6 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/spend"
 )
@@ -43,6 +42,10 @@ type TaskRow struct {
 	NotBefore string   `json:"not_before,omitempty"`
 	// Waiting says why a pending task does not start yet (tasks_wait.go).
 	Waiting *TaskWait `json:"waiting,omitempty"`
+	// Host (store.kind postgres) is the host that runs the task (its
+	// claim's holder), ran it (the task's host, else its final result's),
+	// or alone may run it (a pending resume); empty in file mode.
+	Host string `json:"host,omitempty"`
 }
 
 // RecentWindow is how far back `start tasks` lists finished tasks (all of
@@ -51,21 +54,19 @@ const RecentWindow = 24 * time.Hour
 
 // ListTasks reads every task in pending/ and in_progress/, and the finished
 // ones created within window (0: all), oldest first.
-func ListTasks(l layout.Layout, now time.Time, window time.Duration) ([]TaskRow, error) {
-	q := queue.New(l, layout.QTasks, nil)
+func ListTasks(ctx context.Context, sh *Shared, now time.Time, window time.Duration) ([]TaskRow, error) {
+	l := sh.Layout
 	ledger := newLedgerReader(l)
-	holds := readTaskHolds(l, now)
+	holds := readTaskHolds(ctx, sh, now)
 	var rows []TaskRow
 	for _, st := range []string{layout.Pending, layout.InProgress, layout.Completed, layout.Rejected} {
-		// IDs and ReadJSON, not List: a listing for the operator must not
-		// move a malformed file to rejected/ (that is the consumer's step).
-		idl, err := q.IDs(st)
+		docs, err := sh.docs(ctx, layout.QTasks, st)
 		if err != nil {
 			return nil, err
 		}
-		for _, id := range idl {
+		for _, d := range docs {
 			var t schema.Task
-			if q.ReadJSON(st, id, &t) != nil || t.ID == "" {
+			if json.Unmarshal(d.Data, &t) != nil || t.ID == "" {
 				continue
 			}
 			created, _ := schema.ParseTime(t.CreatedAt)
@@ -74,21 +75,28 @@ func ListTasks(l layout.Layout, now time.Time, window time.Duration) ([]TaskRow,
 				continue
 			}
 			r := TaskRow{ID: t.ID, EventID: t.EventID, State: st, Status: t.Status, General: t.TargetGeneral, Type: t.Type,
-				Attempt: t.RetryCount + 1, RetryCount: t.RetryCount, CreatedAt: t.CreatedAt, NotBefore: t.NotBefore}
+				Attempt: t.RetryCount + 1, RetryCount: t.RetryCount, CreatedAt: t.CreatedAt, NotBefore: t.NotBefore, Host: t.Host}
 			switch st {
 			case layout.InProgress:
 				r.Session = holds.session(t.ID)
+				if h := d.Claim.Holder; h != "" {
+					r.Host = h
+				}
 			case layout.Pending:
 				r.Waiting = holds.wait(t, now)
 			}
 			if !created.IsZero() {
 				r.AgeSeconds = int64(now.Sub(created).Seconds())
 			}
-			r.CostUSD, r.Reason = resultFacts(l, t.ID)
+			res := readResult(ctx, sh.KV, t.ID)
+			r.CostUSD, r.Reason = res.CostUSD, res.ErrorReason
+			if finished && r.Host == "" {
+				r.Host = res.Host
+			}
 			if c := ledger.taskCost(t.ID, created, now); c != nil {
 				r.CostUSD = c
 			}
-			if rec := control.ReadCancelled(context.Background(), kv.Files(l), t.ID); rec != nil && r.Reason == "" && finished {
+			if rec := control.ReadCancelled(ctx, sh.KV, t.ID); rec != nil && r.Reason == "" && finished {
 				r.Reason = schema.ReasonCancelled
 			}
 			rows = append(rows, r)
@@ -103,20 +111,21 @@ func ListTasks(l layout.Layout, now time.Time, window time.Duration) ([]TaskRow,
 	return rows, nil
 }
 
-// resultFacts reads cost_usd and error_reason from a task's final result.
-func resultFacts(l layout.Layout, task string) (*float64, string) {
-	b, err := queue.ReadLimited(l.ResultFinal(task), queue.DefaultMaxSize)
-	if err != nil {
-		return nil, ""
+// resultFacts is what a listing reads of a task's final result.
+type resultFacts struct {
+	CostUSD     *float64 `json:"cost_usd"`
+	ErrorReason string   `json:"error_reason"`
+	Host        string   `json:"host"`
+}
+
+// readResult reads a task's final result (kv.NSResults: its file in file
+// mode); none, or one that does not decode, reads as empty.
+func readResult(ctx context.Context, s kv.KV, task string) resultFacts {
+	var r resultFacts
+	if kv.GetJSON(ctx, s, kv.NSResults, task, &r) != nil {
+		return resultFacts{}
 	}
-	var r struct {
-		CostUSD     *float64 `json:"cost_usd"`
-		ErrorReason string   `json:"error_reason"`
-	}
-	if json.Unmarshal(b, &r) != nil {
-		return nil, ""
-	}
-	return r.CostUSD, r.ErrorReason
+	return r
 }
 
 // PrintTasks writes the rows as a table.
@@ -128,8 +137,17 @@ func PrintTasks(w io.Writer, rows []TaskRow, paused *control.Pause) error {
 		_, err := fmt.Fprintln(w, "no tasks")
 		return err
 	}
+	// The HOST column is PostgreSQL mode's: file mode's rows name none.
+	hosts := false
+	for _, r := range rows {
+		hosts = hosts || r.Host != ""
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TASK\tEVENT\tSTATE\tGENERAL\tSESSION\tTYPE\tATTEMPT\tAGE\tCOST\tOUTCOME")
+	head := "TASK\tEVENT\tSTATE\tGENERAL\tSESSION\tTYPE\tATTEMPT\tAGE\tCOST\tOUTCOME"
+	if hosts {
+		head = "TASK\tEVENT\tSTATE\tGENERAL\tHOST\tSESSION\tTYPE\tATTEMPT\tAGE\tCOST\tOUTCOME"
+	}
+	fmt.Fprintln(tw, head)
 	for _, r := range rows {
 		cost := "-"
 		if r.CostUSD != nil {
@@ -142,7 +160,11 @@ func PrintTasks(w io.Writer, rows []TaskRow, paused *control.Pause) error {
 		if r.Waiting != nil {
 			outcome = "waiting: " + r.Waiting.Text
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\tattempt %d\t%s\t%s\t%s\n", r.ID, dash(r.EventID), r.State, r.General,
+		general := r.General
+		if hosts {
+			general += "\t" + dash(r.Host)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\tattempt %d\t%s\t%s\t%s\n", r.ID, dash(r.EventID), r.State, general,
 			dash(r.Session), r.Type, r.Attempt, (time.Duration(r.AgeSeconds) * time.Second).String(), cost, outcome)
 	}
 	if err := tw.Flush(); err != nil {

@@ -12,7 +12,6 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/enginepause"
 	"github.com/kingdom-dev/kingdom/pkg/ids"
-	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
@@ -40,11 +39,12 @@ type taskHolds struct {
 	soldier map[string]string // task → soldier session
 }
 
-func readTaskHolds(l layout.Layout, now time.Time) *taskHolds {
+func readTaskHolds(ctx context.Context, sh *Shared, now time.Time) *taskHolds {
+	l := sh.Layout
 	h := &taskHolds{l: l, engines: map[string]string{}, soldier: map[string]string{}}
-	rec, _ := waits.Read(l)
+	rec, _ := waits.Read(ctx, sh.KV)
 	h.byID = rec.ByID()
-	h.pauses, _ = enginepause.Load(context.Background(), kv.Files(l))
+	h.pauses, _ = enginepause.Load(ctx, sh.KV)
 	if sys, err := config.LoadSystem(l.ConfigFile(config.SystemFile)); err == nil {
 		h.dflt = sys.Runtime.Engine
 		ms, _ := config.LoadManifests(l.GeneralsConfigDir())

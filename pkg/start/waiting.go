@@ -1,13 +1,14 @@
 package start
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"sort"
 	"strings"
 	"time"
 
-	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/waits"
 )
 
@@ -17,8 +18,8 @@ type Waiting struct {
 	Err    error
 }
 
-func readWaiting(l layout.Layout) *Waiting {
-	r, err := waits.Read(l)
+func readWaiting(ctx context.Context, s kv.KV) *Waiting {
+	r, err := waits.Read(ctx, s)
 	return &Waiting{Record: r, Err: err}
 }
 

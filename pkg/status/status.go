@@ -3,11 +3,13 @@
 // pid, the queue depths, the registered soldiers and the health snapshot.
 // `start status` prints it; the chamberlain's dashboard serves it.
 //
-// Drive it with status.Read(ctx, l, tmuxClient, now).
+// Drive it with status.Read(ctx, l, tmuxClient, now), or ReadOn with the
+// queues of the shared store (store.kind postgres) to count.
 package status
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"time"
 
@@ -59,10 +61,13 @@ func (r Role) Up(threshold time.Duration) bool {
 
 // Kingdom is the one-screen state of an installation.
 type Kingdom struct {
-	StartPID       int
-	Roles          []Role
-	Queues         map[string]map[string]int // kind → state → count
-	Soldiers       []sessions.Entry          // registered soldiers (sessions.json)
+	StartPID int
+	Roles    []Role
+	Queues   map[string]map[string]int // kind → state → count
+	// QueuesErr is why some queue could not be counted (its states then
+	// read 0): the shared store could not be read.
+	QueuesErr      error
+	Soldiers       []sessions.Entry // registered soldiers (sessions.json)
 	ActiveSoldiers int
 	Health         health.Snapshot
 	HealthErr      error
@@ -82,6 +87,13 @@ func RoleNames(l layout.Layout) []string {
 // Read gathers the state without changing anything. Only a failing tmux
 // listing is an error; everything else that cannot be read shows as absent.
 func Read(ctx context.Context, l layout.Layout, tc Lister, now time.Time) (*Kingdom, error) {
+	return ReadOn(ctx, l, tc, now, nil)
+}
+
+// ReadOn is Read counting the queues qs (by kind): with store.kind
+// postgres the shared store's, which every host sees alike. nil counts
+// the queue files under l.
+func ReadOn(ctx context.Context, l layout.Layout, tc Lister, now time.Time, qs map[string]*queue.Queue) (*Kingdom, error) {
 	st := &Kingdom{Queues: map[string]map[string]int{}}
 	if held, pid := lockfile.Held(l.LeaderLock(layout.RoleStart)); held {
 		st.StartPID = pid
@@ -108,7 +120,11 @@ func Read(ctx context.Context, l layout.Layout, tc Lister, now time.Time) (*King
 		}
 		st.Roles = append(st.Roles, rs)
 	}
-	st.Queues = QueueDepths(l)
+	if qs == nil {
+		st.Queues = QueueDepths(l)
+	} else {
+		st.Queues, st.QueuesErr = Depths(qs)
+	}
 	if es, err := sessions.New(l).Read(); err == nil {
 		st.Soldiers = es
 		st.ActiveSoldiers = len(es)
@@ -122,14 +138,34 @@ func Read(ctx context.Context, l layout.Layout, tc Lister, now time.Time) (*King
 // files, so it never moves a poison file (that is the consumer's step) and
 // stays cheap with thousands of finished tasks on disk.
 func QueueDepths(l layout.Layout) map[string]map[string]int {
-	out := map[string]map[string]int{}
+	qs := map[string]*queue.Queue{}
 	for _, kind := range QueueKinds {
-		q := queue.New(l, kind, nil)
+		qs[kind] = queue.New(l, kind, nil)
+	}
+	out, _ := Depths(qs)
+	return out
+}
+
+// Depths counts the ids in every state of the queues qs (by kind), as
+// QueueDepths does for files; on a store each state is one listing. A
+// state that cannot be listed counts 0 and its error is returned (the
+// first one).
+func Depths(qs map[string]*queue.Queue) (map[string]map[string]int, error) {
+	out := map[string]map[string]int{}
+	var first error
+	for _, kind := range QueueKinds {
 		out[kind] = map[string]int{}
+		q := qs[kind]
+		if q == nil {
+			continue
+		}
 		for _, s := range layout.QueueStates[kind] {
-			idl, _ := q.IDs(s)
+			idl, err := q.IDs(s)
+			if err != nil && first == nil {
+				first = fmt.Errorf("count %s/%s: %w", kind, s, err)
+			}
 			out[kind][s] = len(idl)
 		}
 	}
-	return out
+	return out, first
 }

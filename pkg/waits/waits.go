@@ -2,19 +2,25 @@
 // every tick whose holds changed (one owner), and `start status`, `start
 // tasks`/`start events`, the dashboard and `chamberlain --once` read it.
 //
-// Drive it with Write(l, rec) from the king and Read(l) everywhere else. A
-// missing record reads as "nothing waits".
+// The record is a value of the small state (kv.NSWaits, kv.KeyKing): in
+// file mode the file state/king/waits.json, with store.kind postgres a
+// value of the shared store, so an operator on any host reads what the
+// leading king (on whichever host) wrote.
+//
+// Drive it with Write(ctx, s, rec) from the king and Read(ctx, s)
+// everywhere else, s the role's kv.KV. A missing record reads as "nothing
+// waits".
 package waits
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"path/filepath"
 	"time"
 
-	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
+	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 )
 
@@ -52,32 +58,39 @@ type Record struct {
 // maxRecord bounds what a reader loads.
 const maxRecord = 8 << 20
 
-// Path is the record's file: state/king/waits.json.
+// Path is the record's file in file mode: state/king/waits.json (where
+// kv.Files keeps kv.NSWaits).
 func Path(l layout.Layout) string {
 	return filepath.Join(l.RoleStateDir(layout.RoleKing), "waits.json")
 }
 
-// Write replaces the record (atomic, 0600).
-func Write(l layout.Layout, r Record) error {
+// Write replaces the record (in file mode atomically, 0600).
+func Write(ctx context.Context, s kv.KV, r Record) error {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Errorf("encode waits: %w", err)
 	}
-	return atomicfile.WriteFile(Path(l), b, 0o600)
+	if err := s.Put(ctx, kv.NSWaits, kv.KeyKing, b); err != nil {
+		return fmt.Errorf("write waits: %w", err)
+	}
+	return nil
 }
 
 // Read loads the record; a missing one is empty.
-func Read(l layout.Layout) (Record, error) {
+func Read(ctx context.Context, s kv.KV) (Record, error) {
 	var r Record
-	b, err := atomicfile.ReadLimited(Path(l), maxRecord)
-	if errors.Is(err, fs.ErrNotExist) {
+	b, err := s.Get(ctx, kv.NSWaits, kv.KeyKing)
+	if errors.Is(err, kv.ErrNotFound) {
 		return r, nil
 	}
 	if err != nil {
-		return r, err
+		return r, fmt.Errorf("read waits: %w", err)
+	}
+	if len(b) > maxRecord {
+		return r, fmt.Errorf("read waits: %d bytes, more than %d", len(b), maxRecord)
 	}
 	if err := json.Unmarshal(b, &r); err != nil {
-		return Record{}, fmt.Errorf("read %s: %w", Path(l), err)
+		return Record{}, fmt.Errorf("read waits: %w", err)
 	}
 	return r, nil
 }
