@@ -2,15 +2,19 @@
 // every soldier attempt cost, in dollars and tokens, per host-local day, and
 // the budget arithmetic on top of it.
 //
-// A day's ledger is one append-only file of one line per attempt
-// (journal.go). The king is the only writer: it records each attempt once,
-// when it processes the attempt's final result and before the rename that
-// marks the result processed (Open, Journal.Record); the entry's key (task,
-// attempt, soldier) makes a repeat after a crash a no-op, so the ledger
-// never counts twice and never loses an attempt. Every figure is computed
-// by reading the file, by the king and everyone else alike:
+// A day's ledger is one append-only file of one line per attempt in file
+// mode (journal.go), one entry per attempt in the shared store in
+// PostgreSQL mode (ledger.go); each role picks once where the days are
+// (FileDays, StoreDays) and uses them the one way. The king is the only
+// writer: it records each attempt once, when it processes the attempt's
+// final result and before it marks the result processed (Days.Open,
+// Ledger.Record); the entry's key (task, attempt, soldier) makes a repeat
+// after a crash a no-op, so the ledger never counts twice and never loses
+// an attempt. Every figure is computed by reading the ledger, by the king
+// and everyone else alike:
 //
-//	d, err := spend.Load(l.SpendDay(spend.Date(now)), date) // err: *DamageError when records were unreadable
+//	days := spend.FileDays(l)               // or spend.StoreDays(kv.OnStore(st))
+//	d, err := days.Load(ctx, spend.Date(now)) // err: *DamageError when records were unreadable
 //	s := d.Summary()                       // today's totals, per general and engine
 //	st := spend.Evaluate(date, s.Totals, budget) // ratio, warning, exceeded, damaged
 //	ok, why := spend.Admit(st, taskUSD, priority) // holds every task while the day's figure is unknown
