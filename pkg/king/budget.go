@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"math"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
@@ -102,10 +101,11 @@ func boundTotals(t spend.Totals) spend.Totals {
 }
 
 // money is the king's memory of the ledger: the days it opened for
-// recording (the king is the only writer, so the copies stay true).
+// recording (a file journal keeps what it read and reads only the lines
+// appended since; a store ledger reads the shared day each time).
 type money struct {
 	sys  *config.System
-	days map[string]*spend.Journal
+	days map[string]spend.Ledger
 }
 
 // maxOpenDays bounds the ledger days kept open (today, yesterday's late
@@ -138,31 +138,25 @@ func (k *King) engineOf(general string) string {
 	return k.system().EngineFor(k.routes.Manifest(general))
 }
 
-// ledger returns a day's ledger open for recording, opening it (and
-// folding its journal, pkg/spend) on first use.
-func (k *King) ledger(date string) (*spend.Journal, error) {
+// spendDays is where the day ledgers are: this host's files, or the
+// shared store in PostgreSQL mode (SPEC §11.7), so a king taking over on
+// another host counts on from the day's spend rather than from zero.
+func (k *King) spendDays() spend.Days {
+	if k.st != nil {
+		return spend.StoreDays(k.kv)
+	}
+	return spend.FileDays(k.l)
+}
+
+// ledger returns a day's ledger open for recording, opening it on first
+// use. A damaged ledger is never moved aside: what parses counts, and the
+// damage holds admission (spend.Admit).
+func (k *King) ledger(date string) spend.Ledger {
 	if j := k.mon.days[date]; j != nil {
-		return j, nil
-	}
-	j, err := spend.Open(k.l.SpendDay(date), date)
-	if errors.Is(err, spend.ErrCorrupt) {
-		// Keep the broken file for a human and count on from zero, rather
-		// than stop processing results.
-		aside := k.l.SpendDay(date) + fmt.Sprintf(".corrupt-%d", k.now().Unix())
-		if rerr := os.Rename(k.l.SpendDay(date), aside); rerr != nil {
-			return nil, err
-		}
-		k.log.Error("spend ledger corrupt; moved aside, counting from zero", "file", aside, "err", err)
-		j, err = spend.Open(k.l.SpendDay(date), date)
-	}
-	if err != nil {
-		return nil, err
+		return j
 	}
 	if k.mon.days == nil {
-		k.mon.days = map[string]*spend.Journal{}
-	}
-	if date == spend.Date(k.now()) {
-		k.foldOldJournals(date)
+		k.mon.days = map[string]spend.Ledger{}
 	}
 	for len(k.mon.days) >= maxOpenDays {
 		oldest := ""
@@ -174,8 +168,9 @@ func (k *King) ledger(date string) (*spend.Journal, error) {
 		k.mon.days[oldest].Close()
 		delete(k.mon.days, oldest)
 	}
+	j := k.spendDays().Open(k.ctx(), date)
 	k.mon.days[date] = j
-	return j, nil
+	return j
 }
 
 // attempt is one final result to act on, with what it says about money.
@@ -226,11 +221,7 @@ func (k *King) recordAttempts(as []attempt) ([]attempt, error) {
 	var errs []error
 	for _, date := range dates {
 		g := byDate[date]
-		j, err := k.ledger(date)
-		if err == nil {
-			_, err = j.Record(g.keys, g.entries)
-		}
-		if err != nil {
+		if _, err := k.ledger(date).Record(g.keys, g.entries); err != nil {
 			errs = append(errs, fmt.Errorf("record the cost of %d attempts: %w", len(g.keys), err))
 			continue
 		}
@@ -252,11 +243,7 @@ func (k *King) recordAttempts(as []attempt) ([]attempt, error) {
 func (k *King) taskTotals(t *schema.Task) spend.Totals {
 	created, _ := schema.ParseTime(t.CreatedAt)
 	return boundTotals(spend.TaskTotals(created, k.now(), 31, func(date string) spend.Totals {
-		j, err := k.ledger(date)
-		if err != nil {
-			return spend.Totals{}
-		}
-		return boundTotals(j.TaskTotals(t.ID))
+		return boundTotals(k.ledger(date).TaskTotals(t.ID))
 	}))
 }
 
@@ -289,18 +276,16 @@ func costNote(tot spend.Totals, res *schema.Result) string {
 	return fmt.Sprintf(" (%s, %s)", d, cost)
 }
 
-// budgetStatus is today's spend against the daily budget.
-func (k *King) budgetStatus() (spend.Status, error) {
+// budgetStatus is today's spend against the daily budget. A ledger that
+// cannot be read, wholly or in part, shows as Status.Damaged, which holds
+// admission while a daily budget is set (spend.Admit).
+func (k *King) budgetStatus() spend.Status {
 	date := spend.Date(k.now())
-	j, err := k.ledger(date)
-	if err != nil {
-		return spend.Status{Date: date}, err
-	}
-	st := spend.Evaluate(date, boundTotals(j.Summary().Totals), k.cfg.Budget)
+	st := spend.Evaluate(date, boundTotals(k.ledger(date).Summary().Totals), k.cfg.Budget)
 	if math.IsNaN(st.Ratio) || st.Ratio > maxSumUSD {
 		st.Ratio = maxSumUSD
 	}
-	return st, nil
+	return st
 }
 
 // budgetCrossings emits system.budget_warning and system.budget_exceeded
@@ -355,10 +340,7 @@ type moneyGate struct {
 // announces budget thresholds newly crossed.
 func (k *King) moneyGate() *moneyGate {
 	g := &moneyGate{k: k, now: k.now()}
-	s, err := k.budgetStatus()
-	if err != nil {
-		k.log.Warn("spend ledger unreadable; budget not enforced this tick", "err", err)
-	}
+	s := k.budgetStatus()
 	g.status = s
 	if spend.Limited(k.cfg.Budget) {
 		if err := k.budgetCrossings(s); err != nil {
@@ -400,29 +382,4 @@ func (g *moneyGate) hold(priority, general string) *hold {
 func (k *King) recordAttempt(t *schema.Task, res *schema.Result, m attemptMoney) error {
 	_, err := k.recordAttempts([]attempt{{t: t, res: res, m: m}})
 	return err
-}
-
-// foldOldJournals folds the journals of days before today that no open
-// ledger holds into their snapshots, once a day when today's ledger is
-// opened, so a past day is one file again.
-func (k *King) foldOldJournals(today string) {
-	ents, err := os.ReadDir(k.l.SpendDir())
-	if err != nil {
-		return
-	}
-	for _, e := range ents {
-		date, ok := strings.CutSuffix(e.Name(), ".jsonl")
-		if !ok || date >= today || k.mon.days[date] != nil || !e.Type().IsRegular() {
-			continue
-		}
-		if _, err := time.Parse("2006-01-02", date); err != nil {
-			continue
-		}
-		j, err := spend.Open(k.l.SpendDay(date), date)
-		if err != nil {
-			k.log.Warn("fold a past day's cost journal", "date", date, "err", err)
-			continue
-		}
-		j.Close()
-	}
 }
