@@ -8,8 +8,6 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/enginepause"
-	"github.com/kingdom-dev/kingdom/pkg/kv"
-	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/spend"
 )
 
@@ -23,23 +21,23 @@ type MoneyStatus struct {
 	Errs   []error
 }
 
-// readMoney reads the king's ledger (this host's files), the budget config
-// and the engine pauses (the shared state's s).
-func readMoney(ctx context.Context, l layout.Layout, s kv.KV, now time.Time) *MoneyStatus {
+// readMoney reads today's spend (the shared state's ledger, spendDays),
+// the budget config and the engine pauses (the shared state's).
+func readMoney(ctx context.Context, sh *Shared, now time.Time) *MoneyStatus {
 	m := &MoneyStatus{Paused: map[string]time.Time{}, Reason: map[string]string{}}
 	var b spend.Budget
-	if k, err := config.LoadKing(l.ConfigFile(config.KingFile)); err == nil {
+	if k, err := config.LoadKing(sh.Layout.ConfigFile(config.KingFile)); err == nil {
 		b = k.Budget
 	} else {
 		m.Errs = append(m.Errs, err)
 	}
 	date := spend.Date(now)
-	d, err := spend.Load(l.SpendDay(date), date)
+	d, err := sh.spendDays().Load(ctx, date)
 	if err != nil {
 		m.Errs = append(m.Errs, err)
 	}
 	m.Budget = spend.Evaluate(date, d.Summary().Totals, b)
-	pf, err := enginepause.Load(ctx, s)
+	pf, err := enginepause.Load(ctx, sh.KV)
 	if err != nil {
 		m.Errs = append(m.Errs, err)
 	}
@@ -50,6 +48,17 @@ func readMoney(ctx context.Context, l layout.Layout, s kv.KV, now time.Time) *Mo
 		}
 	}
 	return m
+}
+
+// spendDays is where the king keeps the day ledgers: this host's files in
+// file mode, the shared store in PostgreSQL mode, whichever host the king
+// runs on. A database that did not open leaves the day unknown (its
+// error), never read from this host's files.
+func (sh *Shared) spendDays() spend.Days {
+	if _, down := sh.KV.(unreadable); down || sh.Store != nil {
+		return spend.StoreDays(sh.KV)
+	}
+	return spend.FileDays(sh.Layout)
 }
 
 func (m *MoneyStatus) print(w io.Writer) {

@@ -38,7 +38,7 @@ func TestStatus_ShowsSpendAgainstBudgetAndEnginePauses(t *testing.T) {
 		t.Fatal(err)
 	}
 	var b bytes.Buffer
-	readMoney(t.Context(), l, kv.Files(l), now).print(&b)
+	readMoney(t.Context(), FilesShared(l), now).print(&b)
 	out := b.String()
 	for _, want := range []string{"spend today: $0.95 of $1.00", "(95%)", "over 80%",
 		"engine claude: paused by a usage limit until " + until.In(time.Local).Format("2006-01-02 15:04:05")} {

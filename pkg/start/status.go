@@ -55,7 +55,7 @@ func ReadStatus(ctx context.Context, l layout.Layout, tc *tmux.Client, now time.
 	if u, ok := sh.KV.(unreadable); ok {
 		k.QueuesErr = u.err
 	}
-	st := &Status{Kingdom: *k, Discarded: countDiscarded(l), Money: readMoney(ctx, l, sh.KV, now),
+	st := &Status{Kingdom: *k, Discarded: countDiscarded(l), Money: readMoney(ctx, sh, now),
 		Waiting: readWaiting(ctx, sh.KV), Threshold: heartbeatThreshold(l), At: now}
 	st.Paused, _ = control.ReadPause(ctx, sh.KV)
 	// A system.yaml that does not load is the config check's business

@@ -55,8 +55,7 @@ const RecentWindow = 24 * time.Hour
 // ListTasks reads every task in pending/ and in_progress/, and the finished
 // ones created within window (0: all), oldest first.
 func ListTasks(ctx context.Context, sh *Shared, now time.Time, window time.Duration) ([]TaskRow, error) {
-	l := sh.Layout
-	ledger := newLedgerReader(l)
+	ledger := newLedgerReader(ctx, sh.spendDays())
 	holds := readTaskHolds(ctx, sh, now)
 	var rows []TaskRow
 	for _, st := range []string{layout.Pending, layout.InProgress, layout.Completed, layout.Rejected} {
@@ -200,14 +199,15 @@ func Operator() string {
 }
 
 // ledgerReader sums a task's attempts from the spend ledger, loading each
-// day's file once.
+// day once.
 type ledgerReader struct {
-	l    layout.Layout
+	ctx  context.Context
+	src  spend.Days
 	days map[string]*spend.Day
 }
 
-func newLedgerReader(l layout.Layout) *ledgerReader {
-	return &ledgerReader{l: l, days: map[string]*spend.Day{}}
+func newLedgerReader(ctx context.Context, src spend.Days) *ledgerReader {
+	return &ledgerReader{ctx: ctx, src: src, days: map[string]*spend.Day{}}
 }
 
 // maxLedgerDays bounds the days read for one task.
@@ -217,7 +217,7 @@ func (r *ledgerReader) taskCost(task string, created, now time.Time) *float64 {
 	return spend.TaskTotals(created, now, maxLedgerDays, func(date string) spend.Totals {
 		d, ok := r.days[date]
 		if !ok {
-			d, _ = spend.Load(r.l.SpendDay(date), date)
+			d, _ = r.src.Load(r.ctx, date)
 			r.days[date] = d
 		}
 		if d == nil {
