@@ -83,7 +83,8 @@ type Deps struct {
 	Store store.Store
 	// Host is this host's id in PostgreSQL mode; "" in file mode.
 	Host string
-	// KV is the small state (pauses); nil means kv.Files(layout).
+	// KV is the small state (pauses, spend); nil means kv.OnStore(Store)
+	// when Store is set, else kv.Files(layout).
 	KV kv.KV
 }
 
@@ -155,7 +156,9 @@ func New(l layout.Layout, cfg Config, d Deps, mode Mode) *Role {
 	if mode == ModeReadOnly {
 		em = nil // a reader emits nothing
 	}
-	if d.KV == nil {
+	if d.KV == nil && d.Store != nil {
+		d.KV = kv.OnStore(d.Store) // the pauses and the spend every host shares
+	} else if d.KV == nil {
 		d.KV = kv.Files(l)
 	}
 	q := func(kind string, em *eventlog.Emitter) *queue.Queue {

@@ -1,6 +1,7 @@
 package chamberlain
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -27,9 +28,18 @@ const (
 	KindLedger = "spend-ledger"
 )
 
-// observeMoney reads the ledger and the pause file.
+// spendDays is where the king keeps the day ledgers: this host's files, or
+// the shared store in PostgreSQL mode (SPEC §11.7), wherever the king runs.
+func (r *Role) spendDays() spend.Days {
+	if r.st != nil {
+		return spend.StoreDays(r.kv)
+	}
+	return spend.FileDays(r.l)
+}
+
+// observeMoney reads the ledger and the engine pauses.
 func (r *Role) observeMoney(now time.Time, rep *Report) {
-	m := report.ReadMoney(r.l, r.cfg.Budget, now)
+	m := report.ReadMoney(context.Background(), r.spendDays(), r.kv, r.cfg.Budget, now)
 	for _, err := range []error{m.Err, m.PausesErr} {
 		if err != nil {
 			rep.Errors = append(rep.Errors, err.Error())
@@ -125,6 +135,9 @@ func (r *Role) ledgerConditions(m *report.Money) []condition {
 	}
 	date := m.Budget.Date
 	path := spend.JournalPath(r.l.SpendDay(date))
+	if r.st != nil {
+		path = "the shared store's spend-" + date
+	}
 	what := fmt.Sprintf("has %d damaged line%s", n, plural(n))
 	var dmg *spend.DamageError
 	switch {

@@ -14,7 +14,7 @@ import (
 // queues it as a report message and starts the next accumulation.
 func (r *Role) dailyReport(now time.Time) error {
 	acc := &r.state.Report
-	doc, spendErr, err := report.Issue(r.l, acc, now)
+	doc, spendErr, err := report.Issue(r.l, r.spendDays(), acc, now)
 	if spendErr != nil {
 		r.log.Warn("daily report without spend", "err", spendErr)
 	}

@@ -7,7 +7,6 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/enginepause"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
-	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/spend"
 )
@@ -23,15 +22,16 @@ type Money struct {
 	PausesErr error `json:"-"`
 }
 
-// ReadMoney reads today's cost ledger and the engine pause file at now,
-// and evaluates the spend against king.yaml's budget. Errors are kept in
-// Err and PausesErr: what did load is still reported.
-func ReadMoney(l layout.Layout, budget config.KingBudget, now time.Time) *Money {
+// ReadMoney reads today's cost ledger from days and the engine pauses
+// from s (the shared state of the mode) at now, and evaluates the spend
+// against king.yaml's budget. Errors are kept in Err and PausesErr: what
+// did load is still reported.
+func ReadMoney(ctx context.Context, days spend.Days, s kv.KV, budget config.KingBudget, now time.Time) *Money {
 	date := spend.Date(now)
-	d, err := spend.Load(l.SpendDay(date), date)
+	d, err := days.Load(ctx, date)
 	m := &Money{Spend: d.Summary(), Pauses: map[string]enginepause.Pause{}, Err: err}
 	m.Budget = spend.Evaluate(date, m.Spend.Totals, budget)
-	pf, err := enginepause.Load(context.Background(), kv.Files(l))
+	pf, err := enginepause.Load(ctx, s)
 	m.PausesErr = err
 	for _, eng := range pf.Engines() {
 		if until, ok := pf.Active(eng, now); ok {

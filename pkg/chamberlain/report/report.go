@@ -12,6 +12,7 @@
 package report
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"math"
@@ -86,7 +87,7 @@ func (a *Acc) Init(now time.Time) {
 // Issue builds the report of acc's window ending at now, with the ledger's
 // spend over that window (left out, and said in spendErr, when a ledger
 // does not load), and writes it to logs/analysis/daily-YYYYMMDD.json.
-func Issue(l layout.Layout, acc *Acc, now time.Time) (doc DailyReport, spendErr, err error) {
+func Issue(l layout.Layout, days spend.Days, acc *Acc, now time.Time) (doc DailyReport, spendErr, err error) {
 	local := now.In(time.Local)
 	doc = DailyReport{
 		Type: "daily_report", Date: local.Format("2006-01-02"),
@@ -100,7 +101,7 @@ func Issue(l layout.Layout, acc *Acc, now time.Time) (doc DailyReport, spendErr,
 			doc.AvgDurationSeconds[g] = round1(acc.DurSum[g] / float64(n))
 		}
 	}
-	doc.Spend, spendErr = WindowSpend(l, acc.Since, now, doc.Date)
+	doc.Spend, spendErr = WindowSpend(context.Background(), days, acc.Since, now, doc.Date)
 	if err := atomicfile.WriteJSON(l.DailyReport(local.Format("20060102")), doc); err != nil {
 		return doc, spendErr, fmt.Errorf("write daily report: %w", err)
 	}
@@ -136,7 +137,7 @@ const spendDays = 31
 // window touches, each attempt by its own time ("at"). An attempt whose
 // time does not parse counts in the report's own day. It fails (no
 // figure, rather than a partial one) when a ledger does not load.
-func WindowSpend(l layout.Layout, since, until time.Time, date string) (*spend.Summary, error) {
+func WindowSpend(ctx context.Context, days spend.Days, since, until time.Time, date string) (*spend.Summary, error) {
 	if since.IsZero() || !since.Before(until) {
 		u := until.In(time.Local) // no window known: the report's day so far
 		since = time.Date(u.Year(), u.Month(), u.Day(), 0, 0, 0, 0, time.Local).Add(-time.Nanosecond)
@@ -149,7 +150,7 @@ func WindowSpend(l layout.Layout, since, until time.Time, date string) (*spend.S
 	last := spend.Date(until)
 	for d := time.Date(s.Year(), s.Month(), s.Day(), 12, 0, 0, 0, time.Local); ; d = d.AddDate(0, 0, 1) {
 		day := spend.Date(d)
-		ld, err := spend.Load(l.SpendDay(day), day)
+		ld, err := days.Load(ctx, day)
 		if err != nil {
 			return nil, err
 		}
