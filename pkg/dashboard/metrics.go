@@ -252,7 +252,7 @@ func (g gauges) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	date := spend.Date(now)
-	day, err := spend.Load(s.l.SpendDay(date), date)
+	day, err := s.spendDays().Load(ctx, date)
 	tot := day.Summary().Totals
 	ch <- prometheus.MustNewConstMetric(descDamaged, prometheus.GaugeValue, float64(tot.Damaged))
 	// Damaged lines leave what parses, a lower bound the gauge above

@@ -255,7 +255,7 @@ func (s *Server) Snapshot(ctx context.Context) (*State, error) {
 	}
 	st.Queues = k.Queues
 	date := spend.Date(now)
-	day, err := spend.Load(s.l.SpendDay(date), date)
+	day, err := s.spendDays().Load(ctx, date)
 	if err != nil {
 		st.Errors = append(st.Errors, err.Error())
 	}
@@ -383,6 +383,15 @@ func readJSON[T any](path string) *T {
 		return nil
 	}
 	return &v
+}
+
+// spendDays is where the king keeps the day ledgers: this host's files, or
+// the shared store in PostgreSQL mode (SPEC §11.7), wherever the king runs.
+func (s *Server) spendDays() spend.Days {
+	if s.o.Store != nil {
+		return spend.StoreDays(kv.OnStore(s.o.Store))
+	}
+	return spend.FileDays(s.l)
 }
 
 func (s *Server) readTask(state, id string) *taskFile {
