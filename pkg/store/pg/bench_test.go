@@ -112,3 +112,21 @@ func BenchmarkDispatch(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "dispatches/s")
 }
+
+// BenchmarkLimit_SmallestWrite: the cheapest write transaction through
+// the store on the same server (one key-value row set): the limit a
+// dispatch (five writes in one transaction) and a claim are read beside.
+func BenchmarkLimit_SmallestWrite(b *testing.B) {
+	ctx := context.Background()
+	st := benchStore(b)
+	v := []byte(`{"n":1}`)
+	b.ResetTimer()
+	for i := range b.N {
+		if err := st.Update(ctx, func(tx store.Tx) error {
+			return tx.Set("bench", fmt.Sprint("k", i%64), v)
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tx/s")
+}
