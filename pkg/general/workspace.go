@@ -238,11 +238,15 @@ func (g *General) writeTaskFiles(t *schema.Task, ws workspace) error {
 		return []byte(b.String())
 	}
 	// Written whole through a rename: a symlink or hard link an agent left
-	// in a resumed task's dir is replaced, never written through.
-	if err := atomicfile.WriteFile(filepath.Join(ws.TaskDir, "CLAUDE.md"), compose(claudeExtra), 0o600); err != nil {
+	// in a resumed task's dir is replaced, never written through. One group
+	// commit: the files are fsynced together, then renamed into place.
+	var grp atomicfile.Group
+	if _, err := grp.Write(filepath.Join(ws.TaskDir, "CLAUDE.md"), compose(claudeExtra), 0o600, false); err != nil {
+		grp.Abort()
 		return err
 	}
-	if err := atomicfile.WriteFile(filepath.Join(ws.TaskDir, "AGENTS.md"), compose(codexExtra), 0o600); err != nil {
+	if _, err := grp.Write(filepath.Join(ws.TaskDir, "AGENTS.md"), compose(codexExtra), 0o600, false); err != nil {
+		grp.Abort()
 		return err
 	}
 	// Codex reads AGENTS.md only from its cwd and the git root, not from
@@ -251,14 +255,19 @@ func (g *General) writeTaskFiles(t *schema.Task, ws workspace) error {
 	// Lstat: any entry counts as the repo's own (a dangling symlink too).
 	inCwd := filepath.Join(ws.RepoDir, "AGENTS.md")
 	if !lexists(inCwd) {
-		if err := atomicfile.WriteFile(inCwd, compose(codexExtra), 0o600); err != nil {
+		if _, err := grp.Write(inCwd, compose(codexExtra), 0o600, false); err != nil {
+			grp.Abort()
 			return err
 		}
 	}
 	tf := TaskFile{TaskID: t.ID, General: g.name, Type: t.Type, Repo: ws.Repo, RepoDir: ws.RepoDir,
 		ResultPath: l.ResultStaging(t.ID), HeartbeatPath: l.ResultHeartbeat(t.ID), RetryCount: t.RetryCount}
 	b, _ := json.MarshalIndent(tf, "", "  ")
-	return atomicfile.WriteFile(filepath.Join(ws.TaskDir, ".kingdom-task.json"), append(b, '\n'), 0o600)
+	if _, err := grp.Write(filepath.Join(ws.TaskDir, ".kingdom-task.json"), append(b, '\n'), 0o600, false); err != nil {
+		grp.Abort()
+		return err
+	}
+	return grp.Commit()
 }
 
 func readOr(path, def string) string {
