@@ -120,7 +120,15 @@ func syncClose(files []*os.File, paths []string) error {
 // returns an error when a temp could not be synced (nothing is renamed
 // then) or a rename or directory sync failed; a no-replace conflict is not
 // an error of the Group but of its item (GroupItem.Err).
-func (g *Group) Commit() error {
+func (g *Group) Commit() error { return g.CommitSteps(nil) }
+
+// CommitSteps is Commit with steps between the renames, for a caller whose
+// crash order puts other changes between its files (a removal between two
+// writes): steps[i] run in order before the i-th rename (steps[Len()] after
+// the last), once the renames before them are durable (their directories
+// synced). A step's error stops the commit: the temps not yet renamed are
+// removed and the error is returned.
+func (g *Group) CommitSteps(steps map[int][]func() error) error {
 	if err := g.syncOpen(); err != nil {
 		g.Abort()
 		return err
@@ -128,7 +136,34 @@ func (g *Group) Commit() error {
 	dirs := map[string]bool{}
 	var order []string
 	var errs []error
+	syncDirs := func() {
+		for _, d := range order {
+			if err := SyncDir(d); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		dirs, order = map[string]bool{}, nil
+	}
+	runSteps := func(i int) error {
+		if len(steps[i]) == 0 {
+			return nil
+		}
+		syncDirs()
+		if err := errors.Join(errs...); err != nil {
+			return err
+		}
+		for _, step := range steps[i] {
+			if err := step(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	for i, it := range g.items {
+		if err := runSteps(i); err != nil {
+			g.Abort()
+			return err
+		}
 		if it.tmp == "" {
 			continue
 		}
@@ -155,11 +190,11 @@ func (g *Group) Commit() error {
 			g.AfterRename(i)
 		}
 	}
-	for _, d := range order {
-		if err := SyncDir(d); err != nil {
-			errs = append(errs, err)
-		}
+	if err := runSteps(len(g.items)); err != nil {
+		g.Abort()
+		return err
 	}
+	syncDirs()
 	g.items = nil
 	return errors.Join(errs...)
 }

@@ -89,3 +89,55 @@ func TestGroup_NoReplaceConflictIsPerItemAndAbortLeavesNothing(t *testing.T) {
 		t.Errorf("dir after abort = %s", got)
 	}
 }
+
+// A step between two writes sees the earlier file in place and the later
+// one not yet; a failing step stops the commit: the later file never
+// appears and no temp is left.
+func TestGroup_CommitStepsRunBetweenTheRenamesAndAFailureStopsThem(t *testing.T) {
+	dir := t.TempDir()
+	first, second, third := filepath.Join(dir, "a"), filepath.Join(dir, "b"), filepath.Join(dir, "c")
+	var g Group
+	for _, p := range []string{first, second} {
+		if _, err := g.Write(p, []byte(p), 0o600, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var seen []string
+	look := func() error {
+		for _, p := range []string{first, second} {
+			if _, err := os.Stat(p); err == nil {
+				seen = append(seen, filepath.Base(p))
+			}
+		}
+		return nil
+	}
+	if err := g.CommitSteps(map[int][]func() error{1: {look}, 2: {look}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(seen, ","); got != "a,a,b" {
+		t.Errorf("steps saw %q, want a (before b's rename) then a,b", got)
+	}
+
+	var h Group
+	for _, p := range []string{second, third} {
+		if _, err := h.Write(p, []byte("new"), 0o600, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	boom := errors.New("boom")
+	if err := h.CommitSteps(map[int][]func() error{1: {func() error { return boom }}}); !errors.Is(err, boom) {
+		t.Fatalf("commit: %v, want boom", err)
+	}
+	if b, _ := os.ReadFile(second); string(b) != "new" {
+		t.Errorf("the rename before the failed step: %q", b)
+	}
+	if _, err := os.Stat(third); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the file after the failed step exists: %v", err)
+	}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if IsTemp(e.Name()) {
+			t.Errorf("temp %s left behind", e.Name())
+		}
+	}
+}

@@ -45,8 +45,11 @@ func (g *General) runTask(ctx context.Context, t *schema.Task) {
 		g.finish(ctx, t, "", started, workspace{})
 		return
 	}
-	ws, err := g.prepareWorkspace(ctx, t)
+	// The task files and the prompt are one group commit.
+	var grp atomicfile.Group
+	ws, err := g.stageWorkspace(ctx, t, &grp)
 	if err != nil {
+		grp.Abort()
 		g.synthetic(t.ID, schema.ResultFailed, schema.ReasonEngineError, "prepare workspace: "+err.Error())
 		g.finish(ctx, t, "", started, ws)
 		return
@@ -57,11 +60,18 @@ func (g *General) runTask(ctx context.Context, t *schema.Task) {
 		if errors.Is(err, ErrPromptTooLarge) {
 			reason = schema.ReasonPromptTooLarge
 		}
+		grp.Abort()
 		g.synthetic(t.ID, schema.ResultFailed, reason, err.Error())
 		g.finish(ctx, t, "", started, ws)
 		return
 	}
-	if err := atomicfile.WriteFile(l.Prompt(t.ID), []byte(redact.String(prompt)), 0o600); err != nil {
+	_, err = grp.Write(l.Prompt(t.ID), []byte(redact.String(prompt)), 0o600, false)
+	if err == nil {
+		err = grp.Commit()
+	} else {
+		grp.Abort()
+	}
+	if err != nil {
 		g.synthetic(t.ID, schema.ResultFailed, schema.ReasonEngineError, "write prompt: "+err.Error())
 		g.finish(ctx, t, "", started, ws)
 		return
@@ -105,6 +115,7 @@ func (g *General) runTask(ctx context.Context, t *schema.Task) {
 		return // shutting down: the restarted general re-attaches (§9.4)
 	}
 	g.finish(ctx, t, sid, started, ws)
+	g.deregister(sid)
 }
 
 // cancelled reports whether the operator cancelled this attempt of t (the
@@ -231,10 +242,17 @@ func (g *General) watch(ctx context.Context, t *schema.Task, sid string, spawned
 	if !g.awaitExit(proc) {
 		_ = g.o.Tmux.Kill(context.WithoutCancel(ctx), sid)
 	}
+	return true
+}
+
+// deregister removes an ended soldier from the registry. It follows the
+// attempt's final result (finish), which need not wait for the registry's
+// lock and write: a general that dies in between leaves an entry whose
+// session is gone, which reconcile and the chamberlain drop.
+func (g *General) deregister(sid string) {
 	if err := g.reg.Remove(sid); err != nil {
 		g.log.Warn("deregister soldier", "soldier", sid, "err", err)
 	}
-	return true
 }
 
 // soldierExitWait bounds how long a general waits for a soldier that

@@ -84,6 +84,18 @@ func (g *General) resumeWorkdir(t *schema.Task) string {
 // prepareWorkspace builds the task's workspace: a fresh worktree of the
 // base clone (cloned or fetched first), or the resumed task's workdir.
 func (g *General) prepareWorkspace(ctx context.Context, t *schema.Task) (workspace, error) {
+	var grp atomicfile.Group
+	ws, err := g.stageWorkspace(ctx, t, &grp)
+	if err != nil {
+		grp.Abort()
+		return ws, err
+	}
+	return ws, grp.Commit()
+}
+
+// stageWorkspace is prepareWorkspace with the task files staged in grp
+// (the caller commits them with the files it writes beside them).
+func (g *General) stageWorkspace(ctx context.Context, t *schema.Task, grp *atomicfile.Group) (workspace, error) {
 	ws := g.workspaceOf(t)
 	if _, err := g.taskRepo(t); err != nil {
 		return ws, err
@@ -103,7 +115,7 @@ func (g *General) prepareWorkspace(ctx context.Context, t *schema.Task) (workspa
 			return ws, err
 		}
 	}
-	return ws, g.writeTaskFiles(t, ws)
+	return ws, g.writeTaskFiles(t, ws, grp)
 }
 
 func (g *General) cloneLock(ws workspace) string { return layout.CloneLock(ws.Clone) }
@@ -216,7 +228,9 @@ type TaskFile struct {
 	RetryCount    int    `json:"retry_count"`
 }
 
-func (g *General) writeTaskFiles(t *schema.Task, ws workspace) error {
+// writeTaskFiles stages the task's instruction files and .kingdom-task.json
+// in grp.
+func (g *General) writeTaskFiles(t *schema.Task, ws workspace, grp *atomicfile.Group) error {
 	l := g.o.Layout
 	base := readOr(l.WorkspaceClaudeMD(), defaultWorkspaceClaude)
 	claudeExtra := readOr(filepath.Join(l.TemplatesDir(), g.name+"-claude.md"), "")
@@ -238,11 +252,12 @@ func (g *General) writeTaskFiles(t *schema.Task, ws workspace) error {
 		return []byte(b.String())
 	}
 	// Written whole through a rename: a symlink or hard link an agent left
-	// in a resumed task's dir is replaced, never written through.
-	if err := atomicfile.WriteFile(filepath.Join(ws.TaskDir, "CLAUDE.md"), compose(claudeExtra), 0o600); err != nil {
+	// in a resumed task's dir is replaced, never written through. One group
+	// commit: the files are fsynced together, then renamed into place.
+	if _, err := grp.Write(filepath.Join(ws.TaskDir, "CLAUDE.md"), compose(claudeExtra), 0o600, false); err != nil {
 		return err
 	}
-	if err := atomicfile.WriteFile(filepath.Join(ws.TaskDir, "AGENTS.md"), compose(codexExtra), 0o600); err != nil {
+	if _, err := grp.Write(filepath.Join(ws.TaskDir, "AGENTS.md"), compose(codexExtra), 0o600, false); err != nil {
 		return err
 	}
 	// Codex reads AGENTS.md only from its cwd and the git root, not from
@@ -251,14 +266,17 @@ func (g *General) writeTaskFiles(t *schema.Task, ws workspace) error {
 	// Lstat: any entry counts as the repo's own (a dangling symlink too).
 	inCwd := filepath.Join(ws.RepoDir, "AGENTS.md")
 	if !lexists(inCwd) {
-		if err := atomicfile.WriteFile(inCwd, compose(codexExtra), 0o600); err != nil {
+		if _, err := grp.Write(inCwd, compose(codexExtra), 0o600, false); err != nil {
 			return err
 		}
 	}
 	tf := TaskFile{TaskID: t.ID, General: g.name, Type: t.Type, Repo: ws.Repo, RepoDir: ws.RepoDir,
 		ResultPath: l.ResultStaging(t.ID), HeartbeatPath: l.ResultHeartbeat(t.ID), RetryCount: t.RetryCount}
 	b, _ := json.MarshalIndent(tf, "", "  ")
-	return atomicfile.WriteFile(filepath.Join(ws.TaskDir, ".kingdom-task.json"), append(b, '\n'), 0o600)
+	if _, err := grp.Write(filepath.Join(ws.TaskDir, ".kingdom-task.json"), append(b, '\n'), 0o600, false); err != nil {
+		return err
+	}
+	return nil
 }
 
 func readOr(path, def string) string {

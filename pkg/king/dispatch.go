@@ -182,7 +182,7 @@ func (k *King) dispatch(ev *schema.Event, general, from string) error {
 			if err := g.Put(k.events, layout.Dispatched, ev.ID, data); err != nil {
 				return err
 			}
-			crashPoint(crashAfterEventDispatched)
+			g.Then(func() { crashPoint(crashAfterEventDispatched) })
 			if err := g.Remove(k.events, from, ev.ID); err != nil {
 				return err
 			}
@@ -199,7 +199,7 @@ func (k *King) createTask(g *queue.GroupTx, ev *schema.Event, general string, re
 	if err := g.PutOnce(k.tasks, layout.Pending, t.ID, t); err != nil && !errors.Is(err, queue.ErrExists) {
 		return fmt.Errorf("write task %s: %w", t.ID, err)
 	}
-	crashPoint(crashAfterTaskWrite)
+	g.Then(func() { crashPoint(crashAfterTaskWrite) })
 	if _, err := k.putMessageIn(g, threadStart(ev, t)); err != nil {
 		return err
 	}

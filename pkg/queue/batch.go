@@ -137,6 +137,14 @@ func (b *Batch) Commit() error {
 	return b.g.Commit()
 }
 
+// CommitSteps is Commit with steps between the renames
+// (atomicfile.Group.CommitSteps): steps[i] run before the i-th staged
+// file's rename, once the earlier renames are durable.
+func (b *Batch) CommitSteps(steps map[int][]func() error) error {
+	b.paths = map[string]bool{}
+	return b.g.CommitSteps(steps)
+}
+
 // checkBatch checks a staged write: a batch is of files only.
 func (q *Queue) checkBatch(state, id string) error {
 	if q.st != nil {

@@ -90,7 +90,14 @@ func killGroup(pgid int) error {
 // sweepTask kills every process of ours still carrying task's variables
 // under base (SPEC §4.6 sets them in the engine's environment): the
 // agent's detached children, which the engine's process group no longer
-// holds. A machine without a delegated cgroup has no tighter net.
-func sweepTask(base, task string) {
-	proctree.Sweep(map[string]string{layout.EnvBase: base, layout.EnvTaskID: task})
+// holds. With adopted (we are their subreaper) they are among our own
+// children; otherwise every process of this user is looked at. A machine
+// without a delegated cgroup has no tighter net.
+func sweepTask(base, task string, adopted bool) {
+	vars := map[string]string{layout.EnvBase: base, layout.EnvTaskID: task}
+	if adopted {
+		proctree.SweepOrphans(vars)
+		return
+	}
+	proctree.Sweep(vars)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/logging"
+	"github.com/kingdom-dev/kingdom/pkg/proctree"
 	"github.com/kingdom-dev/kingdom/pkg/redact"
 	"github.com/kingdom-dev/kingdom/pkg/spawn"
 )
@@ -447,12 +448,15 @@ func executeTo(ctx context.Context, l layout.Layout, o RunOptions, inv *engine.I
 	// soldier by default again, before it can publish.
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, stopSignals...)
+	// What the agent detaches is reparented to us, where sweepTask finds
+	// it among our own children.
+	adopted := proctree.AdoptOrphans() == nil
 	code, interrupted, err := runEngine(ctx, inv.Path, inv.Args, inv.Dir, env, stdin, outW, errW, sigs)
 	if err == nil {
 		// The engine's group is gone; what the agent detached from it
 		// (`setsid cmd &`, a daemon) still carries the task's variables.
 		// Swept before a second stop signal may end us by default.
-		sweepTask(o.BaseDir, o.TaskID)
+		sweepTask(o.BaseDir, o.TaskID, adopted)
 	}
 	signal.Stop(sigs)
 	if err != nil {
