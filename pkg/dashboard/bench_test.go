@@ -36,7 +36,7 @@ func startChamberlain(b *testing.B, l layout.Layout) (*exec.Cmd, string) {
 	if out, err := build.CombinedOutput(); err != nil {
 		b.Fatalf("build chamberlain: %v\n%s", err, out)
 	}
-	os.WriteFile(l.ConfigFile("chamberlain.yaml"), []byte("http:\n  listen: 127.0.0.1:0\n  max_clients: 100\n"), 0o600)
+	os.WriteFile(l.ConfigFile("chamberlain.yaml"), []byte("http:\n  listen: 127.0.0.1:0\n  max_clients: 100\n  max_connections: 128\n"), 0o600)
 	cmd := exec.Command(bin, "--base-dir", l.Base)
 	cmd.Env = append(os.Environ(), tmux.EnvSocket+"="+fmt.Sprintf("kingdom-bench-ch-%d", os.Getpid()))
 	if err := cmd.Start(); err != nil {
