@@ -45,7 +45,7 @@ type Thresholds struct {
 	MemoryRed    float64 `yaml:"memory_red" check:"pct"`
 	DiskWarning  float64 `yaml:"disk_warning" check:"pct"`
 	// DiskMinFreeGB: below this much free space on the base dir's
-	// filesystem the king admits no new task (issue #13 item 10).
+	// filesystem the king admits no new task.
 	DiskMinFreeGB float64 `yaml:"disk_min_free_gb" check:"min=0,max=100000"`
 }
 

@@ -48,7 +48,7 @@ func hours(n int) time.Duration   { return scale(n, time.Hour) }
 
 // scale is n units, saturated at the largest (smallest) Duration instead of
 // wrapping: 999999 days must never become a negative or tiny duration
-// (issue #13 item 6; the keys' ranges stop such values earlier).
+// (the keys' ranges stop such values earlier).
 func scale(n int, unit time.Duration) time.Duration {
 	switch {
 	case n > 0 && int64(n) > math.MaxInt64/int64(unit):

@@ -399,7 +399,7 @@ func runTick(ctx context.Context, o Options, role Role, hb *beat) (err error) {
 // beat touches a role's heartbeat at most once per beatEvery: a role ticks
 // on every inotify wake (hundreds a second in a burst) and readers judge a
 // heartbeat on a scale of tens of seconds, so one inode update per tick
-// was pure cost (issue #17).
+// would be cost without a reader.
 type beat struct{ last time.Time }
 
 const beatEvery = time.Second
