@@ -164,8 +164,8 @@ func runDemo(base, bin string, timeout time.Duration) error {
 	summary(base)
 	fmt.Printf(`
 The kingdom keeps running. Look around:
-  http://%[4]s/                   the dashboard (open it in a browser)
-  tmux -L %[1]s attach -t king          (Ctrl-b d to detach; also: sentinel, envoy, chamberlain, gen-pr, gen-herald, gen-dev)
+  http://%[4]s/    the dashboard (open it in a browser)
+  tmux -L %[1]s attach -t king    (Ctrl-b d to detach; the roles: sentinel, king, envoy, chamberlain, gen-pr, gen-herald, gen-dev)
   %[2]s/chamberlain --once --base-dir %[3]s
   %[2]s/start status --base-dir %[3]s
   cat %[3]s/logs/envoy-console.log
@@ -400,6 +400,9 @@ func summary(base string) {
 		}
 	}
 	sort.Strings(names)
+	type row struct{ id, general, status, summary string }
+	var rows []row
+	wg, ws := len("general"), len("status")
 	for _, n := range names {
 		b, _ := os.ReadFile(filepath.Join(base, "state", "results", n))
 		var r struct {
@@ -408,7 +411,13 @@ func summary(base string) {
 			Summary string `json:"summary"`
 		}
 		json.Unmarshal(b, &r)
-		fmt.Printf("  %-22s %-8s %-12s %s\n", strings.TrimSuffix(n, ".json"), r.General, r.Status, r.Summary)
+		rows = append(rows, row{strings.TrimSuffix(n, ".json"), r.General, r.Status, r.Summary})
+		wg, ws = max(wg, len(r.General)), max(ws, len(r.Status))
+	}
+	// Columns as wide as their longest value, so the table stays aligned
+	// whatever the generals are called.
+	for _, r := range rows {
+		fmt.Printf("  %-22s %-*s  %-*s  %s\n", r.id, wg, r.general, ws, r.status, r.summary)
 	}
 	if b, err := os.ReadFile(filepath.Join(base, "state", "resources.json")); err == nil {
 		var r struct {
