@@ -105,7 +105,6 @@ func (g *General) reconcile(ctx context.Context) error {
 			g.start(task, func(ctx context.Context) {
 				if g.watch(ctx, task, sid, started, proctree.Identity{}) {
 					g.finish(ctx, task, sid, started, ws)
-					g.deregister(sid)
 				}
 			})
 		default: // (d)

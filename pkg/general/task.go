@@ -115,7 +115,6 @@ func (g *General) runTask(ctx context.Context, t *schema.Task) {
 		return // shutting down: the restarted general re-attaches (§9.4)
 	}
 	g.finish(ctx, t, sid, started, ws)
-	g.deregister(sid)
 }
 
 // cancelled reports whether the operator cancelled this attempt of t (the
@@ -242,17 +241,10 @@ func (g *General) watch(ctx context.Context, t *schema.Task, sid string, spawned
 	if !g.awaitExit(proc) {
 		_ = g.o.Tmux.Kill(context.WithoutCancel(ctx), sid)
 	}
-	return true
-}
-
-// deregister removes an ended soldier from the registry. It follows the
-// attempt's final result (finish), which need not wait for the registry's
-// lock and write: a general that dies in between leaves an entry whose
-// session is gone, which reconcile and the chamberlain drop.
-func (g *General) deregister(sid string) {
 	if err := g.reg.Remove(sid); err != nil {
 		g.log.Warn("deregister soldier", "soldier", sid, "err", err)
 	}
+	return true
 }
 
 // soldierExitWait bounds how long a general waits for a soldier that
