@@ -180,10 +180,16 @@ func (c *Client) Start(ctx context.Context, name string, opt NewOptions, argv ..
 	return pid, nil
 }
 
-// Kill kills session name; a missing session is not an error.
+// Kill kills session name; a missing session is not an error. Killing the
+// server's last session ends the server, and the tmux client can then report
+// "server exited unexpectedly" for a kill that worked: a failure is checked
+// against Has before it is returned.
 func (c *Client) Kill(ctx context.Context, name string) error {
 	_, err := c.run(ctx, "kill-session", "-t", exact(name))
-	if err != nil && errors.Is(err, ErrNoSession) {
+	if err == nil || errors.Is(err, ErrNoSession) {
+		return nil
+	}
+	if ok, herr := c.Has(ctx, name); herr == nil && !ok {
 		return nil
 	}
 	return err

@@ -169,3 +169,30 @@ func TestTmux_KillServerRemovesTheSocketFile(t *testing.T) {
 		t.Errorf("socket %s left after KillServer: %v", sock, err)
 	}
 }
+
+// Killing the server's last session ends the server, and the client may say
+// "server exited unexpectedly" for a kill that worked; Kill asks tmux again
+// and reports only a session that is still there.
+func TestTmux_KillOfTheLastSessionIsNotAFailure(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755)
+		return p
+	}
+	ctx := context.Background()
+	ended := &tmux.Client{Bin: write("ended", `case "$1" in
+kill-session) echo 'server exited unexpectedly' >&2; exit 1;;
+*) echo 'no server running on /tmp/x' >&2; exit 1;;
+esac`)}
+	if err := ended.Kill(ctx, "soldier-1"); err != nil {
+		t.Fatalf("kill that ended the server: %v", err)
+	}
+	stuck := &tmux.Client{Bin: write("stuck", `case "$1" in
+kill-session) echo 'server exited unexpectedly' >&2; exit 1;;
+*) exit 0;;
+esac`)}
+	if err := stuck.Kill(ctx, "soldier-1"); err == nil {
+		t.Fatal("kill failed and the session is still there: want an error")
+	}
+}
