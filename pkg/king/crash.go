@@ -18,3 +18,6 @@ func crashPoint(point string) {
 	// Never continue past the point while the signal is delivered.
 	time.Sleep(time.Hour)
 }
+
+// crashPoints reports whether this build has crash points (crashHook).
+const crashPoints = true

@@ -74,13 +74,16 @@ func encodeDispatched(ev *schema.Event, general string) ([]byte, error) {
 // processPending handles pending events in priority, then age order
 // (queue.List). The whole queue is listed and read every tick: a deferred
 // event stays untouched in pending/ and is judged afresh next tick, so
-// nothing about a past decision needs remembering.
+// nothing about a past decision needs remembering. The events admitted for
+// a general are dispatched together at the end (dispatchAll): one group
+// commit for the tick, however many slots a tick's results freed.
 func (k *King) processPending(adm *admission) error {
 	entries, err := k.events.List(layout.Pending)
 	if err != nil {
 		return err
 	}
 	var errs []error
+	var admitted []routed
 	for _, e := range entries {
 		ev, err := decodeEntry(e)
 		if err != nil {
@@ -99,44 +102,56 @@ func (k *King) processPending(adm *admission) error {
 			}
 			continue
 		}
-		if err := k.handleEvent(ev, adm); err != nil {
+		r, err := k.handleEvent(ev, adm)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("event %s: %w", ev.ID, err))
+		} else if r.ev != nil {
+			admitted = append(admitted, r)
 		}
+	}
+	if err := k.dispatchAll(admitted, layout.Pending); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
 
-func (k *King) handleEvent(ev *schema.Event, adm *admission) error {
+// routed is an event admitted for general, to be dispatched.
+type routed struct {
+	ev      *schema.Event
+	general string
+}
+
+// handleEvent decides what becomes of a pending event. An event admitted
+// for a general is returned for the tick's dispatchAll (and counted in
+// flight at once); the rest (discards, petitions, replies) happen here.
+func (k *King) handleEvent(ev *schema.Event, adm *admission) (routed, error) {
 	if reason := forgedReason(ev); reason != "" {
-		return k.discard(ev, layout.Pending, reason)
+		return routed{}, k.discard(ev, layout.Pending, reason)
 	}
 	switch {
 	case ev.Type == TypeThreadReply:
-		return k.handleReply(ev, adm)
+		return routed{}, k.handleReply(ev, adm)
 	case k.petitionable(ev):
 		if h := adm.holdFor(ev.Priority, ""); h != nil {
 			k.deferred(ev, h)
-			return nil
+			return routed{}, nil
 		}
 		if err := k.startPetition(ev); err != nil {
-			return err
+			return routed{}, err
 		}
 		adm.inFlight++
-		return nil
+		return routed{}, nil
 	}
 	g, ok := k.routes.Route(ev.Type)
 	if !ok {
-		return k.discard(ev, layout.Pending, "no general subscribes to "+ev.Type)
+		return routed{}, k.discard(ev, layout.Pending, "no general subscribes to "+ev.Type)
 	}
 	if h := adm.holdFor(ev.Priority, g); h != nil {
 		k.deferred(ev, h)
-		return nil
-	}
-	if err := k.dispatch(ev, g, layout.Pending); err != nil {
-		return err
+		return routed{}, nil
 	}
 	adm.inFlight++
-	return nil
+	return routed{ev: ev, general: g}, nil
 }
 
 // deferred leaves an event in pending/ and notes why it waits (waits.go).
@@ -155,39 +170,67 @@ func (k *King) discard(ev *schema.Event, from, reason string) error {
 	return nil
 }
 
-// dispatch turns ev into a task for general in the crash-safe order of SPEC
-// §9.2: persist the task sequence → write the event carrying task_id into
-// dispatched/ → unlink its copy in from/ → write the task → queue
-// thread_start → emit. from is "" for schedules, whose event is born in
-// dispatched/ (there the no-replace write is the dedupe, §9.22). The steps
-// after the sequence are one queue.Group: one transaction fenced by the
-// king's lease on a store (SPEC §11.7), today's ordered file steps on files.
+// dispatch turns ev into a task for general (dispatchAll of one event).
 func (k *King) dispatch(ev *schema.Event, general, from string) error {
-	id, err := k.seq.next(k.now().In(k.loc), func(id string) bool { _, ok := k.tasks.Find(id); return ok })
+	return k.dispatchAll([]routed{{ev: ev, general: general}}, from)
+}
+
+// dispatchAll turns each event into a task for its general in the
+// crash-safe order of SPEC §9.2, all events step by step together: persist
+// the task sequence (one update for all) → write every event carrying its
+// task_id into dispatched/ → unlink their copies in from/ → write the tasks
+// → queue their thread_starts → emit. from is "" for schedules, whose event
+// is born in dispatched/ (there the no-replace write is the dedupe, §9.22).
+// The steps after the sequence are one queue.Group: one transaction fenced
+// by the king's lease on a store (SPEC §11.7); on files one group commit, so
+// a crash leaves every event at the same step, which recover finishes.
+func (k *King) dispatchAll(rs []routed, from string) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	ids, err := k.seq.next(k.now().In(k.loc), len(rs), func(id string) bool { _, ok := k.tasks.Find(id); return ok })
 	if err != nil {
 		return err
 	}
-	ev.TaskID = id
-	ev.Status = schema.EventDispatched
-	data, err := encodeDispatched(ev, general)
-	if err != nil {
-		return fmt.Errorf("encode event %s: %w", ev.ID, err)
+	data := make([][]byte, len(rs))
+	for i, r := range rs {
+		r.ev.TaskID = ids[i]
+		r.ev.Status = schema.EventDispatched
+		if data[i], err = encodeDispatched(r.ev, r.general); err != nil {
+			return fmt.Errorf("encode event %s: %w", r.ev.ID, err)
+		}
 	}
 	return k.group(func(g *queue.GroupTx) error {
-		if from == "" {
-			if err := g.PutOnce(k.events, layout.Dispatched, ev.ID, data); err != nil {
-				return err
+		for i, r := range rs {
+			put := g.Put
+			if from == "" {
+				put = g.PutOnce
 			}
-		} else {
-			if err := g.Put(k.events, layout.Dispatched, ev.ID, data); err != nil {
-				return err
-			}
-			g.Then(func() { crashPoint(crashAfterEventDispatched) })
-			if err := g.Remove(k.events, from, ev.ID); err != nil {
+			if err := put(k.events, layout.Dispatched, r.ev.ID, data[i]); err != nil {
 				return err
 			}
 		}
-		return k.createTask(g, ev, general, false)
+		if from != "" {
+			k.crashHook(g, crashAfterEventDispatched)
+			for _, r := range rs {
+				if err := g.Remove(k.events, from, r.ev.ID); err != nil {
+					return err
+				}
+			}
+		}
+		ts := make([]*schema.Task, len(rs))
+		for i, r := range rs {
+			if ts[i], err = k.putTask(g, r.ev, r.general); err != nil {
+				return err
+			}
+		}
+		k.crashHook(g, crashAfterTaskWrite)
+		for i, r := range rs {
+			if err := k.announceTask(g, r.ev, ts[i], r.general, false); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 }
 
@@ -195,11 +238,27 @@ func (k *King) dispatch(ev *schema.Event, general, from string) error {
 // internal events, within g. It is also how a restart completes a dispatch
 // that died before the task was written.
 func (k *King) createTask(g *queue.GroupTx, ev *schema.Event, general string, recovered bool) error {
+	t, err := k.putTask(g, ev, general)
+	if err != nil {
+		return err
+	}
+	k.crashHook(g, crashAfterTaskWrite)
+	return k.announceTask(g, ev, t, general, recovered)
+}
+
+// putTask writes the task of a dispatched event within g (a task already
+// written is no error).
+func (k *King) putTask(g *queue.GroupTx, ev *schema.Event, general string) (*schema.Task, error) {
 	t := k.buildTask(ev, general)
 	if err := g.PutOnce(k.tasks, layout.Pending, t.ID, t); err != nil && !errors.Is(err, queue.ErrExists) {
-		return fmt.Errorf("write task %s: %w", t.ID, err)
+		return nil, fmt.Errorf("write task %s: %w", t.ID, err)
 	}
-	g.Then(func() { crashPoint(crashAfterTaskWrite) })
+	return t, nil
+}
+
+// announceTask queues a written task's thread_start and emits its events,
+// within g.
+func (k *King) announceTask(g *queue.GroupTx, ev *schema.Event, t *schema.Task, general string, recovered bool) error {
 	if _, err := k.putMessageIn(g, threadStart(ev, t)); err != nil {
 		return err
 	}

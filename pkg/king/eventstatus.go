@@ -14,7 +14,7 @@ import (
 // crash between the move and this rewrite leaves the old status, nothing
 // else.
 func (k *King) markCompleted(id, discarded string) {
-	doc := k.completedDoc(id, discarded)
+	doc := k.completedDoc(layout.Completed, id, discarded)
 	if doc == nil {
 		return
 	}
@@ -23,10 +23,10 @@ func (k *King) markCompleted(id, discarded string) {
 	}
 }
 
-// completedDoc is event id in events/completed/ with its status (and the
-// reason it was discarded) set; nil when it cannot be read.
-func (k *King) completedDoc(id, discarded string) map[string]any {
-	b, err := k.events.Read(layout.Completed, id)
+// completedDoc is event id as it is in state, with its status set to
+// completed (and the reason it was discarded); nil when it cannot be read.
+func (k *King) completedDoc(state, id, discarded string) map[string]any {
+	b, err := k.events.Read(state, id)
 	if err != nil {
 		return nil
 	}

@@ -100,10 +100,10 @@ func (k *King) pauseEngine(engine string, until time.Time, reason, task string) 
 
 // finishAttempt acts on an attempt's result once its cost is recorded
 // (recordAttempts): a usage limit pauses the engine and re-queues the
-// task; anything else goes through finish.
-func (k *King) finishAttempt(t *schema.Task, res *schema.Result, m attemptMoney) error {
+// task; anything else goes through finishInto (a task that ends joins cs).
+func (k *King) finishAttempt(cs *[]completion, t *schema.Task, res *schema.Result, m attemptMoney) error {
 	if res.ErrorReason == ReasonUsageLimited && (res.Status == schema.ResultFailed || res.Status == schema.ResultKilled) {
 		return k.usageLimited(t, res, m)
 	}
-	return k.finish(t, res)
+	return k.finishInto(cs, t, res)
 }

@@ -36,6 +36,14 @@ func (k *King) processResults() error {
 		if !taskIDRE.MatchString(id) {
 			continue
 		}
+		if k.tasks.Exists(layout.Completed, id) {
+			// A king died after completeAll's renames and before its
+			// unlinks: the completed copy is the truth.
+			if err := k.dropCompletedTwin(id); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
 		b, found, err := k.readResult(id)
 		if !found {
 			// A retry that died after deleting the old result but before
@@ -72,17 +80,41 @@ func (k *King) processResults() error {
 		todo = append(todo, attempt{t: &t, res: res, m: decodeMoney(b)})
 	}
 	// Every attempt's cost goes into the ledger first, in one append, then
-	// each result is acted on (its completing rename comes last).
+	// each result is acted on; the tasks that end complete together, in
+	// one group (completeAll).
 	recorded, err := k.recordAttempts(todo)
 	if err != nil {
 		errs = append(errs, err)
 	}
+	var cs []completion
 	for _, a := range recorded {
-		if err := k.finishAttempt(a.t, a.res, a.m); err != nil {
+		if err := k.finishAttempt(&cs, a.t, a.res, a.m); err != nil {
 			errs = append(errs, fmt.Errorf("task %s: %w", a.t.ID, err))
 		}
 	}
+	if err := k.completeAll(cs); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// dropCompletedTwin finishes a completion a crash cut short (completeAll):
+// task id is in completed/ and still in in_progress/. The in_progress copy
+// goes, and the event follows its task to completed/ as recover would.
+func (k *King) dropCompletedTwin(id string) error {
+	var t schema.Task
+	if err := k.tasks.ReadJSON(layout.Completed, id, &t); err == nil && t.EventID != "" && k.events.Exists(layout.Dispatched, t.EventID) {
+		if k.events.Exists(layout.Completed, t.EventID) {
+			if err := k.events.Remove(layout.Dispatched, t.EventID); err != nil {
+				return err
+			}
+		} else if err := k.events.Move(layout.Dispatched, layout.Completed, t.EventID); err == nil {
+			k.markCompleted(t.EventID, "")
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return k.tasks.Remove(layout.InProgress, id)
 }
 
 // readResult reads task's final result through the king's KV (kv.NSResults:
@@ -129,9 +161,20 @@ func (k *King) decodeResult(t *schema.Task, b []byte, readErr error) *schema.Res
 	}
 }
 
-// finish acts on one attempt's final result: notification, question or
-// retry, then the completing renames last.
+// finish acts on one attempt's final result at once (finishInto, then
+// completeAll of its completion).
 func (k *King) finish(t *schema.Task, res *schema.Result) error {
+	var cs []completion
+	if err := k.finishInto(&cs, t, res); err != nil {
+		return err
+	}
+	return k.completeAll(cs)
+}
+
+// finishInto acts on one attempt's final result: a retry happens at once;
+// an outcome that ends the task (its notification or question, the
+// completing moves) is added to cs for completeAll.
+func (k *King) finishInto(cs *[]completion, t *schema.Task, res *schema.Result) error {
 	k.cancelOverride(t, res)
 	general := t.TargetGeneral
 	if retryable(res, t.RetryCount, k.cfg.Retry.MaxAttempts) {
@@ -145,41 +188,37 @@ func (k *King) finish(t *schema.Task, res *schema.Result) error {
 	// The task's totals over its attempts, read once for its message and
 	// its task.* event (§10.6).
 	tot := k.taskTotals(t)
+	c := completion{t: t}
 	switch res.Status {
 	case schema.ResultSuccess:
-		if err := k.finalMessages(t, res, schema.FinalDone, tot); err != nil {
-			return err
-		}
-		return k.complete(t, schema.TaskCompleted, "task.completed", withTotals(tot, map[string]any{
+		c.msgs = k.finalMessages(t, res, schema.FinalDone, tot)
+		c.status, c.evType, c.data = schema.TaskCompleted, "task.completed", withTotals(tot, map[string]any{
 			"task_id": t.ID, "status": res.Status, "duration_seconds": res.DurationSeconds, "general": general,
-		}))
+		})
 	case schema.ResultSkipped:
-		if err := k.finalMessages(t, res, schema.FinalSkipped, tot); err != nil {
-			return err
-		}
-		return k.complete(t, schema.ResultSkipped, "task.completed", withTotals(tot, map[string]any{
+		c.msgs = k.finalMessages(t, res, schema.FinalSkipped, tot)
+		c.status, c.evType, c.data = schema.ResultSkipped, "task.completed", withTotals(tot, map[string]any{
 			"task_id": t.ID, "status": res.Status, "reason": res.Reason, "duration_seconds": res.DurationSeconds, "general": general,
-		}))
+		})
 	case schema.ResultNeedsHuman:
-		if _, err := k.putMessage(k.questionMessage(t, res)); err != nil {
-			return err
-		}
-		return k.complete(t, schema.ResultNeedsHuman, "task.needs_human", withTotals(tot, map[string]any{
+		c.msgs = []*schema.Message{k.questionMessage(t, res)}
+		c.status, c.evType, c.data = schema.ResultNeedsHuman, "task.needs_human", withTotals(tot, map[string]any{
 			"task_id": t.ID, "question": res.Question, "duration_seconds": res.DurationSeconds, "general": general,
-		}))
+		})
+	default:
+		c.msgs = k.finalMessages(t, res, schema.FinalFailed, tot)
+		c.status, c.evType, c.data = schema.ResultFailed, "task.failed", withTotals(tot, map[string]any{
+			"task_id": t.ID, "status": res.Status, "error": res.Error, "error_reason": res.ErrorReason,
+			"retry_count": t.RetryCount, "terminal": res.IsTerminal(), "duration_seconds": res.DurationSeconds, "general": general,
+		})
 	}
-	if err := k.finalMessages(t, res, schema.FinalFailed, tot); err != nil {
-		return err
-	}
-	return k.complete(t, schema.ResultFailed, "task.failed", withTotals(tot, map[string]any{
-		"task_id": t.ID, "status": res.Status, "error": res.Error, "error_reason": res.ErrorReason,
-		"retry_count": t.RetryCount, "terminal": res.IsTerminal(), "duration_seconds": res.DurationSeconds, "general": general,
-	}))
+	*cs = append(*cs, c)
+	return nil
 }
 
-// finalMessages queues the completion notification (msg-<task>-done|failed|
+// finalMessages returns the completion notification (msg-<task>-done|failed|
 // skipped, into notify_channel when given) and the proclamation, if any.
-func (k *King) finalMessages(t *schema.Task, res *schema.Result, final string, tot spend.Totals) error {
+func (k *King) finalMessages(t *schema.Task, res *schema.Result, final string, tot spend.Totals) []*schema.Message {
 	var content string
 	ctx := map[string]any{"general": t.TargetGeneral, "status": res.Status, "summary": res.Summary,
 		"duration_seconds": res.DurationSeconds, "task_type": t.Type, "repo": t.Repo}
@@ -208,22 +247,17 @@ func (k *King) finalMessages(t *schema.Task, res *schema.Result, final string, t
 		Final: strPtr(final),
 	}
 	m.TrackConversation = k.conversation(t, res)
-	if _, err := k.putMessage(m); err != nil {
-		return err
-	}
+	ms := []*schema.Message{m}
 	// Proclamations only on the final success/failed/skipped (SPEC §9.28),
 	// under task_id proclamation-<task> so the envoy posts a new message.
 	if p := res.Proclamation; p != nil && p.Channel != "" && p.Message != "" {
-		pm := &schema.Message{
+		ms = append(ms, &schema.Message{
 			ID: msgProclamationID(t.ID), Type: schema.MessageNotification, TaskID: strPtr("proclamation-" + t.ID),
 			Channel: p.Channel, Urgency: schema.UrgencyNormal, Content: p.Message,
 			Context: map[string]any{"general": t.TargetGeneral, "task": t.ID, "proclamation": true},
-		}
-		if _, err := k.putMessage(pm); err != nil {
-			return err
-		}
+		})
 	}
-	return nil
+	return ms
 }
 
 // questionMessage asks the human in the task's thread; reply_context is what
@@ -259,30 +293,76 @@ func (k *King) questionMessage(t *schema.Task, res *schema.Result) *schema.Messa
 	return m
 }
 
-// complete moves the event, then the task, to completed/ and emits the
-// task's outcome once, as the general (SPEC §9.7). The task's rename is the
+// completion is a task that ends: its messages, its final status and the
+// internal event of its outcome.
+type completion struct {
+	t              *schema.Task
+	msgs           []*schema.Message
+	status, evType string
+	data           map[string]any
+}
+
+// completeAll ends the tasks of cs as one group (SPEC §9.7): their messages
+// are queued (a message already queued or sent is not written again), then
+// each event and task is written to completed/ with its final status, then
+// their dispatched/ and in_progress/ copies go; each outcome is emitted
+// once, as the task's general. The task leaving in_progress/ is the
 // completing step: until it happens a repeat redoes everything above it,
-// which only finds its messages already queued.
-func (k *King) complete(t *schema.Task, status, evType string, data map[string]any) error {
-	crashPoint(crashAfterCompletionMessage)
-	if err := k.events.Move(layout.Dispatched, layout.Completed, t.EventID); err != nil && !errors.Is(err, fs.ErrNotExist) {
+// which only finds its messages already queued. On files the group is one
+// commit (every file fsynced together, one fsync per directory), and a
+// crash between the renames and the unlinks leaves twins that
+// processResults (dropCompletedTwin) and recover resolve.
+func (k *King) completeAll(cs []completion) error {
+	if len(cs) == 0 {
+		return nil
+	}
+	events := make([]map[string]any, len(cs))
+	for i, c := range cs {
+		c.t.Status = c.status
+		if h := k.ranOn(c.t.ID); h != "" {
+			// Where the task ran (PostgreSQL mode): its resume or a follow-up
+			// of its conversation runs there (resume.go).
+			c.t.Host = h
+		}
+		events[i] = k.completedDoc(layout.Dispatched, c.t.EventID, "")
+	}
+	err := k.group(func(g *queue.GroupTx) error {
+		for _, c := range cs {
+			for _, m := range c.msgs {
+				if _, err := k.putMessageIn(g, m); err != nil {
+					return err
+				}
+			}
+		}
+		k.crashHook(g, crashAfterCompletionMessage)
+		for i, c := range cs {
+			if events[i] != nil {
+				if err := g.Put(k.events, layout.Completed, c.t.EventID, events[i]); err != nil {
+					return err
+				}
+			}
+			if err := g.Put(k.tasks, layout.Completed, c.t.ID, c.t); err != nil {
+				return err
+			}
+		}
+		for i, c := range cs {
+			if events[i] != nil {
+				if err := g.Remove(k.events, layout.Dispatched, c.t.EventID); err != nil {
+					return err
+				}
+			}
+			if err := g.Remove(k.tasks, layout.InProgress, c.t.ID); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
 		return err
-	} else if err == nil {
-		k.markCompleted(t.EventID, "")
 	}
-	t.Status = status
-	if h := k.ranOn(t.ID); h != "" {
-		// Where the task ran (PostgreSQL mode): its resume or a follow-up
-		// of its conversation runs there (resume.go).
-		t.Host = h
+	for _, c := range cs {
+		k.completed(c.t, c.status, c.evType, c.data)
 	}
-	if err := k.tasks.Put(layout.InProgress, t.ID, t); err != nil {
-		return err
-	}
-	if err := k.tasks.Move(layout.InProgress, layout.Completed, t.ID); err != nil {
-		return err
-	}
-	k.completed(t, status, evType, data)
 	return nil
 }
 

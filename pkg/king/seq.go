@@ -30,29 +30,30 @@ func parseSeq(b []byte) (string, int) {
 	return day, n
 }
 
-// next persists and returns the next task id for the day of now, in one
+// next persists and returns the next n task ids for the day of now, in one
 // atomic update (two kings never issue the same number). exists reports
-// ids already used (a lost or damaged sequence).
-func (s taskSeq) next(now time.Time, exists func(string) bool) (string, error) {
+// ids already used (a lost or damaged sequence). A crash after the update
+// and before the tasks are written leaves at most n numbers unused.
+func (s taskSeq) next(now time.Time, n int, exists func(string) bool) ([]string, error) {
 	day := now.Format("20060102")
-	var id string
-	// Persist before use (SPEC §9.2): a crash after this never reissues id.
+	var ids []string
+	// Persist before use (SPEC §9.2): a crash after this never reissues an id.
 	err := s.kv.Update(context.Background(), kv.NSSequences, kv.KeyTaskSeq, func(old []byte) ([]byte, error) {
-		lastDay, n := parseSeq(old)
+		lastDay, last := parseSeq(old)
 		if lastDay != day {
-			n = 0
+			last = 0
 		}
-		for {
-			n++
-			id = fmt.Sprintf("task-%s-%03d", day, n)
-			if !exists(id) {
-				break
+		ids = ids[:0]
+		for len(ids) < n {
+			last++
+			if id := fmt.Sprintf("task-%s-%03d", day, last); !exists(id) {
+				ids = append(ids, id)
 			}
 		}
-		return fmt.Appendf(nil, "%s:%d\n", day, n), nil
+		return fmt.Appendf(nil, "%s:%d\n", day, last), nil
 	})
 	if err != nil {
-		return "", fmt.Errorf("next task id: %w", err)
+		return nil, fmt.Errorf("next task id: %w", err)
 	}
-	return id, nil
+	return ids, nil
 }

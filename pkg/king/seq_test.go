@@ -21,7 +21,7 @@ func TestTaskSeq_NextContinuesTheFile(t *testing.T) {
 	day := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	next := func(s taskSeq, now time.Time, exists func(string) bool) string {
 		t.Helper()
-		id, err := s.next(now, exists)
+		id, err := nextOne(s, now, exists)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,7 +60,7 @@ func TestTaskSeq_ConcurrentNextIssuesDistinctIDs(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range each {
-				id, err := s.next(day, func(string) bool { return false })
+				id, err := nextOne(s, day, func(string) bool { return false })
 				if err != nil {
 					t.Error(err)
 					return
@@ -80,4 +80,30 @@ func TestTaskSeq_ConcurrentNextIssuesDistinctIDs(t *testing.T) {
 	}
 	b, _ := os.ReadFile(l.KingTaskSeq())
 	eq(t, "file", strings.TrimSpace(string(b)), "20261121:400")
+}
+
+// nextOne issues one id.
+func nextOne(s taskSeq, now time.Time, exists func(string) bool) (string, error) {
+	ids, err := s.next(now, 1, exists)
+	if err != nil {
+		return "", err
+	}
+	return ids[0], nil
+}
+
+// A tick's dispatches take their ids in one update: consecutive, past ids
+// in use, and the sequence records the last one.
+func TestTaskSeq_NextIssuesATicksIDsInOneUpdate(t *testing.T) {
+	l := layout.New(t.TempDir())
+	day := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	s := taskSeq{kv: kv.Files(l)}
+	ids, err := s.next(day, 3, func(id string) bool { return id == "task-20261121-002" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "ids", strings.Join(ids, " "), "task-20261121-001 task-20261121-003 task-20261121-004")
+	b, _ := os.ReadFile(l.KingTaskSeq())
+	eq(t, "file", strings.TrimSpace(string(b)), "20261121:4")
+	id, _ := nextOne(s, day, func(string) bool { return false })
+	eq(t, "next", id, "task-20261121-005")
 }
