@@ -45,11 +45,8 @@ func (g *General) runTask(ctx context.Context, t *schema.Task) {
 		g.finish(ctx, t, "", started, workspace{})
 		return
 	}
-	// The task files and the prompt are one group commit.
-	var grp atomicfile.Group
-	ws, err := g.stageWorkspace(ctx, t, &grp)
+	ws, err := g.prepareWorkspace(ctx, t)
 	if err != nil {
-		grp.Abort()
 		g.synthetic(t.ID, schema.ResultFailed, schema.ReasonEngineError, "prepare workspace: "+err.Error())
 		g.finish(ctx, t, "", started, ws)
 		return
@@ -60,18 +57,11 @@ func (g *General) runTask(ctx context.Context, t *schema.Task) {
 		if errors.Is(err, ErrPromptTooLarge) {
 			reason = schema.ReasonPromptTooLarge
 		}
-		grp.Abort()
 		g.synthetic(t.ID, schema.ResultFailed, reason, err.Error())
 		g.finish(ctx, t, "", started, ws)
 		return
 	}
-	_, err = grp.Write(l.Prompt(t.ID), []byte(redact.String(prompt)), 0o600, false)
-	if err == nil {
-		err = grp.Commit()
-	} else {
-		grp.Abort()
-	}
-	if err != nil {
+	if err := writeTaskFile(l.Prompt(t.ID), []byte(redact.String(prompt))); err != nil {
 		g.synthetic(t.ID, schema.ResultFailed, schema.ReasonEngineError, "write prompt: "+err.Error())
 		g.finish(ctx, t, "", started, ws)
 		return

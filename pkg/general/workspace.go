@@ -82,20 +82,9 @@ func (g *General) resumeWorkdir(t *schema.Task) string {
 }
 
 // prepareWorkspace builds the task's workspace: a fresh worktree of the
-// base clone (cloned or fetched first), or the resumed task's workdir.
+// base clone (cloned or fetched first), or the resumed task's workdir, and
+// writes the task files into it.
 func (g *General) prepareWorkspace(ctx context.Context, t *schema.Task) (workspace, error) {
-	var grp atomicfile.Group
-	ws, err := g.stageWorkspace(ctx, t, &grp)
-	if err != nil {
-		grp.Abort()
-		return ws, err
-	}
-	return ws, grp.Commit()
-}
-
-// stageWorkspace is prepareWorkspace with the task files staged in grp
-// (the caller commits them with the files it writes beside them).
-func (g *General) stageWorkspace(ctx context.Context, t *schema.Task, grp *atomicfile.Group) (workspace, error) {
 	ws := g.workspaceOf(t)
 	if _, err := g.taskRepo(t); err != nil {
 		return ws, err
@@ -115,7 +104,7 @@ func (g *General) stageWorkspace(ctx context.Context, t *schema.Task, grp *atomi
 			return ws, err
 		}
 	}
-	return ws, g.writeTaskFiles(t, ws, grp)
+	return ws, g.writeTaskFiles(t, ws)
 }
 
 func (g *General) cloneLock(ws workspace) string { return layout.CloneLock(ws.Clone) }
@@ -228,9 +217,9 @@ type TaskFile struct {
 	RetryCount    int    `json:"retry_count"`
 }
 
-// writeTaskFiles stages the task's instruction files and .kingdom-task.json
-// in grp.
-func (g *General) writeTaskFiles(t *schema.Task, ws workspace, grp *atomicfile.Group) error {
+// writeTaskFiles writes the task's instruction files and
+// .kingdom-task.json.
+func (g *General) writeTaskFiles(t *schema.Task, ws workspace) error {
 	l := g.o.Layout
 	base := readOr(l.WorkspaceClaudeMD(), defaultWorkspaceClaude)
 	claudeExtra := readOr(filepath.Join(l.TemplatesDir(), g.name+"-claude.md"), "")
@@ -251,13 +240,10 @@ func (g *General) writeTaskFiles(t *schema.Task, ws workspace, grp *atomicfile.G
 		}
 		return []byte(b.String())
 	}
-	// Written whole through a rename: a symlink or hard link an agent left
-	// in a resumed task's dir is replaced, never written through. One group
-	// commit: the files are fsynced together, then renamed into place.
-	if _, err := grp.Write(filepath.Join(ws.TaskDir, "CLAUDE.md"), compose(claudeExtra), 0o600, false); err != nil {
+	if err := writeTaskFile(filepath.Join(ws.TaskDir, "CLAUDE.md"), compose(claudeExtra)); err != nil {
 		return err
 	}
-	if _, err := grp.Write(filepath.Join(ws.TaskDir, "AGENTS.md"), compose(codexExtra), 0o600, false); err != nil {
+	if err := writeTaskFile(filepath.Join(ws.TaskDir, "AGENTS.md"), compose(codexExtra)); err != nil {
 		return err
 	}
 	// Codex reads AGENTS.md only from its cwd and the git root, not from
@@ -266,17 +252,27 @@ func (g *General) writeTaskFiles(t *schema.Task, ws workspace, grp *atomicfile.G
 	// Lstat: any entry counts as the repo's own (a dangling symlink too).
 	inCwd := filepath.Join(ws.RepoDir, "AGENTS.md")
 	if !lexists(inCwd) {
-		if _, err := grp.Write(inCwd, compose(codexExtra), 0o600, false); err != nil {
+		if err := writeTaskFile(inCwd, compose(codexExtra)); err != nil {
 			return err
 		}
 	}
 	tf := TaskFile{TaskID: t.ID, General: g.name, Type: t.Type, Repo: ws.Repo, RepoDir: ws.RepoDir,
 		ResultPath: l.ResultStaging(t.ID), HeartbeatPath: l.ResultHeartbeat(t.ID), RetryCount: t.RetryCount}
 	b, _ := json.MarshalIndent(tf, "", "  ")
-	if _, err := grp.Write(filepath.Join(ws.TaskDir, ".kingdom-task.json"), append(b, '\n'), 0o600, false); err != nil {
-		return err
+	return writeTaskFile(filepath.Join(ws.TaskDir, ".kingdom-task.json"), append(b, '\n'))
+}
+
+// writeTaskFile writes a file of the attempt's workspace (or its prompt)
+// before its soldier starts: atomicfile.WritePrivate, no fsync, as nothing
+// reads it after a crash (the attempt a crash ends runs again, and writes
+// its files anew). Whatever was at path goes first, so a symlink or hard
+// link an agent left in a resumed task's dir is replaced, never written
+// through.
+func writeTaskFile(path string, data []byte) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("write %s: %w", path, err)
 	}
-	return nil
+	return atomicfile.WritePrivate(path, data, 0o600)
 }
 
 func readOr(path, def string) string {
