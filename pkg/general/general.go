@@ -293,13 +293,18 @@ func (g *General) claim(ctx context.Context) error {
 			return err
 		}
 		g.trace(t.ID, "claimed")
-		t.Status = schema.TaskInProgress
-		if err := g.tasks.Put(layout.InProgress, t.ID, t); err != nil {
-			g.log.Warn("mark task in progress", "task", t.ID, "err", err)
-		}
 		g.emit("task.started", map[string]any{"task_id": t.ID, "general": g.name, "retry_count": t.RetryCount, "type": t.Type})
 		g.log.Info("task started", "task", t.ID, "type", t.Type, "attempt", t.RetryCount)
-		g.start(t, func(ctx context.Context) { g.runTask(ctx, t) })
+		g.start(t, func(ctx context.Context) {
+			// The file's status says what its directory does (for whoever
+			// reads it with cat); written in the task's own goroutine, so
+			// the claims of one tick do not wait on each other's fsyncs.
+			t.Status = schema.TaskInProgress
+			if err := g.tasks.Put(layout.InProgress, t.ID, t); err != nil {
+				g.log.Warn("mark task in progress", "task", t.ID, "err", err)
+			}
+			g.runTask(ctx, t)
+		})
 	}
 	return nil
 }
