@@ -241,21 +241,14 @@ func (g *General) watch(ctx context.Context, t *schema.Task, sid string, spawned
 // published its result to end by itself (it exits right after publishing).
 const soldierExitWait = 250 * time.Millisecond
 
-// awaitExit reports whether proc ended within soldierExitWait. Polling
-// /proc is right here: the general is not the soldier's parent (tmux is),
-// so there is nothing to wait on, and the exit is milliseconds away.
+// awaitExit reports whether proc ended within soldierExitWait. The general
+// is not the soldier's parent (tmux is), so it waits on a pidfd
+// (proctree.WaitExit), not with wait(2).
 func (g *General) awaitExit(proc proctree.Identity) bool {
 	if proc.PID == 0 {
 		return false
 	}
-	deadline := time.Now().Add(soldierExitWait)
-	for !proc.Exited() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	return true
+	return proc.WaitExit(soldierExitWait)
 }
 
 func readTrim(path string) string {

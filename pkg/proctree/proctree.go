@@ -8,6 +8,7 @@
 package proctree
 
 import (
+	"golang.org/x/sys/unix"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -163,4 +164,42 @@ func SelfCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// WaitExit waits up to d for the process id names to end and reports
+// whether it did. It sleeps on a pidfd (woken by the exit itself, no /proc
+// polling); where pidfds are missing it looks at /proc every 2 ms.
+func (id Identity) WaitExit(d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	fd, err := unix.PidfdOpen(id.PID, 0)
+	if err == nil {
+		defer unix.Close(fd)
+		// Opened after a reuse of the pid, the fd names another process:
+		// the identity check after the open settles it.
+		if id.Exited() {
+			return true
+		}
+		for {
+			ms := int(time.Until(deadline) / time.Millisecond)
+			if ms <= 0 {
+				return id.Exited()
+			}
+			n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, ms)
+			if err == unix.EINTR {
+				continue
+			}
+			// Readable once the process has ended (a zombie included).
+			return (err == nil && n > 0) || id.Exited()
+		}
+	}
+	if err == unix.ESRCH {
+		return true
+	}
+	for !id.Exited() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return true
 }

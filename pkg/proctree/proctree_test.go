@@ -61,3 +61,34 @@ func TestDescendants_OfAMissingProcessIsEmpty(t *testing.T) {
 		t.Fatalf("pid 1: got %+v", got)
 	}
 }
+
+// WaitExit returns when the process ends (a zombie counts: the general
+// waits for soldiers that are tmux's children, never its own), and false
+// when it outlives the wait.
+func TestIdentity_WaitExitWakesOnTheExit(t *testing.T) {
+	short := exec.Command("sleep", "0.2")
+	long := exec.Command("sleep", "30")
+	for _, c := range []*exec.Cmd{short, long} {
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func() { long.Process.Kill(); long.Wait(); short.Wait() }()
+	sid, ok1 := Identify(short.Process.Pid)
+	lid, ok2 := Identify(long.Process.Pid)
+	if !ok1 || !ok2 {
+		t.Fatal("children not identified")
+	}
+	if !sid.WaitExit(20 * time.Second) {
+		t.Fatal("WaitExit = false for a process that ended")
+	}
+	if !sid.Exited() {
+		t.Fatal("WaitExit returned before the exit")
+	}
+	if lid.WaitExit(100 * time.Millisecond) {
+		t.Fatal("WaitExit = true for a process still running")
+	}
+	if !(Identity{PID: 1 << 22}).WaitExit(time.Second) {
+		t.Fatal("WaitExit = false for a pid that names no process")
+	}
+}
