@@ -270,3 +270,42 @@ func TestKing_RetryStrandedAfterResultRemovalIsFinished(t *testing.T) {
 	eqList(t, "claimed task left alone", f.ids(layout.QTasks, layout.InProgress), task1)
 	eqList(t, "nothing re-queued", f.ids(layout.QTasks, layout.Pending))
 }
+
+// A king killed after completeAll's renames and before its unlinks leaves
+// the task in both in_progress/ and completed/ (and its event in both
+// dispatched/ and completed/, or only in dispatched/): the next king drops
+// the old copies and acts on nothing twice.
+func TestKing_CompletedTwinsLeftByACrashAreDropped(t *testing.T) {
+	for _, eventCompleted := range []bool{true, false} {
+		t.Run(fmt.Sprintf("event_in_completed=%v", eventCompleted), func(t *testing.T) {
+			f := started(t)
+			f.finalResult(task1, map[string]any{"status": "success", "summary": "ok"})
+			f.tick()
+			eq(t, "task.completed", len(f.internal("task.completed")), 1)
+			copyFile := func(from, to string, move bool) {
+				t.Helper()
+				b, err := os.ReadFile(from)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(to, b, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				if move {
+					os.Remove(from)
+				}
+			}
+			copyFile(f.l.QueueState(layout.QTasks, layout.Completed)+"/"+task1+".json", f.l.QueueState(layout.QTasks, layout.InProgress)+"/"+task1+".json", false)
+			copyFile(f.l.QueueState(layout.QEvents, layout.Completed)+"/evt-1.json", f.l.QueueState(layout.QEvents, layout.Dispatched)+"/evt-1.json", !eventCompleted)
+
+			f.newKing()
+			f.tick()
+			eqList(t, "tasks/in_progress", f.ids(layout.QTasks, layout.InProgress))
+			eqList(t, "tasks/completed", f.ids(layout.QTasks, layout.Completed), task1)
+			eqList(t, "events/dispatched", f.ids(layout.QEvents, layout.Dispatched))
+			eqList(t, "events/completed", f.ids(layout.QEvents, layout.Completed), "evt-1")
+			eq(t, "done messages", f.messagesWithID("msg-"+task1+"-done"), 1)
+			eq(t, "task.completed", len(f.internal("task.completed")), 1)
+		})
+	}
+}
