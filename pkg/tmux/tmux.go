@@ -173,6 +173,16 @@ func (c *Client) Start(ctx context.Context, name string, opt NewOptions, argv ..
 	a = append(a, "--")
 	a = append(a, argv...)
 	out, err := c.run(ctx, a...)
+	// A new-session that reaches a server while it exits (its last session
+	// just ended) fails with "server exited unexpectedly" and creates
+	// nothing; the next call starts a new server. Retried twice, and only
+	// while the session is really absent.
+	for try := 0; try < 2 && err != nil && strings.Contains(err.Error(), "server exited unexpectedly") && ctx.Err() == nil; try++ {
+		if ok, herr := c.Has(ctx, name); herr != nil || ok {
+			break
+		}
+		out, err = c.run(ctx, a...)
+	}
 	if err != nil {
 		return 0, err
 	}

@@ -196,3 +196,33 @@ esac`)}
 		t.Fatal("kill failed and the session is still there: want an error")
 	}
 }
+
+func TestTmux_NewSessionRacingAnExitingServerIsRetried(t *testing.T) {
+	dir := t.TempDir()
+	// The first new-session meets a server that is going away; the second
+	// starts a new one. has-session in between finds no server.
+	bin := filepath.Join(dir, "tmux")
+	os.WriteFile(bin, []byte(`#!/bin/sh
+for a in "$@"; do
+  case "$a" in
+  new-session)
+    if [ ! -e "`+dir+`/tried" ]; then : > "`+dir+`/tried"; echo 'server exited unexpectedly' >&2; exit 1; fi
+    echo 4242; exit 0;;
+  has-session) echo 'no server running on /tmp/x' >&2; exit 1;;
+  esac
+done
+exit 1
+`), 0o755)
+	c := &tmux.Client{Bin: bin}
+	pid, err := c.Start(context.Background(), "soldier-1", tmux.NewOptions{}, "sleep", "1")
+	if err != nil || pid != 4242 {
+		t.Fatalf("Start = %d, %v; want the retried session's pid 4242", pid, err)
+	}
+	// A server that keeps failing is an error after the retries.
+	always := filepath.Join(dir, "always")
+	os.WriteFile(always, []byte("#!/bin/sh\ncase \"$1\" in has-session) echo 'no server running' >&2;; *) echo 'server exited unexpectedly' >&2;; esac\nexit 1\n"), 0o755)
+	c = &tmux.Client{Bin: always}
+	if _, err := c.Start(context.Background(), "soldier-1", tmux.NewOptions{}, "sleep", "1"); err == nil {
+		t.Fatal("a server that always exits: want an error")
+	}
+}
