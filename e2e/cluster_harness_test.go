@@ -144,13 +144,16 @@ func newCluster(t *testing.T, o clusterOpts) *Cluster {
 	return c
 }
 
-// Start starts every host and waits for its per-host roles and for a
-// king and an envoy leading somewhere (the chamberlain runs on every host
-// and leads its cluster duties inside its tick).
+// Start starts every host not yet started and waits for its per-host
+// roles and for a king and an envoy leading somewhere (the chamberlain runs
+// on every host and leads its cluster duties inside its tick). A second
+// `start` on a host would meet the first one's sessions.
 func (c *Cluster) Start() {
 	c.t.Helper()
 	for _, h := range c.Hosts {
-		h.Start()
+		if h.start == nil {
+			h.Start()
+		}
 	}
 	for _, h := range c.Hosts {
 		h.WaitRoles(layout.RoleSentinel, "gen-work")
