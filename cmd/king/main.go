@@ -64,7 +64,11 @@ func main() {
 			opts := env.RunnerOptions(c)
 			opts.Interval = min(cfg.EventsInterval(), cfg.ResultsInterval())
 			opts.Watches = king.Watches(env.Layout)
-			return runner.Run(ctx, opts, k)
+			err = runner.Run(ctx, opts, k)
+			if cerr := k.Close(); cerr != nil {
+				env.Log.Warn("end the king", "err", cerr)
+			}
+			return err
 		},
 	}
 	app.Main(cmd)

@@ -295,16 +295,11 @@ func (g *General) claim(ctx context.Context) error {
 		g.trace(t.ID, "claimed")
 		g.emit("task.started", map[string]any{"task_id": t.ID, "general": g.name, "retry_count": t.RetryCount, "type": t.Type})
 		g.log.Info("task started", "task", t.ID, "type", t.Type, "attempt", t.RetryCount)
-		g.start(t, func(ctx context.Context) {
-			// The file's status says what its directory does (for whoever
-			// reads it with cat); written in the task's own goroutine, so
-			// the claims of one tick do not wait on each other's fsyncs.
-			t.Status = schema.TaskInProgress
-			if err := g.tasks.Put(layout.InProgress, t.ID, t); err != nil {
-				g.log.Warn("mark task in progress", "task", t.ID, "err", err)
-			}
-			g.runTask(ctx, t)
-		})
+		// The claim is the state change: the task's directory (or row
+		// state) says in_progress, and its file is not rewritten to say it
+		// again (`start tasks` shows the directory's word).
+		t.Status = schema.TaskInProgress
+		g.start(t, func(ctx context.Context) { g.runTask(ctx, t) })
 	}
 	return nil
 }

@@ -311,3 +311,8 @@ func (k *King) Tick(ctx context.Context) error {
 }
 
 func (k *King) now() time.Time { return k.clk.Now() }
+
+// Close ends a king whose runner returned: the task ids it reserved and did
+// not use go back to the sequence (seq.go), so a clean restart continues
+// the numbering without a gap.
+func (k *King) Close() error { return k.seq.release() }

@@ -122,3 +122,30 @@ func TestTasks_CostSumsTheLedgersAttempts(t *testing.T) {
 		t.Fatalf("cost %v, want 0.75 over both attempts", rows[0].CostUSD)
 	}
 }
+
+// A general's claim moves the task file without rewriting it: a task in
+// in_progress/ whose file still says pending is shown in progress.
+func TestTasks_AClaimedTaskIsInProgressWhateverItsFileSays(t *testing.T) {
+	l := layout.New(t.TempDir())
+	l.Ensure()
+	now := time.Date(2026, 11, 24, 20, 0, 0, 0, time.UTC)
+	q := queue.New(l, layout.QTasks, nil)
+	for id, status := range map[string]string{"task-20261124-001": schema.TaskPending, "task-20261124-002": schema.TaskRetrying} {
+		tk := schema.Task{ID: id, EventID: "evt-" + id, TargetGeneral: "gen-pr", Type: "github.pr.review_requested",
+			Payload: map[string]any{}, Priority: "normal", CreatedAt: schema.FormatTime(now), Status: status}
+		if err := q.Put(layout.InProgress, id, tk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows, err := ListTasks(t.Context(), FilesShared(l), now, RecentWindow)
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("rows %+v, %v", rows, err)
+	}
+	got := map[string]string{}
+	for _, r := range rows {
+		got[r.ID] = r.Status
+	}
+	if got["task-20261124-001"] != schema.TaskInProgress || got["task-20261124-002"] != schema.TaskRetrying {
+		t.Fatalf("statuses %v: want the claimed one in_progress and the retrying one kept", got)
+	}
+}

@@ -73,6 +73,11 @@ func ListTasks(ctx context.Context, sh *Shared, now time.Time, window time.Durat
 			if finished && window > 0 && !created.IsZero() && now.Sub(created) > window {
 				continue
 			}
+			if st == layout.InProgress && t.Status == schema.TaskPending {
+				// A claim moves the file without rewriting it: the
+				// directory says what the task does.
+				t.Status = schema.TaskInProgress
+			}
 			r := TaskRow{ID: t.ID, EventID: t.EventID, State: st, Status: t.Status, General: t.TargetGeneral, Type: t.Type,
 				Attempt: t.RetryCount + 1, RetryCount: t.RetryCount, CreatedAt: t.CreatedAt, NotBefore: t.NotBefore, Host: t.Host}
 			switch st {
