@@ -12,7 +12,7 @@ import (
 // a fresh temp beside its target (not yet synced, not yet visible); Commit
 // fsyncs every temp (in parallel, so the filesystem can fold them into few
 // journal commits), renames them into place in the order written, then
-// fsyncs each directory once (in parallel too). The guarantees of WriteFile hold
+// fsyncs each directory once. The guarantees of WriteFile hold
 // for every file: a reader sees it whole or not at all, and once Commit
 // returns it survives a crash. A crash before the renames leaves only temps
 // (swept at start); a crash among them leaves the first renames done. So a
@@ -137,7 +137,11 @@ func (g *Group) CommitSteps(steps map[int][]func() error) error {
 	var order []string
 	var errs []error
 	syncDirs := func() {
-		errs = append(errs, syncDirsTogether(order)...)
+		for _, d := range order {
+			if err := SyncDir(d); err != nil {
+				errs = append(errs, err)
+			}
+		}
 		dirs, order = map[string]bool{}, nil
 	}
 	runSteps := func(i int) error {
@@ -208,35 +212,6 @@ func (g *Group) Abort() {
 		}
 	}
 	g.items, g.open = nil, nil
-}
-
-// syncDirsTogether fsyncs every directory of dirs at once, as the temps
-// are: concurrent fsyncs share the filesystem's journal commits, where one
-// after the other each waits for its own. It returns the failures.
-func syncDirsTogether(dirs []string) []error {
-	if len(dirs) == 1 {
-		if err := SyncDir(dirs[0]); err != nil {
-			return []error{err}
-		}
-		return nil
-	}
-	errs := make([]error, len(dirs))
-	var wg sync.WaitGroup
-	for i, d := range dirs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = SyncDir(d)
-		}()
-	}
-	wg.Wait()
-	var out []error
-	for _, err := range errs {
-		if err != nil {
-			out = append(out, err)
-		}
-	}
-	return out
 }
 
 // SyncDir fsyncs a directory (making renames and creates in it durable).
