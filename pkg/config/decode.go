@@ -1,10 +1,8 @@
 package config
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"reflect"
@@ -12,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -135,10 +134,10 @@ func decode(file string, data []byte, dst any) (*source, error) {
 		return nil, join(w.errs)
 	}
 
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(dst); err != nil && !errors.Is(err, io.EOF) {
-		// The walk above should have caught everything yaml refuses.
+	// The node already parsed is decoded: the file is parsed once. The walk
+	// above refused unknown keys (what KnownFields would) and everything
+	// else yaml refuses.
+	if err := doc.Decode(dst); err != nil {
 		return nil, &Error{File: file, Msg: "decode", Err: err}
 	}
 	return src, nil
@@ -323,7 +322,21 @@ type fieldSet struct {
 	names  []string // in declaration order, for "known: ..." messages
 }
 
+// fieldSets holds each struct type's fieldSet, built once per process (as
+// encoding/json keeps its field lists): every load of every file walks the
+// same few types. A fieldSet is never changed after it is built.
+var fieldSets sync.Map // reflect.Type → fieldSet
+
 func structFields(t reflect.Type) fieldSet {
+	if fs, ok := fieldSets.Load(t); ok {
+		return fs.(fieldSet)
+	}
+	fs := buildFields(t)
+	fieldSets.Store(t, fs)
+	return fs
+}
+
+func buildFields(t reflect.Type) fieldSet {
 	fs := fieldSet{byName: map[string]field{}}
 	for i := range t.NumField() {
 		sf := t.Field(i)
