@@ -82,6 +82,19 @@ func (k *King) processPending(adm *admission) error {
 	if err != nil {
 		return err
 	}
+	if len(entries) == 0 {
+		return nil
+	}
+	// The dispatched ids, listed once for the twin check below (one
+	// directory read, or one query on a store, not one per event).
+	ids, err := k.events.IDs(layout.Dispatched)
+	if err != nil {
+		return err
+	}
+	dispatched := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		dispatched[id] = true
+	}
 	var errs []error
 	var admitted []routed
 	for _, e := range entries {
@@ -94,7 +107,7 @@ func (k *King) processPending(adm *admission) error {
 			k.events.Reject(layout.Pending, e.ID, fmt.Sprintf("id %q does not match the file name", ev.ID))
 			continue
 		}
-		if k.events.Exists(layout.Dispatched, ev.ID) {
+		if dispatched[ev.ID] {
 			// A king died between writing the dispatched copy and unlinking
 			// this one (SPEC §9.2): the dispatched twin is the truth.
 			if err := k.events.Remove(layout.Pending, ev.ID); err != nil {

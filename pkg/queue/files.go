@@ -153,7 +153,7 @@ func (q files) list(state string) ([]Entry, error) {
 			continue
 		}
 		var h header
-		if !json.Valid(b) || json.Unmarshal(b, &h) != nil {
+		if json.Unmarshal(b, &h) != nil { // checks the whole file's syntax first
 			if state != layout.Rejected {
 				q.rejectFile(state, name, "not valid JSON")
 			}
