@@ -155,7 +155,7 @@ func TestSpeedBench(t *testing.T) {
 	fmt.Fprintf(&b, "| `soldier-spawn run` CPU per task (engine's own CPU, %.1f ms, subtracted) | ≤ 10 CPU-ms | %.1f CPU-ms | %.1f CPU-ms | %.2f |\n\n",
 		engineCPU.Seconds()*1000, runCPU.Seconds()*1000, limit(limSpawnCPU).Seconds()*1000, ratio(runCPU, limit(limSpawnCPU)))
 	fmt.Fprintf(&b, "That floor is the start-up of a static Go binary (runtime, package inits, page faults, exit);\n"+
-		"beyond it a run pays for its engine's process start, its file creates (soldier id, heartbeat, session log) and the raw result's fsyncs (the raw result is written into the engine's staging file).\n\n")
+		"beyond it a run pays for its engine's process start, its file creates (soldier id, heartbeat, session log) and the raw result's durable no-replace create (temp, fsync, rename, directory fsync).\n\n")
 
 	perTask := time.Duration(cpuTotal*float64(time.Second)/burst) - engineCPU
 	fmt.Fprintf(&b, "### What Kingdom adds to an agent run\n\n")
