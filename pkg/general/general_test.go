@@ -103,7 +103,20 @@ func TestGeneral_SoldierThatEndsByItselfIsNotKilledThroughTmux(t *testing.T) {
 		}
 	}
 	b, _ := os.ReadFile(calls)
-	if got := strings.Fields(string(b)); strings.Join(got, " ") != "new-session new-session" {
+	// Only the two new-sessions; a new-session that met the shared server
+	// while it exited (the last test's last session just ended) is retried
+	// after a has-session (tmux.Client.Start): that pair is not a question
+	// about a soldier.
+	got := strings.Fields(string(b))
+	var spawns []string
+	for i := 0; i < len(got); i++ {
+		if got[i] == "new-session" && i+2 < len(got) && got[i+1] == "has-session" && got[i+2] == "new-session" {
+			i++ // the failed attempt and its check: the retry follows
+			continue
+		}
+		spawns = append(spawns, got[i])
+	}
+	if strings.Join(spawns, " ") != "new-session new-session" {
 		t.Errorf("tmux calls = %v, want only the two new-sessions", got)
 	}
 	if es, _ := sessions.New(e.l).List(); len(es) != 0 {
