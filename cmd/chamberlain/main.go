@@ -115,6 +115,7 @@ func once(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return unknown(err)
 	}
+	env.SetStoreOpener(open.Store)
 	cfg, err := loadConfig(env.Layout)
 	if err != nil {
 		return unknown(err)

@@ -11,7 +11,6 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/app"
 	"github.com/kingdom-dev/kingdom/pkg/config"
-	"github.com/kingdom-dev/kingdom/pkg/hosts"
 	"github.com/kingdom-dev/kingdom/pkg/king"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/runner"
@@ -50,11 +49,7 @@ func main() {
 				if err != nil {
 					return err
 				}
-				pool, err := open.Pool(st)
-				if err != nil {
-					return err
-				}
-				o.Store, o.Host, o.Hosts = st, env.HostID, hosts.New(pool)
+				o.Store, o.Host = st, env.HostID
 				o.Takeover = env.System.Store.Takeover()
 			}
 			k, err := king.New(o)

@@ -159,11 +159,9 @@ func SetupWith(role, baseFlag string, stdout io.Writer) (*Env, error) {
 	atomicfile.SetRole(role)
 	lo := logging.Options{Role: role, Stdout: stdout, SystemLog: l.SystemLog(), RotateLock: l.RotateLock(), Level: logLevel()}
 	st := newLazyStore(sys.Store, l)
-	events := eventlog.NewEmitter(l.EventsLog(), l.RotateLock(), role, nil)
-	if sys.Store.Kind == config.StorePostgres {
-		// The event log is a table every host shares (SPEC §11.7).
-		events = eventlog.NewStoreEmitter(st, role)
-	}
+	// The event log is the store's: logs/events.log in files mode, a
+	// table every host shares in postgres mode (SPEC §12.1).
+	events := eventlog.NewStoreEmitter(st, role)
 	if readOnly {
 		lo.SystemLog, lo.RotateLock, events = "", "", nil
 	}
@@ -226,11 +224,11 @@ func (e *Env) RunnerOptions(c *cli.Command) runner.Options {
 		Role: e.Role, Layout: e.Layout, Log: e.Log, Events: e.Events,
 		Once: c.Bool("once"), Standby: c.Bool("standby"),
 	}
-	if e.Postgres() && IsLeaderRole(e.Role) {
+	if IsLeaderRole(e.Role) {
 		role, st := e.Role, e.Store
 		o.Lead = func(ctx context.Context) (store.Lease, error) { return st.Lead(ctx, role) }
 	}
-	if e.Postgres() && !o.Once {
+	if !o.Once {
 		o.Wakes = storeWakes(e.Store, e.Role)
 	}
 	return o

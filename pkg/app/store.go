@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
@@ -123,21 +124,6 @@ func OpenStore(ctx context.Context, st store.Store) (store.Store, error) {
 	return st, nil
 }
 
-// Leaders lists the leaderships of st (store.LeaderInfo by name).
-func Leaders(ctx context.Context, st store.Store) (map[string]store.LeaderInfo, error) {
-	inner, err := OpenStore(ctx, st)
-	if err != nil {
-		return nil, err
-	}
-	l, ok := inner.(interface {
-		Leaders(context.Context) (map[string]store.LeaderInfo, error)
-	})
-	if !ok {
-		return nil, errors.New("store cannot list leaders")
-	}
-	return l.Leaders(ctx)
-}
-
 func (s *lazyStore) Get(ctx context.Context, q, id string) (store.Doc, error) {
 	st, err := s.open(ctx)
 	if err != nil {
@@ -216,6 +202,56 @@ func (s *lazyStore) Values(ctx context.Context, ns string) (map[string][]byte, e
 		return nil, err
 	}
 	return st.Values(ctx, ns)
+}
+
+func (s *lazyStore) Emit(ctx context.Context, typ, actor string, data any) error {
+	st, err := s.open(ctx)
+	if err != nil {
+		return err
+	}
+	return st.Emit(ctx, typ, actor, data)
+}
+
+func (s *lazyStore) Leaders(ctx context.Context) (map[string]store.LeaderInfo, error) {
+	st, err := s.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return st.Leaders(ctx)
+}
+
+// Changes subscribes to every announcement (the roles' wakes use
+// RunnerOptions instead, which opens the store in the background).
+func (s *lazyStore) Changes(ctx context.Context) <-chan string {
+	st, err := s.open(ctx)
+	if err != nil {
+		return nil
+	}
+	return st.Changes(ctx)
+}
+
+func (s *lazyStore) RenewHost(ctx context.Context, id, version string, started time.Time) error {
+	st, err := s.open(ctx)
+	if err != nil {
+		return err
+	}
+	return st.RenewHost(ctx, id, version, started)
+}
+
+func (s *lazyStore) Hosts(ctx context.Context, selfFence time.Duration) ([]store.Host, error) {
+	st, err := s.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return st.Hosts(ctx, selfFence)
+}
+
+func (s *lazyStore) ForgetHost(ctx context.Context, id string) error {
+	st, err := s.open(ctx)
+	if err != nil {
+		return err
+	}
+	return st.ForgetHost(ctx, id)
 }
 
 // Close closes the store if it was opened; later calls fail.

@@ -53,8 +53,8 @@ func TestSetup_FilesStoreOpensOnFirstUseOnly(t *testing.T) {
 	if _, err := os.Stat(storeDir); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("Setup created %s (%v): a files-mode role that never uses the store must create nothing new", storeDir, err)
 	}
-	if o := env.RunnerOptions(&cli.Command{}); o.Lead != nil {
-		t.Fatal("files mode: the king must lead by its lock file")
+	if o := env.RunnerOptions(&cli.Command{}); o.Lead == nil {
+		t.Fatal("files mode: the king must lead by the store's lease (its lock file) as in postgres mode")
 	}
 	st, err := OpenStore(context.Background(), env.Store)
 	if err != nil {
@@ -130,7 +130,7 @@ func TestSetup_PostgresLeaderRolesLeadByLease(t *testing.T) {
 	if !errors.Is(err, store.ErrHeld) || ExitCode(fmt.Errorf("king: %w", err)) != ExitLeaderHeld {
 		t.Fatalf("second king: %v (exit %d), want ErrHeld and exit %d", err, ExitCode(err), ExitLeaderHeld)
 	}
-	m, err := Leaders(ctx, b.Store)
+	m, err := b.Store.Leaders(ctx)
 	if err != nil || m[layout.RoleKing].Holder != "box-a" || !m[layout.RoleKing].Held {
 		t.Fatalf("leaders %+v %v: want king held by box-a", m, err)
 	}

@@ -1,7 +1,6 @@
 package app
 
 import (
-	"context"
 	"slices"
 	"strings"
 	"time"
@@ -46,11 +45,6 @@ func wakesRole(role, payload string) bool {
 	return payload == "*" || slices.Contains(want, payload)
 }
 
-// listener is a store that announces its changes (pg.Store.Listen).
-type listener interface {
-	Listen(ctx context.Context) <-chan string
-}
-
 // storeWakes returns a channel that receives a wake for each notification
 // of st that concerns role (nil when none can, or st is no lazy store).
 func storeWakes(st store.Store, role string) <-chan struct{} {
@@ -93,11 +87,9 @@ func (s *lazyStore) listen() {
 	for src == nil {
 		st, err := s.open(s.life)
 		if err == nil {
-			l, ok := st.(listener)
-			if !ok {
+			if src = st.Changes(s.life); src == nil {
 				return // the files store: inotify wakes the roles
 			}
-			src = l.Listen(s.life)
 			break
 		}
 		t := time.NewTimer(time.Second)

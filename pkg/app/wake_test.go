@@ -112,8 +112,8 @@ type fakeListener struct {
 	ch chan string
 }
 
-func (f *fakeListener) Listen(context.Context) <-chan string { return f.ch }
-func (f *fakeListener) Close() error                         { return nil }
+func (f *fakeListener) Changes(context.Context) <-chan string { return f.ch }
+func (f *fakeListener) Close() error                          { return nil }
 
 func TestRunnerOptions_ListenerRetriesAStoreThatCannotOpenYet(t *testing.T) {
 	t.Setenv("KINGDOM_TEST_DSN", "postgres://127.0.0.1:1/none")

@@ -12,7 +12,6 @@ import (
 
 	"github.com/kingdom-dev/kingdom/internal/testkit/pgtest"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
-	"github.com/kingdom-dev/kingdom/pkg/hosts"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/status"
 	"github.com/kingdom-dev/kingdom/pkg/store/pg"
@@ -72,10 +71,10 @@ func TestEvents_PG_LastEventIDResumesTheStoreLog(t *testing.T) {
 func TestState_PG_ShowsHostsAndLeaders(t *testing.T) {
 	ctx := context.Background()
 	st := openPG(t, "host-a")
-	reg := hosts.New(st.Pool())
+	reg := st
 	started := time.Date(2026, 3, 4, 10, 0, 0, 0, time.UTC)
 	for _, h := range []string{"host-a", "host-b"} {
-		if err := reg.Renew(ctx, h, "v1", started); err != nil {
+		if err := reg.RenewHost(ctx, h, "v1", started); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -102,8 +102,7 @@ func (e *Emitter) EmitAs(typ, actor string, data any) error {
 	if e.st != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), StoreTimeout)
 		defer cancel()
-		err := e.st.Update(ctx, func(tx store.Tx) error { return tx.Emit(typ, actor, raw) })
-		if err != nil {
+		if err := e.st.Emit(ctx, typ, actor, raw); err != nil {
 			return fmt.Errorf("emit %s: %w", typ, err)
 		}
 		return nil

@@ -23,7 +23,7 @@ func eachStore(t *testing.T, fn func(t *testing.T, open func() store.Store)) {
 	t.Run("files", func(t *testing.T) {
 		l := layout.New(t.TempDir())
 		fn(t, func() store.Store {
-			st, err := files.Open(l)
+			st, err := files.Open(l, "test-host")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -70,23 +70,23 @@ func TestRegistry_RenewListForget(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	reg := New(st.Pool())
+	reg := st
 	started := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	if err := reg.Renew(ctx, "host-b", "v1", started); err != nil {
+	if err := reg.RenewHost(ctx, "host-b", "v1", started); err != nil {
 		t.Fatal(err)
 	}
-	if err := reg.Renew(ctx, "host-a", "v1", started); err != nil {
+	if err := reg.RenewHost(ctx, "host-a", "v1", started); err != nil {
 		t.Fatal(err)
 	}
 	restarted := started.Add(time.Hour)
-	if err := reg.Renew(ctx, "host-a", "v2", restarted); err != nil {
+	if err := reg.RenewHost(ctx, "host-a", "v2", restarted); err != nil {
 		t.Fatal(err)
 	}
 	// host-b went silent ten minutes ago (by the database's clock).
 	if _, err := st.Pool().Exec(ctx, "UPDATE hosts SET renewed_at = now() - interval '10 minutes' WHERE host_id='host-b'"); err != nil {
 		t.Fatal(err)
 	}
-	list, err := reg.List(ctx, 5*time.Minute)
+	list, err := reg.Hosts(ctx, 5*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,13 +104,13 @@ func TestRegistry_RenewListForget(t *testing.T) {
 	if !TakeoverDue(b, now, 10*time.Minute) || TakeoverDue(a, now, 10*time.Minute) {
 		t.Errorf("takeover due: host-a %v, host-b %v; want only host-b", TakeoverDue(a, now, 10*time.Minute), TakeoverDue(b, now, 10*time.Minute))
 	}
-	if err := reg.Forget(ctx, "host-b"); err != nil {
+	if err := reg.ForgetHost(ctx, "host-b"); err != nil {
 		t.Fatal(err)
 	}
-	if list, _ := reg.List(ctx, 5*time.Minute); len(list) != 1 || list[0].ID != "host-a" {
+	if list, _ := reg.Hosts(ctx, 5*time.Minute); len(list) != 1 || list[0].ID != "host-a" {
 		t.Errorf("after forget: %+v", list)
 	}
-	if err := reg.Renew(ctx, "../etc", "v1", started); err == nil {
+	if err := reg.RenewHost(ctx, "../etc", "v1", started); err == nil {
 		t.Error("an unsafe host id was renewed")
 	}
 }

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/kingdom-dev/kingdom/pkg/hosts"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
@@ -24,14 +22,9 @@ import (
 // DefaultTakeover is store.takeover_seconds' default.
 const DefaultTakeover = 600 * time.Second
 
-// HostLister reads the hosts registry (hosts.Registry).
+// HostLister reads the hosts registry (store.Store.Hosts).
 type HostLister interface {
-	List(ctx context.Context, selfFence time.Duration) ([]hosts.Host, error)
-}
-
-// pooled is a store that exposes its PostgreSQL pool (pg.Store).
-type pooled interface {
-	Pool() *pgxpool.Pool
+	Hosts(ctx context.Context, selfFence time.Duration) ([]hosts.Host, error)
 }
 
 func (k *King) initCluster(o Options) {
@@ -41,9 +34,7 @@ func (k *King) initCluster(o Options) {
 	}
 	k.hosts = o.Hosts
 	if k.hosts == nil && o.Store != nil {
-		if p, ok := o.Store.(pooled); ok {
-			k.hosts = hosts.New(p.Pool())
-		}
+		k.hosts = o.Store
 	}
 }
 
@@ -84,7 +75,7 @@ func (k *King) lostHosts() (map[string]bool, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), queue.StoreTimeout)
 	defer cancel()
-	list, err := k.hosts.List(ctx, k.takeover)
+	list, err := k.hosts.Hosts(ctx, k.takeover)
 	if err != nil {
 		return nil, err
 	}

@@ -15,7 +15,6 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/clock"
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
-	"github.com/kingdom-dev/kingdom/pkg/hosts"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
@@ -131,7 +130,7 @@ func (h *pgHost) task(id string) schema.Task {
 // renewed records host id in the hosts registry, renewed age ago.
 func renewed(t *testing.T, st *pg.Store, id string, age time.Duration) {
 	t.Helper()
-	if err := hosts.New(st.Pool()).Renew(t.Context(), id, "test", time.Now()); err != nil {
+	if err := st.RenewHost(t.Context(), id, "test", time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := st.Pool().Exec(t.Context(), "UPDATE hosts SET renewed_at = now() - make_interval(secs => $2) WHERE host_id=$1",

@@ -90,7 +90,7 @@ func TestPostgres_ConcurrentUpdate(t *testing.T) {
 }
 
 func openFiles(t *testing.T) *files.Store {
-	st, err := files.Open(layout.New(t.TempDir()))
+	st, err := files.Open(layout.New(t.TempDir()), "test-host")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,7 +48,7 @@ func eachBackend(t *testing.T, fn func(t *testing.T, e *env)) {
 	t.Run("store-files", func(t *testing.T) {
 		l := layout.New(t.TempDir())
 		open := func() store.Store {
-			st, err := files.Open(l)
+			st, err := files.Open(l, "test-host")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -15,7 +15,7 @@ import (
 // here; pkg/king's PostgreSQL tests run it on PostgreSQL.
 func storeKV(t *testing.T) kv.KV {
 	t.Helper()
-	st, err := files.Open(layout.New(t.TempDir()))
+	st, err := files.Open(layout.New(t.TempDir()), "test-host")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,12 +50,9 @@ func readCluster(ctx context.Context, l layout.Layout, cfg config.Store) *Cluste
 		return c
 	}
 	defer st.Close()
-	pool, err := open.Pool(st)
+	c.Hosts, err = st.Hosts(ctx, c.SelfFence)
 	if err == nil {
-		c.Hosts, err = hosts.New(pool).List(ctx, c.SelfFence)
-	}
-	if err == nil {
-		c.Leaders, err = app.Leaders(ctx, st)
+		c.Leaders, err = st.Leaders(ctx)
 	}
 	c.Err = err
 	return c

@@ -48,9 +48,9 @@ func TestReadCluster_HostsAndLeadersFromPostgres(t *testing.T) {
 	t.Setenv(config.HostIDEnv, "box-a")
 	inner, _ := app.OpenStore(ctx, a)
 	pool, _ := open.Pool(inner)
-	reg := hosts.New(pool)
-	reg.Renew(ctx, "box-a", "v2", time.Now())
-	reg.Renew(ctx, "box-b", "v1", time.Now())
+	reg := inner
+	reg.RenewHost(ctx, "box-a", "v2", time.Now())
+	reg.RenewHost(ctx, "box-b", "v1", time.Now())
 	// box-b went silent an hour ago.
 	if _, err := pool.Exec(ctx, "UPDATE hosts SET renewed_at = now() - interval '1 hour' WHERE host_id='box-b'"); err != nil {
 		t.Fatal(err)

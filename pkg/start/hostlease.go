@@ -5,11 +5,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/kingdom-dev/kingdom/pkg/app"
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
-	"github.com/kingdom-dev/kingdom/pkg/hosts"
 	"github.com/kingdom-dev/kingdom/pkg/store"
-	"github.com/kingdom-dev/kingdom/pkg/store/open"
 )
 
 // maxRenewEvery bounds how often start renews this host: often enough
@@ -26,15 +23,7 @@ func RenewEvery(selfFence time.Duration) time.Duration {
 // (running version since started) in the hosts registry of st's database.
 func RenewHost(st store.Store, host, version string, started time.Time) func(context.Context) error {
 	return func(ctx context.Context) error {
-		inner, err := app.OpenStore(ctx, st)
-		if err != nil {
-			return err
-		}
-		pool, err := open.Pool(inner)
-		if err != nil {
-			return err
-		}
-		return hosts.New(pool).Renew(ctx, host, version, started)
+		return st.RenewHost(ctx, host, version, started)
 	}
 }
 

@@ -14,7 +14,6 @@ import (
 	"github.com/kingdom-dev/kingdom/internal/testkit/pgtest"
 	"github.com/kingdom-dev/kingdom/pkg/app"
 	"github.com/kingdom-dev/kingdom/pkg/config"
-	"github.com/kingdom-dev/kingdom/pkg/hosts"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/store/open"
 )
@@ -125,9 +124,7 @@ func TestRenewHost_RegistersThisHostInPostgres(t *testing.T) {
 	if err := h.step(ctx); err != nil {
 		t.Fatal(err)
 	}
-	inner, _ := app.OpenStore(ctx, st)
-	pool, _ := open.Pool(inner)
-	list, err := hosts.New(pool).List(ctx, cfg.SelfFence())
+	list, err := st.Hosts(ctx, cfg.SelfFence())
 	if err != nil {
 		t.Fatal(err)
 	}

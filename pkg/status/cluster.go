@@ -8,8 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/kingdom-dev/kingdom/pkg/hosts"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 )
@@ -48,15 +46,10 @@ var ErrNoLeaders = errors.New("the store lists no leaders")
 // store lists them (its Leaders method; only leaderships held now).
 func StoreCluster(st store.Store, selfFence time.Duration) *ClusterSource {
 	src := &ClusterSource{}
-	if p, ok := st.(interface{ Pool() *pgxpool.Pool }); ok {
-		reg := hosts.New(p.Pool())
-		src.Hosts = func(ctx context.Context) ([]hosts.Host, error) { return reg.List(ctx, selfFence) }
-	}
-	if l, ok := st.(interface {
-		Leaders(context.Context) (map[string]store.LeaderInfo, error)
-	}); ok {
+	src.Hosts = func(ctx context.Context) ([]hosts.Host, error) { return st.Hosts(ctx, selfFence) }
+	{
 		src.Leaders = func(ctx context.Context) ([]Leader, error) {
-			m, err := l.Leaders(ctx)
+			m, err := st.Leaders(ctx)
 			if err != nil {
 				return nil, err
 			}

@@ -42,7 +42,7 @@
 //
 // # Driving it
 //
-//	st, _ := files.Open(layout, emitterFactory) // or pg.Open(ctx, dsn, hostID)
+//	st, _ := files.Open(layout, hostID) // or pg.Open(ctx, dsn, hostID)
 //	lease, err := st.Lead(ctx, "king")          // store.ErrHeld: stand by
 //	docs, _ := st.List(ctx, layout.QEvents, layout.Pending)
 //	err = st.Update(ctx, func(tx store.Tx) error {
@@ -141,8 +141,7 @@ type Lease interface {
 }
 
 // LeaderInfo is who last took a leadership and whether it is held now
-// (operators' views: start status). It is not part of Store: each
-// implementation has a Leaders method.
+// (operators' views: start status).
 type LeaderInfo struct {
 	// Holder is the host that took it last (empty in the files store: the
 	// one machine).
@@ -179,7 +178,39 @@ type Store interface {
 	Value(ctx context.Context, ns, key string) ([]byte, error)
 	// Values returns every entry of a namespace.
 	Values(ctx context.Context, ns string) (map[string][]byte, error)
+	// Emit appends one event to the event log outside any transaction
+	// (files: one O_APPEND line of logs/events.log; postgres: one row).
+	Emit(ctx context.Context, typ, actor string, data any) error
+	// Leaders lists every leadership by name (operators' views).
+	Leaders(ctx context.Context) (map[string]LeaderInfo, error)
+	// Changes announces committed changes ("<queue>/<state>", "kv/<ns>",
+	// "*" when some may have been missed) until ctx ends. A store whose
+	// readers see changes by other means returns nil (files: the roles
+	// watch the directories).
+	Changes(ctx context.Context) <-chan string
+	// RenewHost records that host id is alive (the hosts registry, SPEC
+	// §11.7 "Host loss"); Hosts lists the registry, Alive meaning renewed
+	// within selfFence; ForgetHost removes a retired host. The files store
+	// has one host, always alive.
+	RenewHost(ctx context.Context, id, version string, started time.Time) error
+	Hosts(ctx context.Context, selfFence time.Duration) ([]Host, error)
+	ForgetHost(ctx context.Context, id string) error
 	Close() error
+}
+
+// Host is one row of the hosts registry as Hosts read it.
+type Host struct {
+	ID        string
+	StartedAt time.Time // when the host's kingdom started (its own clock)
+	RenewedAt time.Time // its last renewal (the store's clock)
+	Version   string
+	// Age is how long ago RenewedAt was, by the store's clock when Hosts
+	// read it.
+	Age time.Duration
+	// ListedAt is the reader's clock when Hosts read the row.
+	ListedAt time.Time
+	// Alive: renewed within the self-fence window Hosts was given.
+	Alive bool
 }
 
 // Tx is one transaction's view. Its methods report problems at once
@@ -198,6 +229,10 @@ type Tx interface {
 	Reject(q, state, id, reason string) error
 	Emit(typ, actor string, data any) error
 	Value(ns, key string) ([]byte, error)
+	// ValueForUpdate is Value that also keeps every other transaction
+	// from writing the key, present or not, until this one ends: a
+	// read-modify-write of one key (kv.Update) runs one at a time.
+	ValueForUpdate(ns, key string) ([]byte, error)
 	Set(ns, key string, value []byte) error
 	Delete(ns, key string) error
 	// Fence makes the commit fail with ErrFenced unless l is still the

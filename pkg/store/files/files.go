@@ -30,6 +30,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
@@ -46,7 +47,9 @@ const nsClaims = "claims"
 // Store is the file store of one base directory.
 type Store struct {
 	l      layout.Layout
-	dir    string // state/store
+	host   string    // this machine's host id (Hosts)
+	opened time.Time // when Open ran (Hosts: the host's start)
+	dir    string    // state/store
 	queues map[string]*queue.Queue
 	adm    *queue.Admitter
 	em     *eventlog.Emitter
@@ -63,11 +66,15 @@ var _ store.Store = (*Store)(nil)
 
 // Open creates the tree of l if needed and returns its store. It finishes a
 // transaction a killed writer left behind.
-func Open(l layout.Layout) (*Store, error) {
+// host is this machine's host id, as the roles resolve it.
+func Open(l layout.Layout, host string) (*Store, error) {
+	if err := ids.Check(host); err != nil {
+		return nil, fmt.Errorf("open file store: host id: %w", err)
+	}
 	if err := l.Ensure(); err != nil {
 		return nil, fmt.Errorf("open file store: %w", err)
 	}
-	s := &Store{l: l, dir: filepath.Join(l.StateDir(), "store"), queues: map[string]*queue.Queue{}}
+	s := &Store{l: l, host: host, opened: time.Now(), dir: filepath.Join(l.StateDir(), "store"), queues: map[string]*queue.Queue{}}
 	if err := os.MkdirAll(filepath.Join(s.dir, "kv"), 0o700); err != nil {
 		return nil, fmt.Errorf("open file store: %w", err)
 	}
@@ -284,16 +291,6 @@ func (s *Store) Value(ctx context.Context, ns, key string) ([]byte, error) {
 	return s.readKV(ns, key)
 }
 
-func (s *Store) kvPath(ns, key string) string { return filepath.Join(s.dir, "kv", ns, key) }
-
-func (s *Store) readKV(ns, key string) ([]byte, error) {
-	b, err := atomicfile.ReadLimited(s.kvPath(ns, key), queue.DefaultMaxSize)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("value %s/%s: %w", ns, key, store.ErrNotFound)
-	}
-	return b, err
-}
-
 // Values returns every entry of ns.
 func (s *Store) Values(ctx context.Context, ns string) (map[string][]byte, error) {
 	if err := store.CheckKey(ns, "x"); err != nil {
@@ -302,23 +299,7 @@ func (s *Store) Values(ctx context.Context, ns string) (map[string][]byte, error
 	if err := s.recoverIfNeeded(); err != nil {
 		return nil, err
 	}
-	ents, err := os.ReadDir(filepath.Join(s.dir, "kv", ns))
-	if errors.Is(err, fs.ErrNotExist) {
-		return map[string][]byte{}, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("values %s: %w", ns, err)
-	}
-	out := make(map[string][]byte, len(ents))
-	for _, e := range ents {
-		if atomicfile.IsTemp(e.Name()) || !ids.Valid(e.Name()) {
-			continue
-		}
-		if b, err := s.readKV(ns, e.Name()); err == nil {
-			out[e.Name()] = b
-		}
-	}
-	return out, nil
+	return s.values(ns)
 }
 
 // Lead takes state/<name>/leader.lock (the role's flock) and bumps the

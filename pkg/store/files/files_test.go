@@ -10,7 +10,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
-func open(loc string) (store.Store, error) { return Open(layout.New(loc)) }
+func open(loc string) (store.Store, error) { return Open(layout.New(loc), "test-host") }
 
 func TestMain(m *testing.M) {
 	storetest.Child(open)
@@ -23,7 +23,7 @@ func TestFileStore_Conformance(t *testing.T) {
 
 func TestFilesLeaders_EpochAndHeld(t *testing.T) {
 	l := layout.New(t.TempDir())
-	s, err := Open(l)
+	s, err := Open(l, "test-host")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -143,13 +143,19 @@ func (s *Store) applyOne(o op, dirs map[string]bool) error {
 		}
 		dirs[s.queues[o.Q].Dir(o.State)], dirs[s.queues[o.Q].Dir(layout.Rejected)] = true, true
 	case "set":
-		p := s.kvPath(o.Q, o.ID)
+		p, err := s.kvPath(o.Q, o.ID)
+		if err != nil {
+			return err
+		}
 		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 			return err
 		}
 		return atomicfile.WriteFile(p, o.Data, 0o600)
 	case "delete":
-		p := s.kvPath(o.Q, o.ID)
+		p, err := s.kvPath(o.Q, o.ID)
+		if err != nil {
+			return err
+		}
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
@@ -272,8 +278,12 @@ func (t *tx) Value(ns, key string) ([]byte, error) {
 	return t.s.readKV(ns, key)
 }
 
+// ValueForUpdate is Value: the store runs one transaction at a time
+// (tx.lock), so nothing else writes the key before this one ends.
+func (t *tx) ValueForUpdate(ns, key string) ([]byte, error) { return t.Value(ns, key) }
+
 func (t *tx) Set(ns, key string, value []byte) error {
-	if err := store.CheckKey(ns, key); err != nil {
+	if _, err := t.s.kvPath(ns, key); err != nil {
 		return err
 	}
 	v := append([]byte(nil), value...)
@@ -283,7 +293,7 @@ func (t *tx) Set(ns, key string, value []byte) error {
 }
 
 func (t *tx) Delete(ns, key string) error {
-	if err := store.CheckKey(ns, key); err != nil {
+	if _, err := t.s.kvPath(ns, key); err != nil {
 		return err
 	}
 	t.ops = append(t.ops, op{Op: "delete", Q: ns, ID: key})

@@ -22,18 +22,18 @@ import (
 // (config.ApplySecrets has put kingdom.env's secrets there); errors name
 // its variable, never its value.
 func Store(ctx context.Context, cfg config.Store, l layout.Layout) (store.Store, error) {
+	host, err := cfg.ResolveHostID()
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
 	switch cfg.Kind {
 	case config.StoreFiles, "":
-		st, err := files.Open(l)
+		st, err := files.Open(l, host)
 		if err != nil {
 			return nil, fmt.Errorf("open file store: %w", err)
 		}
 		return st, nil
 	case config.StorePostgres:
-		host, err := cfg.ResolveHostID()
-		if err != nil {
-			return nil, fmt.Errorf("open postgres store: %w", err)
-		}
 		dsn := os.Getenv(cfg.DSNEnv)
 		if dsn == "" {
 			return nil, fmt.Errorf("open postgres store: %s is not set (put the DSN in kingdom.env or start's environment)", cfg.DSNEnv)

@@ -22,7 +22,7 @@ const Wildcard = "*"
 // tick rescans), and a reader that is behind has a wake pending anyway.
 const listenBuffer = 64
 
-// Listen returns the payloads of the changes every store handle on this
+// Changes returns the payloads of the changes every store handle on this
 // database commits from now on (package doc: "<queue>/<state>",
 // "kv/<ns>"), and Wildcard each time its connection (re)connects. It
 // listens on a dedicated connection, never a pooled one (a pool would
@@ -31,7 +31,7 @@ const listenBuffer = 64
 // pg_stat_activity. A lost connection is remade after 1 s, backing off to
 // 10 s while the server stays unreachable. The channel is closed once ctx
 // ends.
-func (s *Store) Listen(ctx context.Context) <-chan string {
+func (s *Store) Changes(ctx context.Context) <-chan string {
 	out := make(chan string, listenBuffer)
 	go s.listen(ctx, out)
 	return out

@@ -28,7 +28,7 @@ func listenPair(t *testing.T) (w *Store, got <-chan string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	got = l.Listen(ctx)
+	got = l.Changes(ctx)
 	if p := next(t, got); p != Wildcard {
 		t.Fatalf("first payload %q, want %q once the session listens", p, Wildcard)
 	}
@@ -184,7 +184,7 @@ func TestListen_ChannelClosesWhenContextEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	got := s.Listen(ctx)
+	got := s.Changes(ctx)
 	if p := next(t, got); p != Wildcard {
 		t.Fatalf("first payload %q", p)
 	}

@@ -27,7 +27,7 @@
 //     first failure closes Lost. A fenced transaction re-reads the epoch
 //     row FOR SHARE at commit, so a deposed leader's write never lands.
 //   - Every committed change is announced on the NOTIFY channel
-//     "kingdom" (Listen): "<queue>/<state>" for a document written or
+//     "kingdom" (Changes): "<queue>/<state>" for a document written or
 //     moved into a state (a claim's destination, "<queue>/rejected",
 //     Admit's "events/pending"), "kv/<ns>" for a key-value Set or Delete.
 //     pg_notify runs inside the change's transaction, so PostgreSQL
@@ -68,6 +68,7 @@ var migrations embed.FS
 const (
 	lockMigrate = 0x4b44_0001
 	lockLeader  = 0x4b44_0002
+	lockKey     = 0x4b44_0003 // a key-value key's read-modify-write
 )
 
 // Store is a PostgreSQL store.

@@ -23,7 +23,7 @@ type tx struct {
 	wakes  []string // payloads to notify at commit, each once
 }
 
-// wake records a payload for the commit's notification (Listen).
+// wake records a payload for the commit's notification (Changes).
 func (t *tx) wake(payload string) {
 	if !slices.Contains(t.wakes, payload) {
 		t.wakes = append(t.wakes, payload)
@@ -50,7 +50,7 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	})
 }
 
-// notify queues the payloads on the Listen channel; PostgreSQL delivers
+// notify queues the payloads on the Changes channel; PostgreSQL delivers
 // them when the transaction commits, and never if it rolls back.
 func notify(ctx context.Context, ptx pgx.Tx, payloads []string) error {
 	if len(payloads) == 0 {
@@ -198,6 +198,20 @@ func (t *tx) Value(ns, key string) ([]byte, error) {
 		return nil, fmt.Errorf("value %s/%s: %w", ns, key, err)
 	}
 	return v, nil
+}
+
+// ValueForUpdate takes a transaction advisory lock on the key (held to
+// the commit or rollback, present row or not) and then reads it: two
+// read-modify-writes of a key that does not exist yet wait for each other
+// too, which a row lock alone cannot do.
+func (t *tx) ValueForUpdate(ns, key string) ([]byte, error) {
+	if err := store.CheckKey(ns, key); err != nil {
+		return nil, err
+	}
+	if _, err := t.tx.Exec(t.ctx, "SELECT pg_advisory_xact_lock($1, hashtext($2))", lockKey, ns+"/"+key); err != nil {
+		return nil, fmt.Errorf("lock %s/%s: %w", ns, key, err)
+	}
+	return t.Value(ns, key)
 }
 
 func (t *tx) Set(ns, key string, value []byte) error {
