@@ -3,6 +3,8 @@ package pg
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -157,5 +159,86 @@ func TestOpen_KeepaliveParamsInDSN(t *testing.T) {
 	st.Close()
 	if _, err := Open(context.Background(), pgtest.DB(t)+"&keepalives_idle=soon", "host-a"); err == nil {
 		t.Fatal("bad keepalives_idle accepted")
+	}
+}
+
+// burnXIDs advances the server's transaction counter by n in one
+// statement: each loop round writes in a subtransaction of its own, and
+// each such write takes a new transaction id.
+func burnXIDs(t *testing.T, ctx context.Context, conn *pgx.Conn, n int) {
+	t.Helper()
+	if _, err := conn.Exec(ctx, "CREATE TEMP TABLE IF NOT EXISTS burn (i int)"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := conn.Exec(ctx, `DO $$ BEGIN
+		FOR i IN 1..`+strconv.Itoa(n)+` LOOP
+			BEGIN INSERT INTO burn VALUES (i); EXCEPTION WHEN division_by_zero THEN NULL; END;
+		END LOOP; END $$`)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Transaction ids of rows on both sides of a decimal-digit boundary (999 →
+// 1000, 9999 → 10000, …) are read in transaction order, each once, one
+// page at a time: as text "10000" sorts before "9999", and a cursor that
+// follows that order moves backwards.
+func TestEvents_CursorCrossesADigitBoundaryOfTransactionIDs(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.DB(t)
+	st, err := Open(ctx, dsn, "host-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var cur uint64
+	if err := conn.QueryRow(ctx, "SELECT pg_current_xact_id()::text::bigint").Scan(&cur); err != nil {
+		t.Fatal(err)
+	}
+	next := uint64(10)
+	for next <= cur+3 {
+		next *= 10
+	}
+	// Three events just below the boundary, three just above.
+	if gap := int(next - cur - 6); gap > 0 {
+		burnXIDs(t, ctx, conn, gap)
+	}
+	var want []string
+	for i := range 6 {
+		typ := "e" + strconv.Itoa(i)
+		want = append(want, typ)
+		if err := st.Emit(ctx, typ, "t", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var xids []string
+	rows, _ := conn.Query(ctx, "SELECT xid::text FROM event_log ORDER BY id")
+	xids, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(xids[0]) == len(xids[len(xids)-1]) {
+		t.Fatalf("transaction ids %v do not cross a digit boundary; the test cannot tell", xids)
+	}
+	var got []string
+	var c store.Cursor
+	for range 20 {
+		evs, err := st.Events(ctx, c, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) == 0 {
+			break
+		}
+		got = append(got, evs[0].Type)
+		c = evs[0].Cursor
+	}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("read %v one at a time (xids %v), want %v each once, in order", got, xids, want)
 	}
 }

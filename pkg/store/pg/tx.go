@@ -262,9 +262,12 @@ func (s *Store) Events(ctx context.Context, cur store.Cursor, max int) ([]store.
 		}
 		xid, id = x, n
 	}
-	rows, err := s.pool.Query(ctx, `SELECT id, xid::text, ts, type, actor, data::text FROM event_log
-		WHERE xid < pg_snapshot_xmin(pg_current_snapshot()) AND (xid, id) > ($1::xid8, $2::bigint)
-		ORDER BY xid, id LIMIT $3`, xid, id, max)
+	// ORDER BY names the table's columns: a bare "xid" would be the
+	// output column xid::text, which sorts "1000" before "999" (the cursor
+	// then moves backwards and rows come again, or are skipped).
+	rows, err := s.pool.Query(ctx, `SELECT e.id, e.xid::text AS xid_text, e.ts, e.type, e.actor, e.data::text FROM event_log e
+		WHERE e.xid < pg_snapshot_xmin(pg_current_snapshot()) AND (e.xid, e.id) > ($1::xid8, $2::bigint)
+		ORDER BY e.xid, e.id LIMIT $3`, xid, id, max)
 	if err != nil {
 		return nil, fmt.Errorf("read event log: %w", err)
 	}
