@@ -40,11 +40,24 @@ type Store struct {
 	// SelfFenceSeconds, so the lost host has killed its soldiers before
 	// their tasks run again elsewhere.
 	TakeoverSeconds int `yaml:"takeover_seconds" check:"min=10,max=604800"`
+	// CallTimeoutSeconds bounds every store call a role makes (SPEC
+	// §12.1): a database that does not answer is an error, never a hang.
+	CallTimeoutSeconds int `yaml:"call_timeout_seconds" check:"min=1,max=600"`
+	// ConnectTimeoutSeconds bounds connecting to PostgreSQL when the DSN
+	// names no connect_timeout of its own.
+	ConnectTimeoutSeconds int `yaml:"connect_timeout_seconds" check:"min=1,max=600"`
+	// LeaderStallSeconds: a leader whose tick has not finished for this
+	// long gives up its lease so that another host leads.
+	LeaderStallSeconds int `yaml:"leader_stall_seconds" check:"min=10,max=86400"`
+	// AppName is the application_name of the process's connections
+	// (kingdom-<role>@<host>), set by the role at start, never by a file.
+	AppName string `yaml:"-"`
 }
 
 // DefaultStore returns the store section's defaults.
 func DefaultStore() Store {
-	return Store{Kind: StoreFiles, DSNEnv: DefaultDSNEnv, SelfFenceSeconds: 300, TakeoverSeconds: 600}
+	return Store{Kind: StoreFiles, DSNEnv: DefaultDSNEnv, SelfFenceSeconds: 300, TakeoverSeconds: 600,
+		CallTimeoutSeconds: 10, ConnectTimeoutSeconds: 10, LeaderStallSeconds: 120}
 }
 
 // validate adds the store section's cross-key problems to p (the per-key
@@ -86,6 +99,15 @@ func (s Store) ResolveHostID() (string, error) {
 
 // SelfFence is store.self_fence_seconds.
 func (s Store) SelfFence() time.Duration { return seconds(s.SelfFenceSeconds) }
+
+// CallTimeout is store.call_timeout_seconds.
+func (s Store) CallTimeout() time.Duration { return seconds(s.CallTimeoutSeconds) }
+
+// ConnectTimeout is store.connect_timeout_seconds.
+func (s Store) ConnectTimeout() time.Duration { return seconds(s.ConnectTimeoutSeconds) }
+
+// LeaderStall is store.leader_stall_seconds.
+func (s Store) LeaderStall() time.Duration { return seconds(s.LeaderStallSeconds) }
 
 // Takeover is store.takeover_seconds.
 func (s Store) Takeover() time.Duration { return seconds(s.TakeoverSeconds) }

@@ -49,7 +49,8 @@ func TestStore_PostgresSectionLoads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Store{Kind: StorePostgres, DSNEnv: "KD_DSN", HostID: "web-1.example", SelfFenceSeconds: 60, TakeoverSeconds: 90}
+	want := Store{Kind: StorePostgres, DSNEnv: "KD_DSN", HostID: "web-1.example", SelfFenceSeconds: 60, TakeoverSeconds: 90,
+		CallTimeoutSeconds: 10, ConnectTimeoutSeconds: 10, LeaderStallSeconds: 120}
 	if s.Store != want {
 		t.Errorf("store = %+v, want %+v", s.Store, want)
 	}

@@ -82,9 +82,34 @@ type Store struct {
 
 var _ store.Store = (*Store)(nil)
 
+// Options tune a process's connections; the zero value is the defaults.
+type Options struct {
+	// AppName is every connection's application_name (pg_stat_activity
+	// names the role and host: kingdom-<role>@<host>); the DSN's own
+	// application_name wins.
+	AppName string
+	// ConnectTimeout bounds each connection attempt when the DSN names no
+	// connect_timeout (default 10 s): a server that accepts and never
+	// answers is an error, not a hang.
+	ConnectTimeout time.Duration
+	// MaxConns caps the pool (default 3: a role runs a few store calls at
+	// once; leases and the listener have connections of their own).
+	MaxConns int32
+}
+
 // Open connects to dsn as host (the holder name written into claims and
 // leaders) and migrates the schema.
-func Open(ctx context.Context, dsn, host string) (*Store, error) {
+func Open(ctx context.Context, dsn, host string, opts ...Options) (*Store, error) {
+	var o Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = 10 * time.Second
+	}
+	if o.MaxConns <= 0 {
+		o.MaxConns = 3
+	}
 	if err := ids.Check(host); err != nil {
 		return nil, fmt.Errorf("open postgres store: host id: %w", err)
 	}
@@ -93,9 +118,17 @@ func Open(ctx context.Context, dsn, host string) (*Store, error) {
 		// The parse error may quote the DSN, which can hold a password.
 		return nil, errors.New("open postgres store: the DSN does not parse")
 	}
+	if cfg.ConnConfig.ConnectTimeout <= 0 {
+		cfg.ConnConfig.ConnectTimeout = o.ConnectTimeout
+	}
 	if err := keepalives(cfg.ConnConfig); err != nil {
 		return nil, fmt.Errorf("open postgres store: %w", err)
 	}
+	if _, set := cfg.ConnConfig.RuntimeParams["application_name"]; !set && o.AppName != "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = o.AppName
+	}
+	cfg.MaxConns = o.MaxConns
+	cfg.MinConns = 0
 	s := &Store{conn: cfg.ConnConfig.Copy(), host: host, LeaseCheck: time.Second}
 	if err := s.migrate(ctx); err != nil {
 		return nil, err
@@ -135,7 +168,7 @@ func keepalives(cc *pgx.ConnConfig) error {
 		ka.Enable = v != "0"
 		delete(cc.RuntimeParams, "keepalives")
 	}
-	d := &net.Dialer{Timeout: 10 * time.Second, KeepAliveConfig: ka}
+	d := &net.Dialer{Timeout: cc.ConnectTimeout, KeepAliveConfig: ka}
 	if !ka.Enable {
 		d.KeepAlive = -1
 	}
