@@ -95,6 +95,20 @@ func closeStores() {
 	}
 }
 
+// bound gives ctx the store's call timeout (store.call_timeout_seconds)
+// unless it already ends sooner: no store call waits for ever on a
+// database that does not answer (SPEC §12.1).
+func (s *lazyStore) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	d := s.cfg.CallTimeout()
+	if d <= 0 {
+		d = 10 * time.Second
+	}
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= d {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, d)
+}
+
 // open returns the opened store, opening it now if needed.
 func (s *lazyStore) open(ctx context.Context) (store.Store, error) {
 	s.mu.Lock()
@@ -125,6 +139,8 @@ func OpenStore(ctx context.Context, st store.Store) (store.Store, error) {
 }
 
 func (s *lazyStore) Get(ctx context.Context, q, id string) (store.Doc, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	st, err := s.open(ctx)
 	if err != nil {
 		return store.Doc{}, err
@@ -133,6 +149,8 @@ func (s *lazyStore) Get(ctx context.Context, q, id string) (store.Doc, error) {
 }
 
 func (s *lazyStore) List(ctx context.Context, q, state string) ([]store.Doc, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	st, err := s.open(ctx)
 	if err != nil {
 		return nil, err
@@ -141,6 +159,8 @@ func (s *lazyStore) List(ctx context.Context, q, state string) ([]store.Doc, err
 }
 
 func (s *lazyStore) Claim(ctx context.Context, q, from, to, id string, c store.Claim) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	st, err := s.open(ctx)
 	if err != nil {
 		return err
@@ -149,6 +169,8 @@ func (s *lazyStore) Claim(ctx context.Context, q, from, to, id string, c store.C
 }
 
 func (s *lazyStore) ClaimNext(ctx context.Context, q, from, to string, c store.Claim) (store.Doc, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	st, err := s.open(ctx)
 	if err != nil {
 		return store.Doc{}, err
@@ -157,6 +179,8 @@ func (s *lazyStore) ClaimNext(ctx context.Context, q, from, to string, c store.C
 }
 
 func (s *lazyStore) Update(ctx context.Context, fn func(store.Tx) error) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	st, err := s.open(ctx)
 	if err != nil {
 		return err
@@ -165,6 +189,8 @@ func (s *lazyStore) Update(ctx context.Context, fn func(store.Tx) error) error {
 }
 
 func (s *lazyStore) Admit(ctx context.Context, id string, data []byte) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	st, err := s.open(ctx)
 	if err != nil {
 		return err
@@ -173,6 +199,8 @@ func (s *lazyStore) Admit(ctx context.Context, id string, data []byte) error {
 }
 
 func (s *lazyStore) Events(ctx context.Context, cur store.Cursor, max int) ([]store.Event, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	st, err := s.open(ctx)
 	if err != nil {
 		return nil, err
@@ -181,6 +209,8 @@ func (s *lazyStore) Events(ctx context.Context, cur store.Cursor, max int) ([]st
 }
 
 func (s *lazyStore) Lead(ctx context.Context, name string) (store.Lease, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	st, err := s.open(ctx)
 	if err != nil {
 		return nil, err
@@ -189,6 +219,8 @@ func (s *lazyStore) Lead(ctx context.Context, name string) (store.Lease, error) 
 }
 
 func (s *lazyStore) Value(ctx context.Context, ns, key string) ([]byte, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	st, err := s.open(ctx)
 	if err != nil {
 		return nil, err
@@ -197,6 +229,8 @@ func (s *lazyStore) Value(ctx context.Context, ns, key string) ([]byte, error) {
 }
 
 func (s *lazyStore) Values(ctx context.Context, ns string) (map[string][]byte, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	st, err := s.open(ctx)
 	if err != nil {
 		return nil, err
@@ -205,6 +239,8 @@ func (s *lazyStore) Values(ctx context.Context, ns string) (map[string][]byte, e
 }
 
 func (s *lazyStore) Emit(ctx context.Context, typ, actor string, data any) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	st, err := s.open(ctx)
 	if err != nil {
 		return err
@@ -213,6 +249,8 @@ func (s *lazyStore) Emit(ctx context.Context, typ, actor string, data any) error
 }
 
 func (s *lazyStore) Leaders(ctx context.Context) (map[string]store.LeaderInfo, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	st, err := s.open(ctx)
 	if err != nil {
 		return nil, err
@@ -231,6 +269,8 @@ func (s *lazyStore) Changes(ctx context.Context) <-chan string {
 }
 
 func (s *lazyStore) RenewHost(ctx context.Context, id, version string, started time.Time) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	st, err := s.open(ctx)
 	if err != nil {
 		return err
@@ -239,6 +279,8 @@ func (s *lazyStore) RenewHost(ctx context.Context, id, version string, started t
 }
 
 func (s *lazyStore) Hosts(ctx context.Context, selfFence time.Duration) ([]store.Host, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	st, err := s.open(ctx)
 	if err != nil {
 		return nil, err
@@ -247,6 +289,8 @@ func (s *lazyStore) Hosts(ctx context.Context, selfFence time.Duration) ([]store
 }
 
 func (s *lazyStore) ForgetHost(ctx context.Context, id string) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	st, err := s.open(ctx)
 	if err != nil {
 		return err
