@@ -166,11 +166,13 @@ func SetupWith(role, baseFlag string, stdout io.Writer) (*Env, error) {
 	if readOnly {
 		lo.SystemLog, lo.RotateLock, events = "", "", nil
 	}
+	log := logging.New(lo)
+	st.log = log
 	return &Env{
 		Secrets:  secrets,
 		Role:     role,
 		Layout:   l,
-		Log:      logging.New(lo),
+		Log:      log,
 		Events:   events,
 		Tmux:     Tmux(l),
 		Clock:    clock.Real{},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync"
 	"time"
@@ -57,6 +58,7 @@ type lazyStore struct {
 	opener func(context.Context, config.Store, layout.Layout) (store.Store, error)
 	cfg    config.Store
 	l      layout.Layout
+	log    *slog.Logger // OpenStore's outage lines (nil: none)
 	mu     sync.Mutex
 	st     store.Store
 	closed bool
@@ -131,11 +133,41 @@ func (s *lazyStore) open(ctx context.Context) (store.Store, error) {
 
 // OpenStore returns the store behind st (Env.Store), opened: a
 // *files.Store or a *pg.Store.
+//
+// A store that cannot be reached (store.Unreachable) is waited for, not
+// failed (SPEC §12.2): OpenStore retries with backoff, 1 s doubling to
+// 30 s, logging the outage once, until the store opens or ctx ends. A role
+// started while its database is down comes up when the database does.
 func OpenStore(ctx context.Context, st store.Store) (store.Store, error) {
-	if ls, ok := st.(*lazyStore); ok {
-		return ls.open(ctx)
+	ls, ok := st.(*lazyStore)
+	if !ok {
+		return st, nil
 	}
-	return st, nil
+	wait := time.Second
+	var since time.Time
+	for {
+		inner, err := ls.open(ctx)
+		if err == nil || !store.Unreachable(err) || ctx.Err() != nil {
+			if err == nil && !since.IsZero() && ls.log != nil {
+				ls.log.Info("store reachable again", "after", time.Since(since).Round(time.Second).String())
+			}
+			return inner, err
+		}
+		if since.IsZero() {
+			since = time.Now()
+			if ls.log != nil {
+				ls.log.Error("store unreachable at start; waiting for it", "err", err)
+			}
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+		wait = min(2*wait, 30*time.Second)
+	}
 }
 
 func (s *lazyStore) Get(ctx context.Context, q, id string) (store.Doc, error) {
@@ -296,6 +328,16 @@ func (s *lazyStore) ForgetHost(ctx context.Context, id string) error {
 		return err
 	}
 	return st.ForgetHost(ctx, id)
+}
+
+// TrimEvents keeps its caller's deadline (a daily job that may delete a
+// day's rows bounds itself), not the per-call timeout.
+func (s *lazyStore) TrimEvents(ctx context.Context, now time.Time, keep time.Duration) (int, error) {
+	st, err := s.open(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return st.TrimEvents(ctx, now, keep)
 }
 
 // Close closes the store if it was opened; later calls fail.

@@ -3,9 +3,12 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"os"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -144,5 +147,44 @@ func recv(t *testing.T, ch <-chan struct{}, what string) {
 	case <-ch:
 	case <-time.After(20 * time.Second):
 		t.Fatalf("no %s", what)
+	}
+}
+
+// A role's OpenStore waits out a store that cannot be reached (a database
+// that is down at boot) instead of failing, and fails at once for any
+// other error.
+func TestOpenStore_WaitsForAnUnreachableStore(t *testing.T) {
+	t.Setenv("KINGDOM_TEST_DSN", "postgres://127.0.0.1:1/none")
+	env, err := SetupWith("king", pgTree(t, "KINGDOM_TEST_DSN", "box-a").Base, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Close()
+	fake := &fakeListener{ch: make(chan string, 1)}
+	var tries atomic.Int32
+	down := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	env.SetStoreOpener(func(context.Context, config.Store, layout.Layout) (store.Store, error) {
+		if tries.Add(1) <= 2 {
+			return nil, fmt.Errorf("open postgres store: %w", down)
+		}
+		return fake, nil
+	})
+	st, err := OpenStore(t.Context(), env.Store)
+	if err != nil || st != fake || tries.Load() != 3 {
+		t.Fatalf("OpenStore = %v, %v after %d tries; want the store on the third", st, err, tries.Load())
+	}
+
+	env2, err := SetupWith("king", pgTree(t, "KINGDOM_TEST_DSN", "box-a").Base, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env2.Close()
+	var tries2 atomic.Int32
+	env2.SetStoreOpener(func(context.Context, config.Store, layout.Layout) (store.Store, error) {
+		tries2.Add(1)
+		return nil, errors.New("open postgres store: the DSN does not parse")
+	})
+	if _, err := OpenStore(t.Context(), env2.Store); err == nil || tries2.Load() != 1 {
+		t.Fatalf("a config error: %v after %d tries, want an error at once", err, tries2.Load())
 	}
 }

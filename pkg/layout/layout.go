@@ -126,6 +126,13 @@ func (l Layout) RoleStateDir(role string) string { return l.p("state", role) }
 func (l Layout) Heartbeat(role string) string  { return l.p("state", role, "heartbeat") }
 func (l Layout) LeaderLock(role string) string { return l.p("state", role, "leader.lock") }
 
+// StoreUnreachable exists while role's ticks cannot reach the store: the
+// runner writes {since, error} at the first failure and removes it at the
+// first tick that succeeds (SPEC §12.2), so the verdict names the cause.
+func (l Layout) StoreUnreachable(role string) string {
+	return l.p("state", role, "store-unreachable.json")
+}
+
 // HostLease is touched by start after each successful renewal of this
 // host in the hosts registry (store.kind postgres): its mtime is the last
 // renewal, by which generals self-fence (hosts.SelfFence).

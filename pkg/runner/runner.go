@@ -16,8 +16,10 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -31,6 +33,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
+	"github.com/kingdom-dev/kingdom/pkg/redact"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
@@ -207,6 +210,7 @@ func Run(ctx context.Context, o Options, role Role) error {
 	}
 
 	fails := 0
+	var out outage
 	var lastEnd time.Time     // when the last tick ended
 	timer := time.NewTimer(0) // first tick at once
 	defer timer.Stop()
@@ -240,14 +244,27 @@ func Run(ctx context.Context, o Options, role Role) error {
 		if errors.Is(context.Cause(tickCtx), ErrLeadershipLost) {
 			return lostErr()
 		}
-		if err != nil {
+		next := o.Interval
+		switch {
+		case err != nil && store.Unreachable(err):
+			// Weather, not a fault (SPEC §12.2): never counted, retried
+			// with backoff; a store that comes back wakes the role
+			// (Options.Wakes) before the backoff ends.
+			next = out.fail(o, err)
+			// The loop is alive and waiting, not hung: the heartbeat
+			// says so, and the outage record says why no work moves.
+			if herr := hb.touch(o.Layout.Heartbeat(o.Role)); herr != nil {
+				o.Log.Warn("heartbeat", "err", herr)
+			}
+		case err != nil:
 			fails++
 			o.Log.Error("tick failed", "err", err, "consecutive", fails)
 			if fails >= o.MaxFailures {
 				return fmt.Errorf("%s: %w (%d): last: %v", o.Role, ErrTooManyFailures, fails, err)
 			}
-		} else {
+		default:
 			fails = 0
+			out.ok(o)
 		}
 		if !timer.Stop() {
 			select {
@@ -255,7 +272,7 @@ func Run(ctx context.Context, o Options, role Role) error {
 			default:
 			}
 		}
-		timer.Reset(o.Interval)
+		timer.Reset(next)
 	}
 }
 
@@ -493,4 +510,44 @@ func sweepOwnTemps(o Options) {
 	if n > 0 {
 		o.Log.Info("removed leftover temp files of dead processes", "count", n, CatAttr("CLEANUP"))
 	}
+}
+
+// outage is a run of ticks that could not reach the store.
+type outage struct {
+	since time.Time // zero: the store answers
+	tries int
+}
+
+// maxBackoff caps the wait between ticks while the store is unreachable.
+const maxBackoff = 30 * time.Second
+
+// fail records one more unreachable tick and returns how long to wait
+// before the next: 1 s doubling to 30 s. The first failure of an outage
+// is logged and written to layout.StoreUnreachable for the verdict.
+func (u *outage) fail(o Options, err error) time.Duration {
+	if u.since.IsZero() {
+		u.since = time.Now()
+		o.Log.Error("store unreachable; waiting for it (not a failure of this role)", "err", err, CatAttr("SYSTEM"))
+		rec := map[string]string{"since": u.since.UTC().Format(time.RFC3339), "error": redact.String(err.Error())}
+		if b, jerr := json.Marshal(rec); jerr == nil {
+			if werr := atomicfile.WriteFile(o.Layout.StoreUnreachable(o.Role), append(b, '\n'), 0o600); werr != nil {
+				o.Log.Warn("record store outage", "err", werr)
+			}
+		}
+	}
+	d := time.Second << min(u.tries, 5)
+	u.tries++
+	return min(d, maxBackoff)
+}
+
+// ok ends an outage: logged, and its record removed.
+func (u *outage) ok(o Options) {
+	if u.since.IsZero() {
+		return
+	}
+	o.Log.Info("store reachable again", "after", time.Since(u.since).Round(time.Second).String(), CatAttr("SYSTEM"))
+	if err := os.Remove(o.Layout.StoreUnreachable(o.Role)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		o.Log.Warn("remove store outage record", "err", err)
+	}
+	*u = outage{}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -395,4 +396,68 @@ func TestRunner_WakesChannelTicksDebouncedLikeAFile(t *testing.T) {
 	wakes2 <- struct{}{}
 	quiet(ticks2, "a send on Wakes right after a tick did not wait for the debounce window")
 	stop2()
+}
+
+// A store that cannot be reached is weather: ticks failing with it are
+// never counted toward MaxFailures, the outage is recorded for the verdict
+// while it lasts, and the first tick that succeeds ends it. Wakes drive
+// the ticks here, so no backoff is waited out.
+func TestRunner_UnreachableStoreIsWaitedOutNotCounted(t *testing.T) {
+	l := layout.New(t.TempDir())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	wakes := make(chan struct{})
+	ticked := make(chan int)
+	down := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	n := 0
+	done := make(chan error, 1)
+	go func() {
+		done <- runner.Run(ctx, runner.Options{Role: "king", Layout: l, Interval: time.Hour, MaxFailures: 3, Wakes: wakes},
+			tickFunc(func(context.Context) error {
+				n++
+				defer func(i int) { ticked <- i }(n)
+				if n <= 10 {
+					return fmt.Errorf("list events: %w", down)
+				}
+				return nil
+			}))
+	}()
+	for i := 1; i <= 11; i++ {
+		if i > 1 {
+			select {
+			case wakes <- struct{}{}:
+			case err := <-done:
+				t.Fatalf("Run returned after %d unreachable ticks: %v", i-1, err)
+			}
+		}
+		select {
+		case got := <-ticked:
+			if got != i {
+				t.Fatalf("tick %d, want %d", got, i)
+			}
+		case err := <-done:
+			t.Fatalf("Run returned after %d unreachable ticks: %v", i-1, err)
+		}
+		if i == 10 {
+			b, err := os.ReadFile(l.StoreUnreachable("king"))
+			if err != nil || !strings.Contains(string(b), "connection refused") || !strings.Contains(string(b), `"since"`) {
+				t.Fatalf("outage record after 10 unreachable ticks: %q %v", b, err)
+			}
+		}
+	}
+	// The 11th tick succeeded: wait for Run to handle it, by one more tick.
+	wakes <- struct{}{}
+	<-ticked
+	if _, err := os.Stat(l.StoreUnreachable("king")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("outage record still there after a good tick: %v", err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned during a store outage: %v", err)
+	default:
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
 }
