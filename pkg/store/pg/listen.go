@@ -27,10 +27,10 @@ const listenBuffer = 64
 // "kv/<ns>"), and Wildcard each time its connection (re)connects. It
 // listens on a dedicated connection, never a pooled one (a pool would
 // hand the LISTEN session to other work, or recycle it), made like a
-// lease's (the DSN's keepalives), and named kingdom-listen in
-// pg_stat_activity. A lost connection is remade after 1 s, backing off to
-// 10 s while the server stays unreachable. The channel is closed once ctx
-// ends.
+// lease's (the DSN's keepalives), and named in pg_stat_activity by the
+// process's application_name + "/listen". A lost connection is remade
+// after 0.5 s, backing off to 2 s while the server stays unreachable. The
+// channel is closed once ctx ends.
 func (s *Store) Changes(ctx context.Context) <-chan string {
 	out := make(chan string, listenBuffer)
 	go s.listen(ctx, out)
@@ -39,7 +39,10 @@ func (s *Store) Changes(ctx context.Context) <-chan string {
 
 func (s *Store) listen(ctx context.Context, out chan<- string) {
 	defer close(out)
-	const minWait, maxWait = time.Second, 10 * time.Second
+	// Reconnects stay close together (at most 2 s apart): the Wildcard a
+	// new session sends is what wakes every role once the database is
+	// back (SPEC §12.2: work resumes within 5 s of its return).
+	const minWait, maxWait = 500 * time.Millisecond, 2 * time.Second
 	wait := minWait
 	for {
 		c, err := s.listenConn(ctx)
@@ -72,7 +75,7 @@ func (s *Store) listen(ctx context.Context, out chan<- string) {
 // listenConn connects a dedicated session and LISTENs on channel.
 func (s *Store) listenConn(ctx context.Context) (*pgx.Conn, error) {
 	cfg := s.conn.Copy()
-	cfg.RuntimeParams["application_name"] = "kingdom-listen"
+	cfg.RuntimeParams["application_name"] = cfg.RuntimeParams["application_name"] + "/listen"
 	c, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("listen: connect: %w", err)

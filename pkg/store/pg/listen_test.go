@@ -165,7 +165,7 @@ func TestListen_ReconnectsAfterItsSessionIsKilledAndSaysStar(t *testing.T) {
 	ctx := context.Background()
 	w, got := listenPair(t)
 	tag, err := w.pool.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-		WHERE application_name='kingdom-listen' AND datname=current_database()`)
+		WHERE application_name LIKE '%/listen' AND datname=current_database()`)
 	if err != nil || tag.RowsAffected() != 1 {
 		t.Fatalf("terminate the listen session: %v (%d sessions)", err, tag.RowsAffected())
 	}
