@@ -3,6 +3,7 @@ package pg
 import (
 	"context"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,5 +61,23 @@ func TestOpen_ServerThatNeverAnswersTimesOut(t *testing.T) {
 		}
 	case <-time.After(2 * time.Minute): // far beyond the timeout: only a hang gets here
 		t.Fatal("Open hung against a server that never answers")
+	}
+}
+
+// A database migrated by a newer binary is refused, naming both versions.
+func TestOpen_RefusesANewerSchema(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.DB(t)
+	st, err := Open(ctx, dsn, "host-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.pool.Exec(ctx, "INSERT INTO schema_migrations (version) VALUES (999)"); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	_, err = Open(ctx, dsn, "host-a")
+	if err == nil || !strings.Contains(err.Error(), "version 999") || !strings.Contains(err.Error(), "newer than this binary's") {
+		t.Fatalf("Open on a newer schema: %v, want a refusal naming both versions", err)
 	}
 }

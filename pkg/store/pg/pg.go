@@ -205,6 +205,22 @@ func (s *Store) migrate(ctx context.Context) error {
 		return err
 	}
 	sort.Slice(ents, func(i, j int) bool { return ents[i].Name() < ents[j].Name() })
+	known := 0
+	for _, e := range ents {
+		if v, err := strconv.Atoi(strings.SplitN(e.Name(), "_", 2)[0]); err == nil {
+			known = max(known, v)
+		}
+	}
+	// A database a newer binary migrated has columns and rules this one
+	// does not know (an admit would fail on a NOT NULL column it never
+	// fills): refuse it, naming both versions (SPEC §12.2).
+	var newest int
+	if err := c.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM schema_migrations").Scan(&newest); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if newest > known {
+		return fmt.Errorf("migrate: the database's schema is version %d, newer than this binary's %d: upgrade this host's Kingdom (every host runs the same release)", newest, known)
+	}
 	for _, e := range ents {
 		num, _, _ := strings.Cut(e.Name(), "_")
 		v, err := strconv.Atoi(num)
