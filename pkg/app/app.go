@@ -230,6 +230,7 @@ func (e *Env) RunnerOptions(c *cli.Command) runner.Options {
 	if IsLeaderRole(e.Role) {
 		role, st := e.Role, e.Store
 		o.Lead = func(ctx context.Context) (store.Lease, error) { return st.Lead(ctx, role) }
+		o.LeaderStall = e.System.Store.LeaderStall()
 	}
 	if !o.Once {
 		o.Wakes = storeWakes(e.Store, e.Role)

@@ -16,6 +16,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/runner"
 	"github.com/kingdom-dev/kingdom/pkg/store"
+	"github.com/kingdom-dev/kingdom/pkg/store/files"
 	"github.com/kingdom-dev/kingdom/pkg/store/pg"
 )
 
@@ -292,4 +293,49 @@ func TestRunner_LeaseStandbyTakesOverAfterSIGKILL(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("standby never took over")
 	}
+}
+
+// A leader whose tick does not finish within LeaderStall gives its lease
+// up (another instance can lead at once) and Run returns
+// ErrLeadershipLost, even though the tick itself never returns.
+func TestRunner_StalledTickGivesUpTheLead(t *testing.T) {
+	l := layout.New(t.TempDir())
+	st, err := files.Open(l, "test-host")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	hang := make(chan struct{})
+	defer close(hang)
+	entered := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- runner.Run(context.Background(), runner.Options{
+			Role: "king", Layout: l, Interval: time.Hour, LeaderStall: 100 * time.Millisecond,
+			Lead: func(ctx context.Context) (store.Lease, error) { return st.Lead(ctx, "king") },
+		}, tickFunc(func(context.Context) error {
+			close(entered)
+			<-hang // hung: deaf to its context
+			return nil
+		}))
+	}()
+	<-entered
+	select {
+	case err := <-done:
+		if !errors.Is(err, runner.ErrLeadershipLost) {
+			t.Fatalf("Run = %v, want ErrLeadershipLost", err)
+		}
+	case <-time.After(2 * time.Minute): // far beyond stall + grace: only a hang gets here
+		t.Fatal("Run did not return while its tick hung")
+	}
+	other, err := files.Open(l, "test-host")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	lease, err := other.Lead(context.Background(), "king")
+	if err != nil {
+		t.Fatalf("the lead after a stall: %v, want it free", err)
+	}
+	lease.Release()
 }

@@ -91,6 +91,12 @@ type Options struct {
 	// LeadRetry is how often a standby asks Lead again (default 1 s): each
 	// try may open a database connection.
 	LeadRetry time.Duration
+	// LeaderStall, if set with Lead, bounds a tick: a leader whose tick has
+	// not finished after it gives up its lease (store.leader_stall_seconds,
+	// SPEC §12.2) and Run returns ErrLeadershipLost a moment later, even if
+	// the tick never returns, so start relaunches the role in standby and
+	// another host (or the relaunched process) leads.
+	LeaderStall time.Duration
 	// Wakes, if set, is one more wake source, debounced like a watched
 	// file (store.kind postgres: a notification of the shared store, where
 	// no file event fires).
@@ -211,6 +217,7 @@ func Run(ctx context.Context, o Options, role Role) error {
 
 	fails := 0
 	var out outage
+	var renew renewal
 	var lastEnd time.Time     // when the last tick ended
 	timer := time.NewTimer(0) // first tick at once
 	defer timer.Stop()
@@ -239,8 +246,14 @@ func Run(ctx context.Context, o Options, role Role) error {
 		}
 		// The tick runs on a context that survives the shutdown signal, so a
 		// SIGTERM lets the current tick finish (SPEC §4.2).
-		err := runTick(tickCtx, o, role, hb)
+		err := watchedTick(tickCtx, o, role, hb, lead, func() {
+			stopRun(ErrLeadershipLost)
+			stopTick(ErrLeadershipLost)
+		})
 		lastEnd = time.Now()
+		if lead.lease != nil {
+			renew.step(tickCtx, o, lead.lease)
+		}
 		if errors.Is(context.Cause(tickCtx), ErrLeadershipLost) {
 			return lostErr()
 		}
@@ -550,4 +563,59 @@ func (u *outage) ok(o Options) {
 		o.Log.Warn("remove store outage record", "err", err)
 	}
 	*u = outage{}
+}
+
+// watchedTick is runTick under Options.LeaderStall for a leader with a
+// lease: past the stall it calls lose (ending the tick's context), gives
+// the lease up, and returns after a short grace whether or not the tick
+// has.
+func watchedTick(ctx context.Context, o Options, role Role, hb *beat, lead *leadership, lose func()) error {
+	if lead.lease == nil || o.LeaderStall <= 0 {
+		return runTick(ctx, o, role, hb)
+	}
+	done := make(chan error, 1)
+	go func() { done <- runTick(ctx, o, role, hb) }()
+	stall := time.NewTimer(o.LeaderStall)
+	defer stall.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-stall.C:
+	}
+	o.Log.Error("tick has not finished: giving up the lead", "after", o.LeaderStall.String(), CatAttr("SYSTEM"))
+	lose()
+	if err := lead.lease.Release(); err != nil {
+		o.Log.Warn("release the lease", "err", err)
+	}
+	grace := time.NewTimer(stallGrace)
+	defer grace.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-grace.C:
+		return fmt.Errorf("tick stalled for %s", o.LeaderStall)
+	}
+}
+
+// stallGrace is how long a stalled tick may take to notice its context
+// ended before Run returns without it.
+const stallGrace = 5 * time.Second
+
+// renewal renews the leader's lease at most every renewEvery (a tick may
+// run hundreds of times a second in a burst; the stall window is minutes).
+type renewal struct{ last time.Time }
+
+const renewEvery = 5 * time.Second
+
+func (r *renewal) step(ctx context.Context, o Options, l store.Lease) {
+	if !r.last.IsZero() && time.Since(r.last) < renewEvery {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, renewEvery)
+	defer cancel()
+	if err := l.Renew(ctx); err != nil {
+		o.Log.Warn("renew the lease", "err", err)
+		return
+	}
+	r.last = time.Now()
 }

@@ -138,6 +138,10 @@ type Lease interface {
 	Lost() <-chan struct{}
 	// Release gives the leadership up.
 	Release() error
+	// Renew says the leader is making progress; a leader that stops
+	// renewing for store.leader_stall_seconds may be deposed by a standby
+	// (postgres). The files store's flock needs no renewal.
+	Renew(ctx context.Context) error
 }
 
 // LeaderInfo is who last took a leadership and whether it is held now
@@ -195,6 +199,14 @@ type Store interface {
 	RenewHost(ctx context.Context, id, version string, started time.Time) error
 	Hosts(ctx context.Context, selfFence time.Duration) ([]Host, error)
 	ForgetHost(ctx context.Context, id string) error
+	// TrimEvents retires the event log's events older than keep at now
+	// and returns how many files or rows went (the retention of the
+	// event log, run by one host a day). files: logs/events.log is
+	// closed into events-YYYYMMDD.log, the local day before now (a
+	// reader's cursor follows it there), and the splits last written
+	// before now-keep are removed; postgres: the rows written before
+	// now-keep are deleted.
+	TrimEvents(ctx context.Context, now time.Time, keep time.Duration) (int, error)
 	Close() error
 }
 

@@ -38,7 +38,7 @@ func Store(ctx context.Context, cfg config.Store, l layout.Layout) (store.Store,
 		if dsn == "" {
 			return nil, fmt.Errorf("open postgres store: %s is not set (put the DSN in kingdom.env or start's environment)", cfg.DSNEnv)
 		}
-		st, err := pg.Open(ctx, dsn, host, pg.Options{AppName: cfg.AppName, ConnectTimeout: cfg.ConnectTimeout()})
+		st, err := pg.Open(ctx, dsn, host, pg.Options{AppName: cfg.AppName, ConnectTimeout: cfg.ConnectTimeout(), LeaderStall: cfg.LeaderStall()})
 		if err != nil {
 			return nil, fmt.Errorf("open postgres store (DSN from %s, host %s): %w", cfg.DSNEnv, host, err)
 		}

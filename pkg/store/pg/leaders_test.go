@@ -2,10 +2,13 @@ package pg
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kingdom-dev/kingdom/internal/testkit/pgtest"
+	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
 func TestLeaders_HolderEpochAndHeld(t *testing.T) {
@@ -72,5 +75,60 @@ func TestConnect_OneSessionNoDSNInErrors(t *testing.T) {
 	_, err = Connect(ctx, "postgres://u:s3cret@127.0.0.1:1/x?sslmode=disable&keepalives_idle=x")
 	if err == nil || strings.Contains(err.Error(), "s3cret") {
 		t.Fatalf("bad keepalive: %v", err)
+	}
+}
+
+// A leader that stopped renewing (frozen, or hung in a tick) while its
+// session stays connected is deposed by a standby once the stall window
+// has passed: the standby ends its session and leads; the old lease is
+// lost. One that renews is never deposed.
+func TestLead_StandbyDeposesAStalledLeader(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.DB(t)
+	a, err := Open(ctx, dsn, "host-a", Options{LeaderStall: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := Open(ctx, dsn, "host-b", Options{LeaderStall: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	a.LeaseCheck = 50 * time.Millisecond
+	la, err := a.Lead(ctx, "king")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer la.Release()
+	if err := la.Renew(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Lead(ctx, "king"); !errors.Is(err, store.ErrHeld) {
+		t.Fatalf("standby while the leader renews: %v, want ErrHeld", err)
+	}
+	// The leader's last renewal is now two minutes old (the database's
+	// clock), as after a freeze.
+	if _, err := a.pool.Exec(ctx, "UPDATE leaders SET renewed_at = now() - interval '2 minutes' WHERE name='king'"); err != nil {
+		t.Fatal(err)
+	}
+	lb, err := b.Lead(ctx, "king")
+	if err != nil {
+		t.Fatalf("standby after the leader stalled: %v, want the lead", err)
+	}
+	defer lb.Release()
+	if lb.Epoch() != la.Epoch()+1 {
+		t.Fatalf("epoch %d after %d", lb.Epoch(), la.Epoch())
+	}
+	select {
+	case <-la.Lost():
+	case <-time.After(time.Minute):
+		t.Fatal("the deposed leader's lease was not lost")
+	}
+	if err := a.Update(ctx, func(tx store.Tx) error {
+		tx.Fence(la)
+		return tx.Set("sequences", "x", []byte("1"))
+	}); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("a write of the deposed leader: %v, want ErrFenced", err)
 	}
 }

@@ -23,8 +23,11 @@ func (s *Store) Lead(ctx context.Context, name string) (store.Lease, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lead %s: connect: %w", name, err)
 	}
-	var ok bool
-	if err := c.QueryRow(ctx, "SELECT pg_try_advisory_lock($1, hashtext($2))", lockLeader, name).Scan(&ok); err != nil {
+	ok, err := tryLock(ctx, c, name)
+	if err == nil && !ok && s.stall > 0 {
+		ok, err = s.endStalled(ctx, c, name)
+	}
+	if err != nil {
 		c.Close(ctx)
 		return nil, fmt.Errorf("lead %s: %w", name, err)
 	}
@@ -33,8 +36,9 @@ func (s *Store) Lead(ctx context.Context, name string) (store.Lease, error) {
 		return nil, fmt.Errorf("lead %s: %w", name, store.ErrHeld)
 	}
 	var epoch int64
-	err = c.QueryRow(ctx, `INSERT INTO leaders (name, epoch, holder) VALUES ($1, 1, $2)
-		ON CONFLICT (name) DO UPDATE SET epoch=leaders.epoch+1, holder=EXCLUDED.holder, acquired_at=now()
+	err = c.QueryRow(ctx, `INSERT INTO leaders (name, epoch, holder, renewed_at, backend_pid) VALUES ($1, 1, $2, now(), pg_backend_pid())
+		ON CONFLICT (name) DO UPDATE SET epoch=leaders.epoch+1, holder=EXCLUDED.holder, acquired_at=now(),
+			renewed_at=now(), backend_pid=EXCLUDED.backend_pid
 		RETURNING epoch`, name, s.host).Scan(&epoch)
 	if err != nil {
 		c.Close(ctx)
@@ -44,7 +48,7 @@ func (s *Store) Lead(ctx context.Context, name string) (store.Lease, error) {
 	if every <= 0 {
 		every = time.Second
 	}
-	l := &lease{name: name, epoch: epoch, lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+	l := &lease{s: s, name: name, epoch: epoch, lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
 	go l.watch(c, every)
 	return l, nil
 }
@@ -52,6 +56,7 @@ func (s *Store) Lead(ctx context.Context, name string) (store.Lease, error) {
 // lease owns its connection: only watch uses it after Lead returns (a
 // pgx.Conn is not safe for concurrent use).
 type lease struct {
+	s     *Store
 	name  string
 	epoch int64
 	lost  chan struct{}
@@ -99,6 +104,58 @@ func (l *lease) watch(c *pgx.Conn, every time.Duration) {
 }
 
 func (l *lease) markLost() { l.once.Do(func() { close(l.lost) }) }
+
+// Renew records that the leader is making progress (the runner calls it
+// after each tick): a standby ends a session whose row is older than
+// leader_stall_seconds. A lease that lost its epoch renews nothing.
+func (l *lease) Renew(ctx context.Context) error {
+	_, err := l.s.pool.Exec(ctx, "UPDATE leaders SET renewed_at=now() WHERE name=$1 AND epoch=$2", l.name, l.epoch)
+	if err != nil {
+		return fmt.Errorf("renew lease %s: %w", l.name, err)
+	}
+	return nil
+}
+
+func tryLock(ctx context.Context, c *pgx.Conn, name string) (bool, error) {
+	var ok bool
+	err := c.QueryRow(ctx, "SELECT pg_try_advisory_lock($1, hashtext($2))", lockLeader, name).Scan(&ok)
+	return ok, err
+}
+
+// endStalled ends the session holding name when its leader has not renewed
+// for the stall window (frozen, or hung in a tick while its connection
+// stays up), then takes the lock: the server frees a terminated session's
+// locks when its backend exits, a moment later, so the lock is asked for a
+// few times over about a second.
+func (s *Store) endStalled(ctx context.Context, c *pgx.Conn, name string) (bool, error) {
+	var pid int32
+	var stale bool
+	err := c.QueryRow(ctx, "SELECT backend_pid, renewed_at < now() - make_interval(secs => $2) FROM leaders WHERE name=$1",
+		name, s.stall.Seconds()).Scan(&pid, &stale)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && (!stale || pid == 0)) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if _, err := c.Exec(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
+		return false, fmt.Errorf("end the stalled leader's session (pid %d): %w", pid, err)
+	}
+	for range 20 {
+		ok, err := tryLock(ctx, c, name)
+		if ok || err != nil {
+			return ok, err
+		}
+		t := time.NewTimer(50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false, ctx.Err()
+		case <-t.C:
+		}
+	}
+	return false, nil
+}
 
 // Release ends the session (and with it the lock).
 func (l *lease) Release() error {

@@ -76,6 +76,8 @@ type Store struct {
 	pool *pgxpool.Pool
 	conn *pgx.ConnConfig // for dedicated (leader) connections
 	host string
+	// stall is Options.LeaderStall.
+	stall time.Duration
 	// LeaseCheck is how often a lease pings its connection (default 1 s).
 	LeaseCheck time.Duration
 }
@@ -92,6 +94,9 @@ type Options struct {
 	// connect_timeout (default 10 s): a server that accepts and never
 	// answers is an error, not a hang.
 	ConnectTimeout time.Duration
+	// LeaderStall: a leader whose lease was not renewed (Lease.Renew) for
+	// this long is ended by a standby that asks to lead (0: never).
+	LeaderStall time.Duration
 	// MaxConns caps the pool (default 3: a role runs a few store calls at
 	// once; leases and the listener have connections of their own).
 	MaxConns int32
@@ -129,7 +134,7 @@ func Open(ctx context.Context, dsn, host string, opts ...Options) (*Store, error
 	}
 	cfg.MaxConns = o.MaxConns
 	cfg.MinConns = 0
-	s := &Store{conn: cfg.ConnConfig.Copy(), host: host, LeaseCheck: time.Second}
+	s := &Store{conn: cfg.ConnConfig.Copy(), host: host, stall: o.LeaderStall, LeaseCheck: time.Second}
 	if err := s.migrate(ctx); err != nil {
 		return nil, err
 	}
