@@ -38,19 +38,15 @@ func main() {
 			if ch, err := config.LoadChamberlain(env.Layout.ConfigFile(config.ChamberlainFile)); err == nil {
 				minFree = ch.Thresholds.DiskMinFreeGB
 			}
-			o := king.Options{
-				Layout: env.Layout, Config: cfg, Log: env.Log, Events: env.Events, Clock: env.Clock, Tmux: env.Tmux,
-				DiskMinFreeGB: minFree,
+			// SPEC §12.1: the queues, small state, results and event log live
+			// in the store; the king leads by its lease.
+			st, err := app.OpenStore(ctx, env.Store)
+			if err != nil {
+				return err
 			}
-			if env.Postgres() {
-				// SPEC §11.7: the queues, small state, results and event log
-				// live in the shared database; the king leads by its lease.
-				st, err := app.OpenStore(ctx, env.Store)
-				if err != nil {
-					return err
-				}
-				o.Store, o.Host = st, env.HostID
-				o.Takeover = env.System.Store.Takeover()
+			o := king.Options{
+				Layout: env.Layout, Store: st, Host: env.HostID, Takeover: env.System.Store.Takeover(),
+				Config: cfg, Log: env.Log, Events: env.Events, Clock: env.Clock, DiskMinFreeGB: minFree,
 			}
 			k, err := king.New(o)
 			if err != nil {

@@ -31,7 +31,7 @@ func BenchmarkKing_Burst(b *testing.B) {
 		os.WriteFile(l.GeneralManifest("gen-pr"), []byte(genPR), 0o600)
 		cfg := config.DefaultKing()
 		cfg.Concurrency.MaxSoldiers = slots
-		k, err := New(Options{Layout: l, Config: cfg, Location: time.UTC})
+		k, err := New(Options{Layout: l, Store: openStore(b, l), Host: "test-host", Config: cfg, Location: time.UTC})
 		if err != nil {
 			b.Fatal(err)
 		}

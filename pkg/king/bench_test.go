@@ -27,7 +27,7 @@ func benchKing(b *testing.B) (*King, layout.Layout) {
 	os.WriteFile(l.GeneralManifest("gen-pr"), []byte(genPR), 0o600)
 	cfg := config.DefaultKing()
 	cfg.Concurrency.MaxSoldiers = 1 << 30 // measure dispatch, not admission
-	k, err := New(Options{Layout: l, Config: cfg, Location: time.UTC})
+	k, err := New(Options{Layout: l, Store: openStore(b, l), Host: "test-host", Config: cfg, Location: time.UTC})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func BenchmarkKing_BacklogTick(b *testing.B) {
 			os.WriteFile(l.GeneralManifest("gen-pr"), []byte(genPR), 0o600)
 			cfg := config.DefaultKing()
 			cfg.Concurrency.MaxSoldiers = 0
-			k, err := New(Options{Layout: l, Config: cfg, Location: time.UTC})
+			k, err := New(Options{Layout: l, Store: openStore(b, l), Host: "test-host", Config: cfg, Location: time.UTC})
 			if err != nil {
 				b.Fatal(err)
 			}

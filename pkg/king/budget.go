@@ -100,17 +100,11 @@ func boundTotals(t spend.Totals) spend.Totals {
 	return t
 }
 
-// money is the king's memory of the ledger: the days it opened for
-// recording (a file journal keeps what it read and reads only the lines
-// appended since; a store ledger reads the shared day each time).
+// money is the king's memory of system.yaml (engines, usage-limit
+// fallback), loaded once.
 type money struct {
-	sys  *config.System
-	days map[string]spend.Ledger
+	sys *config.System
 }
-
-// maxOpenDays bounds the ledger days kept open (today, yesterday's late
-// results, a task's earlier days).
-const maxOpenDays = 4
 
 // budgetMarks is state/king/budget.json: the thresholds today's spend has
 // already crossed, so each is announced once a day.
@@ -138,39 +132,12 @@ func (k *King) engineOf(general string) string {
 	return k.system().EngineFor(k.routes.Manifest(general))
 }
 
-// spendDays is where the day ledgers are: this host's files, or the
-// shared store in PostgreSQL mode (SPEC §11.7), so a king taking over on
-// another host counts on from the day's spend rather than from zero.
-func (k *King) spendDays() spend.Days {
-	if k.st != nil {
-		return spend.StoreDays(k.kv)
-	}
-	return spend.FileDays(k.l)
-}
-
-// ledger returns a day's ledger open for recording, opening it on first
-// use. A damaged ledger is never moved aside: what parses counts, and the
-// damage holds admission (spend.Admit).
+// ledger returns a day's ledger open for recording, in the store (SPEC
+// §11.7: a king taking over on another host counts on from the day's
+// spend rather than from zero). A damaged ledger is never moved aside:
+// what parses counts, and the damage holds admission (spend.Admit).
 func (k *King) ledger(date string) spend.Ledger {
-	if j := k.mon.days[date]; j != nil {
-		return j
-	}
-	if k.mon.days == nil {
-		k.mon.days = map[string]spend.Ledger{}
-	}
-	for len(k.mon.days) >= maxOpenDays {
-		oldest := ""
-		for d := range k.mon.days {
-			if oldest == "" || d < oldest {
-				oldest = d
-			}
-		}
-		k.mon.days[oldest].Close()
-		delete(k.mon.days, oldest)
-	}
-	j := k.spendDays().Open(k.ctx(), date)
-	k.mon.days[date] = j
-	return j
+	return spend.StoreDays(k.kv).Open(k.ctx(), date)
 }
 
 // attempt is one final result to act on, with what it says about money.
@@ -181,8 +148,7 @@ type attempt struct {
 }
 
 // recordAttempts puts the attempts' costs into the ledgers of the days
-// they completed, once each: one journal append (one fsync) per day for
-// the whole tick, before any of their results is marked processed. It
+// they completed, once each: one transaction per day for the whole tick, before any of their results is marked processed. It
 // returns the attempts whose cost is recorded (the others wait for the
 // next tick) and the errors.
 func (k *King) recordAttempts(as []attempt) ([]attempt, error) {

@@ -21,9 +21,17 @@ func usage(in, out int) map[string]any {
 	return map[string]any{"input_tokens": in, "output_tokens": out, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}
 }
 
+// spent records an attempt's cost in the day's ledger, as the king would.
+func (f *fixture) spent(date, key string, e spend.Entry) {
+	f.t.Helper()
+	if _, err := spend.StoreDays(kv.OnStore(f.st)).Open(f.t.Context(), date).Record([]string{key}, []spend.Entry{e}); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
 func (f *fixture) ledger(date string) *spend.Day {
 	f.t.Helper()
-	d, err := spend.Load(f.l.SpendDay(date), date)
+	d, err := spend.StoreDays(kv.OnStore(f.st)).Load(f.t.Context(), date)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -123,11 +131,7 @@ func TestKing_BudgetAdmissionWarningsAndNewDay(t *testing.T) {
 	f.cfg.Budget = spend.Budget{DailyUSD: fptr(1.00), TaskUSD: fptr(0.10)}
 	f.newKing()
 	today := spend.Date(f.clk.Now())
-	d := f.ledger(today)
-	d.Put("task-20261121-900#0#s", spend.Entry{Task: "task-20261121-900", General: "gen-pr", Engine: "claude", CostUSD: fptr(0.95)})
-	if err := spend.Save(f.l.SpendDay(today), d); err != nil {
-		t.Fatal(err)
-	}
+	f.spent(today, "task-20261121-900#0#s", spend.Entry{Task: "task-20261121-900", General: "gen-pr", Engine: "claude", CostUSD: fptr(0.95)})
 
 	f.event("evt-normal", "github.pr.review_requested", "normal")
 	f.event("evt-high", "github.issue.opened", "high")
@@ -165,11 +169,7 @@ func TestKing_ManifestBudgetOverridesTaskBudget(t *testing.T) {
 	f.cfg.Budget = spend.Budget{DailyUSD: fptr(1.00), TaskUSD: fptr(0.50)}
 	f.newKing()
 	today := spend.Date(f.clk.Now())
-	d := f.ledger(today)
-	d.Put("x#0#s", spend.Entry{Task: "task-20261121-900", General: "gen-pr", Engine: "claude", CostUSD: fptr(0.7)})
-	if err := spend.Save(f.l.SpendDay(today), d); err != nil {
-		t.Fatal(err)
-	}
+	f.spent(today, "x#0#s", spend.Entry{Task: "task-20261121-900", General: "gen-pr", Engine: "claude", CostUSD: fptr(0.7)})
 	f.event("evt-1", "github.pr.review_requested", "normal")
 	f.tick()
 	eqList(t, "admitted with the manifest's 0.01", f.ids(layout.QTasks, layout.Pending), task1)
@@ -181,11 +181,7 @@ func TestKing_DailyTokensBudget(t *testing.T) {
 	f.cfg.Budget = spend.Budget{DailyTokens: &n}
 	f.newKing()
 	today := spend.Date(f.clk.Now())
-	d := f.ledger(today)
-	d.Put("x#0#s", spend.Entry{Task: "task-20261121-900", General: "gen-pr", Engine: "claude", Usage: spend.Usage{InputTokens: 900, OutputTokens: 150}})
-	if err := spend.Save(f.l.SpendDay(today), d); err != nil {
-		t.Fatal(err)
-	}
+	f.spent(today, "x#0#s", spend.Entry{Task: "task-20261121-900", General: "gen-pr", Engine: "claude", Usage: spend.Usage{InputTokens: 900, OutputTokens: 150}})
 	f.event("evt-1", "github.issue.opened", "high")
 	f.tick()
 	eqList(t, "nothing admitted past the token budget", f.ids(layout.QTasks, layout.Pending))
@@ -220,7 +216,7 @@ func TestKing_UsageLimitPausesTheEngineNotTheTask(t *testing.T) {
 		eq(t, "not_before at the reset", tk.NotBefore, schema.FormatTime(reset))
 		f.claim(task1)
 	}
-	pf, err := enginepause.Load(t.Context(), kv.Files(f.l))
+	pf, err := enginepause.Load(t.Context(), kv.OnStore(f.st))
 	if err != nil {
 		t.Fatal(err)
 	}

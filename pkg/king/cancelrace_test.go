@@ -21,7 +21,7 @@ func TestControl_CancelAfterTheSoldiersSuccessSaysItFinished(t *testing.T) {
 	if rep.OK || rep.Message != "task "+task1+" already finished (success); nothing to cancel" {
 		t.Fatalf("cancel reply %+v", rep)
 	}
-	if control.ReadCancelled(t.Context(), kv.Files(f.l), task1) != nil {
+	if control.ReadCancelled(t.Context(), kv.OnStore(f.st), task1) != nil {
 		t.Fatal("a cancel record for an attempt that already succeeded")
 	}
 	if n := len(f.internal("task.cancelled")); n != 0 {
@@ -43,14 +43,14 @@ func TestControl_CompletedTaskKeepsNoCancelRecord(t *testing.T) {
 	writeJSON(t, f.l.KingCancelled(task1), control.Cancelled{TaskID: task1, Was: layout.InProgress, By: "alice", At: schema.FormatTime(t0)})
 	writeJSON(t, f.l.ResultRaw(task1), map[string]any{"task_id": task1, "status": "success", "summary": "done"})
 	f.tick() // enforceCancels finds the soldier's success: the cancel lost
-	if control.ReadCancelled(t.Context(), kv.Files(f.l), task1) != nil {
+	if control.ReadCancelled(t.Context(), kv.OnStore(f.st), task1) != nil {
 		t.Error("the cancel record outlived a soldier's success")
 	}
 	writeJSON(t, f.l.KingCancelled(task1), control.Cancelled{TaskID: task1, Was: layout.InProgress, By: "alice", At: schema.FormatTime(t0)})
 	f.finalResult(task1, map[string]any{"status": "success", "summary": "done"})
 	f.tick()
 	eq(t, "task status", f.task(layout.Completed, task1).Status, schema.TaskCompleted)
-	if control.ReadCancelled(t.Context(), kv.Files(f.l), task1) != nil {
+	if control.ReadCancelled(t.Context(), kv.OnStore(f.st), task1) != nil {
 		t.Error("a completed task keeps a Cancelled record")
 	}
 }

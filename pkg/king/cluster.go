@@ -14,10 +14,10 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
-// The king's PostgreSQL-mode duties (SPEC §11.7): its leadership fences
-// every dispatch, it fails the tasks of a lost host (HostLost), and a
-// resume runs only on the host that ran the asking attempt. In file mode
-// (no store) none of this runs: one machine, the king's flock leads.
+// The king's cluster duties (SPEC §11.7): its leadership fences every
+// leader write, it fails the tasks of a lost host (HostLost), and a resume
+// runs only on the host that ran the asking attempt. The files store has
+// one host, always alive, so host loss finds nothing there.
 
 // DefaultTakeover is store.takeover_seconds' default.
 const DefaultTakeover = 600 * time.Second
@@ -33,19 +33,24 @@ func (k *King) initCluster(o Options) {
 		k.takeover = DefaultTakeover
 	}
 	k.hosts = o.Hosts
-	if k.hosts == nil && o.Store != nil {
+	if k.hosts == nil {
 		k.hosts = o.Store
 	}
 }
 
-// UseLease implements runner.Leased: every dispatch commits only while l
-// is the king's current leadership.
+// UseLease implements runner.Leased: every leader write commits only while
+// l is the king's current leadership.
 func (k *King) UseLease(l store.Lease) { k.lease = l }
 
-// group runs fn's queue changes as one queue.Group over the king's queues,
-// fenced by its lease on a store.
+// callCtx bounds one store call within the tick.
+func (k *King) callCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(k.ctx(), queue.StoreTimeout)
+}
+
+// group runs fn's queue changes as one queue.Group (one store transaction)
+// over the king's queues, fenced by its lease.
 func (k *King) group(fn func(*queue.GroupTx) error) error {
-	ctx, cancel := context.WithTimeout(context.Background(), queue.StoreTimeout)
+	ctx, cancel := k.callCtx()
 	defer cancel()
 	return queue.Group(ctx, func(g *queue.GroupTx) error {
 		g.Fence(k.lease)
@@ -53,12 +58,34 @@ func (k *King) group(fn func(*queue.GroupTx) error) error {
 	}, k.events, k.tasks, k.msgs)
 }
 
-// claimOf returns who holds task's claim ("" in file mode or unknown).
-func (k *King) claimOf(task string) store.Claim {
-	if k.st == nil {
-		return store.Claim{}
+// reject moves id of q from state to rejected with reason, and emits
+// system.file_rejected, in one transaction fenced by the king's lease. A
+// document no longer in state is no error (it moved meanwhile).
+func (k *King) reject(q *queue.Queue, state, id, reason string) error {
+	ctx, cancel := k.callCtx()
+	defer cancel()
+	err := k.st.Update(ctx, func(tx store.Tx) error {
+		if k.lease != nil {
+			tx.Fence(k.lease)
+		}
+		if err := tx.Reject(q.Kind(), state, id, reason); err != nil || k.em == nil {
+			return err
+		}
+		return tx.Emit("system.file_rejected", k.em.Actor(),
+			map[string]any{"path": q.Kind() + "/" + state + "/" + id, "reason": reason})
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), queue.StoreTimeout)
+	if err != nil {
+		return fmt.Errorf("reject %s %s: %w", q.Kind(), id, err)
+	}
+	return nil
+}
+
+// claimOf returns who holds task's claim (zero when unknown).
+func (k *King) claimOf(task string) store.Claim {
+	ctx, cancel := k.callCtx()
 	defer cancel()
 	d, err := k.st.Get(ctx, layout.QTasks, task)
 	if err != nil {
@@ -67,13 +94,9 @@ func (k *King) claimOf(task string) store.Claim {
 	return d.Claim
 }
 
-// lostHosts returns the hosts silent for takeover_seconds, by id. Nil in
-// file mode.
+// lostHosts returns the hosts silent for takeover_seconds, by id.
 func (k *King) lostHosts() (map[string]bool, error) {
-	if k.hosts == nil {
-		return nil, nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), queue.StoreTimeout)
+	ctx, cancel := k.callCtx()
 	defer cancel()
 	list, err := k.hosts.Hosts(ctx, k.takeover)
 	if err != nil {
@@ -100,7 +123,7 @@ func (k *King) processHostLoss() error {
 	if err != nil || len(lost) == 0 {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), queue.StoreTimeout)
+	ctx, cancel := k.callCtx()
 	defer cancel()
 	docs, err := k.st.List(ctx, layout.QTasks, layout.InProgress)
 	if err != nil {
@@ -139,7 +162,7 @@ func (k *King) processHostLoss() error {
 // affinityLost says why a resume (or a conversation follow-up) of the
 // task that ran on host cannot run: that host is gone past
 // takeover_seconds, and the workspace and the engine's session are there.
-// "" when it can run (file mode, no host recorded, the host alive).
+// "" when it can run (no host recorded, this host, the host alive).
 func (k *King) affinityLost(host string) string {
 	if host == "" || host == k.host {
 		return ""
@@ -149,4 +172,69 @@ func (k *King) affinityLost(host string) string {
 		return ""
 	}
 	return "host " + host + " that ran the asking attempt is gone (no lease renewal for " + k.takeover.String() + "); its workspace and session are lost"
+}
+
+// leaderKV is the king's small state in its store, every write fenced by
+// the king's lease (SPEC §12.2: every leader write is).
+type leaderKV struct{ k *King }
+
+var _ kv.KV = leaderKV{}
+
+func (s leaderKV) update(ctx context.Context, fn func(store.Tx) error) error {
+	return s.k.st.Update(ctx, func(tx store.Tx) error {
+		if s.k.lease != nil {
+			tx.Fence(s.k.lease)
+		}
+		return fn(tx)
+	})
+}
+
+func (s leaderKV) Get(ctx context.Context, ns, key string) ([]byte, error) {
+	return s.k.st.Value(ctx, ns, key)
+}
+
+func (s leaderKV) List(ctx context.Context, ns string) (map[string][]byte, error) {
+	return s.k.st.Values(ctx, ns)
+}
+
+func (s leaderKV) Put(ctx context.Context, ns, key string, v []byte) error {
+	return s.update(ctx, func(tx store.Tx) error { return tx.Set(ns, key, v) })
+}
+
+func (s leaderKV) PutAll(ctx context.Context, ns string, vs map[string][]byte) error {
+	return s.update(ctx, func(tx store.Tx) error {
+		for key, v := range vs {
+			if err := tx.Set(ns, key, v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func (s leaderKV) Delete(ctx context.Context, ns, key string) error {
+	return s.update(ctx, func(tx store.Tx) error { return tx.Delete(ns, key) })
+}
+
+func (s leaderKV) Update(ctx context.Context, ns, key string, fn func([]byte) ([]byte, error)) error {
+	if err := store.CheckKey(ns, key); err != nil {
+		return err
+	}
+	return s.update(ctx, func(tx store.Tx) error {
+		old, err := tx.ValueForUpdate(ns, key)
+		if errors.Is(err, store.ErrNotFound) {
+			old, err = nil, nil
+		}
+		if err != nil {
+			return err
+		}
+		v, err := fn(old)
+		if err != nil {
+			return err
+		}
+		if v == nil {
+			return tx.Delete(ns, key)
+		}
+		return tx.Set(ns, key, v)
+	})
 }

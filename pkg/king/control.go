@@ -1,25 +1,20 @@
 package king
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/enginepause"
-	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/proctree"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
-	"github.com/kingdom-dev/kingdom/pkg/sessions"
 	"github.com/kingdom-dev/kingdom/pkg/waits"
 )
 
@@ -37,8 +32,8 @@ const (
 )
 
 // processControl is the tick's control step: queued requests first, then the
-// cancelled tasks still in progress (level-triggered: a soldier that a crash
-// or a race left alive is killed on a later tick).
+// cancel records (level-triggered: a cancelled task a retry re-queued is
+// ended on a later tick).
 func (k *King) processControl() error {
 	var errs []error
 	reqs, err := control.Requests(k.ctx(), k.kv)
@@ -198,9 +193,7 @@ func (k *King) liftEnginePauses(by, engine string) ([]string, error) {
 
 // releaseParked re-queues to run now the pending tasks whose not_before an
 // engine pause set (a usage limit re-queued them: usage_limits > 0, and a
-// not_before still ahead, no later than the lifted pause). The king takes
-// each over with the same exclusive claim a general uses, so a general
-// never holds a task the king rewrites.
+// not_before still ahead, no later than the lifted pause).
 func (k *King) releaseParked(was map[string]time.Time, now time.Time) error {
 	es, err := k.tasks.List(layout.Pending)
 	if err != nil {
@@ -217,14 +210,35 @@ func (k *King) releaseParked(was map[string]time.Time, now time.Time) error {
 		if !ok || err != nil || !nb.After(now) || nb.After(until) {
 			continue
 		}
-		if err := k.tasks.Claim(layout.Pending, layout.InProgress, t.ID); err != nil {
-			continue // claimed meanwhile: its general has it
-		}
-		if err := k.reschedule(&t, now, map[string]any{"reason": "engine pause lifted", "attempt_counted": false}); err != nil {
+		if err := k.runNow(&t); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("release task %s: %w", t.ID, err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// runNow rewrites pending task t to run now, in one transaction fenced by
+// the king's lease that first takes the task out of pending/ as a claim
+// would: a general that claimed it meanwhile keeps it (the error
+// satisfies fs.ErrNotExist), and a general never holds a task the king
+// rewrites.
+func (k *King) runNow(t *schema.Task) error {
+	t.NotBefore = schema.FormatTime(k.now())
+	err := k.group(func(g *queue.GroupTx) error {
+		if err := g.Move(k.tasks, layout.Pending, layout.InProgress, t.ID); err != nil {
+			return err
+		}
+		if err := g.Put(k.tasks, layout.Pending, t.ID, t); err != nil {
+			return err
+		}
+		return g.Remove(k.tasks, layout.InProgress, t.ID)
+	})
+	if err != nil {
+		return err
+	}
+	k.em.Emit("task.retry_scheduled", map[string]any{"reason": "engine pause lifted", "attempt_counted": false,
+		"task_id": t.ID, "retry_count": t.RetryCount, "not_before": t.NotBefore, "general": t.TargetGeneral})
+	return nil
 }
 
 // cancel ends a pending or running task as failed/Cancelled (terminal).
@@ -261,15 +275,12 @@ func (k *King) cancel(id, by string) (string, error) {
 		}
 		// The king takes the task over; a general claiming it at this very
 		// moment wins, and the task is cancelled as a running one.
-		err := k.tasks.Claim(layout.Pending, layout.InProgress, id)
+		err := k.finishPending(&t, cancelledResult(&t, by, ""))
 		if err == nil {
 			k.em.Emit("task.cancelled", map[string]any{"task_id": id, "by": by, "was": layout.Pending, "general": t.TargetGeneral})
-			if err := k.finish(&t, cancelledResult(&t, by, "")); err != nil {
-				return "", err
-			}
 			return "cancelled " + id + " (it was pending)", nil
 		}
-		if !errors.Is(err, queue.ErrTaken) && !errors.Is(err, queue.ErrExists) {
+		if !errors.Is(err, fs.ErrNotExist) {
 			return "", err
 		}
 		rec.Was = layout.InProgress
@@ -282,32 +293,19 @@ func (k *King) cancel(id, by string) (string, error) {
 	if outcome != "" && !failedOutcome(outcome) {
 		return "", fmt.Errorf("task %s already finished (%s); nothing to cancel", id, outcome)
 	}
-	rec.SoldierID = k.soldierOf(id)
 	if err := control.WriteCancelled(k.ctx(), k.kv, rec); err != nil {
 		return "", err
 	}
+	k.em.Emit("task.cancelled", map[string]any{"task_id": id, "by": by, "was": layout.InProgress, "general": t.TargetGeneral})
 	if final {
 		// The attempt failed and its final result waits for this tick's
 		// results step: the record makes it Cancelled, never retried.
-		k.em.Emit("task.cancelled", map[string]any{"task_id": id, "by": by, "was": layout.InProgress, "general": t.TargetGeneral})
 		return "cancelled " + id + ": its attempt had already failed; it ends Cancelled, not retried", nil
 	}
-	if won := k.stopSoldier(&rec); won != "" {
-		// The soldier published between the check above and the
-		// Cancelled raw result: its outcome stands, the record goes.
-		k.dropCancel(id)
-		return "", fmt.Errorf("task %s already finished (%s); nothing to cancel", id, won)
-	}
-	k.em.Emit("task.cancelled", map[string]any{"task_id": id, "by": by, "was": layout.InProgress,
-		"soldier_id": rec.SoldierID, "general": t.TargetGeneral})
-	msg := "cancelling " + id
-	switch {
-	case k.st != nil:
-		msg += ": the general running it kills its soldier"
-	case rec.SoldierID != "":
-		msg += ": soldier " + rec.SoldierID + " and its processes killed"
-	}
-	return msg + "; " + t.TargetGeneral + " reports it as Cancelled", nil
+	// The king only records the cancel (SPEC §12.1): the general owning the
+	// soldier, on the host that runs it, reads the record, kills it and
+	// reports the attempt Cancelled.
+	return "cancelling " + id + ": the general running it kills its soldier; " + t.TargetGeneral + " reports it as Cancelled", nil
 }
 
 // cancelEvent withdraws an event no task was made of yet: from pending/ or
@@ -331,7 +329,7 @@ func (k *King) cancelEvent(id, by string) (string, error) {
 		}
 		return "", fmt.Errorf("event %s is already %s; nothing to cancel", id, st)
 	}
-	if err := k.events.Reject(st, id, "cancelled by "+by); err != nil {
+	if err := k.reject(k.events, st, id, "cancelled by "+by); err != nil {
 		return "", fmt.Errorf("reject event %s: %w", id, err)
 	}
 	k.em.Emit("event.cancelled", map[string]any{"event_id": id, "by": by, "was": st})
@@ -347,76 +345,6 @@ func cancelledResult(t *schema.Task, by, soldier string) *schema.Result {
 			ErrorReason: schema.ReasonCancelled, Terminal: &terminal},
 		General: t.TargetGeneral, RetryCount: t.RetryCount, SoldierID: soldier,
 	}
-}
-
-// soldierOf returns the live soldier of a task, from the registry (generals
-// register before spawning, §9.12), else the task's -soldier-id file.
-func (k *King) soldierOf(task string) string {
-	if es, err := sessions.New(k.l).List(); err == nil {
-		for _, e := range es {
-			if e.TaskID == task {
-				return e.ID
-			}
-		}
-	}
-	if b, err := os.ReadFile(k.l.ResultSoldierID(task)); err == nil {
-		if s := strings.TrimSpace(string(b)); ids.Valid(s) {
-			return s
-		}
-	}
-	return ""
-}
-
-// stopSoldier makes a running cancelled task end: the Cancelled raw result
-// (no-replace: a result the soldier published first stays, and the cancel
-// record still turns a failure into Cancelled), then the soldier's whole
-// process tree and its tmux session. The general sees the raw result and
-// writes the final one as for any attempt. When the soldier's own result
-// got there first and is not a failure, nothing is killed and its status
-// is returned: the attempt finished, the cancel came too late.
-//
-// In PostgreSQL mode the king only records the request (SPEC §11.7): the
-// soldier runs on some host, and the general owning it there reads the
-// record, kills it and reports the attempt Cancelled. The file-mode kill
-// here stays until the general does the same on one machine.
-func (k *King) stopSoldier(rec *control.Cancelled) (won string) {
-	if k.st != nil {
-		return ""
-	}
-	raw := cancelledResult(&schema.Task{ID: rec.TaskID}, rec.By, "").RawResult
-	raw.RetryCount = rec.RetryCount
-	if b, err := json.MarshalIndent(raw, "", "  "); err == nil {
-		err := atomicfile.CreateNoReplace(k.l.ResultRaw(rec.TaskID), append(b, '\n'), 0o600)
-		if errors.Is(err, atomicfile.ErrExists) {
-			if st := rawStatus(k.l.ResultRaw(rec.TaskID)); st != "" && !failedOutcome(st) {
-				return st
-			}
-		} else if err != nil {
-			k.log.Error("write cancelled raw result", "task", rec.TaskID, "err", err)
-		}
-	}
-	if rec.SoldierID == "" || k.tm == nil {
-		return ""
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	alive, err := k.tm.Has(ctx, rec.SoldierID)
-	if err != nil || !alive {
-		return ""
-	}
-	var tree []proctree.Proc
-	if pid, err := k.tm.PanePID(ctx, rec.SoldierID); err == nil {
-		tree = proctree.Descendants(pid) // while the parents still live
-	}
-	if err := k.tm.Kill(ctx, rec.SoldierID); err != nil {
-		k.log.Warn("kill cancelled soldier session", "soldier", rec.SoldierID, "err", err)
-	}
-	proctree.Kill(tree)
-	// The SIGKILL above may beat the soldier's own sweep of what its agent
-	// detached (`setsid cmd &`): sweep here too.
-	proctree.Sweep(map[string]string{layout.EnvBase: k.l.Base, layout.EnvTaskID: rec.TaskID})
-	k.log.Info("cancelled soldier killed", "task", rec.TaskID, "soldier", rec.SoldierID, "processes", len(tree))
-	return ""
 }
 
 // attemptOutcome is the status the current attempt of an in-progress task
@@ -469,9 +397,11 @@ func (k *King) dropCancel(task string) {
 	}
 }
 
-// enforceCancels re-checks every cancelled task still in progress: its
-// soldier must be gone and its Cancelled raw result present. Records of
-// finished tasks are removed.
+// enforceCancels re-checks every cancel record: a cancelled task a retry
+// re-queued before the record took effect is ended from pending/, the
+// record of an attempt that finished first goes, and the records of
+// finished tasks are removed after cancelRetention. A running cancelled
+// attempt is its general's to kill (SPEC §12.1).
 func (k *King) enforceCancels() error {
 	recs, err := control.CancelledTasks(k.ctx(), k.kv)
 	if err != nil {
@@ -492,21 +422,17 @@ func (k *King) enforceCancels() error {
 		case st == layout.Pending:
 			// A retry re-queued it before the record took effect.
 			var t schema.Task
-			if k.tasks.ReadJSON(layout.Pending, task, &t) == nil &&
-				k.tasks.Claim(layout.Pending, layout.InProgress, task) == nil {
-				if err := k.finish(&t, cancelledResult(&t, rec.By, "")); err != nil {
-					return err
-				}
+			if k.tasks.ReadJSON(layout.Pending, task, &t) != nil {
+				continue
+			}
+			if err := k.finishPending(&t, cancelledResult(&t, rec.By, "")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
 			}
 		case st == layout.InProgress:
-			if _, found, _ := k.readResult(task); found {
-				continue // the results step completes it
-			}
-			if s := k.soldierOf(task); s != "" {
-				rec.SoldierID = s
-			}
-			if won := k.stopSoldier(rec); won != "" {
-				k.log.Info("cancel came too late: the attempt finished", "task", task, "status", won)
+			// The soldier's own outcome got there first and is no failure:
+			// the attempt finished, the cancel came too late.
+			if outcome, final := k.attemptOutcome(task); !final && outcome != "" && !failedOutcome(outcome) {
+				k.log.Info("cancel came too late: the attempt finished", "task", task, "status", outcome)
 				k.dropCancel(task)
 			}
 		}
@@ -582,7 +508,7 @@ func (k *King) withdrawQuestion(id, by string) (string, error) {
 		return "", err
 	}
 	t.Status = schema.ResultFailed
-	if err := k.tasks.Put(layout.Completed, id, &t); err != nil {
+	if err := k.group(func(g *queue.GroupTx) error { return g.Put(k.tasks, layout.Completed, id, &t) }); err != nil {
 		return "", fmt.Errorf("mark task %s cancelled: %w", id, err)
 	}
 	k.em.Emit("task.cancelled", map[string]any{"task_id": id, "by": by, "was": schema.ResultNeedsHuman, "general": t.TargetGeneral})

@@ -2,8 +2,9 @@ package king
 
 import "github.com/kingdom-dev/kingdom/pkg/queue"
 
-// Crash points are the instants of the §9.2 dispatch and of a completion
-// where a killed king leaves the most to repair. A king built with the
+// Crash points are instants inside the §9.2 dispatch's and a completion's
+// transaction: a king killed there must leave none of it visible, and a
+// restart does it once. A king built with the
 // `crashpoints` build tag (crash.go) SIGKILLs itself at the point named by
 // the environment variable envCrashAt, so tests can prove with a really
 // killed process that a restart finishes the work once; the shipped king
@@ -12,18 +13,17 @@ import "github.com/kingdom-dev/kingdom/pkg/queue"
 const envCrashAt = "KINGDOM_KING_CRASH_AT"
 
 const (
-	// Event written to dispatched/, its pending copy still there.
+	// The event staged into dispatched/, its pending copy still there.
 	crashAfterEventDispatched = "after-event-dispatched"
-	// Task written, the event's pending copy gone, no thread_start yet.
+	// The task staged, the event's pending copy gone, no thread_start yet.
 	crashAfterTaskWrite = "after-task-write"
-	// Completion message queued, task and event not yet moved.
+	// The completion message staged, task and event not yet moved.
 	crashAfterCompletionMessage = "after-completion-message"
 )
 
 // crashHook puts crash point point at this place of g's order when it is
 // armed. Otherwise (the shipped king, and a test build not asked to crash)
-// it adds nothing: on files a step between two writes costs the group a
-// directory fsync.
+// it adds nothing.
 func (k *King) crashHook(g *queue.GroupTx, point string) {
 	if crashArmed(point) {
 		g.Then(func() { crashPoint(point) })

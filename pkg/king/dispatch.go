@@ -100,11 +100,11 @@ func (k *King) processPending(adm *admission) error {
 	for _, e := range entries {
 		ev, err := decodeEntry(e)
 		if err != nil {
-			k.events.Reject(layout.Pending, e.ID, "invalid event: "+err.Error())
+			k.reject(k.events, layout.Pending, e.ID, "invalid event: "+err.Error())
 			continue
 		}
 		if ev.ID != e.ID {
-			k.events.Reject(layout.Pending, e.ID, fmt.Sprintf("id %q does not match the file name", ev.ID))
+			k.reject(k.events, layout.Pending, e.ID, fmt.Sprintf("id %q does not match the file name", ev.ID))
 			continue
 		}
 		if dispatched[ev.ID] {
@@ -174,10 +174,9 @@ func (k *King) deferred(ev *schema.Event, h *hold) {
 
 // discard moves an event that no general takes to completed/ and says why.
 func (k *King) discard(ev *schema.Event, from, reason string) error {
-	if err := k.events.Move(from, layout.Completed, ev.ID); err != nil {
+	if err := k.completeEvent(from, ev.ID, reason); err != nil {
 		return err
 	}
-	k.markCompleted(ev.ID, reason)
 	k.em.Emit("event.discarded", map[string]any{"event_id": ev.ID, "event_type": ev.Type, "reason": reason})
 	k.log.Info("event discarded", "event", ev.ID, "type", ev.Type, "reason", reason)
 	return nil
@@ -201,7 +200,7 @@ func (k *King) dispatchAll(rs []routed, from string) error {
 	if len(rs) == 0 {
 		return nil
 	}
-	ids, err := k.seq.next(k.now().In(k.loc), len(rs), func(id string) bool { _, ok := k.tasks.Find(id); return ok })
+	ids, err := k.seq.next(k.ctx(), k.now().In(k.loc), len(rs), func(id string) bool { _, ok := k.tasks.Find(id); return ok })
 	if err != nil {
 		return err
 	}
@@ -339,7 +338,7 @@ func (k *King) recover() error {
 	for _, e := range entries {
 		ev, target, err := decodeEvent(e.Data)
 		if err != nil {
-			k.events.Reject(layout.Dispatched, e.ID, "invalid event: "+err.Error())
+			k.reject(k.events, layout.Dispatched, e.ID, "invalid event: "+err.Error())
 			continue
 		}
 		if ev.TaskID == "" {
@@ -360,10 +359,8 @@ func (k *King) recover() error {
 				errs = append(errs, err)
 			}
 		case st == layout.Completed || st == layout.Rejected:
-			if err := k.events.Move(layout.Dispatched, layout.Completed, ev.ID); err != nil {
+			if err := k.completeEvent(layout.Dispatched, ev.ID, ""); err != nil {
 				errs = append(errs, err)
-			} else {
-				k.markCompleted(ev.ID, "")
 			}
 		default:
 			var t schema.Task

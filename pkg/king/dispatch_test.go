@@ -129,9 +129,10 @@ func TestKing_InvalidEventRejectedWithReason(t *testing.T) {
 
 func TestTaskSeq_PersistsResetsDailyAndGrowsPast999(t *testing.T) {
 	l := layout.New(t.TempDir())
+	st := openStore(t, l)
 	path := l.KingTaskSeq()
 	none := func(string) bool { return false }
-	s := &taskSeq{kv: kv.Files(l)}
+	s := &taskSeq{kv: kv.OnStore(st)}
 	day1 := time.Date(2026, 11, 21, 23, 59, 0, 0, time.UTC)
 	for i, want := range []string{"task-20261121-001", "task-20261121-002"} {
 		got, err := nextOne(s, day1, none)
@@ -139,12 +140,12 @@ func TestTaskSeq_PersistsResetsDailyAndGrowsPast999(t *testing.T) {
 			t.Fatalf("next #%d = %q, %v; want %s", i, got, err, want)
 		}
 	}
-	s.release()
+	s.release(t.Context())
 	b, _ := os.ReadFile(path)
 	eq(t, "task-seq file", strings.TrimSpace(string(b)), "20261121:2")
 
 	// A restart continues from the file.
-	s2 := &taskSeq{kv: kv.Files(l)}
+	s2 := &taskSeq{kv: kv.OnStore(st)}
 	got, _ := nextOne(s2, day1, none)
 	eq(t, "after restart", got, "task-20261121-003")
 	// Next day resets.
@@ -152,13 +153,13 @@ func TestTaskSeq_PersistsResetsDailyAndGrowsPast999(t *testing.T) {
 	eq(t, "next day", got, "task-20261122-001")
 
 	os.WriteFile(path, []byte("20261122:999\n"), 0o600)
-	s3 := &taskSeq{kv: kv.Files(l)}
+	s3 := &taskSeq{kv: kv.OnStore(st)}
 	got, _ = nextOne(s3, day1.Add(time.Minute), none)
 	eq(t, "past 999", got, "task-20261122-1000")
 
 	// A lost sequence never reuses an existing task id.
 	os.Remove(path)
-	s4 := &taskSeq{kv: kv.Files(l)}
+	s4 := &taskSeq{kv: kv.OnStore(st)}
 	got, _ = nextOne(s4, day1, func(id string) bool { return id <= "task-20261121-003" })
 	eq(t, "skips existing", got, "task-20261121-004")
 }

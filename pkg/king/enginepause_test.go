@@ -42,7 +42,7 @@ func TestControl_ResumeLiftsAnEnginePause(t *testing.T) {
 	if !rep.OK || rep.Message != "lifted the claude usage-limit pause (was until 13:00 UTC)" {
 		t.Fatalf("resume reply %+v", rep)
 	}
-	pf, err := enginepause.Load(t.Context(), kv.Files(f.l))
+	pf, err := enginepause.Load(t.Context(), kv.OnStore(f.st))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,23 +4,27 @@ import (
 	"encoding/json"
 
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
-// markCompleted rewrites an event that reached events/completed/ so the file
-// says so: "status": "completed", and for an event no general took, the
-// reason it was discarded ("discarded": "<reason>"). The directory is the
-// truth; the fields are for whoever reads the file with cat. Best effort: a
-// crash between the move and this rewrite leaves the old status, nothing
-// else.
-func (k *King) markCompleted(id, discarded string) {
-	doc := k.completedDoc(layout.Completed, id, discarded)
-	if doc == nil {
-		return
-	}
-	if err := k.events.Put(layout.Completed, id, doc); err != nil {
-		k.log.Warn("mark event completed", "event", id, "err", err)
-	}
+// completeEvent moves event id from state from to events/completed/ with
+// the file saying so: "status": "completed", and for an event no general
+// took, the reason it was discarded ("discarded": "<reason>"). The
+// directory is the truth; the fields are for whoever reads the file with
+// cat. One transaction fenced by the king's lease; an event no longer in
+// from gives an error satisfying fs.ErrNotExist.
+func (k *King) completeEvent(from, id, discarded string) error {
+	doc := k.completedDoc(from, id, discarded)
+	return k.group(func(g *queue.GroupTx) error {
+		if doc == nil {
+			return g.Move(k.events, from, layout.Completed, id)
+		}
+		if err := g.Put(k.events, layout.Completed, id, doc); err != nil {
+			return err
+		}
+		return g.Remove(k.events, from, id)
+	})
 }
 
 // completedDoc is event id as it is in state, with its status set to

@@ -16,6 +16,8 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/health"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/store"
+	"github.com/kingdom-dev/kingdom/pkg/store/files"
 )
 
 // t0 is the fake clock's start: Saturday 2026-11-21 10:00:00 UTC.
@@ -24,6 +26,7 @@ var t0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 type fixture struct {
 	t   *testing.T
 	l   layout.Layout
+	st  store.Store // the files store over l, shared by every newKing
 	clk *clock.Fake
 	cfg *config.King
 	k   *King
@@ -48,7 +51,7 @@ func newFixture(t *testing.T, manifests ...string) *fixture {
 	if err := l.Ensure(); err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{t: t, l: l, clk: clock.NewFake(t0), cfg: config.DefaultKing()}
+	f := &fixture{t: t, l: l, st: openStore(t, l), clk: clock.NewFake(t0), cfg: config.DefaultKing()}
 	f.cfg.Concurrency.MaxSoldiers = 100
 	for _, m := range manifests {
 		f.writeManifest(m)
@@ -62,7 +65,7 @@ func newFixture(t *testing.T, manifests ...string) *fixture {
 func (f *fixture) newKing() *King {
 	f.t.Helper()
 	k, err := New(Options{
-		Layout: f.l, Config: f.cfg, Clock: f.clk, Location: time.UTC,
+		Layout: f.l, Store: f.st, Host: "test-host", Config: f.cfg, Clock: f.clk, Location: time.UTC,
 		Events:          eventlog.NewEmitter(f.l.EventsLog(), f.l.RotateLock(), "king", f.clk),
 		PetitionCommand: f.petitionCmd,
 		Jitter:          func(d time.Duration) time.Duration { return d },
@@ -72,6 +75,17 @@ func (f *fixture) newKing() *King {
 	}
 	f.k = k
 	return k
+}
+
+// openStore opens the files store over l, closed when the test ends.
+func openStore(t testing.TB, l layout.Layout) store.Store {
+	t.Helper()
+	st, err := files.Open(l, "test-host")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }
 
 func (f *fixture) writeManifest(yaml string) {

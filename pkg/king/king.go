@@ -4,7 +4,7 @@
 //
 // Drive it with the shared runner:
 //
-//	k, err := king.New(king.Options{Layout: l, Config: cfg, Log: log, Events: em})
+//	k, err := king.New(king.Options{Layout: l, Store: st, Host: host, Config: cfg, Log: log, Events: em})
 //	runner.Run(ctx, runner.Options{Role: "king", Watches: king.Watches(l), ...}, k)
 //
 // Every Tick is level-triggered: it re-reads pending events, petition
@@ -13,10 +13,12 @@
 // name and the rename that marks the input done comes last, so a king killed
 // at any instant and restarted leaves no duplicate and loses nothing.
 //
-// In PostgreSQL mode (Options.Store) the queues and the small state live in
-// the store every host shares, a dispatch is one transaction fenced by the
-// king's lease, and cluster.go holds the duties only that mode has (host
-// loss, a resume's host).
+// The queues and the small state live in the store (Options.Store: the
+// files under Layout, or the database every host shares); every leader
+// write is one store transaction fenced by the king's lease, and
+// cluster.go holds the duties that only matter with more than one host
+// (host loss, a resume's host), which on the files store find nothing to
+// do.
 package king
 
 import (
@@ -39,24 +41,17 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/runner"
 	"github.com/kingdom-dev/kingdom/pkg/store"
-	"github.com/kingdom-dev/kingdom/pkg/tmux"
 )
 
 // Options configures a King.
 type Options struct {
 	Layout layout.Layout
-	// Store is the store every host shares in PostgreSQL mode (SPEC
-	// §11.7); nil: file mode, the queues are the files under Layout.
+	// Store holds the queues, the small state and the event log (SPEC
+	// §12.1); required.
 	Store store.Store
-	// Host is this host's id (config.Store.ResolveHostID); "" in file mode.
+	// Host is this host's id (config.Store.ResolveHostID).
 	Host string
-	// KV holds the king's small state (pause, cancel records, control
-	// requests and replies, engine pauses, task-seq, final results); nil:
-	// kv.OnStore(Store) when Store is set, else the files under Layout
-	// (kv.Files).
-	KV kv.KV
-	// Hosts lists the hosts registry (PostgreSQL mode, hostloss.go); nil:
-	// hosts.New on the Store's pool.
+	// Hosts lists the hosts registry (cluster.go); nil: the Store.
 	Hosts HostLister
 	// Takeover is store.takeover_seconds: the king fails the tasks of a
 	// host silent this long (HostLost). 0: 600 s.
@@ -75,9 +70,6 @@ type Options struct {
 	// Jitter spreads a retry delay; nil adds up to 10% at random. Tests pass
 	// an identity function.
 	Jitter func(time.Duration) time.Duration
-	// Tmux is the installation's tmux server, where `start task cancel`
-	// kills a soldier's session; nil: tmux.New().
-	Tmux *tmux.Client
 	// DiskMinFreeGB holds admission below this much free space
 	// (chamberlain.yaml thresholds.disk_min_free_gb; 0: no hold, hold.go).
 	DiskMinFreeGB float64
@@ -96,12 +88,14 @@ type King struct {
 	clk    clock.Clock
 	loc    *time.Location
 	jitter func(time.Duration) time.Duration
-	tm     *tmux.Client // soldier sessions, for cancel (control.go)
+	// tctx is the running Tick's context, bounded by tickTimeout (ctx);
+	// nil between ticks.
+	tctx context.Context
 
-	st       store.Store // nil in file mode
+	st       store.Store
 	host     string
-	lease    store.Lease // the king's leadership (UseLease); nil in file mode
-	hosts    HostLister  // nil in file mode
+	lease    store.Lease // the king's leadership (UseLease); nil until the runner leads
+	hosts    HostLister
 	takeover time.Duration
 
 	events *queue.Queue
@@ -127,6 +121,9 @@ type King struct {
 // New builds a King. It loads the manifests once; later ticks reload them
 // when a file in config/generals changes.
 func New(o Options) (*King, error) {
+	if o.Store == nil {
+		return nil, errors.New("king: no store")
+	}
 	if o.Config == nil {
 		o.Config = config.DefaultKing()
 	}
@@ -147,22 +144,11 @@ func New(o Options) (*King, error) {
 			return d + time.Duration(rand.Int64N(int64(d)/10+1))
 		}
 	}
-	if o.KV == nil {
-		if o.Store != nil {
-			o.KV = kv.OnStore(o.Store)
-		} else {
-			o.KV = kv.Files(o.Layout)
-		}
-	}
-	// The one place the king's queues choose their backend.
 	newQueue := func(kind string) *queue.Queue {
-		if o.Store != nil {
-			return queue.OnStore(o.Store, o.Layout, kind, o.Events, o.Host)
-		}
-		return queue.New(o.Layout, kind, o.Events)
+		return queue.OnStore(o.Store, o.Layout, kind, o.Events, o.Host)
 	}
 	k := &King{
-		l: o.Layout, kv: o.KV, cfg: o.Config, log: o.Log, em: o.Events, clk: o.Clock, loc: o.Location,
+		l: o.Layout, cfg: o.Config, log: o.Log, em: o.Events, clk: o.Clock, loc: o.Location,
 		jitter:      o.Jitter,
 		st:          o.Store,
 		host:        o.Host,
@@ -173,16 +159,17 @@ func New(o Options) (*King, error) {
 		petExited:   map[string]bool{},
 		orphanSince: map[string]time.Time{},
 		wake:        make(chan struct{}, 1),
-		tm:          o.Tmux,
-	}
-	if k.tm == nil {
-		k.tm = tmux.New()
 	}
 	k.disk = diskHold{minFreeGB: o.DiskMinFreeGB, freeBytes: o.FreeBytes}
 	if k.disk.freeBytes == nil {
 		k.disk.freeBytes = statfsFree
 	}
-	k.seq = taskSeq{kv: o.KV}
+	// The king's small state (pause, cancel records, control replies,
+	// engine pauses, spend, final results) is written fenced by its lease;
+	// the task sequence guards itself (seq.go) and is handed back at Close,
+	// after the lease.
+	k.kv = leaderKV{k}
+	k.seq = taskSeq{kv: kv.OnStore(o.Store)}
 	k.initCluster(o)
 	if len(k.petitionCmd) == 0 {
 		k.petitionCmd = []string{filepath.Join(BinDir(o.Layout), "soldier-spawn")}
@@ -198,9 +185,22 @@ func New(o Options) (*King, error) {
 	return k, nil
 }
 
-// ctx is the context of the king's small-state reads and writes (k.kv):
-// the tick's steps do not carry one, and each read or write is short.
-func (k *King) ctx() context.Context { return context.Background() }
+// tickTimeout bounds one Tick's store calls as a whole: a store that stops
+// answering fails the tick's remaining steps instead of hanging the king
+// (the runner retries with backoff).
+const tickTimeout = 2 * time.Minute
+
+// ctx is the context of the king's store calls: the running Tick's.
+// Outside a Tick (Close, a test driving one step) there is no caller's
+// context, and each call is bounded by tickTimeout on its own.
+func (k *King) ctx() context.Context {
+	if k.tctx != nil {
+		return k.tctx
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), tickTimeout)
+	_ = cancel // released at its deadline; the call it bounds is short
+	return ctx
+}
 
 // BinDir is where sibling binaries live: $KINGDOM_BIN_DIR, else the
 // directory of this executable, else $BASE_DIR/bin.
@@ -261,6 +261,10 @@ func (k *King) signal() {
 // once), (2) pending events, (3) petitions, (4) schedules. Each step runs even
 // when an earlier one failed; the errors are joined.
 func (k *King) Tick(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, tickTimeout)
+	defer cancel()
+	k.tctx = ctx
+	defer func() { k.tctx = nil }()
 	k.reloadManifests()
 	var errs []error
 	if !k.started {
@@ -280,7 +284,7 @@ func (k *King) Tick(ctx context.Context) error {
 	if err := k.processResults(); err != nil {
 		errs = append(errs, fmt.Errorf("results: %w", err))
 	}
-	// PostgreSQL mode: the tasks of a lost host run again (cluster.go).
+	// The tasks of a lost host run again (cluster.go).
 	if err := k.processHostLoss(); err != nil {
 		errs = append(errs, fmt.Errorf("host loss: %w", err))
 	}
@@ -315,4 +319,4 @@ func (k *King) now() time.Time { return k.clk.Now() }
 // Close ends a king whose runner returned: the task ids it reserved and did
 // not use go back to the sequence (seq.go), so a clean restart continues
 // the numbering without a gap.
-func (k *King) Close() error { return k.seq.release() }
+func (k *King) Close() error { return k.seq.release(k.ctx()) }

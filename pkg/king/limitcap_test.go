@@ -52,7 +52,7 @@ func TestKing_UsageLimitWithPastResetPausesNothing(t *testing.T) {
 	f.tick()
 	eq(t, "not_before now", f.task(layout.Pending, task1).NotBefore, schema.FormatTime(t0))
 	eq(t, "system.rate_limited", len(f.internal("system.rate_limited")), 0)
-	pf, err := enginepause.Load(t.Context(), kv.Files(f.l))
+	pf, err := enginepause.Load(t.Context(), kv.OnStore(f.st))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestKing_UsageLimitResetBeyondTheCapIsClamped(t *testing.T) {
 	f.tick()
 	want := schema.FormatTime(t0.Add(enginepause.MaxPause))
 	eq(t, "not_before at the cap", f.task(layout.Pending, task1).NotBefore, want)
-	pf, err := enginepause.Load(t.Context(), kv.Files(f.l))
+	pf, err := enginepause.Load(t.Context(), kv.OnStore(f.st))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,13 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"sort"
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
@@ -67,16 +67,6 @@ func (k *King) processOrphans(*admission) error {
 			if now.Sub(first) < OrphanGrace {
 				continue
 			}
-			if st == layout.Pending {
-				// The king takes the task over; a general claiming it at
-				// this very moment wins and keeps it.
-				if err := k.tasks.Claim(layout.Pending, layout.InProgress, t.ID); err != nil {
-					if !errors.Is(err, queue.ErrTaken) && !errors.Is(err, queue.ErrExists) {
-						errs = append(errs, err)
-					}
-					continue
-				}
-			}
 			terminal := true
 			msg := fmt.Sprintf("general %s is not installed (its manifest has been gone for %s)", t.TargetGeneral, now.Sub(first).Round(time.Minute))
 			res := &schema.Result{
@@ -85,8 +75,16 @@ func (k *King) processOrphans(*admission) error {
 				General: t.TargetGeneral, CompletedAt: schema.FormatTime(now), RetryCount: t.RetryCount,
 			}
 			k.log.Warn("failing a task whose general is gone", "task", t.ID, "general", t.TargetGeneral)
-			if err := k.finish(t, res); err != nil {
-				errs = append(errs, fmt.Errorf("task %s: %w", t.ID, err))
+			end := k.finish
+			if st == layout.Pending {
+				// The king takes the task over; a general claiming it at
+				// this very moment wins and keeps it.
+				end = k.finishPending
+			}
+			if err := end(t, res); err != nil {
+				if !errors.Is(err, fs.ErrNotExist) {
+					errs = append(errs, fmt.Errorf("task %s: %w", t.ID, err))
+				}
 				continue
 			}
 			delete(k.orphanSince, t.ID)

@@ -154,23 +154,13 @@ func (k *King) processPetitions(*admission) error {
 		b, err := k.events.Read(layout.Petitioning, id)
 		if err != nil {
 			if !errors.Is(err, fs.ErrNotExist) {
-				k.events.Reject(layout.Petitioning, id, err.Error())
+				k.reject(k.events, layout.Petitioning, id, err.Error())
 			}
 			continue
 		}
 		ev, _, err := decodeEvent(b)
 		if err != nil || ev.ID != id {
-			k.events.Reject(layout.Petitioning, id, fmt.Sprintf("invalid event: %v", err))
-			continue
-		}
-		if k.events.Exists(layout.Dispatched, id) {
-			// A king died between dispatching the petition's answer and
-			// removing the petitioning copy; recovery made (or makes) its
-			// task from the dispatched copy. Dispatching again would make a
-			// second task for one event.
-			if err := k.endPetition(id, k.events.Remove(layout.Petitioning, id)); err != nil {
-				errs = append(errs, fmt.Errorf("petition %s: %w", id, err))
-			}
+			k.reject(k.events, layout.Petitioning, id, fmt.Sprintf("invalid event: %v", err))
 			continue
 		}
 		if err := k.settlePetition(ev); err != nil {
@@ -256,14 +246,16 @@ func (k *King) reply(ev *schema.Event, text, kind, why string) error {
 	if _, err := k.putMessage(m); err != nil {
 		return err
 	}
-	if err := k.events.Move(layout.Petitioning, layout.Completed, ev.ID); err != nil {
+	discarded := ""
+	if kind == "cannot_handle" {
+		discarded = "no general can handle it: " + why
+	}
+	if err := k.completeEvent(layout.Petitioning, ev.ID, discarded); err != nil {
 		return err
 	}
 	if kind == "cannot_handle" {
-		k.markCompleted(ev.ID, "no general can handle it: "+why)
 		k.em.Emit("event.discarded", map[string]any{"event_id": ev.ID, "event_type": ev.Type, "reason": "no general can handle it: " + why})
 	} else {
-		k.markCompleted(ev.ID, "")
 		k.em.Emit("event.answered", map[string]any{"event_id": ev.ID, "event_type": ev.Type})
 	}
 	return nil

@@ -212,20 +212,3 @@ func TestKing_PetitionLaunchFailureFallsBack(t *testing.T) {
 	f.tick()
 	eqList(t, "dispatched", f.ids(layout.QEvents, layout.Dispatched), dmID)
 }
-
-func TestKing_PetitionDispatchedBeforeCrashIsNotDispatchedTwice(t *testing.T) {
-	f := petitionFixture(t, "general:gen-pr", genPR, genHerald)
-	f.dm()
-	f.tick()
-	f.settle()
-	eqList(t, "tasks", f.ids(layout.QTasks, layout.Pending), task1)
-	// Rebuild the instant a king died in: the answer dispatched (event in
-	// dispatched/, task written) but the petitioning copy not yet removed.
-	ev, _ := f.eventFile(layout.Dispatched, dmID)
-	writeJSON(t, filepath.Join(f.l.QueueState(layout.QEvents, layout.Petitioning), dmID+".json"), ev)
-	f.newKing()
-	f.tick()
-	f.tick()
-	eqList(t, "still one task for the event", append(f.ids(layout.QTasks, layout.Pending), f.ids(layout.QTasks, layout.InProgress)...), task1)
-	eqList(t, "petitioning emptied", f.ids(layout.QEvents, layout.Petitioning))
-}

@@ -36,14 +36,6 @@ func (k *King) processResults() error {
 		if !taskIDRE.MatchString(id) {
 			continue
 		}
-		if k.tasks.Exists(layout.Completed, id) {
-			// A king died after completeAll's renames and before its
-			// unlinks: the completed copy is the truth.
-			if err := k.dropCompletedTwin(id); err != nil {
-				errs = append(errs, err)
-			}
-			continue
-		}
 		b, found, err := k.readResult(id)
 		if !found {
 			// A retry that died after deleting the old result but before
@@ -98,28 +90,8 @@ func (k *King) processResults() error {
 	return errors.Join(errs...)
 }
 
-// dropCompletedTwin finishes a completion a crash cut short (completeAll):
-// task id is in completed/ and still in in_progress/. The in_progress copy
-// goes, and the event follows its task to completed/ as recover would.
-func (k *King) dropCompletedTwin(id string) error {
-	var t schema.Task
-	if err := k.tasks.ReadJSON(layout.Completed, id, &t); err == nil && t.EventID != "" && k.events.Exists(layout.Dispatched, t.EventID) {
-		if k.events.Exists(layout.Completed, t.EventID) {
-			if err := k.events.Remove(layout.Dispatched, t.EventID); err != nil {
-				return err
-			}
-		} else if err := k.events.Move(layout.Dispatched, layout.Completed, t.EventID); err == nil {
-			k.markCompleted(t.EventID, "")
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
-	}
-	return k.tasks.Remove(layout.InProgress, id)
-}
-
 // readResult reads task's final result through the king's KV (kv.NSResults:
-// state/results/<task>.json in file mode, the shared store's key-value in
-// PostgreSQL mode). found is false when there is none; a result too large
+// state/results/<task>.json on the files store). found is false when there is none; a result too large
 // or unreadable is found with an error (decodeResult makes it
 // InvalidResult).
 func (k *King) readResult(task string) (b []byte, found bool, err error) {
@@ -167,6 +139,24 @@ func (k *King) finish(t *schema.Task, res *schema.Result) error {
 	var cs []completion
 	if err := k.finishInto(&cs, t, res); err != nil {
 		return err
+	}
+	return k.completeAll(cs)
+}
+
+// finishPending ends pending task t with res (a terminal outcome: a
+// cancel, a failure decided before any attempt) as finish does, in the
+// one transaction that takes the task out of pending/: a general that
+// claimed it meanwhile keeps it, and the error satisfies fs.ErrNotExist.
+func (k *King) finishPending(t *schema.Task, res *schema.Result) error {
+	var cs []completion
+	if err := k.finishInto(&cs, t, res); err != nil {
+		return err
+	}
+	for i := range cs {
+		cs[i].pending = true
+	}
+	if len(cs) == 0 {
+		return fmt.Errorf("task %s: a pending task's outcome must end it", t.ID)
 	}
 	return k.completeAll(cs)
 }
@@ -300,18 +290,16 @@ type completion struct {
 	msgs           []*schema.Message
 	status, evType string
 	data           map[string]any
+	pending        bool // t is still in pending/ (finishPending)
 }
 
-// completeAll ends the tasks of cs as one group (SPEC §9.7): their messages
-// are queued (a message already queued or sent is not written again), then
-// each event and task is written to completed/ with its final status, then
-// their dispatched/ and in_progress/ copies go; each outcome is emitted
-// once, as the task's general. The task leaving in_progress/ is the
-// completing step: until it happens a repeat redoes everything above it,
-// which only finds its messages already queued. On files the group is one
-// commit (every file fsynced together, one fsync per directory), and a
-// crash between the renames and the unlinks leaves twins that
-// processResults (dropCompletedTwin) and recover resolve.
+// completeAll ends the tasks of cs in one transaction fenced by the king's
+// lease (SPEC §9.7): their messages are queued (a message already queued or
+// sent is not written again), each event and task is written to completed/
+// with its final status, and their dispatched/ and in_progress/ copies go;
+// each outcome is emitted once, as the task's general, after the commit.
+// The task leaving in_progress/ is the completing step: until the
+// transaction commits nothing of it is visible, and a repeat redoes it all.
 func (k *King) completeAll(cs []completion) error {
 	if len(cs) == 0 {
 		return nil
@@ -320,13 +308,21 @@ func (k *King) completeAll(cs []completion) error {
 	for i, c := range cs {
 		c.t.Status = c.status
 		if h := k.ranOn(c.t.ID); h != "" {
-			// Where the task ran (PostgreSQL mode): its resume or a follow-up
+			// Where the task ran: its resume or a follow-up
 			// of its conversation runs there (resume.go).
 			c.t.Host = h
 		}
 		events[i] = k.completedDoc(layout.Dispatched, c.t.EventID, "")
 	}
 	err := k.group(func(g *queue.GroupTx) error {
+		for _, c := range cs {
+			if c.pending {
+				// As a claim would: a general that claimed it first keeps it.
+				if err := g.Move(k.tasks, layout.Pending, layout.InProgress, c.t.ID); err != nil {
+					return err
+				}
+			}
+		}
 		for _, c := range cs {
 			for _, m := range c.msgs {
 				if _, err := k.putMessageIn(g, m); err != nil {
@@ -416,7 +412,7 @@ func (k *King) retry(t *schema.Task, res *schema.Result) error {
 func (k *King) reschedule(t *schema.Task, nb time.Time, data map[string]any) error {
 	t.NotBefore = schema.FormatTime(nb)
 	t.Status = TaskRetrying
-	if err := k.tasks.Put(layout.InProgress, t.ID, t); err != nil {
+	if err := k.group(func(g *queue.GroupTx) error { return g.Put(k.tasks, layout.InProgress, t.ID, t) }); err != nil {
 		return err
 	}
 	if err := k.requeue(t); err != nil {
@@ -433,8 +429,8 @@ const TaskRetrying = schema.TaskRetrying
 
 // requeue finishes a retry whose task was already rewritten: the previous
 // attempt's files go first (its raw result must never be taken for the next
-// attempt's, SPEC §9.1), the final result last of them, then the rename to
-// pending/ — last.
+// attempt's, SPEC §9.1), the final result last of them, then the task moves
+// to pending/ — last, in one transaction fenced by the king's lease.
 func (k *King) requeue(t *schema.Task) error {
 	for _, p := range []string{k.l.ResultRaw(t.ID), k.l.ResultStaging(t.ID), k.l.ResultHeartbeat(t.ID),
 		k.l.ResultSoldierID(t.ID)} {
@@ -445,20 +441,22 @@ func (k *King) requeue(t *schema.Task) error {
 	if err := k.kv.Delete(k.ctx(), kv.NSResults, t.ID); err != nil {
 		return fmt.Errorf("remove previous attempt's final result: %w", err)
 	}
-	// The copy a general claims says pending, never retrying: a task just
-	// claimed into in_progress/ keeps the status of its pending file until
-	// its general rewrites it, and a "retrying" one with no result there is
-	// what processResults takes for a stranded retry — it would re-queue the
-	// task under its running soldier and the work would run twice. So the
-	// pending copy is written first (a general's no-replace claim fails while
-	// the in_progress/ copy exists) and the in_progress/ copy, which keeps
-	// the retrying mark for a crash in between, is removed last.
+	// The copy a general claims says pending, never retrying: a "retrying"
+	// task in in_progress/ with no result is what processResults takes for a
+	// stranded retry, and it would re-queue the task under its running
+	// soldier. The pending copy and the removal of the in_progress/ one (which
+	// keeps the retrying mark for a crash before this point) are one
+	// transaction: a general claiming between a put and a remove would have
+	// its claimed task removed (issue 33, a backoff of 0), and no claim can
+	// run inside the transaction.
 	p := *t
 	p.Status = schema.TaskPending
-	if err := k.tasks.Put(layout.Pending, p.ID, p); err != nil {
-		return err
-	}
-	return k.tasks.Remove(layout.InProgress, t.ID)
+	return k.group(func(g *queue.GroupTx) error {
+		if err := g.Put(k.tasks, layout.Pending, p.ID, p); err != nil {
+			return err
+		}
+		return g.Remove(k.tasks, layout.InProgress, t.ID)
+	})
 }
 
 func firstNonEmpty(s ...string) string {
@@ -478,8 +476,7 @@ func plural(n int) string {
 }
 
 // checkpoint is the checkpoint a needs_human attempt of task left (through
-// the king's KV: the general's file on this host, or the shared store in
-// PostgreSQL mode), nil when there is none or it does not decode.
+// the king's KV), nil when there is none or it does not decode.
 func (k *King) checkpoint(task string) *schema.Checkpoint {
 	b, err := k.kv.Get(k.ctx(), kv.NSCheckpoints, task)
 	if err != nil || len(b) > queue.DefaultMaxSize {
@@ -492,14 +489,10 @@ func (k *King) checkpoint(task string) *schema.Checkpoint {
 	return cp
 }
 
-// ranOn is the host that ran task's last attempt (PostgreSQL mode): the
-// claim's holder while the task is claimed, else the host its general
-// wrote into the final result or the checkpoint (a finish clears the
-// claim). "" in file mode.
+// ranOn is the host that ran task's last attempt: the claim's holder
+// while the task is claimed, else the host its general wrote into the
+// final result or the checkpoint (a finish clears the claim).
 func (k *King) ranOn(task string) string {
-	if k.st == nil {
-		return ""
-	}
 	if h := k.claimOf(task).Holder; h != "" {
 		return h
 	}

@@ -71,8 +71,8 @@ func (k *King) handleReply(ev *schema.Event, adm *admission) error {
 	return nil
 }
 
-// askingHost is the host that ran task (PostgreSQL mode: recorded in the
-// completed task, else its claim); "" in file mode.
+// askingHost is the host that ran task (recorded in the completed task,
+// else its claim); "" when unknown.
 func (k *King) askingHost(task string) string {
 	var t schema.Task
 	if k.tasks.ReadJSON(layout.Completed, task, &t) == nil && t.Host != "" {
@@ -82,15 +82,12 @@ func (k *King) askingHost(task string) string {
 }
 
 // failAtOnce ends a just-dispatched pending task with a terminal failure
-// (its ❌ says why), as a cancel of a pending task does: the king claims it
-// first, so no general runs it.
+// (its ❌ says why), as a cancel of a pending task does: it leaves pending/
+// in the transaction that ends it, so no general runs it.
 func (k *King) failAtOnce(id, reason, msg string) error {
 	var t schema.Task
 	if err := k.tasks.ReadJSON(layout.Pending, id, &t); err != nil {
 		return fmt.Errorf("read task %s: %w", id, err)
-	}
-	if err := k.tasks.Claim(layout.Pending, layout.InProgress, id); err != nil {
-		return fmt.Errorf("claim task %s: %w", id, err)
 	}
 	terminal := true
 	res := &schema.Result{
@@ -98,7 +95,10 @@ func (k *King) failAtOnce(id, reason, msg string) error {
 			Summary: msg, Terminal: &terminal},
 		General: t.TargetGeneral, RetryCount: t.RetryCount,
 	}
-	return k.finish(&t, res)
+	if err := k.finishPending(&t, res); err != nil {
+		return fmt.Errorf("end task %s: %w", id, err)
+	}
+	return nil
 }
 
 // resumeFields makes t the resume task of rc's needs_human task: same
@@ -114,8 +114,8 @@ func (k *King) resumeFields(t *schema.Task, ev *schema.Event, rc *schema.ReplyCo
 		t.Repo = rc.Repo
 	}
 	t.Payload["original_task_id"] = rc.TaskID
-	// PostgreSQL mode: the session and workspace live on the host that
-	// asked; only that host may run the resume (SPEC §11.7).
+	// The session and workspace live on the host that asked; only that
+	// host may run the resume (SPEC §11.7).
 	t.Host = k.askingHost(rc.TaskID)
 	if text, ok := ev.Payload["text"].(string); ok {
 		t.Payload["reply_text"] = text

@@ -68,7 +68,7 @@ func take(day string, from, hi, n int, exists func(string) bool) ([]string, int)
 // when it has enough; otherwise one atomic update of the record reserves
 // them and seqBlock more (two kings never reserve the same number: the
 // other's reservations start past the record).
-func (s *taskSeq) next(now time.Time, n int, exists func(string) bool) ([]string, error) {
+func (s *taskSeq) next(ctx context.Context, now time.Time, n int, exists func(string) bool) ([]string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	day := now.Format("20060102")
@@ -80,7 +80,7 @@ func (s *taskSeq) next(now time.Time, n int, exists func(string) bool) ([]string
 	}
 	var ids []string
 	var last, hi int
-	err := s.kv.Update(context.Background(), kv.NSSequences, kv.KeyTaskSeq, func(old []byte) ([]byte, error) {
+	err := s.kv.Update(ctx, kv.NSSequences, kv.KeyTaskSeq, func(old []byte) ([]byte, error) {
 		recDay, rec := parseSeq(old)
 		if recDay != day {
 			rec = 0
@@ -106,13 +106,13 @@ var errKeep = errors.New("keep the task sequence")
 // release gives the unused rest of the block back at a clean stop: the
 // record goes back to the last number issued, unless another king has
 // reserved past this one's block since.
-func (s *taskSeq) release() error {
+func (s *taskSeq) release(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.day == "" || s.last == s.hi {
 		return nil
 	}
-	err := s.kv.Update(context.Background(), kv.NSSequences, kv.KeyTaskSeq, func(old []byte) ([]byte, error) {
+	err := s.kv.Update(ctx, kv.NSSequences, kv.KeyTaskSeq, func(old []byte) ([]byte, error) {
 		if day, rec := parseSeq(old); day != s.day || rec != s.hi {
 			return nil, errKeep
 		}

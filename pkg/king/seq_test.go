@@ -1,6 +1,7 @@
 package king
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -18,6 +19,7 @@ import (
 // restarts it too, and ids already in use are skipped.
 func TestTaskSeq_NextContinuesTheFile(t *testing.T) {
 	l := layout.New(t.TempDir())
+	st := openStore(t, l)
 	path := l.KingTaskSeq()
 	none := func(string) bool { return false }
 	day := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
@@ -33,21 +35,21 @@ func TestTaskSeq_NextContinuesTheFile(t *testing.T) {
 		b, _ := os.ReadFile(path)
 		return strings.TrimSpace(string(b))
 	}
-	s := &taskSeq{kv: kv.Files(l)}
+	s := &taskSeq{kv: kv.OnStore(st)}
 	eq(t, "first id", next(s, day, none), "task-20261121-001")
 	eq(t, "file reserves a block", file(), fmt.Sprintf("20261121:%d", 1+seqBlock))
 	eq(t, "second id", next(s, day, none), "task-20261121-002")
 	eq(t, "from the block: file unchanged", file(), fmt.Sprintf("20261121:%d", 1+seqBlock))
-	if err := s.release(); err != nil {
+	if err := s.release(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	eq(t, "a clean stop gives the rest back", file(), "20261121:2")
 
-	s = &taskSeq{kv: kv.Files(l)}
+	s = &taskSeq{kv: kv.OnStore(st)}
 	used := func(id string) bool { return id == "task-20261121-003" }
 	eq(t, "a restart continues, skipping an id in use", next(s, day, used), "task-20261121-004")
 	// s dies without release: the next king starts past its block.
-	s = &taskSeq{kv: kv.Files(l)}
+	s = &taskSeq{kv: kv.OnStore(st)}
 	eq(t, "after a crash", next(s, day, none), fmt.Sprintf("task-20261121-%03d", 4+seqBlock+1))
 	eq(t, "next day restarts", next(s, day.Add(24*time.Hour), none), "task-20261122-001")
 
@@ -55,7 +57,7 @@ func TestTaskSeq_NextContinuesTheFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	taken := func(id string) bool { return id <= "task-20261122-001" }
-	s = &taskSeq{kv: kv.Files(l)}
+	s = &taskSeq{kv: kv.OnStore(st)}
 	eq(t, "damaged file restarts past ids in use", next(s, day.Add(24*time.Hour), taken), "task-20261122-002")
 }
 
@@ -63,14 +65,15 @@ func TestTaskSeq_NextContinuesTheFile(t *testing.T) {
 // (a leader that stops after the next one started).
 func TestTaskSeq_ReleaseKeepsAnotherKingsReservation(t *testing.T) {
 	l := layout.New(t.TempDir())
+	st := openStore(t, l)
 	day := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	none := func(string) bool { return false }
-	a, b := &taskSeq{kv: kv.Files(l)}, &taskSeq{kv: kv.Files(l)}
+	a, b := &taskSeq{kv: kv.OnStore(st)}, &taskSeq{kv: kv.OnStore(st)}
 	idA, _ := nextOne(a, day, none)
 	idB, _ := nextOne(b, day, none)
 	eq(t, "a", idA, "task-20261121-001")
 	eq(t, "b starts past a's block", idB, fmt.Sprintf("task-20261121-%03d", 2+seqBlock))
-	if err := a.release(); err != nil {
+	if err := a.release(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	raw, _ := os.ReadFile(l.KingTaskSeq())
@@ -83,6 +86,7 @@ func TestTaskSeq_ReleaseKeepsAnotherKingsReservation(t *testing.T) {
 // stopped yet) never issue the same id: each next is one atomic update.
 func TestTaskSeq_ConcurrentNextIssuesDistinctIDs(t *testing.T) {
 	l := layout.New(t.TempDir())
+	st := openStore(t, l)
 	day := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	const each = 200
 	var (
@@ -91,7 +95,7 @@ func TestTaskSeq_ConcurrentNextIssuesDistinctIDs(t *testing.T) {
 		wg   sync.WaitGroup
 	)
 	for range 2 {
-		s := &taskSeq{kv: kv.Files(l)}
+		s := &taskSeq{kv: kv.OnStore(st)}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -123,7 +127,7 @@ func TestTaskSeq_ConcurrentNextIssuesDistinctIDs(t *testing.T) {
 
 // nextOne issues one id.
 func nextOne(s *taskSeq, now time.Time, exists func(string) bool) (string, error) {
-	ids, err := s.next(now, 1, exists)
+	ids, err := s.next(context.Background(), now, 1, exists)
 	if err != nil {
 		return "", err
 	}
@@ -134,9 +138,10 @@ func nextOne(s *taskSeq, now time.Time, exists func(string) bool) (string, error
 // in use, and the sequence records the last one.
 func TestTaskSeq_NextIssuesATicksIDsInOneUpdate(t *testing.T) {
 	l := layout.New(t.TempDir())
+	st := openStore(t, l)
 	day := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
-	s := &taskSeq{kv: kv.Files(l)}
-	ids, err := s.next(day, 3, func(id string) bool { return id == "task-20261121-002" })
+	s := &taskSeq{kv: kv.OnStore(st)}
+	ids, err := s.next(t.Context(), day, 3, func(id string) bool { return id == "task-20261121-002" })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,8 +11,8 @@ import (
 
 // Why work waits (pkg/waits): every tick the king names, for each pending
 // event it did not dispatch and each pending task no general may claim yet,
-// the one reason that holds it. The record (kv.NSWaits: state/king/waits.json
-// in file mode, the shared store with PostgreSQL) is rewritten only when it
+// the one reason that holds it. The record (kv.NSWaits in the store:
+// state/king/waits.json on files) is rewritten only when it
 // changed; the operator hears of a wait (an Info line and an event.waiting /
 // task.waiting event) once per change of its reason, never once per tick.
 

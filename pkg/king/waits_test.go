@@ -127,11 +127,7 @@ func TestWaits_TaskBudgetWaitNamesTheFigures(t *testing.T) {
 	f.newKing()
 	logs := f.captureLog()
 	today := spend.Date(f.clk.Now())
-	d := f.ledger(today)
-	d.Put("task-20261121-900#0#s", spend.Entry{Task: "task-20261121-900", General: "gen-pr", Engine: "claude", CostUSD: fptr(7.50)})
-	if err := spend.Save(f.l.SpendDay(today), d); err != nil {
-		t.Fatal(err)
-	}
+	f.spent(today, "task-20261121-900#0#s", spend.Entry{Task: "task-20261121-900", General: "gen-pr", Engine: "claude", CostUSD: fptr(7.50)})
 	f.event("evt-1", "github.pr.review_requested", "normal")
 	f.tick()
 	f.tick()
