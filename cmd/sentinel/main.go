@@ -34,23 +34,20 @@ func main() {
 			if err != nil {
 				return &app.ConfigError{Err: err}
 			}
-			o := sentinel.Options{
+			// SPEC §11.7: this host's inbox admits into the store's events
+			// queue and seen index; the pollers take the store's lease.
+			st, err := app.OpenStore(ctx, env.Store)
+			if err != nil {
+				return err
+			}
+			s, err := sentinel.New(cfg, sentinel.Options{
 				Layout: env.Layout, Log: env.Log, Events: env.Events, Clock: env.Clock,
-			}
-			if env.Postgres() {
-				// SPEC §11.7: this host's inbox admits into the shared
-				// events queue and seen index; the pollers take a lease.
-				st, err := app.OpenStore(ctx, env.Store)
-				if err != nil {
-					return err
-				}
-				o.Store, o.Host = st, env.HostID
-			}
-			s, err := sentinel.New(cfg, o)
+				Store: st, Host: env.HostID,
+			})
 			if err != nil {
 				return &app.ConfigError{Err: err}
 			}
-			defer s.Close() // PostgreSQL mode: hands the pollers' lease on at once
+			defer s.Close() // hands the pollers' lease on at once
 			env.Log.Info("watchers enabled", "watchers", s.Watchers(), runner.CatAttr("SYSTEM"))
 			opts := env.RunnerOptions(c)
 			opts.Interval = s.RunnerInterval()

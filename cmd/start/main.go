@@ -18,9 +18,9 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/ids"
-	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
+	"github.com/kingdom-dev/kingdom/pkg/operator"
 	"github.com/kingdom-dev/kingdom/pkg/start"
 	"github.com/kingdom-dev/kingdom/pkg/store/open"
 )
@@ -98,12 +98,9 @@ func run(ctx context.Context, c *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	o := start.Options{Layout: env.Layout, BinDir: binDir, Tmux: env.Tmux, Log: env.Log, Events: env.Events, Journal: os.Stdout}
-	if env.Postgres() {
-		env.Log.Info("store: postgres", "host", env.HostID, "dsn_from", env.System.Store.DSNEnv)
-		o.Renew = start.RenewHost(env.Store, env.HostID, app.Version, time.Now())
-	}
-	w, err := start.New(o)
+	env.Log.Info("store", "kind", env.System.Store.Kind, "host", env.HostID)
+	w, err := start.New(start.Options{Layout: env.Layout, BinDir: binDir, Tmux: env.Tmux, Log: env.Log, Events: env.Events, Journal: os.Stdout,
+		Store: env.Store, Renew: start.RenewHost(env.Store, env.HostID, app.Version, time.Now())})
 	if err != nil {
 		return &app.ConfigError{Err: err}
 	}
@@ -139,11 +136,8 @@ func statusCmd(ctx context.Context, c *cli.Command) error {
 	if _, err := os.Stat(l.Base); err != nil {
 		return fmt.Errorf("no installation at %s (use --base-dir or KINGDOM_BASE_DIR)", l.Base)
 	}
-	// store.kind postgres: the hosts and leaders are read with the DSN the
-	// roles use (this shell's environment, start's, then kingdom.env).
-	start.LoadSecrets(l)
 	now := time.Now()
-	st, err := start.ReadStatus(ctx, l, app.Tmux(l), now)
+	st, err := operator.ReadStatus(ctx, l, app.Tmux(l), now)
 	if err != nil {
 		return err
 	}
@@ -171,17 +165,7 @@ func controlCmd(ctx context.Context, c *cli.Command, req control.Request) error 
 	if err := app.CheckOwner(l.Base); err != nil {
 		return err
 	}
-	req.By = start.Operator()
-	s, done, err := controlKV(ctx, l)
-	if err != nil {
-		return err
-	}
-	defer done()
-	id, err := control.Submit(ctx, s, req, time.Now())
-	if err != nil {
-		return err
-	}
-	rep, err := control.WaitReply(ctx, s, id, controlWait)
+	rep, err := operator.Control(ctx, l, req, operator.ControlWait)
 	if err != nil {
 		return err
 	}
@@ -191,20 +175,6 @@ func controlCmd(ctx context.Context, c *cli.Command, req control.Request) error 
 	}
 	return nil
 }
-
-// controlKV is where control requests go: the files under the base dir,
-// or, with store.kind postgres, the shared store the leading king (on any
-// host) reads.
-func controlKV(ctx context.Context, l layout.Layout) (kv.KV, func(), error) {
-	sh, err := start.OpenShared(ctx, l)
-	if err != nil {
-		return nil, nil, err
-	}
-	return sh.KV, sh.Close, nil
-}
-
-// controlWait is how long a control command waits for the king's answer.
-const controlWait = 15 * time.Second
 
 func cancelCmd(ctx context.Context, c *cli.Command) error {
 	if c.Args().Len() != 1 {
@@ -218,22 +188,22 @@ func tasksCmd(ctx context.Context, c *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	window := start.RecentWindow
+	window := operator.RecentWindow
 	if c.Bool("all") {
 		window = 0
 	}
-	sh, err := start.OpenShared(ctx, l)
+	sh, err := operator.OpenShared(ctx, l)
 	if err != nil {
 		return err
 	}
 	defer sh.Close()
-	rows, err := start.ListTasks(ctx, sh, time.Now(), window)
+	rows, err := operator.ListTasks(ctx, sh, time.Now(), window)
 	if err != nil {
 		return err
 	}
 	if c.Bool("json") {
 		if rows == nil {
-			rows = []start.TaskRow{}
+			rows = []operator.TaskRow{}
 		}
 		b, err := json.MarshalIndent(rows, "", "  ")
 		if err != nil {
@@ -243,17 +213,17 @@ func tasksCmd(ctx context.Context, c *cli.Command) error {
 		return nil
 	}
 	p, _ := control.ReadPause(ctx, sh.KV)
-	return start.PrintTasks(c.Root().Writer, rows, p)
+	return operator.PrintTasks(c.Root().Writer, rows, p)
 }
 
-func doctorCmd(_ context.Context, c *cli.Command) error {
+func doctorCmd(ctx context.Context, c *cli.Command) error {
 	l := layout.New(layout.ResolveBase(c.String("base-dir")))
 	// What the roles will see: this shell's environment, then what the
 	// running start was given (its secrets file, when readable), then
 	// kingdom.env.
-	secrets := start.LoadSecrets(l)
+	secrets := operator.LoadSecrets(l)
 	binDir, _ := start.FindBinDir(l)
-	if n := start.PrintChecks(os.Stdout, start.Doctor(l, binDir, secrets)); n > 0 {
+	if n := operator.PrintChecks(os.Stdout, operator.Doctor(ctx, l, binDir, secrets)); n > 0 {
 		return &app.CodeError{Code: 1, Err: fmt.Errorf("%d check(s) failed", n)}
 	}
 	return nil
@@ -282,23 +252,23 @@ func eventsCmd(ctx context.Context, c *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	sh, err := start.OpenShared(ctx, l)
+	sh, err := operator.OpenShared(ctx, l)
 	if err != nil {
 		return err
 	}
 	defer sh.Close()
 	now := time.Now()
-	rows, err := start.ListEvents(ctx, sh, now)
+	rows, err := operator.ListEvents(ctx, sh, now)
 	if err != nil {
 		return err
 	}
 	if c.Bool("json") {
 		if rows == nil {
-			rows = []start.EventRow{}
+			rows = []operator.EventRow{}
 		}
 		return printJSON(c, rows)
 	}
-	return start.PrintEvents(c.Root().Writer, rows, now)
+	return operator.PrintEvents(c.Root().Writer, rows, now)
 }
 
 // eventCancelCmd asks the king to withdraw an event not yet dispatched
@@ -327,8 +297,8 @@ func restartCmd(ctx context.Context, c *cli.Command) error {
 		return &app.ConfigError{Err: err}
 	}
 	role, tc := c.Args().First(), app.Tmux(l)
-	old, err := start.RestartRole(ctx, l, tc, role, sys.StopGrace(), time.Now())
-	if errors.Is(err, start.ErrUnknownRole) {
+	old, err := operator.RestartRole(ctx, l, tc, role, sys.StopGrace(), time.Now())
+	if errors.Is(err, operator.ErrUnknownRole) {
 		return &app.CodeError{Code: app.ExitUsage, Err: err}
 	}
 	if err != nil {
@@ -336,7 +306,7 @@ func restartCmd(ctx context.Context, c *cli.Command) error {
 	}
 	w := c.Root().Writer
 	fmt.Fprintf(w, "stopped %s (pid %d); waiting for the watchdog to relaunch it (its round is every %s)…\n", role, old.PID, sys.WatchdogInterval())
-	s, ok := start.WaitRelaunch(ctx, tc, role, old, sys.WatchdogInterval()+10*time.Second)
+	s, ok := operator.WaitRelaunch(ctx, tc, role, old, sys.WatchdogInterval()+10*time.Second)
 	if !ok {
 		return fmt.Errorf("%s was not relaunched within %s: see `start status` and logs/system.log", role, sys.WatchdogInterval()+10*time.Second)
 	}

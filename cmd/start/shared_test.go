@@ -11,8 +11,8 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/operator"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
-	"github.com/kingdom-dev/kingdom/pkg/start"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
@@ -39,7 +39,7 @@ func TestStartCommands_PostgresFromAnotherHost(t *testing.T) {
 	t.Setenv("KINGDOM_TEST_DSN", pgtest.DB(t))
 	t.Setenv(config.HostIDEnv, "")
 	bin := startBin(t)
-	h1, err := start.OpenShared(t.Context(), pgBase(t, "h1"))
+	h1, err := operator.OpenShared(t.Context(), pgBase(t, "h1"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ func BenchmarkInboxTick(b *testing.B) {
 				b.StopTimer()
 				e := newEnv(b)
 				in := inbox.New(inbox.Config{Dir: e.l.Inbox(), RejectedDir: e.l.InboxRejected(), Clock: e.clk})
-				s := sentinel.NewWith(sentinel.Options{Layout: e.l, Clock: e.clk, Events: e.em, Log: logging.Discard()}, in)
+				s := sentinel.NewWith(sentinel.Options{Layout: e.l, Clock: e.clk, Events: e.em, Store: e.st, Host: "test-host", Log: logging.Discard()}, in)
 				// As in production: the notifier runs and producers
 				// publish by rename, so every file is taken at once.
 				ctx, cancel := context.WithCancel(b.Context())

@@ -24,6 +24,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/sentinel"
+	"github.com/kingdom-dev/kingdom/pkg/store/files"
 )
 
 var t0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
@@ -54,6 +55,8 @@ type env struct {
 	clk    *clock.Fake
 	logs   *syncBuf
 	em     *eventlog.Emitter
+	st     *files.Store // the store the sentinel admits through
+	last   *sentinel.Sentinel
 	q      *queue.Queue
 	getenv map[string]string
 }
@@ -65,8 +68,13 @@ func newEnv(t testing.TB) *env {
 		t.Fatal(err)
 	}
 	clk := clock.NewFake(t0)
+	st, err := files.Open(l, "test-host")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
 	return &env{
-		t: t, l: l, clk: clk, logs: &syncBuf{},
+		t: t, l: l, clk: clk, logs: &syncBuf{}, st: st,
 		em:     eventlog.NewEmitter(l.EventsLog(), l.RotateLock(), layout.RoleSentinel, clk),
 		q:      queue.New(l, layout.QEvents, nil),
 		getenv: map[string]string{"GH_TOKEN": "ghp_testtoken000000000000000000", "JIRA_USER_EMAIL": "bot@example.com", "JIRA_API_TOKEN": "jira-secret-token"},
@@ -87,17 +95,24 @@ func (e *env) config(yaml string) *config.Sentinel {
 	return c
 }
 
-// sentinel builds a sentinel (a fresh one is a restarted process).
+// sentinel builds a sentinel (a fresh one is a restarted process: the
+// previous one gives its pollers' lease up, as its exit would).
 func (e *env) sentinel(cfg *config.Sentinel) *sentinel.Sentinel {
 	e.t.Helper()
+	if e.last != nil {
+		e.last.Close()
+	}
 	s, err := sentinel.New(cfg, sentinel.Options{
 		Layout: e.l, Clock: e.clk, Events: e.em,
 		Log:    logging.New(logging.Options{Role: "sentinel", Stdout: e.logs, Level: -4}),
 		Getenv: func(k string) string { return e.getenv[k] },
+		Store:  e.st, Host: "test-host",
 	})
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	e.t.Cleanup(func() { s.Close() })
+	e.last = s
 	return s
 }
 

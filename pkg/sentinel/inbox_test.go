@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/sentinel"
 	"github.com/kingdom-dev/kingdom/pkg/sentinel/inbox"
@@ -67,8 +66,8 @@ func TestInbox_ValidFilesAreQueuedAndDeleted(t *testing.T) {
 	if got := sorted(e.detected()); got != sorted([]string{"evt-ci-build-77", genID}) {
 		t.Errorf("event.detected = %s", got)
 	}
-	if !queue.NewAdmitter(e.l, queue.New(e.l, layout.QEvents, nil)).Seen("evt-ci-build-77") {
-		t.Error("seen marker missing")
+	if seen, err := e.st.Seen(t.Context(), "evt-ci-build-77"); err != nil || !seen {
+		t.Errorf("seen index: %v, %v; want seen", seen, err)
 	}
 }
 
@@ -238,7 +237,7 @@ func TestSentinel_FailingWatcherNeverStopsOthers(t *testing.T) {
 	e := newEnv(t)
 	broken := &failingWatcher{}
 	in := inbox.New(inbox.Config{Dir: e.l.Inbox(), RejectedDir: e.l.InboxRejected(), Clock: e.clk})
-	s := sentinel.NewWith(sentinel.Options{Layout: e.l, Clock: e.clk, Events: e.em,
+	s := sentinel.NewWith(sentinel.Options{Layout: e.l, Clock: e.clk, Events: e.em, Store: e.st, Host: "test-host",
 		Log: newLogger(e)}, broken, panickyWatcher{}, in)
 	e.drop("a.json", `{"id":"evt-a","type":"x"}`, t0.Add(-time.Minute))
 	if err := s.Tick(t.Context()); err != nil {

@@ -167,7 +167,8 @@ func TestJira_AssignedThenUpdated(t *testing.T) {
 
 	fj.set("", issueJSON("QP-123", "Login page shows a blank screen", "In Progress", "2026-11-21T10:03:00.000+0000"))
 	e.clk.Advance(5 * time.Minute)
-	e.tick(e.sentinel(e.config(fj.yaml()))) // after a restart, known_issues comes from disk
+	s = e.sentinel(e.config(fj.yaml())) // after a restart, known_issues comes from disk
+	e.tick(s)
 	ev2 := e.event("evt-jira-QP-123-20261121100300000")
 	if ev2.Type != "jira.ticket.updated" || ev2.Payload["previous_status"] != "To Do" || ev2.Payload["status"] != "In Progress" {
 		t.Errorf("update = %s prev %v status %v", ev2.Type, ev2.Payload["previous_status"], ev2.Payload["status"])

@@ -10,8 +10,9 @@ import (
 )
 
 // PollersLease is the store leadership the GitHub and Jira pollers run
-// under in PostgreSQL mode (SPEC §11.7): every host runs a sentinel for
-// its own inbox, but one host at a time polls the shared sources.
+// under (SPEC §11.7): every host runs a sentinel for its own inbox, but
+// one host at a time polls the shared sources (on one machine the lease is
+// the flock of state/sentinel-pollers/leader.lock).
 //
 // The poller state files (the GitHub ETag and Last-Modified, Jira's last
 // look) stay per host: a new leader starts from its own, possibly stale or
@@ -20,8 +21,7 @@ import (
 // previous leader admitted is refused as a duplicate.
 const PollersLease = "sentinel-pollers"
 
-// pollers holds the pollers' lease between ticks (nil store: file mode,
-// where the role's lock file already makes this sentinel the only one).
+// pollers holds the pollers' lease between ticks.
 type pollers struct {
 	st  store.Store
 	log *slog.Logger
@@ -36,9 +36,6 @@ type pollers struct {
 // the moment it is lost, so a poll in flight stops at once. The caller
 // calls done when the pollers finished.
 func (p *pollers) lead(ctx context.Context) (pctx context.Context, done func(), ok bool, err error) {
-	if p == nil || p.st == nil {
-		return ctx, func() {}, true, nil
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.lease != nil {
@@ -73,24 +70,8 @@ func (p *pollers) lead(ctx context.Context) (pctx context.Context, done func(), 
 	return pctx, cancel, true, nil
 }
 
-// epoch is the held lease's epoch, 0 when none is held.
-func (p *pollers) epoch() int64 {
-	if p == nil {
-		return 0
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.lease == nil {
-		return 0
-	}
-	return p.lease.Epoch()
-}
-
 // release gives the lease up (shutdown).
 func (p *pollers) release() error {
-	if p == nil {
-		return nil
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.lease == nil {

@@ -8,13 +8,14 @@
 // outcome is recorded in state/sentinel/watchers.json (pkg/watchstatus),
 // from which the chamberlain alerts on a watcher failing poll after poll.
 //
-// In PostgreSQL mode (Options.Store) every host runs a sentinel for its own
-// inbox and admits through the store, whose seen index all hosts share; the
-// GitHub and Jira pollers run only on the host holding PollersLease (lead.go).
+// Events are admitted through the store (Options.Store), whose seen index
+// is every host's when several share one database; each host runs a
+// sentinel for its own inbox, and the GitHub and Jira pollers run only on
+// the host holding PollersLease (lead.go).
 //
 // Drive it with the shared runner:
 //
-//	s, err := sentinel.New(cfg, sentinel.Options{Layout: l, Log: log, Events: em, Clock: clk})
+//	s, err := sentinel.New(cfg, sentinel.Options{Layout: l, Log: log, Events: em, Clock: clk, Store: st, Host: host})
 //	opts.Interval, opts.Watches = s.RunnerInterval(), s.Watches()
 //	runner.Run(ctx, opts, s)
 package sentinel
@@ -60,11 +61,11 @@ type Options struct {
 	// HTTPClient is the base client of the HTTP watchers (default a fresh
 	// one; the configured timeouts are always applied).
 	HTTPClient *http.Client
-	// Store is the shared store in PostgreSQL mode (nil: file mode). Events
-	// are admitted through it, so its seen index is every host's, and the
-	// GitHub and Jira pollers run only while this host holds PollersLease.
+	// Store is where events are admitted (required): its seen index is
+	// every host's, and the GitHub and Jira pollers run only while this
+	// host holds its PollersLease.
 	Store store.Store
-	// Host is this host's id in PostgreSQL mode ("" in file mode).
+	// Host is this host's id.
 	Host string
 }
 
@@ -77,7 +78,7 @@ type scheduled struct {
 type Sentinel struct {
 	o        Options
 	admit    *queue.Admitter
-	pollers  *pollers // nil in file mode
+	pollers  *pollers
 	watchers []*scheduled
 	inbox    *inbox.Watcher
 	// status is state/sentinel/watchers.json, loaded once at start and
@@ -169,22 +170,16 @@ func NewWith(o Options, ws ...watcher.Watcher) *Sentinel {
 	return s
 }
 
-// newSentinel builds the watcher-less role: the admitter on the events
-// queue of the files or of the store (the one place the mode matters here,
-// with the pollers' lease).
+// newSentinel builds the watcher-less role: the admitter on the store's
+// events queue and the pollers' lease.
 func newSentinel(o Options) *Sentinel {
-	s := &Sentinel{o: o, wakeCh: make(chan struct{}, 1)}
-	events := queue.New(o.Layout, layout.QEvents, o.Events)
-	if o.Store != nil {
-		events = queue.OnStore(o.Store, o.Layout, layout.QEvents, o.Events, o.Host)
-		s.pollers = &pollers{st: o.Store, log: o.Log}
-	}
-	s.admit = queue.NewAdmitter(o.Layout, events)
-	return s
+	events := queue.OnStore(o.Store, o.Layout, layout.QEvents, o.Events, o.Host)
+	return &Sentinel{o: o, wakeCh: make(chan struct{}, 1),
+		admit: queue.NewAdmitter(o.Layout, events), pollers: &pollers{st: o.Store, log: o.Log}}
 }
 
-// Close gives up the pollers' lease (PostgreSQL mode), so that another
-// host takes the polling over without waiting for the session to end.
+// Close gives up the pollers' lease, so that another host takes the
+// polling over without waiting for the session to end.
 func (s *Sentinel) Close() error { return s.pollers.release() }
 
 // loadStatus reads the watcher record of earlier runs and keeps only the
@@ -289,9 +284,9 @@ type everyTick interface{ EveryTick() bool }
 
 // Tick runs every watcher that is due. A watcher's fetch error is logged
 // and retried at its next interval; the tick fails only when events could
-// not be written locally (so the heartbeat shows the trouble). In
-// PostgreSQL mode the pollers (every watcher but the inbox) run only while
-// this host holds PollersLease, and stop the moment it is lost.
+// not be admitted (so the heartbeat shows the trouble). The pollers (every
+// watcher but the inbox) run only while this host holds PollersLease, and
+// stop the moment it is lost.
 func (s *Sentinel) Tick(ctx context.Context) error {
 	var errs []error
 	pctx, done, lead, err := s.pollers.lead(ctx)
@@ -338,10 +333,10 @@ func (s *Sentinel) poll(ctx context.Context, w watcher.Watcher) (err error) {
 		}
 	}()
 	b, err := w.Fetch(ctx)
-	if ctx.Err() != nil && s.pollers != nil {
-		// PostgreSQL mode: the pollers' lease was lost mid-fetch (or the
-		// role stops). Nothing is emitted or recorded: what the fetch saw
-		// is the next leader's to admit.
+	if ctx.Err() != nil {
+		// The pollers' lease was lost mid-fetch (or the role stops).
+		// Nothing is emitted or recorded: what the fetch saw is the next
+		// leader's to admit.
 		return nil
 	}
 	// The record is the fetch's: a fetch that worked is a success even if
@@ -418,7 +413,7 @@ func (s *Sentinel) outcome(it watcher.Item, err error, log *slog.Logger) watcher
 }
 
 // emitBatch is Emit for a whole round: the admissible events are admitted
-// with one group commit (queue.Admitter.AdmitBatch).
+// together (queue.Admitter.AdmitBatch).
 func (s *Sentinel) emitBatch(items []watcher.Item, log *slog.Logger) []watcher.Result {
 	res := make([]watcher.Result, len(items))
 	var idx []int

@@ -19,8 +19,9 @@ func RenewEvery(selfFence time.Duration) time.Duration {
 	return min(maxRenewEvery, selfFence/5)
 }
 
-// RenewHost returns Options.Renew for store.kind postgres: it renews host
-// (running version since started) in the hosts registry of st's database.
+// RenewHost returns Options.Renew: it renews host (running version since
+// started) in st's hosts registry (on one machine a renewal that always
+// succeeds).
 func RenewHost(st store.Store, host, version string, started time.Time) func(context.Context) error {
 	return func(ctx context.Context) error {
 		return st.RenewHost(ctx, host, version, started)
@@ -30,8 +31,8 @@ func RenewHost(st store.Store, host, version string, started time.Time) func(con
 // hostLease keeps this host's lease (SPEC §11.7 "Host loss"): it renews
 // the registry row and, after each success, touches layout.HostLease,
 // whose mtime tells the generals when the last renewal succeeded (a host
-// cut off from the database for self_fence_seconds stops claiming and
-// kills its soldiers). Failures are logged once per change.
+// cut off from its store for self_fence_seconds stops claiming and kills
+// its soldiers). Failures are logged once per change.
 type hostLease struct {
 	renew   func(context.Context) error
 	path    string

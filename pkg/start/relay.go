@@ -63,11 +63,11 @@ func openLog(path string) (*os.File, uint64, error) {
 		f.Close()
 		return nil, 0, err
 	}
-	st, _ := fi.Sys().(*syscall.Stat_t)
-	if st == nil {
+	sys, _ := fi.Sys().(*syscall.Stat_t)
+	if sys == nil {
 		return f, 0, nil
 	}
-	return f, st.Ino, nil
+	return f, sys.Ino, nil
 }
 
 // step relays what was appended since the last step.

@@ -5,7 +5,8 @@
 // keeps dying (crash-loop guard, with an urgent alert), and stops every role
 // gracefully on SIGTERM. `start` is the only launcher in the kingdom (§9.14).
 //
-//	w, err := start.New(start.Options{Layout: l, BinDir: dir, Tmux: tc, Log: log, Events: em})
+//	w, err := start.New(start.Options{Layout: l, BinDir: dir, Tmux: tc, Log: log, Events: em,
+//		Store: st, Renew: start.RenewHost(st, host, version, time.Now())})
 //	err = w.Run(ctx) // until ctx ends; then stops every role
 package start
 
@@ -31,16 +32,17 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/status"
+	"github.com/kingdom-dev/kingdom/pkg/store"
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
 )
 
 // CoreRoles are the always-on roles besides the generals.
 var CoreRoles = status.CoreRoles
 
-// deathCountsWithin: only deaths this soon after launch count toward the
+// DeathCountsWithin: only deaths this soon after launch count toward the
 // crash-loop guard (SPEC §9.14); a role that ran for an hour and then died
 // is not crash-looping.
-const deathCountsWithin = 60 * time.Second
+const DeathCountsWithin = 60 * time.Second
 
 // livenessPoll is how often the pane processes are probed (kill(pid, 0), no
 // child process) to time deaths precisely.
@@ -58,8 +60,11 @@ type Options struct {
 	// relayed from logs/system.log (start's stdout: the journal under
 	// systemd); nil relays nothing.
 	Journal io.Writer
-	// Renew renews this host in the cluster's hosts registry (store.kind
-	// postgres, RenewHost); nil in files mode.
+	// Store is the installation's store (required): the crash-loop alert
+	// is queued in its messages queue.
+	Store store.Store
+	// Renew renews this host's lease in the store's hosts registry
+	// (required, RenewHost).
 	Renew func(ctx context.Context) error
 }
 
@@ -100,7 +105,7 @@ func New(o Options) (*Watchdog, error) {
 		o:     o,
 		sys:   all.System,
 		roles: map[string]*roleState{},
-		msgs:  queue.New(o.Layout, layout.QMessages, o.Events),
+		msgs:  queue.OnStore(o.Store, o.Layout, layout.QMessages, o.Events, ""),
 	}
 	if o.Journal != nil {
 		w.relay = newRelay(o.Layout.SystemLog(), o.Journal, relayPerMinute)
@@ -182,14 +187,14 @@ func (w *Watchdog) Round(ctx context.Context) error {
 	now := w.o.Clock.Now()
 	for _, sp := range specs {
 		want[sp.Name] = true
-		st := w.state(sp.Name)
+		rs := w.state(sp.Name)
 		if s, ok := byName[sp.Name]; ok {
-			if s.PID <= 0 || pidAlive(s.PID) {
-				if !st.alive {
+			if s.PID <= 0 || PIDAlive(s.PID) {
+				if !rs.alive {
 					// Adopt a session that runs already (start restarted).
-					st.alive, st.pid = true, s.PID
-					if st.launchedAt.IsZero() {
-						st.launchedAt = s.Created
+					rs.alive, rs.pid = true, s.PID
+					if rs.launchedAt.IsZero() {
+						rs.launchedAt = s.Created
 					}
 				}
 				continue
@@ -201,18 +206,18 @@ func (w *Watchdog) Round(ctx context.Context) error {
 				w.o.Log.Warn("kill the session of a dead role", "role", sp.Name, "err", err)
 			}
 		}
-		if st.alive {
-			w.recordDeath(sp.Name, st, now)
+		if rs.alive {
+			w.recordDeath(sp.Name, rs, now)
 		}
-		if st.givenUp {
-			if fp := w.fingerprint(sp); fp != st.givenUpFP {
+		if rs.givenUp {
+			if fp := w.fingerprint(sp); fp != rs.givenUpFP {
 				w.o.Log.Info("binary or config changed: trying the role again", "role", sp.Name)
-				st.givenUp, st.deaths = false, nil
+				rs.givenUp, rs.deaths = false, nil
 			} else {
 				continue
 			}
 		}
-		w.launch(ctx, sp, st, now)
+		w.launch(ctx, sp, rs, now)
 	}
 	// Generals that were uninstalled (their manifest file is gone, not
 	// merely invalid for now): stop their sessions.
@@ -227,12 +232,12 @@ func (w *Watchdog) Round(ctx context.Context) error {
 }
 
 func (w *Watchdog) state(name string) *roleState {
-	st := w.roles[name]
-	if st == nil {
-		st = &roleState{}
-		w.roles[name] = st
+	rs := w.roles[name]
+	if rs == nil {
+		rs = &roleState{}
+		w.roles[name] = rs
 	}
-	return st
+	return rs
 }
 
 func (w *Watchdog) launch(ctx context.Context, sp Spec, st *roleState, now time.Time) {
@@ -284,7 +289,7 @@ func (w *Watchdog) recordDeath(name string, st *roleState, now time.Time) {
 		w.o.Log.Info("role lost its leadership: relaunching it in standby", "role", name)
 		return
 	}
-	if lived > deathCountsWithin {
+	if lived > DeathCountsWithin {
 		return
 	}
 	window := w.sys.CrashLoopWindow()
@@ -356,7 +361,7 @@ func (w *Watchdog) poll() bool {
 	now := w.o.Clock.Now()
 	died := false
 	for name, st := range w.roles {
-		if st.alive && st.pid > 0 && !pidAlive(st.pid) {
+		if st.alive && st.pid > 0 && !PIDAlive(st.pid) {
 			w.recordDeath(name, st, now)
 			died = true
 		}
@@ -381,9 +386,9 @@ func fileExists(p string) bool {
 	return err == nil
 }
 
-// pidAlive reports whether pid runs. A zombie (exited, not yet reaped by
+// PIDAlive reports whether pid runs. A zombie (exited, not yet reaped by
 // its parent, the tmux server) counts as dead.
-func pidAlive(pid int) bool {
+func PIDAlive(pid int) bool {
 	err := syscall.Kill(pid, 0)
 	if err != nil && !errors.Is(err, syscall.EPERM) {
 		return false
@@ -423,18 +428,16 @@ func (w *Watchdog) Run(ctx context.Context) error {
 	if err != nil {
 		w.o.Log.Warn("leftovers of an earlier version not removed", "err", err, "cat", "SYSTEM")
 	}
-	if w.o.Renew != nil {
-		// Renewed once before the roles start, so generals launched now
-		// do not begin self-fenced.
-		hl := newHostLease(w.o, w.sys.Store.SelfFence())
-		hl.step(ctx)
-		done := make(chan struct{})
-		defer func() { <-done }()
-		go func() {
-			defer close(done)
-			hl.run(ctx)
-		}()
-	}
+	// Renewed once before the roles start, so generals launched now do not
+	// begin self-fenced.
+	hl := newHostLease(w.o, w.sys.Store.SelfFence())
+	hl.step(ctx)
+	done := make(chan struct{})
+	defer func() { <-done }()
+	go func() {
+		defer close(done)
+		hl.run(ctx)
+	}()
 	if err := w.Round(ctx); err != nil {
 		w.o.Log.Error("watchdog round", "err", err)
 	}
@@ -493,7 +496,7 @@ func StopRoles(ctx context.Context, tc *tmux.Client, grace time.Duration, log *s
 	}
 	deadline := time.Now().Add(grace)
 	for _, s := range roles {
-		for s.PID > 0 && pidAlive(s.PID) && time.Now().Before(deadline) {
+		for s.PID > 0 && PIDAlive(s.PID) && time.Now().Before(deadline) {
 			time.Sleep(50 * time.Millisecond) // waiting for a real process to exit
 		}
 		if err := tc.Kill(ctx, s.Name); err != nil {
@@ -507,7 +510,7 @@ func (w *Watchdog) stopSession(ctx context.Context, s tmux.Session, grace time.D
 	if s.PID > 0 {
 		syscall.Kill(s.PID, syscall.SIGTERM)
 		deadline := time.Now().Add(grace)
-		for pidAlive(s.PID) && time.Now().Before(deadline) {
+		for PIDAlive(s.PID) && time.Now().Before(deadline) {
 			time.Sleep(50 * time.Millisecond) // waiting for a real process to exit
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/store/files"
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
 )
 
@@ -50,7 +51,13 @@ func newWatchdog(t *testing.T, binDir string, c *clock.Fake, manifests ...string
 	tc := &tmux.Client{Socket: fmt.Sprintf("kingdom-start-test-%d-%d", os.Getpid(), time.Now().UnixNano())}
 	t.Cleanup(func() { tc.KillServer(context.Background()) })
 	em := eventlog.NewEmitter(l.EventsLog(), l.RotateLock(), "start", c)
-	w, err := New(Options{Layout: l, BinDir: binDir, Tmux: tc, Events: em, Clock: c})
+	st, err := files.Open(l, "test-host")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	w, err := New(Options{Layout: l, BinDir: binDir, Tmux: tc, Events: em, Clock: c,
+		Store: st, Renew: RenewHost(st, "test-host", "test", c.Now())})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,10 +211,10 @@ func TestStopRoles_SIGTERMThenKill(t *testing.T) {
 	}
 	for _, p := range pids {
 		deadline := time.Now().Add(5 * time.Second)
-		for pidAlive(p) && time.Now().Before(deadline) {
+		for PIDAlive(p) && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond) // the kernel and tmux finish the exit
 		}
-		if pidAlive(p) {
+		if PIDAlive(p) {
 			t.Errorf("pid %d still alive", p)
 		}
 	}
@@ -228,7 +235,7 @@ func leaseLosingBins(t *testing.T) string {
 func waitDead(t *testing.T, w *Watchdog, role string) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
-	for pidAlive(w.roles[role].pid) {
+	for PIDAlive(w.roles[role].pid) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s (pid %d) did not exit", role, w.roles[role].pid)
 		}

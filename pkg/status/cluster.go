@@ -12,9 +12,8 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
-// Leader is who leads one leader role (PostgreSQL mode's leaders table):
-// the host that last took it, at which epoch and when. A leader that lost
-// its session keeps its row until the next one takes the role.
+// Leader is who leads one leader role (the store's leaders): the host that
+// last took it, at which epoch and when.
 type Leader struct {
 	Role  string
 	Host  string
@@ -22,8 +21,8 @@ type Leader struct {
 	Since time.Time
 }
 
-// Cluster is what PostgreSQL mode shows beyond this host: every host of
-// the registry and the leader of each leader role.
+// Cluster is what the store shows beyond this host: every host of the
+// registry (on one machine, this one) and the leader of each leader role.
 type Cluster struct {
 	Hosts   []hosts.Host
 	Leaders []Leader
@@ -31,8 +30,8 @@ type Cluster struct {
 	Errs []error
 }
 
-// ClusterSource reads the cluster (nil in file mode). Leaders is nil when
-// the store offers no way to list its leaders.
+// ClusterSource reads the cluster. Leaders is nil when the source offers
+// no way to list its leaders.
 type ClusterSource struct {
 	Hosts   func(ctx context.Context) ([]hosts.Host, error)
 	Leaders func(ctx context.Context) ([]Leader, error)
@@ -41,14 +40,13 @@ type ClusterSource struct {
 // ErrNoLeaders: the store offers no list of its leaders.
 var ErrNoLeaders = errors.New("the store lists no leaders")
 
-// StoreCluster returns the cluster source of a PostgreSQL store: its hosts
-// registry (a host is alive within selfFence), and its leaders when the
-// store lists them (its Leaders method; only leaderships held now).
+// StoreCluster returns the cluster source of a store: its hosts registry
+// (a host is alive within selfFence) and its leaders (only leaderships
+// held now).
 func StoreCluster(st store.Store, selfFence time.Duration) *ClusterSource {
-	src := &ClusterSource{}
-	src.Hosts = func(ctx context.Context) ([]hosts.Host, error) { return st.Hosts(ctx, selfFence) }
-	{
-		src.Leaders = func(ctx context.Context) ([]Leader, error) {
+	return &ClusterSource{
+		Hosts: func(ctx context.Context) ([]hosts.Host, error) { return st.Hosts(ctx, selfFence) },
+		Leaders: func(ctx context.Context) ([]Leader, error) {
 			m, err := st.Leaders(ctx)
 			if err != nil {
 				return nil, err
@@ -60,9 +58,8 @@ func StoreCluster(st store.Store, selfFence time.Duration) *ClusterSource {
 				}
 			}
 			return out, nil
-		}
+		},
 	}
-	return src
 }
 
 // Read reads the cluster now; a source or part it lacks is an error in

@@ -3,8 +3,9 @@
 // pid, the queue depths, the registered soldiers and the health snapshot.
 // `start status` prints it; the chamberlain's dashboard serves it.
 //
-// Drive it with status.Read(ctx, l, tmuxClient, now), or ReadOn with the
-// queues of the shared store (store.kind postgres) to count.
+// Drive it with status.ReadOn(ctx, l, tmuxClient, now, queues), the queues
+// (by kind) those of the installation's store; Read counts the queue files
+// under l instead.
 package status
 
 import (
@@ -90,9 +91,8 @@ func Read(ctx context.Context, l layout.Layout, tc Lister, now time.Time) (*King
 	return ReadOn(ctx, l, tc, now, nil)
 }
 
-// ReadOn is Read counting the queues qs (by kind): with store.kind
-// postgres the shared store's, which every host sees alike. nil counts
-// the queue files under l.
+// ReadOn is Read counting the queues qs (by kind), the store's, which
+// every host sees alike. nil counts the queue files under l.
 func ReadOn(ctx context.Context, l layout.Layout, tc Lister, now time.Time, qs map[string]*queue.Queue) (*Kingdom, error) {
 	st := &Kingdom{Queues: map[string]map[string]int{}}
 	if held, pid := lockfile.Held(l.LeaderLock(layout.RoleStart)); held {

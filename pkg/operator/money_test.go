@@ -1,4 +1,4 @@
-package start
+package operator
 
 import (
 	"bytes"
@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/enginepause"
-	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/spend"
@@ -23,22 +22,21 @@ func TestStatus_ShowsSpendAgainstBudgetAndEnginePauses(t *testing.T) {
 	if err := os.WriteFile(l.ConfigFile("king.yaml"), []byte("budget:\n  daily_usd: 1.00\n  task_usd: 0.10\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	date := spend.Date(now)
-	d, _ := spend.Load(l.SpendDay(date), date)
+	sh := filesShared(t, l)
 	c := 0.95
-	d.Put("task-1#0#s", spend.Entry{Task: "task-1", General: "gen-pr", Engine: "claude", CostUSD: &c, Usage: spend.Usage{InputTokens: 7}})
-	if err := spend.Save(l.SpendDay(date), d); err != nil {
+	if _, err := spend.StoreDays(sh.KV).Open(t.Context(), spend.Date(now)).Record([]string{"task-1#0#s"},
+		[]spend.Entry{{Task: "task-1", General: "gen-pr", Engine: "claude", CostUSD: &c, Usage: spend.Usage{InputTokens: 7}}}); err != nil {
 		t.Fatal(err)
 	}
 	until := now.Add(90 * time.Minute)
-	if err := enginepause.Save(t.Context(), kv.Files(l), enginepause.File{
+	if err := enginepause.Save(t.Context(), sh.KV, enginepause.File{
 		"claude": {Until: schema.FormatTime(until), Reason: "limit"},
 		"codex":  {Until: schema.FormatTime(now.Add(-time.Minute)), Reason: "over"},
 	}); err != nil {
 		t.Fatal(err)
 	}
 	var b bytes.Buffer
-	readMoney(t.Context(), FilesShared(l), now).print(&b)
+	readMoney(t.Context(), sh, now).print(&b)
 	out := b.String()
 	for _, want := range []string{"spend today: $0.95 of $1.00", "(95%)", "over 80%",
 		"engine claude: paused by a usage limit until " + until.In(time.Local).Format("2006-01-02 15:04:05")} {

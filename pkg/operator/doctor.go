@@ -1,4 +1,4 @@
-package start
+package operator
 
 import (
 	"context"
@@ -28,7 +28,7 @@ type Check struct {
 
 // Doctor checks the prerequisites of an installation. secrets says where
 // each secret variable came from (config.ApplySecrets), shown by name.
-func Doctor(l layout.Layout, binDir string, secrets map[string]string) []Check {
+func Doctor(ctx context.Context, l layout.Layout, binDir string, secrets map[string]string) []Check {
 	from := func(names ...string) string {
 		var parts []string
 		for _, n := range names {
@@ -61,7 +61,7 @@ func Doctor(l layout.Layout, binDir string, secrets map[string]string) []Check {
 		// SPEC §10.4: every engine a general (or the petition classifier)
 		// uses, checked as the soldiers will run it.
 		for _, eng := range enginesInUse(all) {
-			for _, c := range engine.Doctor(context.Background(), all.System, eng, engine.DoctorEnv{
+			for _, c := range engine.Doctor(ctx, all.System, eng, engine.DoctorEnv{
 				Environ: os.Environ(), UID: os.Geteuid(), SysFile: l.ConfigFile("system.yaml")}) {
 				add(c.Name, c.OK, c.Info, c.Fix)
 			}
@@ -89,7 +89,7 @@ func Doctor(l layout.Layout, binDir string, secrets map[string]string) []Check {
 				Fix:  "set slack.default_channel in " + l.ConfigFile("envoy.yaml") + " (or " + config.EnvDefaultChannel + ")"})
 		}
 		if all.System.Store.Kind == config.StorePostgres {
-			cs = append(cs, storeChecks(all.System.Store, from)...)
+			cs = append(cs, storeChecks(ctx, all.System.Store, from)...)
 		}
 		if h := all.Chamberlain.HTTP; h.Listen != "" {
 			err := h.Check(os.Getenv(h.TokenEnv))

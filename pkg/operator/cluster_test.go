@@ -1,4 +1,4 @@
-package start
+package operator
 
 import (
 	"bytes"
@@ -61,7 +61,9 @@ func TestReadCluster_HostsAndLeadersFromPostgres(t *testing.T) {
 	}
 	defer lk.Release()
 
-	c := readCluster(ctx, l, cfg)
+	sh := StoreShared(l, inner)
+	sh.Config = cfg
+	c := readCluster(ctx, sh)
 	if c == nil || c.Err != nil || c.HostID != "box-a" {
 		t.Fatalf("cluster %+v", c)
 	}
@@ -119,7 +121,7 @@ func TestReadCluster_HostsAndLeadersFromPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer kk.Release()
-	st.Cluster = readCluster(ctx, l, cfg)
+	st.Cluster = readCluster(ctx, sh)
 	if ps := problemsOf(st.Verdict()); !strings.Contains(ps, "king: down") {
 		t.Errorf("this host's silent leader not reported: %s", ps)
 	}
@@ -128,7 +130,7 @@ func TestReadCluster_HostsAndLeadersFromPostgres(t *testing.T) {
 func TestClusterVerdict_UnreadableAndStaleHost(t *testing.T) {
 	st := &Status{Kingdom: status.Kingdom{StartPID: 1}, Threshold: time.Minute, Cluster: &Cluster{HostID: "box-a", Err: errors.New("dial tcp: connection refused")}}
 	v := st.Verdict()
-	if v.Exit != StatusDown || !strings.Contains(problemsOf(v), "store: postgres unreadable") {
+	if v.Exit != StatusDown || !strings.Contains(problemsOf(v), "store: store unreadable") {
 		t.Fatalf("unreadable: %d %s", v.Exit, problemsOf(v))
 	}
 	if d := st.Document(time.Now()); len(d.Hosts) != 0 || d.Hosts == nil || d.Leaders == nil || len(d.Errors) == 0 {
@@ -145,9 +147,41 @@ func TestClusterVerdict_UnreadableAndStaleHost(t *testing.T) {
 	}
 }
 
-func TestStatusDoc_FilesModeHasEmptyHostsAndLeaders(t *testing.T) {
-	d := (&Status{Kingdom: status.Kingdom{StartPID: 1}}).Document(time.Now())
-	if d.Hosts == nil || len(d.Hosts) != 0 || d.Leaders == nil || len(d.Leaders) != 0 {
-		t.Fatalf("hosts %v leaders %v, want [] and []", d.Hosts, d.Leaders)
+// On one machine the registry is this host, alive, and the leaders are
+// this tree's: a king leading here is no standby.
+func TestReadCluster_FilesStoreIsThisHost(t *testing.T) {
+	t.Setenv(config.HostIDEnv, "test-host")
+	l := layout.New(t.TempDir())
+	sh := filesShared(t, l)
+	lk, err := sh.Store.Lead(t.Context(), layout.RoleKing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Release()
+	st := &Status{Threshold: time.Minute, Cluster: readCluster(t.Context(), sh), Kingdom: status.Kingdom{StartPID: 1, Roles: []RoleStatus{
+		{Name: layout.RoleKing, SessionAlive: true, HeartbeatAge: time.Second, SinceSession: time.Hour},
+		{Name: layout.RoleEnvoy, SessionAlive: true, HeartbeatAge: time.Second, SinceSession: time.Hour},
+	}}}
+	if st.Cluster.Err != nil {
+		t.Fatal(st.Cluster.Err)
+	}
+	d := st.Document(time.Now())
+	if len(d.Hosts) != 1 || d.Hosts[0].ID != "test-host" || !d.Hosts[0].This || !d.Hosts[0].Alive {
+		t.Fatalf("hosts %+v, want this host alive", d.Hosts)
+	}
+	for _, r := range d.Roles {
+		if r.Standby != "" {
+			t.Errorf("%s shown standing by on one machine: %+v", r.Name, r)
+		}
+	}
+	leaders := map[string]LeaderDoc{}
+	for _, ld := range d.Leaders {
+		leaders[ld.Role] = ld
+	}
+	if k := leaders["king"]; !k.Held || k.Epoch != 1 || k.Host != "" {
+		t.Errorf("king %+v, want held at epoch 1", k)
+	}
+	if ps := problemsOf(st.Verdict()); !strings.Contains(ps, "envoy: no host leads it") || strings.Contains(ps, "king") || strings.Contains(ps, "no renewal") {
+		t.Errorf("verdict problems: %s", ps)
 	}
 }

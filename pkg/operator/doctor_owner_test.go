@@ -1,4 +1,4 @@
-package start
+package operator
 
 import (
 	"bytes"
@@ -34,7 +34,7 @@ func TestDoctor_ChecksWhoOwnsTheTreeTheBinariesAndKingdomEnv(t *testing.T) {
 	os.Chown(filepath.Join(bin, "king"), nobody, nobody)
 
 	var b bytes.Buffer
-	PrintChecks(&b, Doctor(l, bin, nil))
+	PrintChecks(&b, Doctor(t.Context(), l, bin, nil))
 	out := b.String()
 	for _, want := range []string{
 		"[FAIL] tree ownership", l.ConfigDir() + " (root)", "chown -R nobody: " + l.ConfigDir(),
@@ -53,7 +53,7 @@ func TestDoctor_ChecksWhoOwnsTheTreeTheBinariesAndKingdomEnv(t *testing.T) {
 	os.Chown(bin, 0, 0)
 	os.Chown(filepath.Join(bin, "king"), 0, 0)
 	b.Reset()
-	PrintChecks(&b, Doctor(l, bin, nil))
+	PrintChecks(&b, Doctor(t.Context(), l, bin, nil))
 	if out := b.String(); !strings.Contains(out, "[FAIL] binaries ownership") || !strings.Contains(out, l.Base) {
 		t.Errorf("root-owned bin/ inside nobody's tree passed:\n%s", out)
 	}
@@ -62,7 +62,7 @@ func TestDoctor_ChecksWhoOwnsTheTreeTheBinariesAndKingdomEnv(t *testing.T) {
 	os.Rename(bin, outside)
 	bin = outside
 	b.Reset()
-	PrintChecks(&b, Doctor(l, bin, nil))
+	PrintChecks(&b, Doctor(t.Context(), l, bin, nil))
 	out = b.String()
 	for _, want := range []string{"[ok  ] tree ownership", "[ok  ] binaries ownership", "[ok  ] kingdom.env owner"} {
 		if !strings.Contains(out, want) {
@@ -78,13 +78,13 @@ func TestDoctor_WarnsOfSlackTokensWithoutADefaultChannel(t *testing.T) {
 	t.Setenv("SLACK_APP_TOKEN", "xapp-doctor")
 	t.Setenv("SLACK_DEFAULT_CHANNEL", "")
 	var b bytes.Buffer
-	PrintChecks(&b, Doctor(l, "", nil))
+	PrintChecks(&b, Doctor(t.Context(), l, "", nil))
 	if out := b.String(); !strings.Contains(out, "[warn] slack default channel") || !strings.Contains(out, "fix: set slack.default_channel") {
 		t.Fatalf("no warning for Slack tokens without a default channel:\n%s", out)
 	}
 	os.WriteFile(l.ConfigFile("envoy.yaml"), []byte("slack:\n  default_channel: C0123456\n"), 0o600)
 	b.Reset()
-	PrintChecks(&b, Doctor(l, "", nil))
+	PrintChecks(&b, Doctor(t.Context(), l, "", nil))
 	if out := b.String(); strings.Contains(out, "default channel") {
 		t.Fatalf("warned although envoy.yaml names a channel:\n%s", out)
 	}

@@ -1,4 +1,4 @@
-package start
+package operator
 
 import (
 	"bytes"
@@ -60,7 +60,7 @@ func TestTasks_ListsStateGeneralAttemptAgeCost(t *testing.T) {
 	put(layout.Completed, "task-20261120-001", now.Add(-96*time.Hour), 0)
 	atomicfile.WriteJSON(l.ResultFinal("task-20261124-001"), map[string]any{"task_id": "task-20261124-001", "cost_usd": 0.42, "error_reason": "Cancelled"})
 
-	rows, err := ListTasks(t.Context(), FilesShared(l), now, RecentWindow)
+	rows, err := ListTasks(t.Context(), filesShared(t, l), now, RecentWindow)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestTasks_ListsStateGeneralAttemptAgeCost(t *testing.T) {
 	if r := rows[0]; r.CostUSD == nil || *r.CostUSD != 0.42 || r.Reason != "Cancelled" {
 		t.Errorf("completed row %+v", r)
 	}
-	all, _ := ListTasks(t.Context(), FilesShared(l), now, 0)
+	all, _ := ListTasks(t.Context(), filesShared(t, l), now, 0)
 	if len(all) != 4 {
 		t.Errorf("--all rows = %d, want 4", len(all))
 	}
@@ -102,19 +102,14 @@ func TestTasks_CostSumsTheLedgersAttempts(t *testing.T) {
 	id := "task-20261124-009"
 	q.Put(layout.InProgress, id, schema.Task{ID: id, EventID: "evt-9", TargetGeneral: "gen-pr", Type: "x",
 		Payload: map[string]any{}, Priority: "normal", CreatedAt: schema.FormatTime(now.Add(-time.Hour)), Status: "in_progress", RetryCount: 1})
-	date := spend.Date(now)
-	d, err := spend.Load(l.SpendDay(date), date)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sh := filesShared(t, l)
 	c1, c2 := 0.25, 0.5
-	d.Put(spend.Key(id, 0, "a"), spend.Entry{Task: id, Attempt: 0, CostUSD: &c1})
-	d.Put(spend.Key(id, 1, "b"), spend.Entry{Task: id, Attempt: 1, CostUSD: &c2})
-	d.Put(spend.Key("task-20261124-010", 0, "c"), spend.Entry{Task: "task-20261124-010", CostUSD: &c2})
-	if err := spend.Save(l.SpendDay(date), d); err != nil {
+	if _, err := spend.StoreDays(sh.KV).Open(t.Context(), spend.Date(now)).Record(
+		[]string{spend.Key(id, 0, "a"), spend.Key(id, 1, "b"), spend.Key("task-20261124-010", 0, "c")},
+		[]spend.Entry{{Task: id, Attempt: 0, CostUSD: &c1}, {Task: id, Attempt: 1, CostUSD: &c2}, {Task: "task-20261124-010", CostUSD: &c2}}); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := ListTasks(t.Context(), FilesShared(l), now, RecentWindow)
+	rows, err := ListTasks(t.Context(), sh, now, RecentWindow)
 	if err != nil || len(rows) != 1 {
 		t.Fatalf("rows %+v, %v", rows, err)
 	}
@@ -137,7 +132,7 @@ func TestTasks_AClaimedTaskIsInProgressWhateverItsFileSays(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rows, err := ListTasks(t.Context(), FilesShared(l), now, RecentWindow)
+	rows, err := ListTasks(t.Context(), filesShared(t, l), now, RecentWindow)
 	if err != nil || len(rows) != 2 {
 		t.Fatalf("rows %+v, %v", rows, err)
 	}

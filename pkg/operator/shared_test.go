@@ -1,4 +1,4 @@
-package start
+package operator
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/store"
+	"github.com/kingdom-dev/kingdom/pkg/store/files"
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
 	"github.com/kingdom-dev/kingdom/pkg/waits"
 )
@@ -191,28 +192,40 @@ func TestSharedPostgres_UnreachableStoreSaysSo(t *testing.T) {
 	}
 }
 
-// File mode opens nothing and creates no file: the files under the base
-// dir, as always.
+// With store.kind files the shared state is the files store of the base
+// dir: what a role puts in the queue files, the operator's listing sees.
 func TestShared_FileModeIsTheBaseDir(t *testing.T) {
 	l := layout.New(t.TempDir())
-	sh, err := OpenShared(t.Context(), l)
-	if err != nil || sh.Store != nil {
-		t.Fatalf("file mode: %+v, %v", sh, err)
-	}
-	defer sh.Close()
-	if _, err := ListTasks(t.Context(), sh, time.Now(), 0); err != nil {
-		t.Fatal(err)
-	}
-	if ents, _ := os.ReadDir(l.Base); len(ents) != 0 {
-		t.Fatalf("opening and listing created %v", ents)
-	}
 	if err := l.Ensure(); err != nil {
 		t.Fatal(err)
 	}
-	if err := queue.New(l, layout.QTasks, nil).Put(layout.Pending, "task-20261124-001", schema.Task{ID: "task-20261124-001", CreatedAt: schema.FormatTime(time.Now())}); err != nil {
+	sh, err := OpenShared(t.Context(), l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sh.Close()
+	task := schema.Task{ID: "task-20261124-001", EventID: "evt-1", TargetGeneral: "gen-pr", Type: "x", Payload: map[string]any{},
+		Priority: "normal", CreatedAt: schema.FormatTime(time.Now()), Status: schema.TaskPending}
+	if err := queue.New(l, layout.QTasks, nil).Put(layout.Pending, task.ID, task); err != nil {
 		t.Fatal(err)
 	}
 	if ids, _ := sh.Queues[layout.QTasks].IDs(layout.Pending); len(ids) != 1 {
 		t.Errorf("file mode's queue sees %v", ids)
 	}
+	rows, err := ListTasks(t.Context(), sh, time.Now(), 0)
+	if err != nil || len(rows) != 1 || rows[0].ID != "task-20261124-001" {
+		t.Fatalf("tasks %+v, %v", rows, err)
+	}
+}
+
+// filesShared is the shared state of a one-machine installation at l: its
+// files store, closed with the test.
+func filesShared(t testing.TB, l layout.Layout) *Shared {
+	t.Helper()
+	st, err := files.Open(l, "test-host")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return StoreShared(l, st)
 }

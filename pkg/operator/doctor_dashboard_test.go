@@ -1,4 +1,4 @@
-package start
+package operator
 
 import (
 	"bytes"
@@ -17,14 +17,14 @@ func TestDoctor_DashboardOutsideLoopbackNeedsItsToken(t *testing.T) {
 	os.WriteFile(l.ConfigFile("chamberlain.yaml"), []byte("http:\n  listen: 0.0.0.0:8765\n  token_env: DOCTOR_DASH_TOKEN\n"), 0o600)
 	t.Setenv("DOCTOR_DASH_TOKEN", "")
 	var b bytes.Buffer
-	PrintChecks(&b, Doctor(l, "", nil))
+	PrintChecks(&b, Doctor(t.Context(), l, "", nil))
 	out := b.String()
 	if !strings.Contains(out, "[FAIL] dashboard") || !strings.Contains(out, "$DOCTOR_DASH_TOKEN") || !strings.Contains(out, "fix: set DOCTOR_DASH_TOKEN") {
 		t.Fatalf("doctor does not flag the tokenless dashboard:\n%s", out)
 	}
 	t.Setenv("DOCTOR_DASH_TOKEN", "s3cret")
 	b.Reset()
-	PrintChecks(&b, Doctor(l, "", nil))
+	PrintChecks(&b, Doctor(t.Context(), l, "", nil))
 	if out := b.String(); !strings.Contains(out, "[ok  ] dashboard") || strings.Contains(out, "s3cret") {
 		t.Fatalf("with the token the dashboard check should pass without showing it:\n%s", out)
 	}

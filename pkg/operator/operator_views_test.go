@@ -1,4 +1,4 @@
-package start
+package operator
 
 import (
 	"bytes"
@@ -10,21 +10,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/app"
 	"github.com/kingdom-dev/kingdom/pkg/clock"
 	"github.com/kingdom-dev/kingdom/pkg/enginepause"
-	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
+	"github.com/kingdom-dev/kingdom/pkg/status"
 	"github.com/kingdom-dev/kingdom/pkg/waits"
 )
 
 // touchHeartbeats marks every role as having ticked just now.
 func touchHeartbeats(t *testing.T, l layout.Layout, now time.Time) {
 	t.Helper()
-	for _, n := range append(append([]string{}, CoreRoles...), "gen-pr") {
+	for _, n := range append(append([]string{}, status.CoreRoles...), "gen-pr") {
 		os.MkdirAll(l.RoleStateDir(n), 0o700)
 		if err := os.WriteFile(l.Heartbeat(n), nil, 0o600); err != nil {
 			t.Fatal(err)
@@ -33,6 +34,8 @@ func touchHeartbeats(t *testing.T, l layout.Layout, now time.Time) {
 	}
 }
 
+// holdStart holds what a running kingdom holds: start's lock and the
+// leader roles' leases (the fake role binaries take none).
 func holdStart(t *testing.T, l layout.Layout) {
 	t.Helper()
 	lead, err := lockfile.TryLeader(l.LeaderLock(layout.RoleStart))
@@ -40,6 +43,14 @@ func holdStart(t *testing.T, l layout.Layout) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { lead.Release() })
+	st := filesShared(t, l).Store
+	for _, r := range app.LeaderRoles {
+		ls, err := st.Lead(t.Context(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ls.Release() })
+	}
 }
 
 // start status mirrors chamberlain --once's exit codes: 0 all up, 1 a
@@ -94,8 +105,8 @@ func TestStatus_VerdictExitCodesAndJSONDocument(t *testing.T) {
 	if v := doc["verdict"].(map[string]any)["exit"]; v != 2.0 {
 		t.Errorf("verdict.exit = %v, want 2", v)
 	}
-	if hs, ok := doc["hosts"].([]any); !ok || len(hs) != 0 {
-		t.Errorf("hosts = %v, want []", doc["hosts"])
+	if hs, ok := doc["hosts"].([]any); !ok || len(hs) != 1 || hs[0].(map[string]any)["this"] != true {
+		t.Errorf("hosts = %v, want this host alone", doc["hosts"])
 	}
 	roles := map[string]map[string]any{}
 	for _, r := range doc["roles"].([]any) {
@@ -119,7 +130,7 @@ func TestStatus_WaitingSectionGroupsByReason(t *testing.T) {
 		{EventID: "evt-c", Reason: waits.MaxSoldiers, Detail: "every soldier slot is taken (3 of 3)", Since: now},
 		{TaskID: "task-20261124-004", Reason: waits.EnginePause, Detail: "codex hit its usage limit", Since: now, Until: &until},
 	}}
-	if err := waits.Write(t.Context(), kv.Files(l), rec); err != nil {
+	if err := waits.Write(t.Context(), filesShared(t, l).KV, rec); err != nil {
 		t.Fatal(err)
 	}
 	st, err := ReadStatus(ctx, l, tc, now)
@@ -162,12 +173,12 @@ func TestTasks_ShowEventSessionAttemptAndUsageLimitWait(t *testing.T) {
 	put(layout.Pending, "task-20261124-001", 1, schema.FormatTime(reset))
 	put(layout.InProgress, "task-20261124-002", 0, "")
 	put(layout.Pending, "task-20261124-066", 0, "")
-	if err := enginepause.Save(t.Context(), kv.Files(l), enginepause.File{"codex": {Until: schema.FormatTime(reset), Reason: "usage limit"}}); err != nil {
+	if err := enginepause.Save(t.Context(), filesShared(t, l).KV, enginepause.File{"codex": {Until: schema.FormatTime(reset), Reason: "usage limit"}}); err != nil {
 		t.Fatal(err)
 	}
 	sessions.New(l).Add(sessions.Entry{ID: "soldier-20261124-002-ab12", TaskID: "task-20261124-002", General: "gen-pr", StartedAt: now})
 
-	rows, err := ListTasks(t.Context(), FilesShared(l), now, RecentWindow)
+	rows, err := ListTasks(t.Context(), filesShared(t, l), now, RecentWindow)
 	if err != nil || len(rows) != 3 {
 		t.Fatalf("rows %+v, %v", rows, err)
 	}
@@ -210,9 +221,9 @@ func TestEvents_ListWaitingEventsWithTheirReason(t *testing.T) {
 	put(layout.Petitioning, "evt-a", "2026-11-24T11:40:00Z")
 	put(layout.Dispatched, "evt-c", "2026-11-24T11:00:00Z")
 	os.WriteFile(q.Dir(layout.Pending)+"/evt-bad.json", []byte("{not json"), 0o600)
-	waits.Write(t.Context(), kv.Files(l), waits.Record{UpdatedAt: now, Waits: []waits.Wait{{EventID: "evt-b", Reason: waits.Health, Detail: "health orange admits only high priority", Since: now}}})
+	waits.Write(t.Context(), filesShared(t, l).KV, waits.Record{UpdatedAt: now, Waits: []waits.Wait{{EventID: "evt-b", Reason: waits.Health, Detail: "health orange admits only high priority", Since: now}}})
 
-	rows, err := ListEvents(t.Context(), FilesShared(l), now)
+	rows, err := ListEvents(t.Context(), filesShared(t, l), now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,8 +233,9 @@ func TestEvents_ListWaitingEventsWithTheirReason(t *testing.T) {
 	if rows[1].Waiting == nil || rows[1].Waiting.Reason != waits.Health || rows[1].AgeSeconds != 600 || rows[1].Source != "github" {
 		t.Errorf("evt-b row %+v", rows[1])
 	}
-	if _, err := os.Stat(q.Dir(layout.Pending) + "/evt-bad.json"); err != nil {
-		t.Errorf("listing moved a malformed event (that is the king's step): %v", err)
+	// The store sets poison aside wherever it meets it (store.Store).
+	if _, err := os.Stat(q.Dir(layout.Rejected) + "/evt-bad.json"); err != nil {
+		t.Errorf("a malformed event is not set aside: %v", err)
 	}
 	var out bytes.Buffer
 	PrintEvents(&out, rows, now)

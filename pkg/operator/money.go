@@ -1,4 +1,4 @@
-package start
+package operator
 
 import (
 	"context"
@@ -21,8 +21,8 @@ type MoneyStatus struct {
 	Errs   []error
 }
 
-// readMoney reads today's spend (the shared state's ledger, spendDays),
-// the budget config and the engine pauses (the shared state's).
+// readMoney reads today's spend (the shared store's ledger), the budget
+// config and the engine pauses (the shared store's).
 func readMoney(ctx context.Context, sh *Shared, now time.Time) *MoneyStatus {
 	m := &MoneyStatus{Paused: map[string]time.Time{}, Reason: map[string]string{}}
 	var b spend.Budget
@@ -32,7 +32,7 @@ func readMoney(ctx context.Context, sh *Shared, now time.Time) *MoneyStatus {
 		m.Errs = append(m.Errs, err)
 	}
 	date := spend.Date(now)
-	d, err := sh.spendDays().Load(ctx, date)
+	d, err := spend.StoreDays(sh.KV).Load(ctx, date)
 	if err != nil {
 		m.Errs = append(m.Errs, err)
 	}
@@ -48,17 +48,6 @@ func readMoney(ctx context.Context, sh *Shared, now time.Time) *MoneyStatus {
 		}
 	}
 	return m
-}
-
-// spendDays is where the king keeps the day ledgers: this host's files in
-// file mode, the shared store in PostgreSQL mode, whichever host the king
-// runs on. A database that did not open leaves the day unknown (its
-// error), never read from this host's files.
-func (sh *Shared) spendDays() spend.Days {
-	if _, down := sh.KV.(unreadable); down || sh.Store != nil {
-		return spend.StoreDays(sh.KV)
-	}
-	return spend.FileDays(sh.Layout)
 }
 
 func (m *MoneyStatus) print(w io.Writer) {

@@ -1,4 +1,4 @@
-package start
+package operator
 
 import (
 	"context"
@@ -41,7 +41,7 @@ func ListEvents(ctx context.Context, sh *Shared, now time.Time) ([]EventRow, err
 	held := rec.ByID()
 	var rows []EventRow
 	for _, st := range WaitingEventStates {
-		docs, err := sh.docs(ctx, layout.QEvents, st)
+		docs, err := sh.Store.List(ctx, layout.QEvents, st)
 		if err != nil {
 			return nil, err
 		}

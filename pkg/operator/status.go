@@ -1,4 +1,4 @@
-package start
+package operator
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
@@ -33,35 +32,33 @@ type Status struct {
 	// At is when the status was read.
 	Threshold time.Duration
 	At        time.Time
-	// Cluster is store.kind postgres's hosts and leaders (nil in files
-	// mode).
+	// Cluster is the store's hosts and leaders.
 	Cluster *Cluster
 }
 
 // ReadStatus gathers the status without changing anything. The queue
-// depths, the pauses and the waits are the shared state's (OpenShared): a
-// database that cannot be read leaves them unknown, each with its error,
-// and the rest (this host's roles, soldiers, health) is still shown.
+// depths, the pauses, the waits, the spend and the cluster are the shared
+// store's (OpenShared): a store that cannot be opened leaves them unknown,
+// each with its error, and the rest (this host's roles, soldiers, health)
+// is still shown.
 func ReadStatus(ctx context.Context, l layout.Layout, tc *tmux.Client, now time.Time) (*Status, error) {
-	sh, err := OpenShared(ctx, l)
-	if err != nil {
-		sh = &Shared{Layout: l, KV: unreadable{err}, Queues: map[string]*queue.Queue{}}
+	sh, openErr := OpenShared(ctx, l)
+	if openErr != nil {
+		sh = &Shared{Layout: l, KV: unreadable{openErr}, Queues: map[string]*queue.Queue{}}
+	} else {
+		defer sh.Close()
 	}
-	defer sh.Close()
 	k, err := status.ReadOn(ctx, l, tc, now, sh.Queues)
 	if err != nil {
 		return nil, err
 	}
-	if u, ok := sh.KV.(unreadable); ok {
-		k.QueuesErr = u.err
-	}
 	st := &Status{Kingdom: *k, Discarded: countDiscarded(l), Money: readMoney(ctx, sh, now),
-		Waiting: readWaiting(ctx, sh.KV), Threshold: heartbeatThreshold(l), At: now}
+		Waiting: readWaiting(ctx, sh.KV), Threshold: heartbeatThreshold(l), At: now, Cluster: &Cluster{Err: openErr}}
 	st.Paused, _ = control.ReadPause(ctx, sh.KV)
-	// A system.yaml that does not load is the config check's business
-	// (start doctor); status then shows the files it can read.
-	if sys, err := config.LoadSystem(l.ConfigFile(config.SystemFile)); err == nil {
-		st.Cluster = readCluster(ctx, l, sys.Store)
+	if openErr != nil {
+		st.QueuesErr = openErr
+	} else {
+		st.Cluster = readCluster(ctx, sh)
 	}
 	return st, nil
 }
@@ -126,7 +123,7 @@ func (s *Status) Print(w io.Writer) {
 	fmt.Fprintf(w, "health: %s%s\ntokens: %s\n", h.Health, stale, h.TokenStatus)
 }
 
-// unreadable is the shared state when the database cannot be opened: every
+// unreadable is the shared state when the store cannot be opened: every
 // read reports why, so each part of the status says it is unknown.
 type unreadable struct{ err error }
 

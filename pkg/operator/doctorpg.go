@@ -1,4 +1,4 @@
-package start
+package operator
 
 import (
 	"context"
@@ -26,14 +26,14 @@ const storeDoctorTimeout = 20 * time.Second
 // §11.7): the DSN variable (by name), that the server answers, its
 // version, TCP keepalives on our sessions, and that no transaction pooler
 // sits between us and the server. from says where a variable came from.
-func storeChecks(cfg config.Store, from func(...string) string) []Check {
+func storeChecks(ctx context.Context, cfg config.Store, from func(...string) string) []Check {
 	dsn := os.Getenv(cfg.DSNEnv)
 	cs := []Check{{Name: "postgres dsn", OK: dsn != "", Info: from(cfg.DSNEnv),
 		Fix: "set " + cfg.DSNEnv + " (store.dsn_env) in " + config.EnvFile + " (mode 0600) or in start's environment"}}
 	if dsn == "" {
 		return cs
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), storeDoctorTimeout)
+	ctx, cancel := context.WithTimeout(ctx, storeDoctorTimeout)
 	defer cancel()
 	a, err := pg.Connect(ctx, dsn)
 	info := "the server answers (DSN from " + cfg.DSNEnv + ")"
@@ -47,7 +47,7 @@ func storeChecks(cfg config.Store, from func(...string) string) []Check {
 	if err != nil {
 		return cs
 	}
-	defer a.Close(context.Background())
+	defer a.Close(ctx)
 	cs = append(cs, versionCheck(ctx, a), keepaliveCheck(ctx, a, cfg.SelfFence()))
 	return append(cs, poolerCheck(ctx, a, dsn))
 }

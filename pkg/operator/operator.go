@@ -1,12 +1,15 @@
-package start
+package operator
 
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"os"
+	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 )
 
@@ -36,4 +39,24 @@ func (s *Status) printOperator(w io.Writer) {
 		fmt.Fprintf(w, "PAUSED since %s by %s: no new task starts (`start resume` lifts it)\n", s.Paused.Since, s.Paused.By)
 	}
 	fmt.Fprintf(w, "events discarded (no general takes them) since the log's last daily split: %d\n", s.Discarded)
+}
+
+// ControlWait is how long a control command waits for the king's answer.
+const ControlWait = 15 * time.Second
+
+// Control asks the leading king (on any host) to act (SPEC §10.11: pause,
+// resume, cancel a task or an event): the request goes to the shared store
+// in the operator's name, and the king's reply comes back within wait.
+func Control(ctx context.Context, l layout.Layout, req control.Request, wait time.Duration) (*control.Reply, error) {
+	sh, err := OpenShared(ctx, l)
+	if err != nil {
+		return nil, err
+	}
+	defer sh.Close()
+	req.By = Operator()
+	id, err := control.Submit(ctx, sh.KV, req, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	return control.WaitReply(ctx, sh.KV, id, wait)
 }

@@ -1,4 +1,4 @@
-package start
+package operator
 
 import (
 	"bytes"
@@ -65,7 +65,7 @@ func TestDoctor_NamesEachFailureWithAFix(t *testing.T) {
 	l.Ensure()
 	os.WriteFile(l.ConfigFile("king.yaml"), []byte("retry:\n  max_attempts: lots\n"), 0o600)
 	os.WriteFile(l.EnvFile(), []byte("GH_TOKEN=x\n"), 0o644)
-	cs := Doctor(l, "", nil)
+	cs := Doctor(t.Context(), l, "", nil)
 	var b bytes.Buffer
 	fails := PrintChecks(&b, cs)
 	out := b.String()

@@ -1,4 +1,4 @@
-package start
+package operator
 
 import (
 	"context"

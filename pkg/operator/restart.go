@@ -1,4 +1,4 @@
-package start
+package operator
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
+	"github.com/kingdom-dev/kingdom/pkg/start"
 	"github.com/kingdom-dev/kingdom/pkg/status"
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
 )
@@ -42,14 +43,14 @@ func RestartRole(ctx context.Context, l layout.Layout, tc *tmux.Client, role str
 		return tmux.Session{}, fmt.Errorf("restart %s: no session: the watchdog relaunches it at its next round, unless its crash-loop guard gave up (see logs/system.log)", role)
 	}
 	s := live[i]
-	if age := now.Sub(s.Created); !s.Created.IsZero() && age <= deathCountsWithin {
+	if age := now.Sub(s.Created); !s.Created.IsZero() && age <= start.DeathCountsWithin {
 		return tmux.Session{}, fmt.Errorf("restart %s: launched %s ago; a stop within %s of launch counts toward the crash-loop guard: try again in %s",
-			role, age.Round(time.Second), deathCountsWithin, (deathCountsWithin - age + time.Second).Round(time.Second))
+			role, age.Round(time.Second), start.DeathCountsWithin, (start.DeathCountsWithin - age + time.Second).Round(time.Second))
 	}
 	if s.PID > 0 {
 		syscall.Kill(s.PID, syscall.SIGTERM)
 		deadline := time.Now().Add(grace)
-		for pidAlive(s.PID) && time.Now().Before(deadline) {
+		for start.PIDAlive(s.PID) && time.Now().Before(deadline) {
 			time.Sleep(50 * time.Millisecond) // waiting for a real process to exit
 		}
 	}

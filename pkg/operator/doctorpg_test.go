@@ -1,4 +1,4 @@
-package start
+package operator
 
 import (
 	"os"
@@ -37,7 +37,7 @@ func checksByName(cs []Check) map[string]Check {
 func TestDoctor_PostgresChecksPass(t *testing.T) {
 	t.Setenv("KINGDOM_TEST_DSN", pgtest.DB(t))
 	l := pgDoctorTree(t)
-	m := checksByName(Doctor(l, "", map[string]string{"KINGDOM_TEST_DSN": config.SourceEnvFile}))
+	m := checksByName(Doctor(t.Context(), l, "", map[string]string{"KINGDOM_TEST_DSN": config.SourceEnvFile}))
 	for _, name := range []string{"postgres dsn", "postgres reachable", "postgres version", "postgres keepalives", "postgres pooler"} {
 		c, ok := m[name]
 		if !ok {
@@ -59,7 +59,7 @@ func TestDoctor_PostgresSessionWithoutKeepalivesFails(t *testing.T) {
 	// The DSN sets the server's keepalives of this session to the Linux
 	// defaults: a dead leader's lock would outlive it by hours.
 	t.Setenv("KINGDOM_TEST_DSN", pgtest.DB(t)+"&tcp_keepalives_idle=7200&tcp_keepalives_interval=75&tcp_keepalives_count=9")
-	m := checksByName(Doctor(pgDoctorTree(t), "", nil))
+	m := checksByName(Doctor(t.Context(), pgDoctorTree(t), "", nil))
 	c := m["postgres keepalives"]
 	if c.OK || !strings.Contains(c.Fix, "tcp_keepalives_idle = 5") {
 		t.Fatalf("keepalives 7200/75/9: %+v, want a failure with the server-side fix", c)
@@ -68,7 +68,7 @@ func TestDoctor_PostgresSessionWithoutKeepalivesFails(t *testing.T) {
 
 func TestDoctor_PostgresUnsetOrUnreachableDSN(t *testing.T) {
 	os.Unsetenv("KINGDOM_TEST_DSN")
-	m := checksByName(Doctor(pgDoctorTree(t), "", nil))
+	m := checksByName(Doctor(t.Context(), pgDoctorTree(t), "", nil))
 	if c := m["postgres dsn"]; c.OK || !strings.Contains(c.Fix, "KINGDOM_TEST_DSN") {
 		t.Fatalf("unset DSN: %+v", c)
 	}
@@ -76,7 +76,7 @@ func TestDoctor_PostgresUnsetOrUnreachableDSN(t *testing.T) {
 		t.Fatal("reachability checked without a DSN")
 	}
 	t.Setenv("KINGDOM_TEST_DSN", "postgres://kingdom:hunter2secret@127.0.0.1:1/none?sslmode=disable")
-	m = checksByName(Doctor(pgDoctorTree(t), "", nil))
+	m = checksByName(Doctor(t.Context(), pgDoctorTree(t), "", nil))
 	c := m["postgres reachable"]
 	if c.OK || strings.Contains(c.Info, "hunter2secret") || c.Fix == "" {
 		t.Fatalf("dead server: %+v, want a failure with a fix and no password", c)
@@ -86,7 +86,7 @@ func TestDoctor_PostgresUnsetOrUnreachableDSN(t *testing.T) {
 func TestDoctor_FilesModeHasNoPostgresChecks(t *testing.T) {
 	l := layout.New(t.TempDir())
 	l.Ensure()
-	for _, c := range Doctor(l, "", nil) {
+	for _, c := range Doctor(t.Context(), l, "", nil) {
 		if strings.HasPrefix(c.Name, "postgres") {
 			t.Fatalf("files mode ran %q", c.Name)
 		}

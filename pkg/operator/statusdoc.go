@@ -1,4 +1,4 @@
-package start
+package operator
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/health"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/status"
 	"github.com/kingdom-dev/kingdom/pkg/waits"
 )
 
@@ -68,7 +69,7 @@ func (s *Status) Verdict() Verdict {
 		raise(StatusDegraded, Problem{Role: layout.RoleStart, Reason: "not running: nothing relaunches a role that dies"})
 	}
 	core := map[string]bool{}
-	for _, r := range CoreRoles {
+	for _, r := range status.CoreRoles {
 		core[r] = true
 	}
 	for _, r := range s.Roles {

@@ -1,4 +1,4 @@
-package start
+package operator
 
 import (
 	"context"
@@ -9,64 +9,46 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/app"
-	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/hosts"
-	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/store"
-	"github.com/kingdom-dev/kingdom/pkg/store/open"
 )
 
-// Cluster is what `start status` shows of store.kind postgres: every host
-// of the registry and who leads each leader role.
+// Cluster is what `start status` shows of the store's hosts registry and
+// leaders: every host (on one machine, this one) and who leads each leader
+// role.
 type Cluster struct {
 	HostID    string // this host
 	SelfFence time.Duration
 	Hosts     []hosts.Host
 	Leaders   map[string]store.LeaderInfo
-	Err       error // the database could not be read
+	Err       error // the store could not be read
 }
 
-// clusterTimeout bounds status's reading of the database.
-const clusterTimeout = 10 * time.Second
-
-// readCluster reads the hosts and leaders of cfg's database; nil in files
-// mode. The DSN comes from the environment (the caller applied
-// kingdom.env).
-func readCluster(ctx context.Context, l layout.Layout, cfg config.Store) *Cluster {
-	if cfg.Kind != config.StorePostgres {
-		return nil
-	}
-	c := &Cluster{SelfFence: cfg.SelfFence()}
-	c.HostID, c.Err = cfg.ResolveHostID()
+// readCluster reads the hosts and leaders of the shared store.
+func readCluster(ctx context.Context, sh *Shared) *Cluster {
+	c := &Cluster{SelfFence: sh.Config.SelfFence()}
+	c.HostID, c.Err = sh.Config.ResolveHostID()
 	if c.Err != nil {
 		return c
 	}
-	ctx, cancel := context.WithTimeout(ctx, clusterTimeout)
-	defer cancel()
-	st, err := open.Store(ctx, cfg, l)
-	if err != nil {
-		c.Err = err
-		return c
+	c.Hosts, c.Err = sh.Store.Hosts(ctx, c.SelfFence)
+	if c.Err == nil {
+		c.Leaders, c.Err = sh.Store.Leaders(ctx)
 	}
-	defer st.Close()
-	c.Hosts, err = st.Hosts(ctx, c.SelfFence)
-	if err == nil {
-		c.Leaders, err = st.Leaders(ctx)
-	}
-	c.Err = err
 	return c
 }
 
 // leaderElsewhere reports whether role is a leader role that a live
 // session on another host holds: this host's instance stands by, so its
-// missing heartbeat is no fault.
+// missing heartbeat is no fault. A holder the store does not name is this
+// machine (store.LeaderInfo).
 func (c *Cluster) leaderElsewhere(role string) bool {
 	if c == nil || c.Err != nil || !app.IsLeaderRole(role) {
 		return false
 	}
 	li, ok := c.Leaders[role]
-	return ok && li.Held && li.Holder != c.HostID
+	return ok && li.Held && li.Holder != "" && li.Holder != c.HostID
 }
 
 // problems are the cluster's reasons for a verdict: the database cannot
@@ -77,7 +59,7 @@ func (c *Cluster) problems(raise func(int, Problem)) {
 		return
 	}
 	if c.Err != nil {
-		raise(StatusDown, Problem{Check: "store", Reason: "postgres unreadable: " + c.Err.Error()})
+		raise(StatusDown, Problem{Check: "store", Reason: "store unreadable: " + c.Err.Error()})
 		return
 	}
 	self := false
@@ -123,7 +105,7 @@ func (c *Cluster) print(w io.Writer) {
 			fmt.Fprintf(tw, "%s\t-\t-\tno\n", r)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", r, li.Holder, li.Epoch, yesNo(li.Held))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", r, dash(li.Holder), li.Epoch, yesNo(li.Held))
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
@@ -136,7 +118,7 @@ func yesNo(b bool) string {
 	return "no"
 }
 
-// HostDoc is one host of the registry (store.kind postgres).
+// HostDoc is one host of the registry.
 type HostDoc struct {
 	ID string `json:"id"`
 	// This marks the host that ran `start status`.

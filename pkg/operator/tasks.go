@@ -1,4 +1,4 @@
-package start
+package operator
 
 import (
 	"context"
@@ -34,17 +34,17 @@ type TaskRow struct {
 	Session    string `json:"session,omitempty"`
 	CreatedAt  string `json:"created_at"`
 	AgeSeconds int64  `json:"age_seconds"`
-	// CostUSD is the task's spend over its attempts (the king's ledger,
-	// state/king/spend/), else the final result's figure; null when no
-	// attempt was priced.
+	// CostUSD is the task's spend over its attempts (the king's ledger in
+	// the store), else the final result's figure; null when no attempt was
+	// priced.
 	CostUSD   *float64 `json:"cost_usd"`
 	Reason    string   `json:"error_reason,omitempty"`
 	NotBefore string   `json:"not_before,omitempty"`
 	// Waiting says why a pending task does not start yet (tasks_wait.go).
 	Waiting *TaskWait `json:"waiting,omitempty"`
-	// Host (store.kind postgres) is the host that runs the task (its
-	// claim's holder), ran it (the task's host, else its final result's),
-	// or alone may run it (a pending resume); empty in file mode.
+	// Host is the host that runs the task (its claim's holder), ran it
+	// (the task's host, else its final result's), or alone may run it (a
+	// pending resume); empty when the store names none (one machine).
 	Host string `json:"host,omitempty"`
 }
 
@@ -55,11 +55,11 @@ const RecentWindow = 24 * time.Hour
 // ListTasks reads every task in pending/ and in_progress/, and the finished
 // ones created within window (0: all), oldest first.
 func ListTasks(ctx context.Context, sh *Shared, now time.Time, window time.Duration) ([]TaskRow, error) {
-	ledger := newLedgerReader(ctx, sh.spendDays())
+	ledger := newLedgerReader(ctx, spend.StoreDays(sh.KV))
 	holds := readTaskHolds(ctx, sh, now)
 	var rows []TaskRow
 	for _, st := range []string{layout.Pending, layout.InProgress, layout.Completed, layout.Rejected} {
-		docs, err := sh.docs(ctx, layout.QTasks, st)
+		docs, err := sh.Store.List(ctx, layout.QTasks, st)
 		if err != nil {
 			return nil, err
 		}
@@ -141,7 +141,8 @@ func PrintTasks(w io.Writer, rows []TaskRow, paused *control.Pause) error {
 		_, err := fmt.Fprintln(w, "no tasks")
 		return err
 	}
-	// The HOST column is PostgreSQL mode's: file mode's rows name none.
+	// The HOST column shows when some row names a host (one machine's
+	// rows name none).
 	hosts := false
 	for _, r := range rows {
 		hosts = hosts || r.Host != ""
