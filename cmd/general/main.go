@@ -53,21 +53,17 @@ func main() {
 			if d := os.Getenv(spawn.EnvBinDir); d != "" {
 				sessEnv[spawn.EnvBinDir] = d
 			}
-			o := general.Options{
+			// Tasks are claimed from the store, fenced by this host and
+			// attempt; results go back through it (SPEC §12.1).
+			st, err := app.OpenStore(ctx, env.Store)
+			if err != nil {
+				return err
+			}
+			g, err := general.New(general.Options{
 				Layout: l, Manifest: m, System: sys, Log: env.Log, Events: env.Events,
 				Tmux: env.Tmux, Clock: env.Clock, SpawnBin: spawn.FindBinary(l), SessionEnv: sessEnv,
-				HostMaxSoldiers: king.Concurrency.HostMaxSoldiers,
-			}
-			if env.Postgres() {
-				// SPEC §11.7: tasks are claimed from the shared store, fenced
-				// by this host and attempt; results go back through it.
-				st, err := app.OpenStore(ctx, env.Store)
-				if err != nil {
-					return err
-				}
-				o.Store, o.Host = st, env.HostID
-			}
-			g, err := general.New(o)
+				HostMaxSoldiers: king.Concurrency.HostMaxSoldiers, Store: st, Host: env.HostID,
+			})
 			if err != nil {
 				return err
 			}

@@ -14,9 +14,9 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/proctree"
-	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
+	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
 // readPID reads a pid an agent script recorded, 0 when not (yet) there.
@@ -39,7 +39,7 @@ func awaitDead(t *testing.T, what string, pid int) {
 }
 
 // The king only records a cancel; the general owning the soldier carries
-// it out: on its next tick the soldier's session, its agent and what the
+// it out, on files as on PostgreSQL (SPEC §12.1): on its next tick the soldier's session, its agent and what the
 // agent detached are killed, and the attempt ends failed/Cancelled.
 func TestGeneral_CancelKillsTheRunningSoldier(t *testing.T) {
 	e := newEnv(t)
@@ -57,7 +57,7 @@ sleep 600
 	})
 	agent, detached := readPID(filepath.Join(dir, "agent.pid")), readPID(filepath.Join(dir, "detached.pid"))
 	sid := sessionOf(e, id)
-	if err := control.WriteCancelled(context.Background(), kv.Files(e.l), control.Cancelled{
+	if err := control.WriteCancelled(context.Background(), kv.OnStore(e.store()), control.Cancelled{
 		TaskID: id, RetryCount: 0, Was: layout.InProgress, By: "op", At: schema.FormatTime(time.Now())}); err != nil {
 		t.Fatal(err)
 	}
@@ -73,6 +73,10 @@ sleep 600
 	if len(e.events("soldier.killed")) == 0 {
 		t.Error("no soldier.killed event")
 	}
+	// The result went through the store's transaction that ends the claim.
+	if d, err := e.store().Get(context.Background(), layout.QTasks, id); err != nil || d.State != layout.InProgress || d.Claim != (store.Claim{}) {
+		t.Errorf("task after the cancel: %s claim %+v (%v), want in_progress with its claim released", d.State, d.Claim, err)
+	}
 }
 
 // A cancel record of an earlier attempt does not touch the current one.
@@ -86,7 +90,7 @@ func TestGeneral_CancelOfAnotherAttemptIsIgnored(t *testing.T) {
 	e.tickUntil("the agent running", func() bool { return readPID(filepath.Join(dir, "agent.pid")) != 0 })
 	// The soldier outlives the general (by design): end it with the test.
 	t.Cleanup(func() { tmuxC.Kill(context.Background(), sessionOf(e, id)) })
-	if err := control.WriteCancelled(context.Background(), kv.Files(e.l), control.Cancelled{
+	if err := control.WriteCancelled(context.Background(), kv.OnStore(e.store()), control.Cancelled{
 		TaskID: id, RetryCount: 0, Was: layout.InProgress, By: "op", At: schema.FormatTime(time.Now())}); err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +123,7 @@ func TestGeneral_HostMaxSoldiersHoldsClaims(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if !queue.New(e.l, layout.QTasks, nil).Exists(layout.Pending, id) {
+	if !e.tasks().Exists(layout.Pending, id) {
 		t.Fatal("a task was claimed while the host ran host_max_soldiers soldiers")
 	}
 	if err := reg.Remove(other.ID); err != nil {
@@ -130,5 +134,69 @@ func TestGeneral_HostMaxSoldiersHoldsClaims(t *testing.T) {
 	}
 	if _, err := os.Stat(e.l.ResultFinal(id)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A host whose lease was not renewed for self_fence_seconds kills its
+// soldiers (their attempts end killed/HostLost) and claims nothing until
+// the lease is renewed again: on either store (pg_test.go).
+func TestGeneral_SelfFenceKillsSoldiersAndStopsClaims(t *testing.T) {
+	testSelfFence(t, newEnv(t))
+}
+
+func testSelfFence(t *testing.T, e *env) {
+	dir := t.TempDir()
+	withAgentScript(t, e, fmt.Sprintf("echo $$ > %s/agent.pid\nsleep 600\n", dir))
+	e.m.MaxConcurrent = 2
+	e.start()
+	const id, next = "task-20260101-001", "task-20260101-002"
+	e.task(id)
+	e.tickUntil("the agent running", func() bool { return readPID(filepath.Join(dir, "agent.pid")) != 0 })
+	agent := readPID(filepath.Join(dir, "agent.pid"))
+
+	e.staleLease = true
+	renewLease(t, e, time.Now().Add(-e.sys.Store.SelfFence()-time.Second))
+	e.task(next)
+	var r *schema.Result
+	e.tickUntil("the fenced attempt's result", func() bool { r = storedFinal(t, e, id); return r != nil })
+	e.g.Wait()
+	if r.Status != schema.ResultKilled || r.ErrorReason != schema.ReasonHostLost {
+		t.Fatalf("final = %s/%s, want killed/HostLost", r.Status, r.ErrorReason)
+	}
+	awaitDead(t, "the fenced host's agent", agent)
+	if st, _ := e.g.tasks.Find(next); st != layout.Pending {
+		t.Fatalf("%s is %s while the host is fenced, want pending", next, st)
+	}
+	if len(e.events("general.fenced")) != 1 {
+		t.Errorf("general.fenced emitted %d times, want once", len(e.events("general.fenced")))
+	}
+
+	// Claims resume with the renewal. The next task's cancel record keeps
+	// its soldier from starting (and outliving the test).
+	if err := control.WriteCancelled(context.Background(), e.g.kv, control.Cancelled{
+		TaskID: next, Was: layout.Pending, By: "op", At: schema.FormatTime(time.Now())}); err != nil {
+		t.Fatal(err)
+	}
+	renewLease(t, e, time.Now())
+	e.tickUntil("a claim after renewal", func() bool { r = storedFinal(t, e, next); return r != nil })
+	if r.ErrorReason != schema.ReasonCancelled || r.Host != e.host {
+		t.Fatalf("%s after renewal: %s/%s on %q, want Cancelled on %s", next, r.Status, r.ErrorReason, r.Host, e.host)
+	}
+}
+
+// The self-fence runs on its own timer (SPEC §12.2): with no tick at all
+// (one held up in a store call) the stale host's soldier is still killed.
+func TestGeneral_SelfFenceRunsWithoutATick(t *testing.T) {
+	e := newEnv(t)
+	dir := t.TempDir()
+	withAgentScript(t, e, fmt.Sprintf("echo $$ > %s/agent.pid\nsleep 600\n", dir))
+	e.start()
+	const id = "task-20260101-001"
+	e.task(id)
+	e.tickUntil("the agent running", func() bool { return readPID(filepath.Join(dir, "agent.pid")) != 0 })
+	renewLease(t, e, time.Now().Add(-e.sys.Store.SelfFence()-time.Second))
+	awaitDead(t, "the fenced host's agent", readPID(filepath.Join(dir, "agent.pid")))
+	if r := e.g.readRaw(id); r.Status != schema.ResultKilled || r.ErrorReason != schema.ReasonHostLost {
+		t.Fatalf("raw result = %s/%s, want killed/HostLost", r.Status, r.ErrorReason)
 	}
 }

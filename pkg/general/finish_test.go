@@ -8,7 +8,9 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/clock"
 	"github.com/kingdom-dev/kingdom/pkg/engine"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
 // A timed-out attempt's raw result is the general's own (it has no usage);
@@ -51,5 +53,33 @@ func TestFinish_TimeoutTakesUsageAndCostFromTheSoldiersRecord(t *testing.T) {
 	u, _ := evs[0]["usage"].(map[string]any)
 	if evs[0]["cost_usd"] != cost || u["input_tokens"] != 1200.0 || u["output_tokens"] != 340.0 || u["cache_read_input_tokens"] != 5000.0 {
 		t.Errorf("soldier.completed = %v, want the recorded usage and cost", evs[0])
+	}
+}
+
+// On files too a final result is accepted only from the attempt holding
+// the claim: the finish of an attempt a later one replaced writes nothing
+// and cleans up; the holder's publish releases the claim.
+func TestFinish_StaleAttemptOnFilesIsFenced(t *testing.T) {
+	e := newEnv(t)
+	e.start()
+	const id = "task-20260101-041"
+	cur := e.claimed(id, func(tk *schema.Task) { tk.RetryCount = 1 })
+	stale := *cur
+	stale.RetryCount = 0
+	e.g.synthetic(id, schema.ResultFailed, schema.ReasonEngineError, "went wrong")
+	e.g.finish(t.Context(), &stale, "", time.Now(), workspace{})
+	if _, err := os.Stat(e.l.ResultFinal(id)); err == nil {
+		t.Fatal("the stale attempt's final result was written")
+	}
+	if exists(e.l.ResultRaw(id)) || len(e.events("general.claim_lost")) != 1 {
+		t.Error("the stale attempt was not dropped as lost")
+	}
+	e.g.synthetic(id, schema.ResultFailed, schema.ReasonEngineError, "went wrong")
+	e.g.finish(t.Context(), cur, "", time.Now(), workspace{})
+	if r := storedFinal(t, e, id); r == nil || r.RetryCount != 1 || r.Host != e.host {
+		t.Fatalf("holder's final = %+v, want attempt 1 from %s", r, e.host)
+	}
+	if d, err := e.store().Get(t.Context(), layout.QTasks, id); err != nil || d.Claim != (store.Claim{}) {
+		t.Errorf("after the holder's publish: claim %+v (%v), want it released", d.Claim, err)
 	}
 }

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/clock"
-	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
@@ -60,10 +58,7 @@ func TestGeneral_FullDiskFinalResultIsRetriedNextTick(t *testing.T) {
 	e := newEnv(t, withClock(fc))
 	fill, free := fullResultsDir(t, e)
 	const id = "task-20260101-300"
-	tk := e.task(id, func(tk *schema.Task) { tk.Status = schema.TaskInProgress })
-	if err := queue.New(e.l, layout.QTasks, nil).Move(layout.Pending, layout.InProgress, tk.ID); err != nil {
-		t.Fatal(err)
-	}
+	e.claimed(id, func(tk *schema.Task) { tk.Status = schema.TaskInProgress })
 	os.WriteFile(e.l.ResultRaw(id), []byte(`{"task_id":"`+id+`","status":"success","summary":"done before the disk filled"}`), 0o600)
 	fill()
 	g := e.start()

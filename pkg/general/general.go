@@ -8,14 +8,15 @@
 // stays fresh during long soldiers. The general never moves a task out of
 // in_progress/ (§9.4); the king does.
 //
+// The tasks are the store's (Options.Store, files or PostgreSQL alike,
+// SPEC §12.1): a claim names this host and the attempt, only that holder's
+// final result is accepted, a task pinned to another host (Task.Host) is
+// left to it, and a host whose lease went stale fences itself (cluster.go).
 // Each tick also carries out the operator's cancels of this general's
-// running attempts (the king only records them, SPEC §11.7). In PostgreSQL
-// mode (Options.Store) the tasks are the store's: a claim names this host
-// and the attempt, only that holder's final result is accepted, a task
-// pinned to another host (Task.Host) is left to it, and a host whose lease
-// went stale fences itself (cluster.go).
+// running attempts: the king only records them; the general that owns the
+// soldier kills it (cancel.go).
 //
-//	g, err := general.New(general.Options{Layout: l, Manifest: m, System: sys, Tmux: tc, ...})
+//	g, err := general.New(general.Options{Layout: l, Manifest: m, System: sys, Tmux: tc, Store: st, Host: host, ...})
 //	runner.Run(ctx, runner.Options{Role: m.Name, Watches: g.Watches(), ...}, g)
 package general
 
@@ -62,14 +63,12 @@ type Options struct {
 	// Trace, if set, is called at milestones (benchmarks): "claimed",
 	// "running" (soldier session created), "raw" (raw result seen), "final".
 	Trace func(taskID, milestone string)
-	// Store is the shared store in PostgreSQL mode; nil in file mode.
+	// Store holds the tasks and the small state (pauses, cancel records,
+	// final results); required.
 	Store store.Store
-	// Host is this host's id (config.Store.ResolveHostID) in PostgreSQL
-	// mode; "" in file mode.
+	// Host is this host's id (config.Store.ResolveHostID): the holder of
+	// its claims.
 	Host string
-	// KV holds the small state (pauses, cancel records, final results):
-	// nil means kv.OnStore(Store) with a store, else kv.Files(Layout).
-	KV kv.KV
 	// HostMaxSoldiers is king.yaml concurrency.host_max_soldiers: no claim
 	// while this host runs that many soldiers (0 = no cap).
 	HostMaxSoldiers int
@@ -85,11 +84,13 @@ type General struct {
 	log    *slog.Logger
 	wake   chan struct{}
 	baseMu sync.Mutex
-	base   context.Context
+	base   context.Context // Start's; nil before (a --once tick's is used)
 
 	kv kv.KV
-	// fenced: this host's lease is stale (cluster.go); only Tick touches it.
-	fenced bool
+	// fenced: this host's lease is stale (cluster.go); fenceMu serialises
+	// selfFence (Start's timer and Tick both run it).
+	fenceMu sync.Mutex
+	fenced  bool
 
 	mu sync.Mutex
 	// active holds the attempt each running task goroutine works on.
@@ -110,6 +111,9 @@ func New(o Options) (*General, error) {
 	if o.Manifest == nil {
 		return nil, errors.New("general: no manifest")
 	}
+	if o.Store == nil {
+		return nil, errors.New("general: no store")
+	}
 	if o.System == nil {
 		o.System = config.DefaultSystem()
 	}
@@ -128,49 +132,68 @@ func New(o Options) (*General, error) {
 	if o.PollInterval <= 0 {
 		o.PollInterval = time.Second
 	}
-	tasks := queue.New(o.Layout, layout.QTasks, o.Events)
-	if o.Store != nil {
-		tasks = queue.OnStore(o.Store, o.Layout, layout.QTasks, o.Events, o.Host)
-	}
-	if o.KV == nil {
-		o.KV = kv.Files(o.Layout)
-		if o.Store != nil {
-			o.KV = kv.OnStore(o.Store)
-		}
-	}
 	return &General{
 		o: o, name: o.Manifest.Name,
-		tasks:    tasks,
-		kv:       o.KV,
+		tasks:    queue.OnStore(o.Store, o.Layout, layout.QTasks, o.Events, o.Host),
+		kv:       kv.OnStore(o.Store),
 		reg:      sessions.New(o.Layout),
 		log:      o.Log,
 		wake:     make(chan struct{}, 1),
 		active:   map[string]*schema.Task{},
 		stranded: map[string]stranded{}, pendingRaw: map[string]schema.RawResult{},
-		base: context.Background(),
 	}, nil
 }
 
 // Name is the general's name.
 func (g *General) Name() string { return g.name }
 
-// Watches are the directories whose new files should wake the runner.
+// Watches are the directories whose new files should wake the runner: a
+// pending task, an operator's cancel (on files; the store's notifications
+// wake a general in PostgreSQL mode, app.Env).
 func (g *General) Watches() []runner.Watch {
-	return []runner.Watch{{Dir: g.o.Layout.QueueState(layout.QTasks, layout.Pending)}}
+	return []runner.Watch{{Dir: g.o.Layout.QueueState(layout.QTasks, layout.Pending)}, {Dir: g.o.Layout.KingCancelledDir()}}
 }
 
-// Start records the shutdown context for soldier watchers.
+// Start records the shutdown context for soldier watchers and starts the
+// self-fence's own timer (SPEC §12.2: a tick held up in a store call must
+// not hold up the fence).
 func (g *General) Start(ctx context.Context) error {
 	g.baseMu.Lock()
 	g.base = ctx
 	g.baseMu.Unlock()
+	go func() {
+		tick := time.NewTicker(fenceCheckEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				g.selfFence(ctx)
+			}
+		}
+	}()
 	return nil
 }
 
-func (g *General) baseCtx() context.Context {
+// fenceCheckEvery is how often Start's timer looks at the host lease (a
+// stat; self_fence_seconds is at least 10).
+const fenceCheckEvery = time.Second
+
+// baseCtx is the context of task goroutines: Start's, or without a Start
+// (a --once run) the tick's.
+func (g *General) baseCtx(tick context.Context) context.Context {
 	g.baseMu.Lock()
 	defer g.baseMu.Unlock()
+	if g.base == nil {
+		return tick
+	}
 	return g.base
+}
+
+// callCtx bounds one store call made for ctx (store.call_timeout_seconds).
+func (g *General) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, g.o.System.Store.CallTimeout())
 }
 
 // Wake fires when a soldier finished (a slot is free).
@@ -213,6 +236,9 @@ func (g *General) emit(typ string, data map[string]any) {
 // Tick reconciles once after start (§9.4), then claims tasks while slots
 // are free.
 func (g *General) Tick(ctx context.Context) error {
+	// First, before any store call of the tick (and on Start's timer
+	// meanwhile): a host whose lease went stale stops its soldiers.
+	fenced := g.selfFence(ctx)
 	now := g.o.Clock.Now()
 	if !g.reconciled || now.Sub(g.lastReconcile) >= reconcileEvery {
 		// At start (§9.4), and again now and then as a safety net; a task
@@ -223,9 +249,9 @@ func (g *General) Tick(ctx context.Context) error {
 		}
 		g.reconciled, g.lastReconcile = true, now
 	}
-	g.retryStranded()
+	g.retryStranded(ctx)
 	g.enforceCancels(ctx)
-	if g.selfFence(ctx) {
+	if fenced {
 		return nil // no lease, no claim: the king hands the tasks elsewhere
 	}
 	return g.claim(ctx)
@@ -241,7 +267,7 @@ func (g *General) slots() int {
 }
 
 func (g *General) claim(ctx context.Context) error {
-	if g.slots() <= 0 || control.Paused(ctx, g.kv) {
+	if g.slots() <= 0 || g.paused(ctx) {
 		return nil // paused by the operator: no new soldier (SPEC §10.11)
 	}
 	// Every tick lists the whole of pending/ (level-triggered, no memory of
@@ -251,7 +277,7 @@ func (g *General) claim(ctx context.Context) error {
 		return err
 	}
 	now := g.o.Clock.Now()
-	if len(entries) > 0 && g.enginePaused(now) {
+	if len(entries) > 0 && g.enginePaused(ctx, now) {
 		return nil
 	}
 	for _, e := range entries {
@@ -299,13 +325,20 @@ func (g *General) claim(ctx context.Context) error {
 		// state) says in_progress, and its file is not rewritten to say it
 		// again (`start tasks` shows the directory's word).
 		t.Status = schema.TaskInProgress
-		g.start(t, func(ctx context.Context) { g.runTask(ctx, t) })
+		g.start(ctx, t, func(ctx context.Context) { g.runTask(ctx, t) })
 	}
 	return nil
 }
 
+// paused reports whether the operator paused the kingdom.
+func (g *General) paused(ctx context.Context) bool {
+	ctx, cancel := g.callCtx(ctx)
+	defer cancel()
+	return control.Paused(ctx, g.kv)
+}
+
 // claimOf is the claim this host holds on an attempt of t: only it may
-// have its final result accepted (on files it is not recorded).
+// have its final result accepted.
 func (g *General) claimOf(t *schema.Task) store.Claim {
 	return store.Claim{Holder: g.o.Host, Attempt: t.RetryCount}
 }
@@ -335,8 +368,10 @@ func (g *General) hostFull() bool {
 	return n >= max
 }
 
-// start runs fn for task t in its own goroutine, holding a slot.
-func (g *General) start(t *schema.Task, fn func(ctx context.Context)) {
+// start runs fn for task t in its own goroutine, holding a slot; tick is
+// the context of the tick that starts it.
+func (g *General) start(tick context.Context, t *schema.Task, fn func(ctx context.Context)) {
+	ctx := g.baseCtx(tick)
 	g.mu.Lock()
 	g.active[t.ID] = t
 	g.mu.Unlock()
@@ -352,6 +387,6 @@ func (g *General) start(t *schema.Task, fn func(ctx context.Context)) {
 			g.mu.Unlock()
 			g.notify()
 		}()
-		fn(g.baseCtx())
+		fn(ctx)
 	}()
 }

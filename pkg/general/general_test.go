@@ -3,7 +3,6 @@ package general
 import (
 	"context"
 	"fmt"
-	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -431,10 +430,7 @@ func TestGeneral_PeriodicReconcileFinishesAStrandedTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	put := func(id, status string) {
-		tk := e.task(id, func(tk *schema.Task) { tk.Status = status })
-		if err := queue.New(e.l, layout.QTasks, nil).Move(layout.Pending, layout.InProgress, tk.ID); err != nil {
-			t.Fatal(err)
-		}
+		e.claimed(id, func(tk *schema.Task) { tk.Status = status })
 		os.WriteFile(e.l.ResultRaw(id), []byte(`{"task_id":"`+id+`","status":"success","summary":"done before the crash"}`), 0o600)
 	}
 	put("task-20260101-090", schema.TaskInProgress)
@@ -444,6 +440,7 @@ func TestGeneral_PeriodicReconcileFinishesAStrandedTask(t *testing.T) {
 		t.Fatal("reconciled before the period elapsed")
 	}
 	fc.Advance(reconcileEvery)
+	renewLease(t, e, fc.Now()) // start renewed the host lease meanwhile
 	g.Tick(context.Background())
 	if r := e.final("task-20260101-090"); r.Status != "success" {
 		t.Fatalf("final = %+v", r)

@@ -20,6 +20,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/store"
+	"github.com/kingdom-dev/kingdom/pkg/store/files"
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
 )
 
@@ -71,8 +72,11 @@ type env struct {
 	g      *General
 	clk    clock.Clock
 	tm     *tmux.Client // nil: the shared test client
-	st     store.Store  // PostgreSQL mode (pg_test.go); nil: files
+	st     store.Store  // nil until e.store() opens the files store (pg_test.go sets a PostgreSQL one)
 	host   string
+	// staleLease stops the ticks of tickUntil from renewing the host lease
+	// (a test of the self-fence).
+	staleLease bool
 }
 
 type envOpt func(*env)
@@ -107,12 +111,44 @@ func newEnvTB(t testing.TB, opts ...envOpt) *env {
 	sys := config.DefaultSystem()
 	sys.Runtime.Claude.Command = fakeBin
 	sys.Runtime.Claude.Args = []string{"--permission-mode", "bypassPermissions"}
-	e := &env{t: t, l: l, m: m, sys: sys, clk: clock.Real{}}
+	e := &env{t: t, l: l, m: m, sys: sys, clk: clock.Real{}, host: "test-host"}
 	for _, o := range opts {
 		o(e)
 	}
 	e.writeSystem()
+	renewLease(t, e, time.Now())
 	return e
+}
+
+// store is the env's store: the files store of its base dir unless a test
+// set one.
+func (e *env) store() store.Store {
+	e.t.Helper()
+	if e.st == nil {
+		st, err := files.Open(e.l, e.host)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		e.t.Cleanup(func() { st.Close() })
+		e.st = st
+	}
+	return e.st
+}
+
+// renewLease sets the host lease file's mtime (start touches it at each
+// renewal of the host's lease, in both modes).
+func renewLease(t testing.TB, e *env, at time.Time) {
+	t.Helper()
+	p := e.l.HostLease()
+	if err := layout.EnsureDir(filepath.Dir(p)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(p, at, at); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func (e *env) writeSystem() {
@@ -144,7 +180,7 @@ func (e *env) start() *General {
 		tm = e.tm
 	}
 	g, err := New(Options{Layout: e.l, Manifest: e.m, System: e.sys, Tmux: tm, Clock: e.clk,
-		SpawnBin: spawnBin, PollInterval: 20 * time.Millisecond, Trace: e.traceHook(), Store: e.st, Host: e.host,
+		SpawnBin: spawnBin, PollInterval: 20 * time.Millisecond, Trace: e.traceHook(), Store: e.store(), Host: e.host,
 		Events: eventlog.NewEmitter(e.l.EventsLog(), e.l.RotateLock(), e.m.Name, nil)})
 	if err != nil {
 		e.t.Fatal(err)
@@ -177,7 +213,23 @@ func (e *env) task(id string, mut ...func(*schema.Task)) *schema.Task {
 	for _, f := range mut {
 		f(t)
 	}
-	if err := queue.New(e.l, layout.QTasks, nil).Put(layout.Pending, id, t); err != nil {
+	if err := e.tasks().Put(layout.Pending, id, t); err != nil {
+		e.t.Fatal(err)
+	}
+	return t
+}
+
+// tasks is the tasks queue of the env's store.
+func (e *env) tasks() *queue.Queue {
+	return queue.OnStore(e.store(), e.l, layout.QTasks, nil, e.host)
+}
+
+// claimed puts task id in in_progress as this host's claim of its attempt
+// (a general that ran it before: the reconcile pass settles it).
+func (e *env) claimed(id string, mut ...func(*schema.Task)) *schema.Task {
+	e.t.Helper()
+	t := e.task(id, mut...)
+	if err := e.tasks().ClaimAs(layout.Pending, layout.InProgress, id, store.Claim{Holder: e.host, Attempt: t.RetryCount}); err != nil {
 		e.t.Fatal(err)
 	}
 	return t
@@ -191,6 +243,11 @@ func (e *env) tickUntil(what string, cond func() bool) {
 	for !cond() {
 		if time.Now().After(limit) {
 			e.t.Fatalf("gave up waiting for %s", what)
+		}
+		if !e.staleLease {
+			// start renews the host lease meanwhile (by the clock the
+			// general reads: a fake one may be far ahead).
+			renewLease(e.t, e, e.g.o.Clock.Now())
 		}
 		if err := e.g.Tick(context.Background()); err != nil {
 			e.t.Fatalf("tick: %v", err)

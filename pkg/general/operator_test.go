@@ -11,7 +11,6 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
-	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
 )
@@ -31,7 +30,7 @@ func TestGeneral_PauseHoldsClaims(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if !queue.New(e.l, layout.QTasks, nil).Exists(layout.Pending, "task-20260101-001") {
+	if !e.tasks().Exists(layout.Pending, "task-20260101-001") {
 		t.Fatal("a task was claimed while paused")
 	}
 	os.Remove(e.l.KingPaused())
@@ -95,11 +94,11 @@ func TestGeneral_CancelDuringWorkspacePreparationLaunchesNothing(t *testing.T) {
 	if err := e.g.Tick(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if !queue.New(e.l, layout.QTasks, nil).Exists(layout.InProgress, id) {
+	if !e.tasks().Exists(layout.InProgress, id) {
 		t.Fatal("task not claimed")
 	}
 	// The king's side of `start task cancel` for a running task: the
-	// record first, then the Cancelled raw result.
+	// record (in its file: the files store's shape).
 	if err := layout.EnsureDir(e.l.KingCancelledDir()); err != nil {
 		t.Fatal(err)
 	}

@@ -12,8 +12,10 @@ import (
 // limit at now (SPEC §10.8: the king records the pause; no task of that
 // engine starts until it ends, including tasks already in pending/). An
 // unreadable pause file pauses nothing.
-func (g *General) enginePaused(now time.Time) bool {
-	pf, err := enginepause.Load(context.Background(), g.kv)
+func (g *General) enginePaused(ctx context.Context, now time.Time) bool {
+	ctx, cancel := g.callCtx(ctx)
+	defer cancel()
+	pf, err := enginepause.Load(ctx, g.kv)
 	if err != nil {
 		g.log.Warn("engine pauses unreadable", "err", err)
 		return false

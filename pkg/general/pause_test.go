@@ -24,7 +24,7 @@ func TestGeneral_PendingTasksWaitForTheirEnginesPause(t *testing.T) {
 	e.start()
 	pause := func(engine string, until time.Time) {
 		t.Helper()
-		if err := enginepause.Save(t.Context(), kv.Files(e.l), enginepause.File{engine: {Until: schema.FormatTime(until), Reason: "limit"}}); err != nil {
+		if err := enginepause.Save(t.Context(), kv.OnStore(e.store()), enginepause.File{engine: {Until: schema.FormatTime(until), Reason: "limit"}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -4,17 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/kingdom-dev/kingdom/internal/testkit/pgtest"
-	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 	"github.com/kingdom-dev/kingdom/pkg/store/pg"
@@ -37,40 +33,10 @@ func newPGEnv(t *testing.T, dsn, host string) *env {
 	return e
 }
 
-// renewLease sets the host lease file's mtime (start touches it at each
-// renewal).
-func renewLease(t *testing.T, e *env, at time.Time) {
+// storedFinal is the final result of id in the env's store, nil when none.
+func storedFinal(t *testing.T, e *env, id string) *schema.Result {
 	t.Helper()
-	p := e.l.HostLease()
-	if err := layout.EnsureDir(filepath.Dir(p)); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chtimes(p, at, at); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// putPG queues a pending task on the shared store.
-func putPG(t *testing.T, e *env, id string, mut ...func(*schema.Task)) *schema.Task {
-	t.Helper()
-	tk := &schema.Task{ID: id, EventID: "evt-inbox-" + id, TargetGeneral: e.m.Name, Type: "test.run",
-		Payload: map[string]any{}, Priority: "normal", CreatedAt: schema.FormatTime(time.Now()), Status: "pending"}
-	for _, f := range mut {
-		f(tk)
-	}
-	if err := queue.OnStore(e.st, e.l, layout.QTasks, nil, e.host).Put(layout.Pending, id, tk); err != nil {
-		t.Fatal(err)
-	}
-	return tk
-}
-
-// pgFinal is the final result of id in the shared store, nil when none.
-func pgFinal(t *testing.T, e *env, id string) *schema.Result {
-	t.Helper()
-	b, err := kv.OnStore(e.st).Get(context.Background(), kv.NSResults, id)
+	b, err := kv.OnStore(e.store()).Get(context.Background(), kv.NSResults, id)
 	if errors.Is(err, kv.ErrNotFound) {
 		return nil
 	}
@@ -117,7 +83,7 @@ func TestGeneral_PG_TwoHostsClaimEachTaskOnce(t *testing.T) {
 	pinned := map[string]bool{}
 	for i := range n {
 		id := fmt.Sprintf("task-20260101-%03d", i+1)
-		putPG(t, es["h1"], id, func(tk *schema.Task) {
+		es["h1"].task(id, func(tk *schema.Task) {
 			if i%5 == 0 {
 				tk.Host, pinned[id] = "h2", true
 			}
@@ -161,7 +127,7 @@ func TestGeneral_PG_TwoHostsClaimEachTaskOnce(t *testing.T) {
 		if pinned[id] && got[0] != "h2" {
 			t.Errorf("%s is pinned to h2 but ran on %s", id, got[0])
 		}
-		r := pgFinal(t, es["h1"], id)
+		r := storedFinal(t, es["h1"], id)
 		if r == nil || r.Status != schema.ResultSuccess || r.Host != got[0] {
 			t.Errorf("%s: final %+v, want success from host %s", id, r, got[0])
 		}
@@ -177,7 +143,7 @@ func TestGeneral_PG_FinishByANonHolderIsFenced(t *testing.T) {
 	h1.start()
 	h2.start()
 	const id = "task-20260101-001"
-	tk := putPG(t, h1, id)
+	tk := h1.task(id)
 	if err := h1.g.tasks.ClaimAs(layout.Pending, layout.InProgress, id, h1.g.claimOf(tk)); err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +159,7 @@ func TestGeneral_PG_FinishByANonHolderIsFenced(t *testing.T) {
 	}
 	start := time.Now()
 	h2.g.finish(context.Background(), tk, "", start, workspace{})
-	if r := pgFinal(t, h1, id); r != nil {
+	if r := storedFinal(t, h1, id); r != nil {
 		t.Fatalf("the non-holder's result was written: %+v", r)
 	}
 	if exists(h2.l.ResultRaw(id)) {
@@ -203,51 +169,13 @@ func TestGeneral_PG_FinishByANonHolderIsFenced(t *testing.T) {
 		t.Error("no general.claim_lost event from the non-holder")
 	}
 	h1.g.finish(context.Background(), tk, "", start, workspace{})
-	r := pgFinal(t, h1, id)
+	r := storedFinal(t, h1, id)
 	if r == nil || r.ErrorReason != schema.ReasonEngineError || r.Host != "h1" {
 		t.Fatalf("holder's final = %+v, want EngineError from h1", r)
 	}
 }
 
-// A host whose lease was not renewed for self_fence_seconds kills its
-// soldiers (their attempts end killed/HostLost) and claims nothing until
-// the lease is renewed again.
+// The self-fence on the shared store (testSelfFence, cancel_test.go).
 func TestGeneral_PG_SelfFenceKillsSoldiersAndStopsClaims(t *testing.T) {
-	e := newPGEnv(t, pgtest.DB(t), "h1")
-	dir := t.TempDir()
-	withAgentScript(t, e, fmt.Sprintf("echo $$ > %s/agent.pid\nsleep 600\n", dir))
-	e.m.MaxConcurrent = 2
-	e.start()
-	const id, next = "task-20260101-001", "task-20260101-002"
-	putPG(t, e, id)
-	e.tickUntil("the agent running", func() bool { return readPID(filepath.Join(dir, "agent.pid")) != 0 })
-	agent := readPID(filepath.Join(dir, "agent.pid"))
-
-	renewLease(t, e, time.Now().Add(-e.sys.Store.SelfFence()-time.Second))
-	putPG(t, e, next)
-	var r *schema.Result
-	e.tickUntil("the fenced attempt's result", func() bool { r = pgFinal(t, e, id); return r != nil })
-	e.g.Wait()
-	if r.Status != schema.ResultKilled || r.ErrorReason != schema.ReasonHostLost {
-		t.Fatalf("final = %s/%s, want killed/HostLost", r.Status, r.ErrorReason)
-	}
-	awaitDead(t, "the fenced host's agent", agent)
-	if st, _ := e.g.tasks.Find(next); st != layout.Pending {
-		t.Fatalf("%s is %s while the host is fenced, want pending", next, st)
-	}
-	if len(e.events("general.fenced")) != 1 {
-		t.Errorf("general.fenced emitted %d times, want once", len(e.events("general.fenced")))
-	}
-
-	// Claims resume with the renewal. The next task's cancel record keeps
-	// its soldier from starting (and outliving the test).
-	if err := control.WriteCancelled(context.Background(), e.g.kv, control.Cancelled{
-		TaskID: next, Was: layout.Pending, By: "op", At: schema.FormatTime(time.Now())}); err != nil {
-		t.Fatal(err)
-	}
-	renewLease(t, e, time.Now())
-	e.tickUntil("a claim after renewal", func() bool { r = pgFinal(t, e, next); return r != nil })
-	if r.ErrorReason != schema.ReasonCancelled || r.Host != "h1" {
-		t.Fatalf("%s after renewal: %s/%s on %q, want Cancelled on h1", next, r.Status, r.ErrorReason, r.Host)
-	}
+	testSelfFence(t, newPGEnv(t, pgtest.DB(t), "h1"))
 }

@@ -1,6 +1,7 @@
 package general
 
 import (
+	"context"
 	"errors"
 	"os"
 	"strings"
@@ -28,8 +29,9 @@ type rawWatch struct {
 const rawWatchMask = unix.IN_CREATE | unix.IN_MOVED_TO | unix.IN_ONLYDIR
 
 // subscribeRaw returns a channel signalled when <task>-raw.json appears,
-// and the function that drops the subscription.
-func (g *General) subscribeRaw(task string) (<-chan struct{}, func()) {
+// and the function that drops the subscription. ctx is the task
+// goroutines' (General.baseCtx).
+func (g *General) subscribeRaw(ctx context.Context, task string) (<-chan struct{}, func()) {
 	rw := &g.raw
 	rw.once.Do(func() {
 		rw.waiters = map[string]chan struct{}{}
@@ -41,7 +43,7 @@ func (g *General) subscribeRaw(task string) (<-chan struct{}, func()) {
 		go rw.loop(f)
 		// The watch ends with the general (Start's context), so tests and
 		// restarts never leak inotify instances.
-		go func() { <-g.baseCtx().Done(); f.Close() }()
+		go func() { <-ctx.Done(); f.Close() }()
 	})
 	ch := make(chan struct{}, 1)
 	rw.mu.Lock()

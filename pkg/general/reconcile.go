@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/kingdom-dev/kingdom/pkg/ids"
-	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/proctree"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
@@ -15,8 +14,8 @@ import (
 )
 
 // reconcile settles the tasks a previous instance left in in_progress/
-// (§9.4): (b) a final result for the current attempt → nothing to do;
-// (a) a raw result → finish it; (c) a live registered soldier → watch it
+// (§9.4): (b) a final result for the current attempt → nothing to do (its
+// publish released the claim: heldElsewhere); (a) a raw result → finish it; (c) a live registered soldier → watch it
 // again; (d) otherwise → killed/SoldierDied, so the king's retry policy
 // applies.
 func (g *General) reconcile(ctx context.Context) error {
@@ -41,13 +40,8 @@ func (g *General) reconcile(ctx context.Context) error {
 		if busy {
 			continue
 		}
-		if g.heldElsewhere(t) {
-			continue // another host's attempt, or one whose result is in
-		}
-		if b, err := g.kv.Get(ctx, kv.NSResults, t.ID); err == nil {
-			if r, err := schema.DecodeResult(b); err == nil && r.RetryCount == t.RetryCount {
-				continue // (b) the king has not collected it yet
-			}
+		if g.heldElsewhere(ctx, t) {
+			continue // another host's attempt, or (b) one whose result is in
 		}
 		ws := g.workspaceOf(t)
 		var reg *sessions.Entry
@@ -93,7 +87,7 @@ func (g *General) reconcile(ctx context.Context) error {
 				sid = reg.ID
 				_ = g.reg.Remove(reg.ID)
 			}
-			g.start(task, func(ctx context.Context) { g.finish(ctx, task, sid, started, ws) })
+			g.start(ctx, task, func(ctx context.Context) { g.finish(ctx, task, sid, started, ws) })
 		case live: // (c)
 			g.log.Info("re-attaching a live soldier", "task", t.ID, "soldier", reg.ID)
 			if adopted {
@@ -102,7 +96,7 @@ func (g *General) reconcile(ctx context.Context) error {
 				}
 			}
 			sid := reg.ID
-			g.start(task, func(ctx context.Context) {
+			g.start(ctx, task, func(ctx context.Context) {
 				if g.watch(ctx, task, sid, started, proctree.Identity{}) {
 					g.finish(ctx, task, sid, started, ws)
 				}
@@ -116,7 +110,7 @@ func (g *General) reconcile(ctx context.Context) error {
 			g.log.Warn("task orphaned by a dead general; marking its soldier dead", "task", t.ID)
 			g.synthetic(t.ID, schema.ResultKilled, schema.ReasonSoldierDied, "general restarted and found no live soldier for the task")
 			g.emit("soldier.killed", map[string]any{"task_id": t.ID, "soldier_id": sid, "general": g.name, "reason": "orphaned"})
-			g.start(task, func(ctx context.Context) { g.finish(ctx, task, sid, started, ws) })
+			g.start(ctx, task, func(ctx context.Context) { g.finish(ctx, task, sid, started, ws) })
 		}
 	}
 	return nil

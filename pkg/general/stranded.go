@@ -60,7 +60,7 @@ func (g *General) written(task string) {
 
 // retryStranded restarts the finish of every stranded task (each in its
 // own goroutine, holding a slot like any task).
-func (g *General) retryStranded() {
+func (g *General) retryStranded(ctx context.Context) {
 	g.mu.Lock()
 	var todo []stranded
 	for id, s := range g.stranded {
@@ -71,7 +71,7 @@ func (g *General) retryStranded() {
 	}
 	g.mu.Unlock()
 	for _, s := range todo {
-		g.start(s.t, func(ctx context.Context) { g.finish(ctx, s.t, s.sid, s.started, s.ws) })
+		g.start(ctx, s.t, func(ctx context.Context) { g.finish(ctx, s.t, s.sid, s.started, s.ws) })
 	}
 }
 

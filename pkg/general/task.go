@@ -78,8 +78,8 @@ func (g *General) runTask(ctx context.Context, t *schema.Task) {
 	// An operator's cancel that arrived while the workspace was prepared
 	// (a clone can take minutes) ends the attempt here: no agent may start
 	// its first actions only to be killed (SPEC §10.11). A raw result
-	// already present (the king writes a Cancelled one) ends it too.
-	if g.cancelled(t) || exists(l.ResultRaw(t.ID)) {
+	// already there (this attempt's end was decided meanwhile) ends it too.
+	if g.cancelled(ctx, t) || exists(l.ResultRaw(t.ID)) {
 		_ = g.reg.Remove(sid)
 		g.synthetic(t.ID, schema.ResultFailed, schema.ReasonCancelled, "cancelled before its soldier started")
 		g.log.Info("task cancelled before launch", "task", t.ID)
@@ -108,9 +108,11 @@ func (g *General) runTask(ctx context.Context, t *schema.Task) {
 }
 
 // cancelled reports whether the operator cancelled this attempt of t (the
-// king's record in state/king/cancelled/, §10.11).
-func (g *General) cancelled(t *schema.Task) bool {
-	rec := control.ReadCancelled(context.Background(), g.kv, t.ID)
+// king's cancel record, kv.NSCancelled, §10.11).
+func (g *General) cancelled(ctx context.Context, t *schema.Task) bool {
+	ctx, cancel := g.callCtx(ctx)
+	defer cancel()
+	rec := control.ReadCancelled(ctx, g.kv, t.ID)
 	return rec != nil && rec.RetryCount == t.RetryCount
 }
 
@@ -159,7 +161,7 @@ func (g *General) watch(ctx context.Context, t *schema.Task, sid string, spawned
 	var lastMtime, lastBeat time.Time
 	tick := time.NewTicker(g.o.PollInterval)
 	defer tick.Stop()
-	published, unsubscribe := g.subscribeRaw(t.ID)
+	published, unsubscribe := g.subscribeRaw(ctx, t.ID)
 	defer unsubscribe()
 	for first := true; ; first = false {
 		if exists(raw) {

@@ -118,23 +118,20 @@ func TestWorkspace_ParallelTasksGetSeparateWorktrees(t *testing.T) {
 func TestReconcile_OrphanedTasksAfterRestart(t *testing.T) {
 	e := newEnv(t)
 	q := func(id string, rc int) *schema.Task {
-		tk := &schema.Task{ID: id, EventID: "evt-x-" + id, TargetGeneral: "gen-test", Type: "test.run", Payload: map[string]any{},
-			Priority: "normal", CreatedAt: schema.FormatTime(time.Now()), Status: "in_progress", RetryCount: rc}
-		if err := e.g0().tasks.Put(layout.InProgress, id, tk); err != nil {
-			t.Fatal(err)
-		}
-		return tk
+		return e.claimed(id, func(tk *schema.Task) { tk.Status, tk.RetryCount = schema.TaskInProgress, rc })
 	}
-	e.g0()
 	// (d) nothing left: SoldierDied.
 	q("task-20260101-200", 1)
 	// (a) a raw result exists: finished from it.
 	q("task-20260101-201", 0)
 	os.WriteFile(e.l.ResultRaw("task-20260101-201"), []byte(`{"task_id":"task-20260101-201","status":"success","summary":"done before the crash"}`), 0o600)
-	// (b) a final result for this attempt: untouched.
-	q("task-20260101-202", 2)
-	final := []byte(`{"task_id":"task-20260101-202","status":"success","summary":"s","general":"gen-test","duration_seconds":1,"completed_at":"2026-01-01T00:00:00Z","retry_count":2}`)
-	os.WriteFile(e.l.ResultFinal("task-20260101-202"), final, 0o600)
+	// (b) a final result for this attempt (published: the claim is
+	// released): untouched.
+	if err := e.g0().publish(t.Context(), q("task-20260101-202", 2), nil, &schema.Result{RawResult: schema.RawResult{TaskID: "task-20260101-202",
+		Status: schema.ResultSuccess, Summary: "s"}, General: "gen-test", CompletedAt: "2026-01-01T00:00:00Z", RetryCount: 2}); err != nil {
+		t.Fatal(err)
+	}
+	final, _ := os.ReadFile(e.l.ResultFinal("task-20260101-202"))
 	// (c) a live registered soldier: re-attached and followed to its result.
 	tk := q("task-20260101-203", 0)
 	e.scenario("task-20260101-203", map[string]any{"mode": "success", "sleep_ms": 700})
@@ -167,10 +164,13 @@ func TestReconcile_OrphanedTasksAfterRestart(t *testing.T) {
 	}
 }
 
-// g0 is a general used only for its queue before start().
+// g0 is a general not started (its workspace code called directly).
 func (e *env) g0() *General {
 	if e.g == nil {
-		g, _ := New(Options{Layout: e.l, Manifest: e.m, System: e.sys, Tmux: tmuxC})
+		g, err := New(Options{Layout: e.l, Manifest: e.m, System: e.sys, Tmux: tmuxC, Store: e.store(), Host: e.host})
+		if err != nil {
+			e.t.Fatal(err)
+		}
 		return g
 	}
 	return e.g
@@ -276,11 +276,7 @@ func TestWorkspace_RepoAgentsSymlinkIsTheRepos(t *testing.T) {
 func TestReconcile_LiveSoldierMissingFromTruncatedRegistryIsReattached(t *testing.T) {
 	e := newEnv(t)
 	const id = "task-20260101-210"
-	tk := &schema.Task{ID: id, EventID: "evt-x-" + id, TargetGeneral: "gen-test", Type: "test.run", Payload: map[string]any{},
-		Priority: "normal", CreatedAt: schema.FormatTime(time.Now()), Status: "in_progress"}
-	if err := e.g0().tasks.Put(layout.InProgress, id, tk); err != nil {
-		t.Fatal(err)
-	}
+	e.claimed(id, func(tk *schema.Task) { tk.Status = schema.TaskInProgress })
 	e.scenario(id, map[string]any{"mode": "success", "sleep_ms": 3000})
 	os.WriteFile(e.l.Prompt(id), []byte("p"), 0o600)
 	const sid = "soldier-1-live"
