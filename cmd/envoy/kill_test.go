@@ -18,10 +18,11 @@ import (
 
 // The real daemon SIGKILLed again and again while it works through a
 // backlog (console mode): every message ends in sent/ with its status, none
-// is lost, a message is posted twice only if the kill fell between its post
-// and its journal line (at most one per kill), and each thread's update
-// goes into the thread its start opened, across the kills (the mappings
-// live through the journal).
+// is lost, a message is posted twice at most once per kill (a kill between
+// its post and its record leaves a post in doubt, which the next envoy
+// finds in the console log instead of posting it again), and each
+// thread's update goes into the thread its start opened, across the kills
+// (the mappings live through the delivery records).
 func TestEnvoyBinary_SIGKILLDuringABacklogLosesNothing(t *testing.T) {
 	bin := buildEnvoy(t)
 	base := t.TempDir()

@@ -17,8 +17,8 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/envoy"
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/lockfile"
 	"github.com/kingdom-dev/kingdom/pkg/runner"
+	"github.com/kingdom-dev/kingdom/pkg/store"
 	"github.com/kingdom-dev/kingdom/pkg/store/open"
 )
 
@@ -50,27 +50,24 @@ func main() {
 	})
 }
 
-func build(env *app.Env) (*envoy.Envoy, *config.Envoy, error) {
+// build makes the envoy over the store (SPEC §12.1): messages, deliveries
+// and the envoy's state live there; the envoy leads by its lease.
+func build(ctx context.Context, env *app.Env) (*envoy.Envoy, *config.Envoy, error) {
 	path := env.Layout.ConfigFile("envoy.yaml")
 	cfg, err := config.LoadEnvoy(path)
 	if err != nil {
 		return nil, nil, &app.ConfigError{Err: err}
 	}
-	o := envoy.Options{
-		Layout: env.Layout, Config: cfg, Log: env.Log, Events: env.Events, Clock: env.Clock,
+	st, err := app.OpenStore(ctx, env.Store)
+	if err != nil {
+		return nil, nil, err
+	}
+	e, err := envoy.New(envoy.Options{
+		Layout: env.Layout, Store: st, Host: env.HostID, CallTimeout: env.System.Store.CallTimeout(),
+		Config: cfg, Log: env.Log, Events: env.Events, Clock: env.Clock,
 		BotToken: os.Getenv(cfg.Slack.BotTokenEnv), AppToken: os.Getenv(cfg.Slack.AppTokenEnv),
 		ConfigPath: path,
-	}
-	if env.Postgres() {
-		// SPEC §11.7: messages, deliveries and the envoy's state live in
-		// the shared database; the envoy leads by its lease.
-		st, err := app.OpenStore(context.Background(), env.Store)
-		if err != nil {
-			return nil, nil, err
-		}
-		o.Store, o.Host = st, env.HostID
-	}
-	e, err := envoy.New(o)
+	})
 	if err != nil {
 		return nil, nil, &app.ConfigError{Err: err}
 	}
@@ -83,7 +80,7 @@ func run(ctx context.Context, c *cli.Command) error {
 		return err
 	}
 	env.SetStoreOpener(open.Store)
-	e, cfg, err := build(env)
+	e, cfg, err := build(ctx, env)
 	if err != nil {
 		return err
 	}
@@ -111,7 +108,7 @@ func dm(ctx context.Context, c *cli.Command) error {
 	})
 }
 
-func retry(_ context.Context, c *cli.Command) error {
+func retry(ctx context.Context, c *cli.Command) error {
 	if c.Args().Len() != 1 {
 		return &app.CodeError{Code: app.ExitUsage, Err: errors.New("usage: envoy retry <msg-id>")}
 	}
@@ -124,7 +121,11 @@ func retry(_ context.Context, c *cli.Command) error {
 		return err
 	}
 	env.SetStoreOpener(open.Store)
-	if err := envoy.RetryFailed(env.Layout, id, env.Events); err != nil {
+	st, err := app.OpenStore(ctx, env.Store)
+	if err != nil {
+		return err
+	}
+	if err := envoy.RetryFailed(st, env.Layout, id, env.Events); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stdout, "message %s queued again; the envoy sends it at its next tick\n", id)
@@ -139,7 +140,7 @@ func deliverConsole(ctx context.Context, c *cli.Command, what, eventType string,
 		return err
 	}
 	env.SetStoreOpener(open.Store)
-	e, _, err := build(env)
+	e, _, err := build(ctx, env)
 	if err != nil {
 		return err
 	}
@@ -148,18 +149,18 @@ func deliverConsole(ctx context.Context, c *cli.Command, what, eventType string,
 		return err
 	}
 	// With an envoy running, it picks the envelope up (inotify). Without one,
-	// take its lock and handle the inbox here so the reply is not left
+	// take its lease and handle the inbox here so the reply is not left
 	// waiting for the next start.
-	leader, err := lockfile.TryLeader(env.Layout.LeaderLock(layout.RoleEnvoy))
-	var held *lockfile.HeldError
-	if errors.As(err, &held) {
-		fmt.Fprintf(os.Stdout, "%s queued (%s); the running envoy (pid %d) delivers it\n", what, path, held.PID)
+	lease, err := env.Store.Lead(ctx, layout.RoleEnvoy)
+	if errors.Is(err, store.ErrHeld) {
+		fmt.Fprintf(os.Stdout, "%s queued (%s); the running envoy delivers it\n", what, path)
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	defer leader.Release()
+	defer lease.Release()
+	e.UseLease(lease)
 	if err := e.ProcessConsoleInbox(ctx); err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package envoy
 
 import (
+	"context"
 	"fmt"
 	"testing"
 )
@@ -36,7 +37,7 @@ func BenchmarkInbound(b *testing.B) {
 	for b.Loop() {
 		i++
 		ts := fmt.Sprintf("1700000000.%06d", i)
-		if _, err := h.e.handleInbound(Inbound{EventID: "Ev" + ts, Kind: "message", Channel: "D1", ChannelType: "im",
+		if _, err := h.e.handleInbound(context.Background(), Inbound{EventID: "Ev" + ts, Kind: "message", Channel: "D1", ChannelType: "im",
 			User: "UALICE", Text: "hello", TS: ts}); err != nil {
 			b.Fatal(err)
 		}

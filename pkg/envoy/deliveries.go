@@ -1,30 +1,35 @@
 package envoy
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
+	"io"
+	"io/fs"
+	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/slack-go/slack"
 
-	"github.com/kingdom-dev/kingdom/pkg/clock"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
-	"github.com/kingdom-dev/kingdom/pkg/queue"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
-// Exactly once across failover (PostgreSQL mode, SPEC §11.7). The envoy
-// leads on one host at a time, under a store lease; the host may die at
-// any point of a send and another take over. So every step that matters
-// is a record in the shared store (kv NSDeliveries, key = message id),
-// written in a transaction fenced by the lease (a deposed envoy's late
-// write fails with store.ErrFenced):
+// The one delivery protocol (SPEC §12.1: a record before the post, a
+// look-up before any repost), the same in both modes. The envoy leads on
+// one host at a time, under the store's lease; it may die at any point of
+// a send, and the next leader (another host, or the same one restarted)
+// take over. So every step that matters is a record in the store (kv
+// NSDeliveries, key = message id; in file mode a file under
+// state/store/kv/deliveries/), written in a transaction fenced by the lease
+// (a deposed envoy's late write fails with store.ErrFenced):
 //
 //  1. before the post: {host, epoch, started_at, state: "posting"};
 //  2. after the post: the same with state "recorded" and the delivery
@@ -39,17 +44,18 @@ import (
 // sent/, its bookkeeping applied again) and never posted again. A
 // "posting" record with no ts is a leader that died mid-post: Slack may or
 // may not have the message, and chat.postMessage has no idempotency key.
-// The rule for it is at most once: the envoy looks for the message in
-// Slack (conversations.replies of its thread, or conversations.history of
-// the channel for a top-level post: a message of our bot with the same
-// text, posted since the record was started, a minute's clock skew
-// allowed). Found: its ts is recorded and the message finished without a
-// post. Not found: it is posted (the earlier post never reached Slack).
-// When Slack cannot be asked (console mode; Slack refuses the look-up,
-// e.g. a missing history scope) the message is finished as sent with
-// slack.delivery "unknown" and a warning: a lost line is preferred to a
-// second ✅. A look-up that fails for a moment (network, rate limit) keeps
-// the message pending for the next tick.
+// The rule for it is at most once: the envoy looks for the message (in
+// Slack: conversations.replies of its thread, or conversations.history of
+// the channel for a top-level post, a message of our bot with the same
+// text posted since the record was started, a minute's clock skew allowed;
+// on the console: its line in this host's console log). Found: its ts is
+// recorded and the message finished without a post. Not found: it is
+// posted (the earlier post never left). When it cannot be looked for
+// (Slack refuses the look-up, e.g. a missing history scope; another host's
+// console) the message is finished as sent with slack.delivery "unknown"
+// and a warning: a lost line is preferred to a second ✅. A look-up that
+// fails for a moment (network, rate limit) keeps the message pending for
+// the next tick.
 
 // Record states.
 const (
@@ -66,103 +72,82 @@ type deliveryRecord struct {
 	Delivery
 }
 
-// storeJournal keeps the delivery records in the store (the journal of
-// PostgreSQL mode). The store (state.go) calls it with its mutex held.
-type storeJournal struct {
-	st    store.Store
-	host  string
-	clock clock.Clock
-	log   *slog.Logger
-	lease store.Lease // nil until UseLease: writes are then unfenced
-
-	started map[string]string         // message id → started_at of this term's begin
-	doubt   map[string]deliveryRecord // posts an earlier leader began and never recorded
-	settled map[string]bool           // records the next commit deletes
+// recorded is a delivery a record holds.
+type recorded struct {
+	ID string
+	D  Delivery
 }
 
-func newStoreJournal(st store.Store, host string, c clock.Clock, log *slog.Logger) *storeJournal {
-	return &storeJournal{st: st, host: host, clock: c, log: log,
-		started: map[string]string{}, doubt: map[string]deliveryRecord{}, settled: map[string]bool{}}
-}
-
-// update runs fn in one store transaction fenced by the lease.
-func (j *storeJournal) update(fn func(store.Tx) error) error {
-	ctx, cancel := context.WithTimeout(context.Background(), queue.StoreTimeout)
+// write runs fn in one store transaction fenced by the lease.
+func (st *stateStore) write(ctx context.Context, fn func(store.Tx) error) error {
+	ctx, cancel := context.WithTimeout(ctx, st.timeout)
 	defer cancel()
-	return j.st.Update(ctx, func(tx store.Tx) error {
-		if j.lease != nil {
-			tx.Fence(j.lease)
+	return st.st.Update(ctx, func(tx store.Tx) error {
+		if st.lease != nil {
+			tx.Fence(st.lease)
 		}
 		return fn(tx)
 	})
 }
 
-func (j *storeJournal) epoch() int64 {
-	if j.lease == nil {
-		return 0
+// putRecord writes the record of message id in state.
+func (st *stateStore) putRecord(ctx context.Context, id, state string, d Delivery) error {
+	started := st.started[id]
+	if started == "" {
+		started = schema.FormatTime(st.clock.Now())
 	}
-	return j.lease.Epoch()
-}
-
-func (j *storeJournal) put(id string, r deliveryRecord) error {
-	b, err := json.Marshal(r)
+	var epoch int64
+	if st.lease != nil {
+		epoch = st.lease.Epoch()
+	}
+	b, err := json.Marshal(deliveryRecord{Host: st.host, Epoch: epoch, StartedAt: started, State: state, Delivery: d})
 	if err != nil {
 		return err
 	}
-	return j.update(func(tx store.Tx) error { return tx.Set(store.NSDeliveries, id, b) })
+	if err := st.write(ctx, func(tx store.Tx) error { return tx.Set(store.NSDeliveries, id, b) }); err != nil {
+		return err
+	}
+	st.started[id] = started
+	return nil
 }
 
-// reserve: the store has no disk of ours to fill.
-func (j *storeJournal) reserve(int) error { return nil }
-
-func (j *storeJournal) begin(id string) error {
-	now := schema.FormatTime(j.clock.Now())
-	if err := j.put(id, deliveryRecord{Host: j.host, Epoch: j.epoch(), StartedAt: now, State: recPosting}); err != nil {
+// begin records, durably, that message id is about to be posted.
+func (st *stateStore) begin(ctx context.Context, id string) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if _, _, err := st.current(ctx); err != nil {
+		return err
+	}
+	delete(st.started, id)
+	if err := st.putRecord(ctx, id, recPosting, Delivery{}); err != nil {
 		return fmt.Errorf("record start of delivery %s: %w", id, err)
 	}
-	j.started[id] = now
 	return nil
 }
 
-func (j *storeJournal) record(id string, d Delivery) error {
-	started := j.started[id]
-	if started == "" {
-		started = d.At
-	}
-	if err := j.put(id, deliveryRecord{Host: j.host, Epoch: j.epoch(), StartedAt: started, State: recRecorded, Delivery: d}); err != nil {
-		return fmt.Errorf("record delivery %s: %w", id, err)
-	}
-	delete(j.started, id)
-	delete(j.doubt, id)
-	j.settled[id] = true // the documents hold it after the next commit
-	return nil
-}
-
-// read returns the recorded deliveries, oldest first, and keeps the posts
-// in doubt for deliver.
-func (j *storeJournal) read() ([]journalEntry, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), queue.StoreTimeout)
-	defer cancel()
-	vals, err := j.st.Values(ctx, store.NSDeliveries)
+// readRecords returns the recorded deliveries, oldest first, and keeps the
+// posts in doubt for deliver.
+func (st *stateStore) readRecords(ctx context.Context) ([]recorded, error) {
+	vals, err := st.st.Values(ctx, store.NSDeliveries)
 	if err != nil {
 		return nil, fmt.Errorf("read delivery records: %w", err)
 	}
-	clear(j.doubt)
-	var out []journalEntry
+	clear(st.doubt)
+	var out []recorded
 	for id, b := range vals {
 		var r deliveryRecord
 		if err := json.Unmarshal(b, &r); err != nil {
 			// Unreadable: what it said is unknown, so it is a post in doubt.
-			j.log.Warn("delivery record unreadable; its message is looked for in Slack before any post", "msg_id", id, "err", err)
-			j.doubt[id] = deliveryRecord{}
+			st.log.Warn("delivery record unreadable; its message is looked for before any post", "msg_id", id, "err", err)
+			st.doubt[id] = deliveryRecord{}
 			continue
 		}
 		if r.State == recRecorded {
-			out = append(out, journalEntry{ID: id, D: r.Delivery})
-			j.settled[id] = true
+			out = append(out, recorded{ID: id, D: r.Delivery})
+			st.settled[id] = true
 			continue
 		}
-		j.doubt[id] = r
+		st.doubt[id] = r
 	}
 	sort.Slice(out, func(a, b int) bool {
 		if out[a].D.At != out[b].D.At {
@@ -173,26 +158,19 @@ func (j *storeJournal) read() ([]journalEntry, error) {
 	return out, nil
 }
 
-func (j *storeJournal) settle(id string) bool {
-	delete(j.started, id)
-	delete(j.doubt, id)
-	j.settled[id] = true
-	return true
-}
-
-// commit writes the documents (the values kv.OnStore keeps: namespace
-// kv.NSEnvoy) and deletes the settled records in one fenced transaction.
-func (j *storeJournal) commit(vs map[string][]byte) error {
-	if len(vs) == 0 && len(j.settled) == 0 {
+// commit writes the documents vs (kv.NSEnvoy) and deletes the settled
+// records in one fenced transaction.
+func (st *stateStore) commit(ctx context.Context, vs map[string][]byte) error {
+	if len(vs) == 0 && len(st.settled) == 0 {
 		return nil
 	}
-	err := j.update(func(tx store.Tx) error {
+	err := st.write(ctx, func(tx store.Tx) error {
 		for k, v := range vs {
 			if err := tx.Set(kv.NSEnvoy, k, v); err != nil {
 				return err
 			}
 		}
-		for id := range j.settled {
+		for id := range st.settled {
 			if err := tx.Delete(store.NSDeliveries, id); err != nil {
 				return err
 			}
@@ -202,43 +180,73 @@ func (j *storeJournal) commit(vs map[string][]byte) error {
 	if err != nil {
 		return fmt.Errorf("write envoy state: %w", err)
 	}
-	clear(j.settled)
+	clear(st.settled)
 	return nil
 }
 
-// UseLease is called by the runner once the envoy's lease is taken
-// (PostgreSQL mode): every record, message move and document write of
-// this term is fenced by it, and the state is read afresh from the store,
-// where the previous leader left it.
+// replay re-applies the bookkeeping of deliveries a previous run recorded
+// but did not write to the documents, for messages already in sent/
+// (those still pending are finished by deliver, which finds their
+// delivery). It runs when the state is loaded, before anyone reads it (the
+// tick, the socket, `envoy reply` without a running envoy). Reactions were
+// added before the message left pending/.
+func (e *Envoy) replay(s *State, entries []recorded) {
+	for _, r := range entries {
+		b, err := e.messages.Read(layout.Sent, r.ID)
+		if err != nil {
+			continue // still pending (deliver finishes it) or gone
+		}
+		delete(s.Deliveries, r.ID) // in sent/: its delivery is needed no more
+		m, err := schema.DecodeMessage(b)
+		if err != nil {
+			continue
+		}
+		e.bookkeep(m, r.D, s)
+	}
+}
+
+// settleGone settles the records in doubt whose message has left pending/
+// (a crash after its finish, before the records were deleted): no post
+// will look them up.
+func (st *stateStore) settleGone(pending func(id string) bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for id := range st.doubt {
+		if !pending(id) {
+			delete(st.doubt, id)
+			st.settled[id] = true
+			st.dirty = true
+		}
+	}
+}
+
+// UseLease is called by the runner once the envoy's lease is taken: every
+// record, message move and document write of this term is fenced by it,
+// and the state is read afresh from the store, where the previous leader
+// left it.
 func (e *Envoy) UseLease(l store.Lease) {
 	e.mu.Lock()
 	e.lease = l
 	e.mu.Unlock()
 	e.st.mu.Lock()
 	defer e.st.mu.Unlock()
-	if sj, ok := e.st.j.(*storeJournal); ok {
-		sj.lease = l
-	}
+	e.st.lease = l
 	e.st.cached, e.st.raw, e.st.dirty = nil, nil, false
 }
 
-// currentLease is the lease of this term (nil in file mode).
+// currentLease is the lease of this term (nil before UseLease).
 func (e *Envoy) currentLease() store.Lease {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.lease
 }
 
-// inDoubt returns the record of a post of message id an earlier leader
-// began and never recorded.
+// inDoubt returns the record of a post of message id an earlier run began
+// and never recorded.
 func (st *stateStore) inDoubt(id string) (deliveryRecord, bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	sj, ok := st.j.(*storeJournal)
-	if !ok {
-		return deliveryRecord{}, false
-	}
-	r, ok := sj.doubt[id]
+	r, ok := st.doubt[id]
 	return r, ok
 }
 
@@ -258,9 +266,9 @@ const (
 	doubtUnknown                     // cannot tell: finish as sent, unknown
 )
 
-// settleDoubt applies the rule for a post an earlier leader began (see the
-// top of this file) to message m bound for t.
-func (e *Envoy) settleDoubt(ctx context.Context, m *schema.Message, t target) (doubtOutcome, string, error) {
+// settleDoubt applies the rule for a post an earlier run began (see the
+// top of this file) to message m, posted as p.
+func (e *Envoy) settleDoubt(ctx context.Context, m *schema.Message, p post) (doubtOutcome, string, error) {
 	r, ok := e.st.inDoubt(m.ID)
 	if !ok {
 		return doubtPost, "", nil
@@ -269,28 +277,32 @@ func (e *Envoy) settleDoubt(ctx context.Context, m *schema.Message, t target) (d
 	if st, err := parseTime(r.StartedAt); err == nil {
 		since = st.Add(-findSkew)
 	}
-	ts, err := e.poster.Find(ctx, t.channel, t.threadTS, text(m), since)
+	ts, err := "", errFindUnsupported
+	if !e.console || r.Host == e.st.host { // a console log holds only its own host's posts
+		ts, err = e.poster.Find(ctx, p, since)
+	}
 	var se slack.SlackErrorResponse
 	switch {
 	case errors.Is(err, errFindUnsupported) || errors.As(err, &se):
-		e.log.Warn("a previous envoy may have posted this message; Slack cannot tell: finished as sent, delivery unknown",
+		e.log.Warn("a previous envoy may have posted this message and it cannot be looked for: finished as sent, delivery unknown",
 			"msg_id", m.ID, "began_on", r.Host, "epoch", r.Epoch, "err", redact(err))
 		return doubtUnknown, "", nil
 	case err != nil:
-		return doubtPost, "", fmt.Errorf("look for message %s in Slack: %w", m.ID, err)
+		return doubtPost, "", fmt.Errorf("look for message %s: %w", m.ID, err)
 	case ts != "":
-		e.log.Info("found in Slack, posted by a previous envoy: not posted again", "msg_id", m.ID, "ts", ts,
+		e.log.Info("found, posted by a previous envoy: not posted again", "msg_id", m.ID, "ts", ts,
 			"began_on", r.Host, "epoch", r.Epoch)
 		return doubtFound, ts, nil
 	}
-	e.log.Info("a previous envoy's post never reached Slack: posting", "msg_id", m.ID, "began_on", r.Host, "epoch", r.Epoch)
+	e.log.Info("a previous envoy's post never left: posting", "msg_id", m.ID, "began_on", r.Host, "epoch", r.Epoch)
 	return doubtPost, "", nil
 }
 
-// Find looks in Slack for a message of our bot with exactly text in
-// channel (in thread threadTS when set, else among the channel's top-level
+// Find looks in Slack for a message of our bot with exactly p's text in
+// p's channel (in its thread when set, else among the channel's top-level
 // messages) posted since since (zero: any time); "" when there is none.
-func (w *webPoster) Find(ctx context.Context, channel, threadTS, text string, since time.Time) (string, error) {
+func (w *webPoster) Find(ctx context.Context, p post, since time.Time) (string, error) {
+	channel, threadTS := p.Channel, p.ThreadTS
 	user, bot, err := w.identity(ctx)
 	if err != nil {
 		return "", err
@@ -319,7 +331,7 @@ func (w *webPoster) Find(ctx context.Context, channel, threadTS, text string, si
 		}
 		for _, m := range msgs {
 			ours := (bot != "" && m.BotID == bot) || (user != "" && m.User == user)
-			if ours && m.Text == text {
+			if ours && m.Text == p.Text {
 				return m.Timestamp, nil
 			}
 		}
@@ -348,7 +360,32 @@ func (w *webPoster) identity(ctx context.Context) (user, bot string, err error) 
 	return w.user, w.bot, nil
 }
 
-// Find: the console keeps no history to look in.
-func (c *consolePoster) Find(context.Context, string, string, string, time.Time) (string, error) {
-	return "", errFindUnsupported
+// Find looks for p's record in the console log (its head names the message
+// id and the ts it was given); "" when there is none.
+func (c *consolePoster) Find(_ context.Context, p post, _ time.Time) (string, error) {
+	f, err := os.Open(c.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	mark := "(" + p.MsgID + ", ts "
+	r := bufio.NewReader(f)
+	for {
+		line, err := r.ReadString('\n')
+		// A text line is data, indented: never a head.
+		if _, after, ok := strings.Cut(line, mark); ok && !strings.HasPrefix(line, " ") {
+			if ts, _, ok := strings.Cut(after, ")"); ok {
+				return ts, nil
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return "", nil
+		}
+		if err != nil {
+			return "", err
+		}
+	}
 }

@@ -4,66 +4,31 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 
-	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
-	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
-// Never post what cannot be recorded. Before a tick posts anything, room
-// for the delivery record of every pending message is reserved in the
-// journal (fallocate; where the filesystem has none, an intent file
-// state/envoy/sending.json is written instead, as a probe); a reservation
-// that fails (a full disk) holds every send, so nothing reaches Slack that
-// the envoy could not remember having sent, and the same message is not
-// posted again every tick. While held, each tick probes the disk with a
-// write of sending.json and resumes once it succeeds. A message posted whose
-// delivery could not be recorded all the same is kept in memory and
-// recorded on recovery instead of being posted again. The operator gets one
+// Never post what cannot be recorded. A message's record is written before
+// its post (deliveries.go): a record that cannot be written (a full disk,
+// a store that refuses) holds every send, so nothing reaches Slack that
+// the envoy could not remember having sent, and the operator gets one
 // alert per hold (posted without a record: it is the alert that says
-// records fail).
+// records fail). Each tick tries the next record again; the first that is
+// written lifts the hold. A message posted whose delivery could not be
+// recorded all the same is kept in memory and recorded on recovery instead
+// of being posted again.
 
 // errDiskHeld means sends are held because the state cannot be written.
 var errDiskHeld = errors.New("state not writable (disk full?), sends held")
 
-func sendingPath(l layout.Layout) string {
-	return filepath.Join(l.RoleStateDir(layout.RoleEnvoy), "sending.json")
-}
-
-// reserveRecords makes room for the delivery records of n messages.
-func (e *Envoy) reserveRecords(n int) error {
-	err := e.st.reserve(n)
-	if errors.Is(err, errors.ErrUnsupported) {
-		b := fmt.Appendf(nil, "{\"pending\": %d, \"at\": %q}\n", n, schema.FormatTime(e.clock.Now()))
-		return atomicfile.WriteFile(sendingPath(e.l), b, 0o600)
-	}
-	return err
-}
-
-// diskHeld reports whether sends are held; while held it probes the disk
-// and lifts the hold when the intent file can be written again.
-func (e *Envoy) diskHeld() bool {
-	e.mu.Lock()
-	held := e.disk.held
-	e.mu.Unlock()
-	if !held {
-		return false
-	}
-	b := fmt.Appendf(nil, "{\"probe\": %q}\n", schema.FormatTime(e.clock.Now()))
-	if err := atomicfile.WriteFile(sendingPath(e.l), b, 0o600); err != nil {
-		return true
-	}
-	e.mu.Lock()
-	e.disk.held, e.disk.alerted = false, false
-	e.mu.Unlock()
-	e.log.Info("state writable again: sends resume")
-	e.em.Emit("system.envoy_sends_resumed", map[string]any{})
-	return false
-}
-
-// holdForDisk holds sends after a failed state write and alerts once.
+// holdForDisk holds sends after a failed record and alerts once. A record
+// refused because this envoy was deposed (or its tick ended) holds
+// nothing: cause is returned as is.
 func (e *Envoy) holdForDisk(ctx context.Context, cause error) error {
+	if errors.Is(cause, store.ErrFenced) || ctx.Err() != nil {
+		return cause
+	}
 	e.mu.Lock()
 	e.disk.held = true
 	alert := !e.disk.alerted
@@ -78,13 +43,25 @@ func (e *Envoy) holdForDisk(ctx context.Context, cause error) error {
 		}
 		if ch != "" {
 			var t slackText
-			t.markup("🚨 *URGENT* [envoy] cannot write its state under " + e.l.Base + " (disk full?): outbound messages are held until it can. ").data(redact(cause))
+			t.markup("🚨 *URGENT* [envoy] cannot record its deliveries (disk full under " + e.l.Base + "? store unreachable?): outbound messages are held until it can. ").data(redact(cause))
 			if _, _, err := e.poster.Post(ctx, post{Channel: ch, Text: t.String(), MsgID: "envoy-disk-alert", Type: schema.MessageNotification}); err != nil {
 				e.log.Warn("disk alert not posted", "err", redact(err))
 			}
 		}
 	}
 	return fmt.Errorf("%w: %v", errDiskHeld, cause)
+}
+
+// recordWritten lifts a hold: a record was written.
+func (e *Envoy) recordWritten() {
+	e.mu.Lock()
+	held := e.disk.held
+	e.disk.held, e.disk.alerted = false, false
+	e.mu.Unlock()
+	if held {
+		e.log.Info("state writable again: sends resume")
+		e.em.Emit("system.envoy_sends_resumed", map[string]any{})
+	}
 }
 
 // unrecordedDelivery returns a delivery posted but not yet recorded.

@@ -9,14 +9,15 @@
 // A failed message is sent again by `envoy retry` (RetryFailed), or by
 // itself after a config change when the config caused it (retry.go).
 //
-// In PostgreSQL mode (Options.Store) the queues and the envoy's documents
-// are the shared store's, the envoy leads on one host at a time under a
-// store lease (UseLease), and each delivery is recorded in the store before
-// its post, so that a failed-over envoy never posts twice (deliveries.go).
+// The queues and the envoy's documents are the store's (Options.Store, in
+// both modes), the envoy leads on one host at a time under the store's
+// lease (UseLease), and each delivery is recorded in the store before its
+// post, so that a restarted or failed-over envoy never posts twice
+// (deliveries.go).
 //
 // Drive it with the shared runner:
 //
-//	e, err := envoy.New(envoy.Options{Layout: l, Config: cfg, Log: log, Events: em,
+//	e, err := envoy.New(envoy.Options{Layout: l, Store: st, Host: host, Config: cfg, Log: log, Events: em,
 //		BotToken: os.Getenv(cfg.Slack.BotTokenEnv), AppToken: os.Getenv(cfg.Slack.AppTokenEnv)})
 //	opts.Watches = e.Watches()
 //	runner.Run(ctx, opts, e) // Start opens Socket Mode; Tick sends the outbound queue
@@ -39,7 +40,6 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/clock"
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
-	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/runner"
@@ -49,21 +49,19 @@ import (
 // Options builds an Envoy.
 type Options struct {
 	Layout layout.Layout
-	// KV holds the envoy's documents (mappings, awaited questions,
-	// conversations, deliveries); nil: kv.OnStore(Store) with a Store, else
-	// the files under Layout (kv.Files).
-	KV kv.KV
-	// Store is the shared store in PostgreSQL mode (nil: file mode). The
-	// messages and events queues are the store's, and each delivery is
-	// recorded in it before its post (deliveries.go) instead of the
-	// journal file.
+	// Store (required) holds the messages and events queues, the envoy's
+	// documents (mappings, awaited questions, conversations, deliveries)
+	// and the delivery records (deliveries.go).
 	Store store.Store
-	// Host is this host's id in PostgreSQL mode ("" in file mode).
-	Host   string
-	Config *config.Envoy
-	Log    *slog.Logger
-	Events *eventlog.Emitter
-	Clock  clock.Clock
+	// Host is this host's id.
+	Host string
+	// CallTimeout bounds each store call (default 10 s,
+	// store.call_timeout_seconds).
+	CallTimeout time.Duration
+	Config      *config.Envoy
+	Log         *slog.Logger
+	Events      *eventlog.Emitter
+	Clock       clock.Clock
 	// BotToken (xoxb) enables the Web API; without it the envoy runs in
 	// console mode. AppToken (xapp) enables Socket Mode (inbound).
 	BotToken, AppToken string
@@ -118,7 +116,7 @@ type Envoy struct {
 	disk diskState
 	// lastPrune is when prune last looked for expired state.
 	lastPrune time.Time
-	// lease is the leadership of this term (PostgreSQL mode, UseLease).
+	// lease is the leadership of this term (UseLease).
 	lease store.Lease
 }
 
@@ -133,11 +131,11 @@ func New(o Options) (*Envoy, error) {
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
 	}
-	if o.KV == nil {
-		o.KV = kv.Files(o.Layout)
-		if o.Store != nil {
-			o.KV = kv.OnStore(o.Store)
-		}
+	if o.Store == nil {
+		return nil, errors.New("envoy: no store")
+	}
+	if o.CallTimeout <= 0 {
+		o.CallTimeout = 10 * time.Second
 	}
 	if o.Stdout == nil {
 		o.Stdout = os.Stdout
@@ -151,20 +149,10 @@ func New(o Options) (*Envoy, error) {
 	if o.HTTPTimeout <= 0 {
 		o.HTTPTimeout = 30 * time.Second
 	}
-	// The one place the mode matters: where the queues and the delivery
-	// records live.
-	messages := queue.New(o.Layout, layout.QMessages, o.Events)
-	events := queue.New(o.Layout, layout.QEvents, o.Events)
-	var j journal = &fileJournal{l: o.Layout, kv: o.KV}
-	if o.Store != nil {
-		messages = queue.OnStore(o.Store, o.Layout, layout.QMessages, o.Events, o.Host)
-		events = queue.OnStore(o.Store, o.Layout, layout.QEvents, o.Events, o.Host)
-		j = newStoreJournal(o.Store, o.Host, o.Clock, o.Log)
-	}
 	e := &Envoy{
 		l: o.Layout, log: o.Log, em: o.Events, clock: o.Clock, sleep: o.Sleep,
-		messages:     messages,
-		st:           newStore(o.Layout, o.KV, j, o.Log),
+		messages:     queue.OnStore(o.Store, o.Layout, layout.QMessages, o.Events, o.Host),
+		st:           newState(o.Store, o.Host, o.Clock, o.Log, o.CallTimeout),
 		cfgPath:      o.ConfigPath,
 		appToken:     o.AppToken,
 		pingInterval: o.PingInterval,
@@ -172,7 +160,7 @@ func New(o Options) (*Envoy, error) {
 	}
 	e.cfg.Store(o.Config)
 	e.st.replay = e.replay
-	e.admit = queue.NewAdmitter(o.Layout, events)
+	e.admit = queue.NewAdmitter(o.Layout, queue.OnStore(o.Store, o.Layout, layout.QEvents, o.Events, o.Host))
 	if o.BotToken == "" {
 		e.console = true
 		e.poster = &consolePoster{out: o.Stdout, path: o.Layout.EnvoyConsoleLog(),
@@ -228,13 +216,13 @@ func (e *Envoy) Tick(ctx context.Context) error {
 	if err := e.ProcessConsoleInbox(ctx); err != nil {
 		errs = append(errs, err)
 	}
-	if err := e.prune(); err != nil {
+	if err := e.prune(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	if err := e.sendPending(ctx); err != nil {
 		errs = append(errs, err)
 	}
-	if err := e.st.flush(); err != nil {
+	if err := e.st.flush(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -263,9 +251,10 @@ const awaitedTTL = 7 * 24 * time.Hour
 const pruneEvery = time.Minute
 
 // prune drops expired conversations, awaited entries and thread mappings
-// older than a week, and delivery records whose message has left pending/.
+// older than a week, and deliveries and their records whose message has
+// left pending/.
 // The change reaches the files at the end of the tick.
-func (e *Envoy) prune() error {
+func (e *Envoy) prune(ctx context.Context) error {
 	now := e.clock.Now()
 	e.mu.Lock()
 	due := e.lastPrune.IsZero() || now.Sub(e.lastPrune) >= pruneEvery || now.Before(e.lastPrune)
@@ -276,7 +265,9 @@ func (e *Envoy) prune() error {
 	if !due {
 		return nil
 	}
-	return e.st.mutate(func(s *State) bool {
+	pending := func(id string) bool { return e.messages.Exists(layout.Pending, id) }
+	defer e.st.settleGone(pending)
+	return e.st.mutate(ctx, func(s *State) bool {
 		n := len(s.Conversations) + len(s.Awaiting) + len(s.Mappings) + len(s.Deliveries)
 		for k, c := range s.Conversations {
 			if t, err := parseTime(c.ExpiresAt); err != nil || !now.Before(t) {
@@ -298,7 +289,7 @@ func (e *Envoy) prune() error {
 			}
 		}
 		for id := range s.Deliveries {
-			if !e.messages.Exists(layout.Pending, id) {
+			if !pending(id) {
 				delete(s.Deliveries, id)
 			}
 		}

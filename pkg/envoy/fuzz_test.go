@@ -1,6 +1,7 @@
 package envoy
 
 import (
+	"context"
 	"fmt"
 	"testing"
 )
@@ -19,7 +20,7 @@ func FuzzHandleInbound(f *testing.F) {
 		h.t = t
 		n++
 		before := len(h.events())
-		if _, err := h.e.handleInbound(Inbound{EventID: fmt.Sprint("Ev", n), Kind: kind, Channel: channel, ChannelType: chType,
+		if _, err := h.e.handleInbound(context.Background(), Inbound{EventID: fmt.Sprint("Ev", n), Kind: kind, Channel: channel, ChannelType: chType,
 			User: "UALICE", Text: text, TS: ts, ThreadTS: threadTS}); err != nil {
 			return
 		}

@@ -16,8 +16,9 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/store"
+	"github.com/kingdom-dev/kingdom/pkg/store/files"
 )
 
 var t0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
@@ -65,7 +66,7 @@ func newHarness(t testing.TB, s setup) *harness {
 		s.cfg(cfg)
 	}
 	em := eventlog.NewEmitter(h.l.EventsLog(), h.l.RotateLock(), "envoy", h.clock)
-	e, err := New(Options{Layout: h.l, Config: cfg, Events: em, Clock: h.clock, BotToken: bot, AppToken: app,
+	e, err := New(Options{Layout: h.l, Store: openStore(t, h.l), Host: testHost, Config: cfg, Events: em, Clock: h.clock, BotToken: bot, AppToken: app,
 		Stdout: h.stdout, PingInterval: 2 * time.Second,
 		Sleep: func(ctx context.Context, d time.Duration) error {
 			h.mu.Lock()
@@ -78,6 +79,21 @@ func newHarness(t testing.TB, s setup) *harness {
 	}
 	h.e = e
 	return h
+}
+
+// testHost is the host id of the tests' file stores.
+const testHost = "test-host"
+
+// openStore opens a file store on l, closed when the test ends: what a
+// process of the envoy opens at its start.
+func openStore(t testing.TB, l layout.Layout) store.Store {
+	t.Helper()
+	st, err := files.Open(l, testHost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }
 
 func (h *harness) Sleeps() []time.Duration {
@@ -101,7 +117,7 @@ func (h *harness) startSocket() {
 
 func (h *harness) tick() {
 	h.t.Helper()
-	if err := h.e.Tick(context.Background()); err != nil {
+	if err := h.e.Tick(h.t.Context()); err != nil {
 		h.t.Fatalf("tick: %v", err)
 	}
 }
@@ -109,9 +125,27 @@ func (h *harness) tick() {
 // checkpoint writes the state files now (a tick writes them at its end).
 func (h *harness) checkpoint() {
 	h.t.Helper()
-	if err := h.e.st.flush(); err != nil {
+	if err := h.e.st.flush(h.t.Context()); err != nil {
 		h.t.Fatalf("checkpoint: %v", err)
 	}
+}
+
+// records returns the delivery records in the envoy's store.
+func (h *harness) records() map[string]deliveryRecord {
+	h.t.Helper()
+	vals, err := h.e.st.st.Values(context.Background(), store.NSDeliveries)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	out := map[string]deliveryRecord{}
+	for id, b := range vals {
+		var r deliveryRecord
+		if err := json.Unmarshal(b, &r); err != nil {
+			h.t.Fatalf("record %s: %v", id, err)
+		}
+		out[id] = r
+	}
+	return out
 }
 
 // message builds a valid message document.
@@ -137,8 +171,7 @@ func (h *harness) put(m map[string]any) {
 	if m["created_at"] == schema.FormatTime(t0) {
 		m["created_at"] = schema.FormatTime(t0.Add(time.Duration(seq) * time.Second))
 	}
-	q := queue.New(h.l, layout.QMessages, nil)
-	if err := q.Put(layout.Pending, m["id"].(string), m); err != nil {
+	if err := h.e.messages.Put(layout.Pending, m["id"].(string), m); err != nil {
 		h.t.Fatal(err)
 	}
 }
@@ -146,7 +179,7 @@ func (h *harness) put(m map[string]any) {
 func (h *harness) state() *State {
 	h.t.Helper()
 	var out *State
-	if err := h.e.st.view(func(s *State) { out = s }); err != nil {
+	if err := h.e.st.view(h.t.Context(), func(s *State) { out = s }); err != nil {
 		h.t.Fatal(err)
 	}
 	return out
@@ -154,7 +187,7 @@ func (h *harness) state() *State {
 
 // msgState returns the queue state holding message id.
 func (h *harness) msgState(id string) string {
-	s, _ := queue.New(h.l, layout.QMessages, nil).Find(id)
+	s, _ := h.e.messages.Find(id)
 	return s
 }
 

@@ -91,7 +91,7 @@ func (e *Envoy) self() (user, bot string) {
 // It returns the follow-up Web API calls to make after the ack. An error
 // means the event could not be stored: the envelope should not be
 // acknowledged, so Slack delivers it again.
-func (e *Envoy) handleInbound(in Inbound) (followUp, error) {
+func (e *Envoy) handleInbound(ctx context.Context, in Inbound) (followUp, error) {
 	selfUser, selfBot := e.self()
 	switch {
 	case in.BotID != "" || in.User == "":
@@ -120,7 +120,7 @@ func (e *Envoy) handleInbound(in Inbound) (followUp, error) {
 		var conv Conversation
 		var aw Awaited
 		var isAw, isConv bool
-		if err := e.st.view(func(s *State) {
+		if err := e.st.view(ctx, func(s *State) {
 			aw, isAw = s.awaitedByThread(in.Channel, in.ThreadTS)
 			conv, isConv = s.liveConversation(in.Channel, in.ThreadTS, now)
 		}); err != nil {
@@ -190,7 +190,7 @@ func (e *Envoy) handleInbound(in Inbound) (followUp, error) {
 			// that run could not — the awaited entry must go, or a later
 			// message in the thread would resume the task twice (§9.8).
 			if awaited != "" {
-				if uerr := e.st.update(func(s *State) error {
+				if uerr := e.st.update(ctx, func(s *State) error {
 					delete(s.Awaiting, awaited)
 					return nil
 				}); uerr != nil {
@@ -210,7 +210,7 @@ func (e *Envoy) handleInbound(in Inbound) (followUp, error) {
 	e.log.Info("event queued", "event_id", id, "type", typ)
 	if awaited != "" {
 		// The first accepted reply answers the question (SPEC §9.8).
-		if err := e.st.update(func(s *State) error {
+		if err := e.st.update(ctx, func(s *State) error {
 			delete(s.Awaiting, awaited)
 			return nil
 		}); err != nil {

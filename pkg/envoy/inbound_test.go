@@ -1,6 +1,7 @@
 package envoy
 
 import (
+	"context"
 	"encoding/json"
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"os"
@@ -231,7 +232,7 @@ func TestInbound_ConversationExpires(t *testing.T) {
 	h.put(m)
 	h.tick()
 	reply := func(ts string) {
-		if _, err := h.e.handleInbound(Inbound{EventID: "Ev" + ts, Kind: "message", Channel: "D1", ChannelType: "im",
+		if _, err := h.e.handleInbound(context.Background(), Inbound{EventID: "Ev" + ts, Kind: "message", Channel: "D1", ChannelType: "im",
 			User: "UALICE", Text: "more", TS: ts, ThreadTS: "1700000000.000500"}); err != nil {
 			t.Fatal(err)
 		}
@@ -315,7 +316,7 @@ func TestConsole_OutboundAndReplyMatchTheRealPath(t *testing.T) {
 		rel, _ := filepath.Rel(h.l.Base, p)
 		os.WriteFile(filepath.Join(real.l.Base, rel), b, 0o600)
 	}
-	if _, err := real.e.handleInbound(Inbound{EventID: "Ev1", Kind: "message", Channel: aw.Channel, ChannelType: "channel",
+	if _, err := real.e.handleInbound(context.Background(), Inbound{EventID: "Ev1", Kind: "message", Channel: aw.Channel, ChannelType: "channel",
 		User: "UALICE", Text: "use main", TS: "1700000400.000100", ThreadTS: aw.ThreadTS}); err != nil {
 		t.Fatal(err)
 	}

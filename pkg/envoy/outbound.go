@@ -187,9 +187,9 @@ func (e *Envoy) deliver(ctx context.Context, ent queue.Entry) error {
 		d          Delivery
 		recorded   bool
 		resolveErr error
-		unknown    bool // a post in doubt Slack could not confirm (deliveries.go)
+		unknown    bool // a post in doubt that could not be looked for (deliveries.go)
 	)
-	if err := e.st.view(func(s *State) {
+	if err := e.st.view(ctx, func(s *State) {
 		d, recorded = s.Deliveries[m.ID]
 		t, resolveErr = e.resolve(m, s)
 	}); err != nil {
@@ -200,11 +200,12 @@ func (e *Envoy) deliver(ctx context.Context, ent queue.Entry) error {
 	}
 	if !recorded {
 		if resolveErr != nil {
-			return e.finish(ent, m, e.failed(resolveErr))
+			return e.finish(ctx, ent, m, e.failed(resolveErr))
 		}
+		p := post{Channel: t.channel, ThreadTS: t.threadTS, Text: text(m), MsgID: m.ID, Type: m.Type, TaskID: schema.Deref(m.TaskID)}
 		doubt, foundTS := doubtPost, ""
 		if !t.noPost {
-			if doubt, foundTS, err = e.settleDoubt(ctx, m, t); err != nil {
+			if doubt, foundTS, err = e.settleDoubt(ctx, m, p); err != nil {
 				return err
 			}
 		}
@@ -217,12 +218,13 @@ func (e *Envoy) deliver(ctx context.Context, ent queue.Entry) error {
 			d = Delivery{Channel: t.channel, ThreadTS: t.threadTS}
 			unknown = true
 		default:
-			if err := e.st.begin(m.ID); err != nil {
-				return err
+			// The record before the post: one that cannot be written
+			// means no post.
+			if err := e.st.begin(ctx, m.ID); err != nil {
+				return e.holdForDisk(ctx, err)
 			}
 			e.step("begun", m.ID)
-			ch, ts, perr := e.postWithRetry(ctx, post{Channel: t.channel, ThreadTS: t.threadTS, Text: text(m),
-				MsgID: m.ID, Type: m.Type, TaskID: schema.Deref(m.TaskID)})
+			ch, ts, perr := e.postWithRetry(ctx, p)
 			if perr != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
@@ -230,7 +232,7 @@ func (e *Envoy) deliver(ctx context.Context, ent queue.Entry) error {
 				if errors.Is(perr, errHeld) {
 					return perr
 				}
-				return e.finish(ent, m, e.failed(perr))
+				return e.finish(ctx, ent, m, e.failed(perr))
 			}
 			if ch == "" {
 				ch = t.channel
@@ -241,13 +243,14 @@ func (e *Envoy) deliver(ctx context.Context, ent queue.Entry) error {
 	}
 
 	var react []reaction
-	if err := e.st.record(m.ID, d, func(s *State) {
+	if err := e.st.record(ctx, m.ID, d, func(s *State) {
 		react = e.bookkeep(m, d, s)
 	}); err != nil {
 		e.setUnrecorded(m.ID, &d)
-		return e.holdForDisk(ctx, fmt.Errorf("record delivery of %s: %w", m.ID, err))
+		return e.holdForDisk(ctx, err)
 	}
 	e.setUnrecorded(m.ID, nil)
+	e.recordWritten()
 	e.step("recorded", m.ID)
 	for _, r := range react {
 		if r.remove {
@@ -265,7 +268,7 @@ func (e *Envoy) deliver(ctx context.Context, ent queue.Entry) error {
 		slackDoc = map[string]any{"channel": d.Channel, "delivery": "unknown"}
 	}
 	// A message sent again (envoy retry) loses the reason it failed.
-	return e.finish(ent, m, outcome{state: layout.Sent, d: d, extra: map[string]any{
+	return e.finish(ctx, ent, m, outcome{state: layout.Sent, d: d, extra: map[string]any{
 		"slack": slackDoc, "error": nil, configCauseField: nil}})
 }
 

@@ -1,6 +1,7 @@
 package envoy
 
 import (
+	"context"
 	"os"
 	"strings"
 	"testing"
@@ -288,7 +289,7 @@ func TestOutbound_NoChannelFails(t *testing.T) {
 func TestOutbound_DeliveryRecordPreventsDoublePost(t *testing.T) {
 	h := newHarness(t, setup{})
 	id := "msg-" + task + "-start"
-	if err := h.e.st.update(func(s *State) error {
+	if err := h.e.st.update(context.Background(), func(s *State) error {
 		s.Deliveries[id] = Delivery{Channel: "CDEFAULT", TS: "1700000009.000100", At: "2026-11-21T10:00:00Z"}
 		return nil
 	}); err != nil {

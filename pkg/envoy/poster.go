@@ -33,10 +33,9 @@ type poster interface {
 	React(ctx context.Context, channel, ts, name string) error
 	// Unreact removes our reaction name from a message (gone already: nil).
 	Unreact(ctx context.Context, channel, ts, name string) error
-	// Find returns the ts of a message of ours with text in channel (in
-	// thread threadTS when set) posted since since, "" when there is none
-	// (deliveries.go); errFindUnsupported where it cannot look.
-	Find(ctx context.Context, channel, threadTS, text string, since time.Time) (string, error)
+	// Find returns the ts of p if it was posted since since, "" when it
+	// was not (deliveries.go).
+	Find(ctx context.Context, p post, since time.Time) (string, error)
 }
 
 // webPoster talks to the Slack Web API.

@@ -1,6 +1,7 @@
 package envoy
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -87,7 +88,7 @@ func TestInbound_ConversationContinuesWithItsUserOnly(t *testing.T) {
 		t.Fatalf("conversation %+v, want it kept for UALICE", c)
 	}
 	reply := func(user, ts string) {
-		if _, err := h.e.handleInbound(Inbound{EventID: "Ev" + ts, Kind: "message", Channel: "D1", ChannelType: "im",
+		if _, err := h.e.handleInbound(context.Background(), Inbound{EventID: "Ev" + ts, Kind: "message", Channel: "D1", ChannelType: "im",
 			User: user, Text: "more", TS: ts, ThreadTS: "1700000000.000500"}); err != nil {
 			t.Fatal(err)
 		}

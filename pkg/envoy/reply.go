@@ -130,7 +130,7 @@ func (e *Envoy) ProcessConsoleInbox(ctx context.Context) error {
 				reject("a dm needs a ts and a text")
 				continue
 			}
-			f, err := e.handleInbound(Inbound{Kind: "message", Channel: ConsoleDMChannel, ChannelType: "im",
+			f, err := e.handleInbound(ctx, Inbound{Kind: "message", Channel: ConsoleDMChannel, ChannelType: "im",
 				User: ConsoleUser, Text: r.Text, TS: r.TS, Console: true})
 			if err != nil {
 				errs = append(errs, err)
@@ -151,7 +151,7 @@ func (e *Envoy) ProcessConsoleInbox(ctx context.Context) error {
 			continue
 		}
 		var channel, thread string
-		if err := e.st.view(func(s *State) {
+		if err := e.st.view(ctx, func(s *State) {
 			if a, ok := s.Awaiting[r.TaskID]; ok {
 				channel, thread = a.Channel, a.ThreadTS
 				return
@@ -177,7 +177,7 @@ func (e *Envoy) ProcessConsoleInbox(ctx context.Context) error {
 		if user == "" {
 			user = ConsoleUser
 		}
-		f, err := e.handleInbound(Inbound{Kind: "message", Channel: channel, User: user, Text: r.Text,
+		f, err := e.handleInbound(ctx, Inbound{Kind: "message", Channel: channel, User: user, Text: r.Text,
 			TS: r.TS, ThreadTS: thread, Console: true})
 		if err != nil {
 			errs = append(errs, err)

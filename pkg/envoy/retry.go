@@ -18,6 +18,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
+	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
 // A message that failed for a reason the operator can fix is sent again
@@ -147,15 +148,15 @@ func (e *Envoy) requeueConfigFailures() error {
 	return errors.Join(errs...)
 }
 
-// RetryFailed moves message id from messages/failed/ back to pending/, so
-// the envoy sends it again (`envoy retry`). The move is a no-replace
-// rename: it never overwrites a message and is safe beside a running envoy.
-// The file keeps its error until it is sent.
-func RetryFailed(l layout.Layout, id string, em *eventlog.Emitter) error {
+// RetryFailed moves message id from the messages queue's failed/ back to
+// pending/ in st, so the envoy sends it again (`envoy retry`). The move is
+// a claim: it never overwrites a message and is safe beside a running
+// envoy. The message keeps its error until it is sent.
+func RetryFailed(st store.Store, l layout.Layout, id string, em *eventlog.Emitter) error {
 	if err := ids.Check(id); err != nil {
 		return fmt.Errorf("retry message: %w", err)
 	}
-	q := queue.New(l, layout.QMessages, em)
+	q := queue.OnStore(st, l, layout.QMessages, em, "")
 	err := q.Claim(layout.Failed, layout.Pending, id)
 	if errors.Is(err, queue.ErrTaken) {
 		if state, ok := q.Find(id); ok {
@@ -168,15 +169,4 @@ func RetryFailed(l layout.Layout, id string, em *eventlog.Emitter) error {
 	}
 	em.Emit("message.retried", map[string]any{"msg_id": id, "reason": "envoy retry"})
 	return nil
-}
-
-// ConfigWarnings lists what in cfg makes messages fail; slack says whether
-// the envoy runs with Slack (a bot token is set). For `start doctor`.
-func ConfigWarnings(cfg *config.Envoy, slack bool) []string {
-	var out []string
-	if slack && cfg.DefaultChannel() == "" {
-		out = append(out, "no default Slack channel (envoy.yaml slack.default_channel or "+config.EnvDefaultChannel+
-			"): messages about work that did not come from Slack (inbox, GitHub, Jira, schedules, alerts) fail with \"no channel\"")
-	}
-	return out
 }

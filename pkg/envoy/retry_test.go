@@ -8,7 +8,6 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/queue"
 )
 
 func noDefaultChannel(c *config.Envoy) { c.Slack.DefaultChannel = "" }
@@ -73,7 +72,7 @@ func TestConsole_SendsOldNoChannelFailuresAgain(t *testing.T) {
 	m["status"], m["error"] = "failed", ErrNoChannel.Error()
 	other := message("msg-20261121-other", "report", "")
 	other["status"], other["error"] = "failed", "post msg-20261121-other to C1: 3 attempts: msg_too_long"
-	q := queue.New(h.l, layout.QMessages, nil)
+	q := h.e.messages
 	for _, d := range []map[string]any{m, other} {
 		if err := q.Put(layout.Failed, d["id"].(string), d); err != nil {
 			t.Fatal(err)
@@ -182,7 +181,7 @@ func TestRetryFailed_MovesOnlyAFailedMessage(t *testing.T) {
 	h.fake.Fail("chat.postMessage", 1, "channel_not_found")
 	h.tick()
 	var doc map[string]any
-	q := queue.New(h.l, layout.QMessages, nil)
+	q := h.e.messages
 	if err := q.ReadJSON(layout.Failed, id, &doc); err != nil {
 		t.Fatal(err)
 	}
@@ -192,20 +191,20 @@ func TestRetryFailed_MovesOnlyAFailedMessage(t *testing.T) {
 	outside := filepath.Join(t.TempDir(), "x")
 	os.WriteFile(outside+".json", []byte("{}"), 0o600)
 	for _, bad := range []string{"", "../" + filepath.Base(outside), "a/b", "msg-20261121-404"} {
-		if err := RetryFailed(h.l, bad, nil); err == nil {
+		if err := RetryFailed(h.e.st.st, h.l, bad, nil); err == nil {
 			t.Errorf("RetryFailed(%q) = nil, want an error", bad)
 		}
 	}
 	if _, err := os.Stat(outside + ".json"); err != nil {
 		t.Errorf("file outside the queue touched: %v", err)
 	}
-	if err := RetryFailed(h.l, id, h.e.em); err != nil {
+	if err := RetryFailed(h.e.st.st, h.l, id, h.e.em); err != nil {
 		t.Fatal(err)
 	}
 	if s := h.msgState(id); s != layout.Pending {
 		t.Fatalf("message in %q after retry, want pending", s)
 	}
-	if err := RetryFailed(h.l, id, nil); err == nil || !strings.Contains(err.Error(), "pending") {
+	if err := RetryFailed(h.e.st.st, h.l, id, nil); err == nil || !strings.Contains(err.Error(), "pending") {
 		t.Errorf("second retry = %v, want it named pending", err)
 	}
 	h.tick()
@@ -218,20 +217,5 @@ func TestRetryFailed_MovesOnlyAFailedMessage(t *testing.T) {
 	}
 	if _, ok := doc[configCauseField]; ok {
 		t.Errorf("sent file keeps the config cause: %v", doc)
-	}
-}
-
-func TestConfigWarnings_NoDefaultChannelWithSlack(t *testing.T) {
-	t.Setenv(config.EnvDefaultChannel, "")
-	cfg := config.DefaultEnvoy()
-	if w := ConfigWarnings(cfg, true); len(w) != 1 || !strings.Contains(w[0], "no default Slack channel") {
-		t.Errorf("Slack without a default channel: %q", w)
-	}
-	if w := ConfigWarnings(cfg, false); len(w) != 0 {
-		t.Errorf("console mode: %q", w)
-	}
-	t.Setenv(config.EnvDefaultChannel, "COPS")
-	if w := ConfigWarnings(cfg, true); len(w) != 0 {
-		t.Errorf("with SLACK_DEFAULT_CHANNEL: %q", w)
 	}
 }

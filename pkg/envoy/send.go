@@ -9,31 +9,29 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
-// A message is sent alone, start to end, in this order:
+// A message is sent alone, start to end, in this order (deliveries.go):
 //
-//  1. post it to Slack (or the console); in PostgreSQL mode a record that
-//     the post begins is written first (deliveries.go);
-//  2. append its delivery record (msg id → channel, ts) to the journal and
-//     fdatasync it (journal.go); apply its bookkeeping in memory;
-//  3. add its reactions;
-//  4. write the file, its status set, into sent/ (or failed/) durably;
-//  5. remove the pending/ copy and emit message.sent (or message.failed).
+//  1. write its record "posting" in the store (a record that cannot be
+//     written holds the sends: diskhold.go);
+//  2. post it to Slack (or the console);
+//  3. write its record "recorded" (msg id → channel, ts); apply its
+//     bookkeeping in memory;
+//  4. add its reactions;
+//  5. in one store transaction, write the message, its status set, into
+//     sent/ (or failed/) and remove the pending/ copy; emit message.sent
+//     (or message.failed).
 //
-// A crash before 2 repeats that one post at worst (one duplicate line in
-// Slack, never a lost message). After 2, a restart finds the record and
-// finishes the message without posting it again. After 4, the message is
-// done: a pending/ copy whose id is already in sent/ or failed/ is the
-// leftover of a crash and is removed unsent. Room for the tick's records is
-// reserved before the first post, so a full disk holds the sends instead of
-// posting what cannot be recorded (diskhold.go). In PostgreSQL mode the
-// journal is the store's delivery records, and a crash before 2 is settled
-// by looking in Slack (deliveries.go): another host takes over, and no
-// post is repeated.
+// A crash between 1 and 3 leaves a post in doubt: the next leader looks
+// for it before any repost. After 3, it finishes the message without
+// posting it again. After 5, the message is done: a pending/ copy whose id
+// is already in sent/ or failed/ (a store finishing a transaction a crash
+// cut) is removed unsent.
 
 // sendPending sends every message in pending/, oldest first. The envoy is
-// the single consumer of the messages queue (its leader lock makes it so).
+// the single consumer of the messages queue (its lease makes it so).
 func (e *Envoy) sendPending(ctx context.Context) error {
 	e.mu.Lock()
 	hold := e.holdUntil
@@ -41,16 +39,9 @@ func (e *Envoy) sendPending(ctx context.Context) error {
 	if e.clock.Now().Before(hold) {
 		return nil // Slack's Retry-After has not passed yet
 	}
-	if e.diskHeld() {
-		return nil // the state cannot be written: post nothing (diskhold.go)
-	}
 	entries, err := e.messages.List(layout.Pending)
 	if err != nil || len(entries) == 0 {
 		return err
-	}
-	if err := e.reserveRecords(len(entries)); err != nil {
-		_ = e.holdForDisk(ctx, err)
-		return nil
 	}
 	if cp, ok := e.poster.(*consolePoster); ok {
 		cp.begin()
@@ -68,6 +59,9 @@ func (e *Envoy) sendPending(ctx context.Context) error {
 		}
 		if errors.Is(err, errDiskHeld) {
 			break
+		}
+		if errors.Is(err, store.ErrFenced) {
+			return err // deposed: the next leader sends the rest
 		}
 		if err != nil {
 			errs = append(errs, err)
@@ -89,14 +83,13 @@ type outcome struct {
 // final state (durably: a message in sent/ is never posted again), then
 // removes the pending/ copy and emits the event. The directory is the
 // truth; the status field only helps someone reading the file with cat.
-func (e *Envoy) finish(ent queue.Entry, m *schema.Message, o outcome) error {
+func (e *Envoy) finish(ctx context.Context, ent queue.Entry, m *schema.Message, o outcome) error {
 	data, err := statusDoc(ent.Data, o.state, o.extra)
 	if err != nil {
 		return fmt.Errorf("finish message %s: %w", ent.ID, err)
 	}
-	// On files the two steps happen in this order (the crash contract
-	// above); on a store they are one transaction, fenced by the lease.
-	ctx, cancel := context.WithTimeout(context.Background(), queue.StoreTimeout)
+	// One transaction, fenced by the lease.
+	ctx, cancel := context.WithTimeout(ctx, e.st.timeout)
 	defer cancel()
 	err = queue.Group(ctx, func(g *queue.GroupTx) error {
 		g.Fence(e.currentLease())

@@ -32,9 +32,13 @@ func tickUntilCrash(t *testing.T, h *harness) {
 // Slack: what a new process finds after the old one was killed.
 func restart(t *testing.T, h *harness) {
 	t.Helper()
-	e, err := New(Options{Layout: h.l, Config: h.e.config(), Events: h.e.em, Clock: h.clock, Stdout: h.stdout,
-		BotToken: "xoxb-test-bot-token",
-		Sleep:    func(ctx context.Context, _ time.Duration) error { return ctx.Err() }})
+	bot := "xoxb-test-bot-token"
+	if h.e.console {
+		bot = ""
+	}
+	e, err := New(Options{Layout: h.l, Store: openStore(t, h.l), Host: testHost, Config: h.e.config(), Events: h.e.em,
+		Clock: h.clock, Stdout: h.stdout, BotToken: bot,
+		Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,32 +149,27 @@ func TestSend_CrashAfterAPostLosesNothingAndPostsNothingTwice(t *testing.T) {
 }
 
 // Each message's record is durable before its file leaves pending/: at
-// the moment the file is finished, the journal holds its line.
-func TestSend_RecordIsInTheJournalBeforeTheFileMoves(t *testing.T) {
+// the moment the file is finished, the store holds its "recorded" record;
+// at the end of the tick the documents hold it and no record is left.
+func TestSend_RecordIsInTheStoreBeforeTheFileMoves(t *testing.T) {
 	h := newHarness(t, setup{console: true})
 	h.put(message("msg-20261121-001", "report", ""))
 	h.put(message("msg-20261121-002", "report", ""))
-	var journaled []string
+	var recordedAt []string
 	h.e.afterStep = func(step, id string) {
 		if step != "finished" {
 			return
 		}
-		entries, err := h.e.st.j.read()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, je := range entries {
-			if je.ID == id {
-				journaled = append(journaled, id)
-			}
+		if r, ok := h.records()[id]; ok && r.State == recRecorded && r.TS != "" {
+			recordedAt = append(recordedAt, id)
 		}
 	}
 	h.tick()
-	if fmt.Sprint(journaled) != "[msg-20261121-001 msg-20261121-002]" {
-		t.Errorf("messages journaled when finished = %v", journaled)
+	if fmt.Sprint(recordedAt) != "[msg-20261121-001 msg-20261121-002]" {
+		t.Errorf("messages recorded when finished = %v", recordedAt)
 	}
-	if fi, err := os.Stat(journalPath(h.l)); err != nil || fi.Size() != 0 {
-		t.Errorf("journal not emptied at the end of the tick: %v %v", fi, err)
+	if recs := h.records(); len(recs) != 0 {
+		t.Errorf("delivery records left at the end of the tick: %v", recs)
 	}
 }
 

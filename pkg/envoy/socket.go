@@ -116,7 +116,7 @@ func (e *Envoy) onEventsAPI(ctx context.Context, smc *socketmode.Client, evt soc
 		ack()
 		return
 	}
-	f, err := e.handleInbound(in)
+	f, err := e.handleInbound(ctx, in)
 	if err != nil {
 		e.log.Error("slack event not stored; leaving it for Slack to redeliver", "err", err)
 		return

@@ -10,9 +10,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/clock"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
-	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
 // ThreadMapping is one entry of state/envoy/thread-mappings.json, keyed by
@@ -90,29 +91,35 @@ func (s *State) liveConversation(channel, threadTS string, now time.Time) (Conve
 	return c, true
 }
 
-// stateStore loads and saves State. Every change happens under one mutex, so the
-// socket goroutine and the tick never lose each other's updates.
+// stateStore loads and saves State. Every change happens under one mutex,
+// so the socket goroutine and the tick never lose each other's updates.
 //
-// Only the envoy (its single leader) writes these files, so the state is
-// read from disk once and then kept in memory. The truth on disk is the
-// files plus the delivery journal (journal.go): a delivery is journaled at
-// once and the files are written at the end of the tick; any other change
-// (update) is written at once, atomically, for each file whose content
-// changed.
+// Only the envoy (its single leader) writes the documents (kv.NSEnvoy in
+// the store: in file mode the files under state/envoy/), so they are read
+// once and then kept in memory. The truth in the store is the documents
+// plus the delivery records (deliveries.go): a delivery is recorded at
+// once and the documents are written at the end of the tick; any other
+// change (update) is written at once, each document whose content changed,
+// in one transaction.
 type stateStore struct {
-	mu    sync.Mutex
-	l     layout.Layout
-	kv    kv.KV // the documents (kv.NSEnvoy)
-	log   *slog.Logger
-	files []stateFile
+	mu      sync.Mutex
+	st      store.Store
+	host    string
+	clock   clock.Clock
+	log     *slog.Logger
+	timeout time.Duration // bounds each store call
+	lease   store.Lease   // nil until UseLease: writes are then unfenced
+	files   []stateFile
 
 	cached *State
-	raw    [][]byte // each file's bytes as last read or written
+	raw    [][]byte // each document's bytes as last read or written
+	dirty  bool     // memory is ahead of the documents
+	// replay applies the bookkeeping of recorded deliveries at load.
+	replay func(*State, []recorded)
 
-	j     journal // the delivery journal (journal.go) or records (deliveries.go)
-	dirty bool    // memory is ahead of the files
-	// replay applies the bookkeeping of journaled deliveries at load.
-	replay func(*State, []journalEntry)
+	started map[string]string         // message id → started_at of this term's begin
+	doubt   map[string]deliveryRecord // posts an earlier run began and never recorded
+	settled map[string]bool           // records the next commit deletes
 }
 
 // stateFile is one document: its key in kv.NSEnvoy (in file mode its file
@@ -122,21 +129,24 @@ type stateFile struct {
 	get func(*State) any
 }
 
-func newStore(l layout.Layout, s kv.KV, j journal, log *slog.Logger) *stateStore {
-	return &stateStore{l: l, kv: s, j: j, log: log, files: []stateFile{
-		{kv.KeyMappings, func(s *State) any { return &s.Mappings }},
-		{kv.KeyAwaiting, func(s *State) any { return &s.Awaiting }},
-		{kv.KeyConversations, func(s *State) any { return &s.Conversations }},
-		{kv.KeyDeliveries, func(s *State) any { return &s.Deliveries }},
-	}}
+func newState(st store.Store, host string, c clock.Clock, log *slog.Logger, timeout time.Duration) *stateStore {
+	return &stateStore{st: st, host: host, clock: c, log: log, timeout: timeout,
+		started: map[string]string{}, doubt: map[string]deliveryRecord{}, settled: map[string]bool{},
+		files: []stateFile{
+			{kv.KeyMappings, func(s *State) any { return &s.Mappings }},
+			{kv.KeyAwaiting, func(s *State) any { return &s.Awaiting }},
+			{kv.KeyConversations, func(s *State) any { return &s.Conversations }},
+			{kv.KeyDeliveries, func(s *State) any { return &s.Deliveries }},
+		}}
 }
 
-func (st *stateStore) load() (*State, [][]byte, error) {
-	ctx := context.Background()
+func (st *stateStore) load(ctx context.Context) (*State, [][]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, st.timeout)
+	defer cancel()
 	s := &State{}
 	raw := make([][]byte, len(st.files))
 	for i, f := range st.files {
-		b, err := st.kv.Get(ctx, kv.NSEnvoy, f.key)
+		b, err := st.st.Value(ctx, kv.NSEnvoy, f.key)
 		if errors.Is(err, kv.ErrNotFound) {
 			continue
 		}
@@ -146,12 +156,14 @@ func (st *stateStore) load() (*State, [][]byte, error) {
 		if err := json.Unmarshal(b, f.get(s)); err != nil {
 			// A corrupt document must not stop the envoy forever: keep it
 			// aside for the operator and start that part afresh.
-			aside := fmt.Sprintf("%s.corrupt-%d", f.key, time.Now().Unix())
-			if perr := st.kv.Put(ctx, kv.NSEnvoy, aside, b); perr != nil {
-				return nil, nil, fmt.Errorf("load envoy %s: %w", f.key, err)
-			}
-			if derr := st.kv.Delete(ctx, kv.NSEnvoy, f.key); derr != nil {
-				return nil, nil, fmt.Errorf("load envoy %s: %w", f.key, derr)
+			aside := fmt.Sprintf("%s.corrupt-%d", f.key, st.clock.Now().Unix())
+			if merr := st.write(ctx, func(tx store.Tx) error {
+				if err := tx.Set(kv.NSEnvoy, aside, b); err != nil {
+					return err
+				}
+				return tx.Delete(kv.NSEnvoy, f.key)
+			}); merr != nil {
+				return nil, nil, fmt.Errorf("load envoy %s: %w", f.key, merr)
 			}
 			st.log.Error("corrupt envoy state moved aside", "key", f.key, "moved_to", aside, "err", err)
 			continue
@@ -170,25 +182,25 @@ func (st *stateStore) load() (*State, [][]byte, error) {
 	if s.Deliveries == nil {
 		s.Deliveries = map[string]Delivery{}
 	}
-	entries, err := st.j.read()
+	entries, err := st.readRecords(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	for _, je := range entries {
-		s.Deliveries[je.ID] = je.D
+	for _, r := range entries {
+		s.Deliveries[r.ID] = r.D
 	}
 	if len(entries) > 0 && st.replay != nil {
 		st.replay(s, entries)
-		st.dirty = true // the files lag the journal: written at the next flush
+		st.dirty = true // the documents lag the records: written at the next flush
 	}
 	return s, raw, nil
 }
 
 // view runs fn on the current state.
-func (st *stateStore) view(fn func(*State)) error {
+func (st *stateStore) view(ctx context.Context, fn func(*State)) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	s, _, err := st.current()
+	s, _, err := st.current(ctx)
 	if err != nil {
 		return err
 	}
@@ -197,9 +209,9 @@ func (st *stateStore) view(fn func(*State)) error {
 }
 
 // current returns the in-memory state, loading it on first use.
-func (st *stateStore) current() (*State, [][]byte, error) {
+func (st *stateStore) current(ctx context.Context) (*State, [][]byte, error) {
 	if st.cached == nil {
-		s, raw, err := st.load()
+		s, raw, err := st.load(ctx)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -208,28 +220,27 @@ func (st *stateStore) current() (*State, [][]byte, error) {
 	return st.cached, st.raw, nil
 }
 
-// update runs fn on the current state and writes back (atomically, 0600)
-// every file whose content changed.
-func (st *stateStore) update(fn func(*State) error) error {
+// update runs fn on the current state and writes back every document
+// whose content changed.
+func (st *stateStore) update(ctx context.Context, fn func(*State) error) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	s, raw, err := st.current()
+	s, raw, err := st.current(ctx)
 	if err != nil {
 		return err
 	}
 	if err := fn(s); err != nil {
-		// fn may have changed the state half-way: the disk is the truth.
+		// fn may have changed the state half-way: the store is the truth.
 		st.cached = nil
 		return err
 	}
-	return st.writeChanged(s, raw)
+	return st.writeChanged(ctx, s, raw)
 }
 
-// writeChanged writes every document whose content changed, at once (file
-// mode: atomically, 0600, one group commit; a store: one transaction),
-// then empties the delivery journal: the documents now hold all it
-// recorded.
-func (st *stateStore) writeChanged(s *State, raw [][]byte) error {
+// writeChanged writes every document whose content changed and deletes
+// the settled delivery records, in one fenced transaction: the documents
+// now hold all the records said.
+func (st *stateStore) writeChanged(ctx context.Context, s *State, raw [][]byte) error {
 	var changed []int
 	var data [][]byte
 	vs := map[string][]byte{}
@@ -248,7 +259,7 @@ func (st *stateStore) writeChanged(s *State, raw [][]byte) error {
 		changed = append(changed, i)
 		data = append(data, b)
 	}
-	if err := st.j.commit(vs); err != nil {
+	if err := st.commit(ctx, vs); err != nil {
 		if len(vs) > 0 {
 			st.cached = nil // memory ran ahead of the documents: reload next time
 		}
@@ -260,63 +271,51 @@ func (st *stateStore) writeChanged(s *State, raw [][]byte) error {
 	return nil
 }
 
-// reserve makes room for the delivery records of n messages.
-func (st *stateStore) reserve(n int) error {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return st.j.reserve(n)
-}
-
-// begin notes, durably, that message id is about to be posted.
-func (st *stateStore) begin(id string) error {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if _, _, err := st.current(); err != nil {
-		return err
-	}
-	return st.j.begin(id)
-}
-
 // record makes the delivery of message id durable, then applies it and fn
 // to the in-memory state; the documents follow at the end of the tick.
-func (st *stateStore) record(id string, d Delivery, fn func(*State)) error {
+func (st *stateStore) record(ctx context.Context, id string, d Delivery, fn func(*State)) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	s, _, err := st.current()
+	s, _, err := st.current(ctx)
 	if err != nil {
 		return err
 	}
-	if err := st.j.record(id, d); err != nil {
-		return err
+	if err := st.putRecord(ctx, id, recRecorded, d); err != nil {
+		return fmt.Errorf("record delivery %s: %w", id, err)
 	}
+	delete(st.doubt, id)
+	st.settled[id] = true // the documents hold it after the next commit
 	s.Deliveries[id] = d
 	fn(s)
 	st.dirty = true
 	return nil
 }
 
-// finished notes that a message reached sent/ (its delivery record is
-// needed no more: the journal keeps it until the documents are written)
-// or failed/.
+// finished notes that a message reached sent/ (its delivery is needed no
+// more) or failed/: its record goes with the next commit.
 func (st *stateStore) finished(id string, sent bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if sent && st.cached != nil {
 		delete(st.cached.Deliveries, id)
-		st.dirty = true
 	}
-	if st.j.settle(id) {
-		st.dirty = true
+	_, begun := st.started[id]
+	_, doubt := st.doubt[id]
+	if begun || doubt { // a record of it is in the store
+		st.settled[id] = true
 	}
+	delete(st.started, id)
+	delete(st.doubt, id)
+	st.dirty = true
 }
 
 // mutate runs fn on the in-memory state; a change it reports reaches the
 // documents at the end of the tick (changes that may wait: a restart would
 // redo them).
-func (st *stateStore) mutate(fn func(*State) bool) error {
+func (st *stateStore) mutate(ctx context.Context, fn func(*State) bool) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	s, _, err := st.current()
+	s, _, err := st.current(ctx)
 	if err != nil {
 		return err
 	}
@@ -326,15 +325,15 @@ func (st *stateStore) mutate(fn func(*State) bool) error {
 	return nil
 }
 
-// flush writes the documents changed since the last write and empties
-// the journal.
-func (st *stateStore) flush() error {
+// flush writes the documents changed since the last write and deletes
+// the settled records.
+func (st *stateStore) flush(ctx context.Context) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if !st.dirty || st.cached == nil {
 		return nil
 	}
-	if err := st.writeChanged(st.cached, st.raw); err != nil {
+	if err := st.writeChanged(ctx, st.cached, st.raw); err != nil {
 		return err
 	}
 	st.dirty = false
