@@ -42,9 +42,7 @@ func dashboardRole(env *app.Env, cfg chamberlain.Config, role *chamberlain.Role,
 		RequireToken: h.RequireToken, AllowedHosts: h.AllowedHosts,
 		MaxClients: h.MaxClients, MaxConns: h.MaxConnections, HeartbeatThreshold: cfg.Chamberlain.HeartbeatThreshold(),
 		Budget: cfg.Budget, Clock: env.Clock, Tmux: env.Tmux, Log: env.Log,
-	}
-	if st != nil {
-		o.Store, o.Cluster = st, status.StoreCluster(st, env.System.Store.SelfFence())
+		Store: st, Cluster: status.StoreCluster(st, env.System.Store.SelfFence()),
 	}
 	srv, err := dashboard.New(o)
 	if err != nil {

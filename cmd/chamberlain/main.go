@@ -19,7 +19,6 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
 	"github.com/kingdom-dev/kingdom/pkg/runner"
-	"github.com/kingdom-dev/kingdom/pkg/store"
 	"github.com/kingdom-dev/kingdom/pkg/store/open"
 )
 
@@ -69,24 +68,23 @@ func run(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
+	// SPEC §11.7: resources, heartbeats and hung roles stay per host;
+	// alerts, reports and retention run where the chamberlain-cluster
+	// lease is held.
+	st, err := app.OpenStore(ctx, env.Store)
+	if err != nil {
+		return err
+	}
 	deps := chamberlain.Deps{
 		Clock: env.Clock, Metrics: chamberlain.NewSystemMetrics(env.Layout.Base),
-		Tmux: env.Tmux, Events: env.Events, Log: env.Log,
+		Tmux: env.Tmux, Events: env.Events, Log: env.Log, Store: st, Host: env.HostID,
 	}
-	var shared store.Store
-	if env.Postgres() {
-		// SPEC §11.7: resources, heartbeats and hung roles stay per host;
-		// alerts, reports and row retention run where the
-		// chamberlain-cluster lease is held.
-		st, err := app.OpenStore(ctx, env.Store)
-		if err != nil {
-			return err
-		}
-		shared, deps.Store, deps.Host = st, st, env.HostID
+	role, err := chamberlain.New(env.Layout, cfg, deps, chamberlain.ModeDaemon)
+	if err != nil {
+		return err
 	}
-	role := chamberlain.New(env.Layout, cfg, deps, chamberlain.ModeDaemon)
 	defer role.Close()
-	served, err := dashboardRole(env, cfg, role, shared)
+	served, err := dashboardRole(env, cfg, role, st)
 	if err != nil {
 		return err
 	}
@@ -121,9 +119,11 @@ func once(ctx context.Context, cmd *cli.Command) error {
 		return unknown(err)
 	}
 	l := env.Layout
+	// The store opens on first use: a check that reads nothing from it
+	// opens nothing.
 	deps := chamberlain.Deps{
 		Clock: env.Clock, Metrics: chamberlain.NewSystemMetrics(l.Base),
-		Tmux: env.Tmux, Events: env.Events, Log: env.Log,
+		Tmux: env.Tmux, Events: env.Events, Log: env.Log, Store: env.Store, Host: env.HostID,
 	}
 	var rep *chamberlain.Report
 	var tickErr error
@@ -149,7 +149,10 @@ func once(ctx context.Context, cmd *cli.Command) error {
 		rep, tickErr = chamberlain.Check(ctx, l, cfg, deps)
 	} else {
 		defer leader.Release()
-		role := chamberlain.New(l, cfg, deps, chamberlain.ModeOnce)
+		role, err := chamberlain.New(l, cfg, deps, chamberlain.ModeOnce)
+		if err != nil {
+			return unknown(err)
+		}
 		tickErr = role.Tick(ctx)
 		role.Close()
 		rep = role.Last

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
@@ -144,7 +145,7 @@ func containsStr(xs []string, s string) bool {
 
 // putMessage queues a chamberlain message (notification or report) in
 // queue/messages/pending after validating it against the message schema.
-func (r *Role) putMessage(typ, kind, key, urgency, content string, ctxData map[string]any, at time.Time) error {
+func (r *Role) putMessage(ctx context.Context, typ, kind, key, urgency, content string, ctxData map[string]any, at time.Time) error {
 	id := messageID(kind, key, at)
 	m := schema.Message{
 		ID:        id,
@@ -162,8 +163,10 @@ func (r *Role) putMessage(typ, kind, key, urgency, content string, ctxData map[s
 		return err
 	}
 	// A cluster alert commits only while this host still leads the
-	// cluster duties (no lease in file mode: Fence does nothing).
-	err = queue.Group(context.Background(), func(g *queue.GroupTx) error {
+	// cluster duties.
+	ctx, cancel := context.WithTimeout(ctx, eventlog.StoreTimeout)
+	defer cancel()
+	err = queue.Group(ctx, func(g *queue.GroupTx) error {
 		if r.lease != nil && clusterAlert(kind, key) {
 			g.Fence(r.lease)
 		}

@@ -43,9 +43,12 @@ func benchConsumeFromZero(b *testing.B, lines int) {
 		b.ReportMetric(float64((proctree.SelfCPU()-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/op")
 	}()
 	for i := 0; i < b.N; i++ {
-		r := New(e.l, e.cfg, Deps{Clock: e.clk, Metrics: e.met, Tmux: e.tm}, ModeOnce)
+		r, err := New(e.l, e.cfg, Deps{Clock: e.clk, Metrics: e.met, Tmux: e.tm, Store: e.st}, ModeOnce)
+		if err != nil {
+			b.Fatal(err)
+		}
 		r.load(e.clk.Now())
-		if err := r.consume(); err != nil {
+		if err := r.consume(b.Context()); err != nil {
 			b.Fatal(err)
 		}
 		if r.stats.Events != int64(lines) {
@@ -63,7 +66,7 @@ func benchConsumeIncremental(b *testing.B, lines int) {
 	appendEvents(b, e.l.EventsLog(), 0, lines)
 	r := e.role(ModeOnce)
 	r.load(e.clk.Now())
-	if err := r.consume(); err != nil {
+	if err := r.consume(b.Context()); err != nil {
 		b.Fatal(err)
 	}
 	next := lines
@@ -73,7 +76,7 @@ func benchConsumeIncremental(b *testing.B, lines int) {
 		appendEvents(b, e.l.EventsLog(), next, 100)
 		next += 100
 		b.StartTimer()
-		if err := r.consume(); err != nil {
+		if err := r.consume(b.Context()); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -3,8 +3,10 @@
 // dead-role table (hung sessions killed for start to relaunch, a dead
 // general's soldiers killed), level-triggered soldier session
 // reconciliation, the internal event stream and its anomaly detectors,
-// alerts without storms, log rotation, and the verdict of chamberlain
-// --once.
+// alerts without storms, log rotation, the event log's retention
+// (store.TrimEvents) and the verdict of chamberlain --once. It holds the
+// kingdom's store in both modes: the queues, the event log and its cursor,
+// the pauses and the spend are read and written through it.
 //
 // Two sub-packages do the rest of the role's work and are driven from its
 // Tick: report (stats.json, the daily report, spend and token status) is
@@ -12,15 +14,14 @@
 // (seed 002's cleanup, task dirs, base clones, dead writers' temps) runs at
 // cleanup.hour and every ten minutes for the temps.
 //
-// Drive it with runner.Run(ctx, opts, chamberlain.New(l, cfg, deps, ModeDaemon))
-// on monitoring.interval_seconds, or evaluate one read-only report with
+// Drive it with role, err := chamberlain.New(l, cfg, deps, ModeDaemon) and
+// runner.Run(ctx, opts, role) on monitoring.interval_seconds, or evaluate one read-only report with
 // Check (chamberlain --once when a daemon runs).
 package chamberlain
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strings"
 	"time"
@@ -45,8 +46,9 @@ const (
 	// ModeDaemon does everything: state, kills, alerts, rotation, cleanup.
 	ModeDaemon Mode = iota
 	// ModeOnce (chamberlain --once with no daemon running) writes
-	// resources.json and consumes internal events, but never kills,
-	// restarts, cleans or alerts (SPEC §9.26).
+	// resources.json and, while it gets the cluster lease, consumes
+	// internal events, but never kills, restarts, cleans or alerts (SPEC
+	// §9.26).
 	ModeOnce
 	// ModeReadOnly (chamberlain --once beside a daemon) writes nothing.
 	ModeReadOnly
@@ -77,15 +79,12 @@ type Deps struct {
 	Tmux    Tmux
 	Events  *eventlog.Emitter // nil discards
 	Log     *slog.Logger
-	// Store is the shared store in PostgreSQL mode; nil in file mode.
-	// With it the cluster duties run only while this host holds the
-	// "chamberlain-cluster" lease (cluster.go).
+	// Store is the kingdom's store (required): the queues, the event log,
+	// the pauses and the spend. The cluster duties run only while this
+	// host holds its "chamberlain-cluster" lease (cluster.go).
 	Store store.Store
-	// Host is this host's id in PostgreSQL mode; "" in file mode.
+	// Host is this host's id; it names the host in per-host alerts.
 	Host string
-	// KV is the small state (pauses, spend); nil means kv.OnStore(Store)
-	// when Store is set, else kv.Files(layout).
-	KV kv.KV
 }
 
 // Role is the chamberlain's tick.
@@ -106,11 +105,14 @@ type Role struct {
 	tasks    *queue.Queue
 	kv       kv.KV
 
-	st    store.Store // nil in file mode
+	st    store.Store
 	host  string
-	lease store.Lease // the cluster lease while held (PostgreSQL mode)
+	lease store.Lease // the cluster lease while held
 
-	cursor eventlog.Reader
+	// the cluster duties' place in the event log: cur is just past the
+	// last event consumed, savedCur what the store holds (consume).
+	cur, savedCur store.Cursor
+	curLoaded     bool
 
 	loaded  bool
 	anomaly AnomalyState
@@ -129,8 +131,11 @@ type Role struct {
 	Last *Report
 }
 
-// New builds the chamberlain for layout l.
-func New(l layout.Layout, cfg Config, d Deps, mode Mode) *Role {
+// New builds the chamberlain for layout l; d.Store is required.
+func New(l layout.Layout, cfg Config, d Deps, mode Mode) (*Role, error) {
+	if d.Store == nil {
+		return nil, errors.New("chamberlain: no store")
+	}
 	if cfg.Chamberlain == nil {
 		cfg.Chamberlain = config.DefaultChamberlain()
 	}
@@ -156,16 +161,8 @@ func New(l layout.Layout, cfg Config, d Deps, mode Mode) *Role {
 	if mode == ModeReadOnly {
 		em = nil // a reader emits nothing
 	}
-	if d.KV == nil && d.Store != nil {
-		d.KV = kv.OnStore(d.Store) // the pauses and the spend every host shares
-	} else if d.KV == nil {
-		d.KV = kv.Files(l)
-	}
 	q := func(kind string, em *eventlog.Emitter) *queue.Queue {
-		if d.Store != nil {
-			return queue.OnStore(d.Store, l, kind, em, d.Host)
-		}
-		return queue.New(l, kind, em)
+		return queue.OnStore(d.Store, l, kind, em, d.Host)
 	}
 	return &Role{
 		l: l, cfg: cfg, c: cfg.Chamberlain, mode: mode,
@@ -174,10 +171,10 @@ func New(l layout.Layout, cfg Config, d Deps, mode Mode) *Role {
 		messages: q(layout.QMessages, em),
 		events:   q(layout.QEvents, nil),
 		tasks:    q(layout.QTasks, nil),
-		kv:       d.KV,
+		kv:       kv.OnStore(d.Store), // the pauses and the spend every host shares
 		st:       d.Store,
 		host:     d.Host,
-	}
+	}, nil
 }
 
 func (r *Role) emit(typ string, data any) {
@@ -259,11 +256,11 @@ func (r *Role) Tick(ctx context.Context) error {
 	}
 	r.watcherEvents(rep)
 	// The cluster duties (the event log's accounts and alerts, the report,
-	// row retention) run on one host at a time in PostgreSQL mode; in file
-	// mode this host is the whole cluster.
+	// retention of the store) run on one host at a time; on one machine
+	// that host is always this one.
 	cluster := r.leadCluster(ctx)
 	if cluster {
-		if err := r.consume(); err != nil {
+		if err := r.consume(ctx); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -283,25 +280,20 @@ func (r *Role) Tick(ctx context.Context) error {
 	}
 	// The cursor is saved after the state built from its events: a crash in
 	// between re-reads them (at-least-once, seed 000).
-	if r.cursor != nil {
-		if err := r.cursor.Save(); err != nil {
-			errs = append(errs, fmt.Errorf("save events cursor: %w", err))
-		}
+	if err := r.saveCursor(ctx); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
 
-// Close releases the events cursor and the cluster lease.
+// Close releases the cluster lease.
 func (r *Role) Close() error {
-	var errs []error
-	if r.cursor != nil {
-		errs = append(errs, r.cursor.Close())
+	if r.lease == nil {
+		return nil
 	}
-	if r.lease != nil {
-		errs = append(errs, r.lease.Release())
-		r.lease = nil
-	}
-	return errors.Join(errs...)
+	err := r.lease.Release()
+	r.lease = nil
+	return err
 }
 
 func joinErrs(msgs []string) error {

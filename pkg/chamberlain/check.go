@@ -18,8 +18,11 @@ import (
 // registry or resources.json writes, no kills, no alerts, no events
 // (chamberlain --once beside a running daemon, SPEC §9.26).
 func Check(ctx context.Context, l layout.Layout, cfg Config, d Deps) (*Report, error) {
-	r := New(l, cfg, d, ModeReadOnly)
-	err := r.Tick(ctx)
+	r, err := New(l, cfg, d, ModeReadOnly)
+	if err != nil {
+		return nil, err
+	}
+	err = r.Tick(ctx)
 	return r.Last, err
 }
 

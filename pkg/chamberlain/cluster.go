@@ -8,30 +8,26 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/chamberlain/retention"
+	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
-// PostgreSQL mode (SPEC §11.7): every host runs a chamberlain for its own
-// resources, heartbeats, hung roles, sessions and task dirs, while the
-// cluster duties — the event log's accounts and the alerts drawn from it,
-// the money alerts, the daily report and row retention — run on one host
-// at a time: the one holding the ClusterLease. This file is the only
-// place the role branches on the mode for them.
+// Every host runs a chamberlain for its own resources, heartbeats, hung
+// roles, sessions and task dirs, while the cluster duties — the event
+// log's accounts and the alerts drawn from it, the money alerts, the daily
+// report and the retention of the store — run on one host at a time: the
+// one holding the ClusterLease (SPEC §11.7). On one machine (the files
+// store) that lease is a flock this host always gets.
 
 // ClusterLease is the store leadership of the cluster duties; it also
 // names the event-log reader whose cursor the store keeps for them.
 const ClusterLease = "chamberlain-cluster"
 
-// leadCluster reports whether this tick runs the cluster duties: always in
-// file mode; in PostgreSQL mode while this host holds ClusterLease, asked
-// for without blocking each tick until it is held.
+// leadCluster reports whether this tick runs the cluster duties: while
+// this host holds ClusterLease, asked for without blocking each tick until
+// it is held.
 func (r *Role) leadCluster(ctx context.Context) bool {
-	if r.st == nil {
-		return true
-	}
-	if r.mode != ModeDaemon {
-		return false // a one-shot check never takes the cluster's duties
-	}
 	if r.lease != nil {
 		select {
 		case <-r.lease.Lost():
@@ -41,7 +37,9 @@ func (r *Role) leadCluster(ctx context.Context) bool {
 			return true
 		}
 	}
-	l, err := r.st.Lead(ctx, ClusterLease)
+	lctx, cancel := context.WithTimeout(ctx, eventlog.StoreTimeout)
+	l, err := r.st.Lead(lctx, ClusterLease)
+	cancel()
 	if err != nil {
 		if !errors.Is(err, store.ErrHeld) {
 			r.log.Warn("take the cluster duties", "err", err)
@@ -51,10 +49,7 @@ func (r *Role) leadCluster(ctx context.Context) bool {
 	r.lease = l
 	// A new leader resumes the event log where the store's cursor says,
 	// not where this host's reader stopped when it last led.
-	if r.cursor != nil {
-		r.cursor.Close()
-		r.cursor = nil
-	}
+	r.curLoaded = false
 	r.log.Info("leading the cluster duties", "epoch", l.Epoch(), "host", r.host)
 	return true
 }
@@ -80,8 +75,8 @@ func clusterAlert(kind, key string) bool {
 	return clusterKind(kind)
 }
 
-// hostScoped names the host in a per-host alert in PostgreSQL mode: hosts
-// share one message queue, and two hosts' disk alerts in the same second
+// hostScoped names the host in a per-host alert: hosts may share one
+// message queue, and two hosts' disk alerts in the same second
 // would otherwise share an id (the second never sent) and a text.
 func (r *Role) hostScoped(kind, key, content string) (string, string) {
 	if r.host == "" || clusterAlert(kind, key) {
@@ -101,4 +96,17 @@ func (r *Role) cleanRows(ctx context.Context, now time.Time) error {
 		r.emit("recovery.rows_cleaned", map[string]any{"deleted_count": n})
 	}
 	return err
+}
+
+// trimEvents retires the event log's events older than retention.logs_days
+// (store.TrimEvents: the daily split of events.log, or the old rows).
+func (r *Role) trimEvents(ctx context.Context, now time.Time) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	n, err := r.st.TrimEvents(ctx, now, config.Days(r.c.Retention.LogsDays))
+	if err != nil {
+		return err
+	}
+	r.log.Info(fmt.Sprintf("event log trimmed: %d older than %d days removed", n, r.c.Retention.LogsDays), "cat", "ROTATION")
+	return nil
 }

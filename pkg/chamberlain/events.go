@@ -3,6 +3,7 @@ package chamberlain
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -12,53 +13,69 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/redact"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
-// consume reads the internal events appended since the cursor (O(new
-// bytes)) into stats, anomaly and report state. The caller saves the state
-// and then the cursor.
-func (r *Role) consume() error {
-	if r.cursor == nil {
-		c, err := r.openReader()
-		if err != nil {
+// eventBatch is how many events one store read returns.
+const eventBatch = 500
+
+// consume reads the internal events after the cluster duties' cursor into
+// stats, anomaly and report state. The cursor lives in the store
+// (eventlog.NSCursors, key ClusterLease), so the next host to lead the
+// cluster duties resumes where this one stopped; the caller saves the
+// state and then the cursor (saveCursor).
+func (r *Role) consume(ctx context.Context) error {
+	if !r.curLoaded {
+		vctx, cancel := context.WithTimeout(ctx, eventlog.StoreTimeout)
+		b, err := r.st.Value(vctx, eventlog.NSCursors, ClusterLease)
+		cancel()
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("open events cursor: %w", err)
 		}
-		r.cursor = c
+		r.cur, r.savedCur, r.curLoaded = store.Cursor(b), store.Cursor(b), true
 	}
-	// Only the file cursor meets torn lines; a store's rows are whole.
-	fc, _ := r.cursor.(*eventlog.Cursor)
-	before := 0
-	if fc != nil {
-		before = fc.Corrupt
-	}
-	_, err := r.cursor.Poll(r.apply)
-	if fc != nil {
-		if d := fc.Corrupt - before; d > 0 {
-			r.stats.CorruptLines += int64(d)
-			r.log.Warn("skipped corrupt lines in events.log", "count", d)
+	defer func() { r.stats.UpdatedAt = schema.FormatTime(r.clk.Now()) }()
+	for {
+		ectx, cancel := context.WithTimeout(ctx, eventlog.StoreTimeout)
+		evs, err := r.st.Events(ectx, r.cur, eventBatch)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("read events: %w", err)
+		}
+		for _, ev := range evs {
+			r.apply(eventlog.Event{TS: ev.TS, Type: ev.Type, Actor: ev.Actor, Data: ev.Data})
+			r.cur = ev.Cursor
+		}
+		if len(evs) < eventBatch {
+			return nil
 		}
 	}
-	r.stats.UpdatedAt = schema.FormatTime(r.clk.Now())
-	if err != nil {
-		return fmt.Errorf("read events: %w", err)
+}
+
+// saveCursor stores the cursor once it moved, fenced by the cluster lease:
+// a host that lost the duties never moves the next leader's place.
+func (r *Role) saveCursor(ctx context.Context) error {
+	if !r.curLoaded || r.cur == r.savedCur {
+		return nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, eventlog.StoreTimeout)
+	defer cancel()
+	err := r.st.Update(ctx, func(tx store.Tx) error {
+		if r.lease != nil {
+			tx.Fence(r.lease)
+		}
+		return tx.Set(eventlog.NSCursors, ClusterLease, []byte(r.cur))
+	})
+	if err != nil {
+		return fmt.Errorf("save events cursor: %w", err)
+	}
+	r.savedCur = r.cur
 	return nil
 }
 
-// openReader opens the event-log reader: logs/events.log with its cursor
-// file, or in PostgreSQL mode the store's event log with the cursor saved
-// in the store, so the next host to lead the cluster duties resumes there.
-func (r *Role) openReader() (eventlog.Reader, error) {
-	if r.st != nil {
-		return eventlog.OpenStoreReader(r.st, ClusterLease)
-	}
-	return eventlog.OpenCursor(r.l.EventsLog(), r.l.ChamberlainCursor())
-}
-
 // apply folds one event into the accounts (package report) and the
-// anomaly detectors. It must not log or emit: it also runs under the
-// exclusive rotation lock.
-func (r *Role) apply(ev eventlog.Event) error {
+// anomaly detectors.
+func (r *Role) apply(ev eventlog.Event) {
 	d := report.Decode(ev)
 	report.Apply(&r.stats, &r.state.Report, ev, d)
 	an := &r.anomaly
@@ -92,13 +109,12 @@ func (r *Role) apply(ev eventlog.Event) error {
 		delete(an.Detected, d.EventID)
 		delete(an.StaleAlerted, d.EventID)
 	}
-	return nil
 }
 
 // anomalies evaluates the detectors at now: failure streaks and the
 // timeout spike as alert conditions, and stale events (returned once each,
 // to be warned about and alerted once).
-func (r *Role) anomalies(now time.Time) (conds []condition, stale []string) {
+func (r *Role) anomalies(ctx context.Context, now time.Time) (conds []condition, stale []string) {
 	an := &r.anomaly
 	for actor, n := range an.Consecutive {
 		if n >= r.c.Anomaly.ConsecutiveFailures {
@@ -122,7 +138,7 @@ func (r *Role) anomalies(now time.Time) (conds []condition, stale []string) {
 		conds = append(conds, condition{Kind: KindTimeouts, Key: "last-hour", Urgency: schema.UrgencyNormal,
 			Content: fmt.Sprintf("[anomaly] %d soldier timeouts in the last hour — the system may be overloaded", len(kept))})
 	}
-	if control.Paused(context.Background(), r.kv) {
+	if control.Paused(ctx, r.kv) {
 		// The operator paused the kingdom: events wait on purpose (§10.11).
 		return conds, nil
 	}

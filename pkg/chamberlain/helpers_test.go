@@ -18,6 +18,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/store/files"
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
 )
 
@@ -71,6 +72,7 @@ type env struct {
 	tm  *countingTmux
 	cfg Config
 	em  *eventlog.Emitter
+	st  *files.Store
 }
 
 func newEnv(t testing.TB, start time.Time) *env {
@@ -89,11 +91,26 @@ func newEnv(t testing.TB, start time.Time) *env {
 	e.met.set(10, 10, 10)
 	e.em = eventlog.NewEmitter(l.EventsLog(), l.RotateLock(), "chamberlain", e.clk)
 	t.Cleanup(func() { e.em.Close() })
+	st, err := files.Open(l, "test-host")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	e.st = st
 	return e
 }
 
 func (e *env) role(mode Mode) *Role {
-	r := New(e.l, e.cfg, Deps{Clock: e.clk, Metrics: e.met, Tmux: e.tm, Events: e.em}, mode)
+	return e.roleWith(mode, Deps{Clock: e.clk, Metrics: e.met, Tmux: e.tm, Events: e.em, Store: e.st})
+}
+
+// roleWith builds the chamberlain from d, closed when the test ends.
+func (e *env) roleWith(mode Mode, d Deps) *Role {
+	e.t.Helper()
+	r, err := New(e.l, e.cfg, d, mode)
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	e.t.Cleanup(func() { r.Close() })
 	return r
 }

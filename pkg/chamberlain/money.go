@@ -28,18 +28,13 @@ const (
 	KindLedger = "spend-ledger"
 )
 
-// spendDays is where the king keeps the day ledgers: this host's files, or
-// the shared store in PostgreSQL mode (SPEC §11.7), wherever the king runs.
-func (r *Role) spendDays() spend.Days {
-	if r.st != nil {
-		return spend.StoreDays(r.kv)
-	}
-	return spend.FileDays(r.l)
-}
+// spendDays is where the king keeps the day ledgers: the store's spend
+// (SPEC §11.7), wherever the king runs.
+func (r *Role) spendDays() spend.Days { return spend.StoreDays(r.kv) }
 
 // observeMoney reads the ledger and the engine pauses.
-func (r *Role) observeMoney(now time.Time, rep *Report) {
-	m := report.ReadMoney(context.Background(), r.spendDays(), r.kv, r.cfg.Budget, now)
+func (r *Role) observeMoney(ctx context.Context, now time.Time, rep *Report) {
+	m := report.ReadMoney(ctx, r.spendDays(), r.kv, r.cfg.Budget, now)
 	for _, err := range []error{m.Err, m.PausesErr} {
 		if err != nil {
 			rep.Errors = append(rep.Errors, err.Error())
@@ -57,7 +52,7 @@ func (r *Role) recordDaily(m *report.Money) {
 
 // moneyAlerts sends one alert per budget threshold per day, one per engine
 // pause, and a recovered note when a pause ends.
-func (r *Role) moneyAlerts(rep *Report, now time.Time) []string {
+func (r *Role) moneyAlerts(ctx context.Context, rep *Report, now time.Time) []string {
 	m := rep.Money
 	if m == nil {
 		return nil
@@ -65,7 +60,7 @@ func (r *Role) moneyAlerts(rep *Report, now time.Time) []string {
 	var errs []string
 	send := func(kind, key, urgency, content string, data map[string]any) bool {
 		data["kind"], data["key"] = kind, key
-		if err := r.putMessage(schema.MessageNotification, kind, key, urgency, content, data, now); err != nil {
+		if err := r.putMessage(ctx, schema.MessageNotification, kind, key, urgency, content, data, now); err != nil {
 			errs = append(errs, err.Error())
 			return false
 		}
@@ -134,10 +129,7 @@ func (r *Role) ledgerConditions(m *report.Money) []condition {
 		return nil
 	}
 	date := m.Budget.Date
-	path := spend.JournalPath(r.l.SpendDay(date))
-	if r.st != nil {
-		path = "the shared store's spend-" + date
-	}
+	path := "the store's spend-" + date
 	what := fmt.Sprintf("has %d damaged line%s", n, plural(n))
 	var dmg *spend.DamageError
 	switch {

@@ -1,7 +1,9 @@
 package chamberlain
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"github.com/kingdom-dev/kingdom/pkg/chamberlain/report"
 	"github.com/kingdom-dev/kingdom/pkg/health"
 	"os"
@@ -15,22 +17,26 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/spend"
+	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
 func usd(v float64) *float64 { return &v }
 
-// spendLedger writes today's ledger with the given attempts.
+// spendLedger records the given attempts in today's ledger (the store's).
 func (e *env) spendLedger(entries map[string]spend.Entry) {
 	e.t.Helper()
-	date := spend.Date(e.clk.Now())
-	d, err := spend.Load(e.l.SpendDay(date), date)
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	e.spendAt(e.clk.Now(), entries)
+}
+
+// spendAt records the attempts in the ledger of at's day.
+func (e *env) spendAt(at time.Time, entries map[string]spend.Entry) {
+	e.t.Helper()
+	var keys []string
+	var es []spend.Entry
 	for k, v := range entries {
-		d.Put(k, v)
+		keys, es = append(keys, k), append(es, v)
 	}
-	if err := spend.Save(e.l.SpendDay(date), d); err != nil {
+	if _, err := spend.StoreDays(kv.OnStore(e.st)).Open(context.Background(), spend.Date(at)).Record(keys, es); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -156,7 +162,7 @@ func TestMoney_EnginePauseAlertsOnceAndRecovers(t *testing.T) {
 	e := newEnv(t, now)
 	r := e.role(ModeDaemon)
 	until := now.Add(10 * time.Minute)
-	if err := enginepause.Save(t.Context(), kv.Files(e.l), enginepause.File{"claude": {Until: schema.FormatTime(until), Reason: "You've hit your limit"}}); err != nil {
+	if err := enginepause.Save(t.Context(), kv.OnStore(e.st), enginepause.File{"claude": {Until: schema.FormatTime(until), Reason: "You've hit your limit"}}); err != nil {
 		t.Fatal(err)
 	}
 	for range 4 {
@@ -209,7 +215,7 @@ func TestMoney_EventsHeldByAPauseAreNotStale(t *testing.T) {
 	}
 	e.emitAs("event.detected", "sentinel", map[string]any{"event_id": id, "source": "inbox", "event_type": "x"})
 	until := now.Add(3 * time.Hour)
-	if err := enginepause.Save(t.Context(), kv.Files(e.l), enginepause.File{"claude": {Until: schema.FormatTime(until), Reason: "limit"}}); err != nil {
+	if err := enginepause.Save(t.Context(), kv.OnStore(e.st), enginepause.File{"claude": {Until: schema.FormatTime(until), Reason: "limit"}}); err != nil {
 		t.Fatal(err)
 	}
 	r := e.role(ModeDaemon)
@@ -227,26 +233,32 @@ func TestMoney_EventsHeldByAPauseAreNotStale(t *testing.T) {
 	}
 }
 
-// damageLedger appends n lines that do not decode to today's ledger and
-// returns its path and its content before the damage.
-func (e *env) damageLedger(n int) (path string, whole []byte) {
+// damageLedger writes n records that do not decode into today's ledger
+// and returns the name the alert gives it and a repair that removes them.
+func (e *env) damageLedger(n int) (path string, repair func()) {
 	e.t.Helper()
-	path = spend.JournalPath(e.l.SpendDay(spend.Date(e.clk.Now())))
-	whole, err := os.ReadFile(path)
+	ns, err := spend.Namespace(spend.Date(e.clk.Now()))
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer f.Close()
-	for range n {
-		if _, err := f.WriteString("{\"key\": \"torn\", \"cost_usd\": 0.5\n"); err != nil {
+	set := func(fn func(tx store.Tx, key string) error) {
+		e.t.Helper()
+		err := e.st.Update(context.Background(), func(tx store.Tx) error {
+			for i := range n {
+				if err := fn(tx, fmt.Sprintf("torn-%d", i)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
 			e.t.Fatal(err)
 		}
 	}
-	return path, whole
+	set(func(tx store.Tx, key string) error {
+		return tx.Set(ns, key, []byte("{\"key\": \"torn\", \"cost_usd\": 0.5\n"))
+	})
+	return "store namespace " + ns, func() { set(func(tx store.Tx, key string) error { return tx.Delete(ns, key) }) }
 }
 
 func TestMoney_DamagedLedgerAlertsUntilRepaired(t *testing.T) {
@@ -259,7 +271,7 @@ func TestMoney_DamagedLedgerAlertsUntilRepaired(t *testing.T) {
 		t.Fatalf("ledger alerts while whole = %d", n)
 	}
 
-	path, whole := e.damageLedger(3)
+	path, repair := e.damageLedger(3)
 	for range 3 {
 		e.clk.Advance(30 * time.Second)
 		e.tick(r)
@@ -273,9 +285,7 @@ func TestMoney_DamagedLedgerAlertsUntilRepaired(t *testing.T) {
 		t.Errorf("alert = %q (%s), want %q (high)", ms[0].Content, ms[0].Urgency, want)
 	}
 
-	if err := os.WriteFile(path, whole, 0o600); err != nil { // the operator removes the damaged lines
-		t.Fatal(err)
-	}
+	repair() // the operator removes the damaged records
 	for range 3 {
 		e.clk.Advance(RecoverAfter)
 		e.tick(r)
@@ -301,7 +311,7 @@ func TestMoney_EventsHeldByADamagedLedgerAreNotStale(t *testing.T) {
 	e := newEnv(t, now)
 	e.cfg.Budget = spend.Budget{DailyUSD: usd(10)}
 	e.spendLedger(map[string]spend.Entry{"a#0#a": {Task: "a", General: "gen-pr", Engine: "claude", CostUSD: usd(0.5)}})
-	_, whole := e.damageLedger(1)
+	_, repair := e.damageLedger(1)
 	eq := queue.New(e.l, layout.QEvents, nil)
 	id := "evt-inbox-held-1"
 	if err := eq.Put(layout.Pending, id, schema.Event{ID: id, Type: "x", Source: "inbox", Priority: "normal",
@@ -318,9 +328,7 @@ func TestMoney_EventsHeldByADamagedLedgerAreNotStale(t *testing.T) {
 		t.Fatalf("stale alerts while the damaged ledger holds admission = %d, want 0", n)
 	}
 	// Repaired, the ledger no longer holds the event: it is stale.
-	if err := os.WriteFile(spend.JournalPath(e.l.SpendDay(spend.Date(now))), whole, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	repair()
 	e.tick(r)
 	if n := len(e.messagesOf(KindStale)); n != 1 {
 		t.Fatalf("stale alerts once repaired = %d, want 1", n)

@@ -113,8 +113,8 @@ func (r *Role) observe(ctx context.Context, now time.Time) (*Report, error) {
 		errs = append(errs, err)
 	}
 	r.observeRoles(now, rep)
-	r.observeMoney(now, rep)
-	r.observeOperator(rep)
+	r.observeMoney(ctx, now, rep)
+	r.observeOperator(ctx, rep)
 	r.observeTokens(now, rep)
 	for _, q := range []struct{ kind, state string }{
 		{layout.QEvents, layout.Pending}, {layout.QEvents, layout.Petitioning}, {layout.QEvents, layout.Dispatched},
@@ -336,8 +336,8 @@ func (r *Role) observeTokens(now time.Time, rep *Report) {
 }
 
 // observeOperator reads the pause and the sentinel's watcher record.
-func (r *Role) observeOperator(rep *Report) {
-	p, err := control.ReadPause(context.Background(), r.kv)
+func (r *Role) observeOperator(ctx context.Context, rep *Report) {
+	p, err := control.ReadPause(ctx, r.kv)
 	if err != nil {
 		rep.Errors = append(rep.Errors, err.Error())
 	}

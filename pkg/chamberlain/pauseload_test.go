@@ -18,7 +18,7 @@ func TestMoney_UnreadablePauseFileIsNoRecovery(t *testing.T) {
 	e := newEnv(t, now)
 	r := e.role(ModeDaemon)
 	good := enginepause.File{"claude": {Until: schema.FormatTime(now.Add(time.Hour)), Reason: "You've hit your limit"}}
-	if err := enginepause.Save(t.Context(), kv.Files(e.l), good); err != nil {
+	if err := enginepause.Save(t.Context(), kv.OnStore(e.st), good); err != nil {
 		t.Fatal(err)
 	}
 	e.tick(r)
@@ -33,7 +33,7 @@ func TestMoney_UnreadablePauseFileIsNoRecovery(t *testing.T) {
 	if n := len(e.messagesOf(KindRecovered)); n != 0 {
 		t.Fatalf("recovered notes while the pause file is unreadable = %d, want 0", n)
 	}
-	if err := enginepause.Save(t.Context(), kv.Files(e.l), good); err != nil {
+	if err := enginepause.Save(t.Context(), kv.OnStore(e.st), good); err != nil {
 		t.Fatal(err)
 	}
 	e.clk.Advance(time.Minute)

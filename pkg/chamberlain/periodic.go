@@ -22,8 +22,9 @@ const tempSweepEvery = 10 * time.Minute
 // ten minutes, and the daily jobs once per local day at or after their hour
 // (a marker file per job, so a chamberlain that was down at that minute
 // still runs them later that day). The report and row retention are
-// cluster duties (cluster: this host leads them); the events.log split is
-// file mode's alone (in PostgreSQL mode the event log is a table).
+// cluster duties (cluster: this host leads them), and so is the event
+// log's retention (store.TrimEvents at events_rotation.hour: the split of
+// events.log on one machine).
 func (r *Role) periodic(ctx context.Context, now time.Time, cluster bool) error {
 	var errs []error
 	errs = append(errs, r.rotateLogs())
@@ -31,17 +32,17 @@ func (r *Role) periodic(ctx context.Context, now time.Time, cluster bool) error 
 		r.lastTempSweep = now
 		r.sweepTemps(now)
 	}
-	if r.st == nil && r.due("events-rotation", r.c.EventsRotation.Hour, now, false) {
-		errs = append(errs, r.splitEvents(now))
+	if cluster && r.due("events-rotation", r.c.EventsRotation.Hour, now, false) {
+		errs = append(errs, r.trimEvents(ctx, now))
 	}
 	if r.due("cleanup", r.c.Cleanup.Hour, now, true) {
 		errs = append(errs, r.cleanup(now))
 	}
-	if cluster && r.st != nil && r.due("row-retention", r.c.Cleanup.Hour, now, true) {
+	if cluster && r.due("row-retention", r.c.Cleanup.Hour, now, true) {
 		errs = append(errs, r.cleanRows(ctx, now))
 	}
 	if cluster && r.due("report", r.c.Report.Hour, now, false) {
-		errs = append(errs, r.dailyReport(now))
+		errs = append(errs, r.dailyReport(ctx, now))
 	}
 	return errors.Join(errs...)
 }
@@ -119,39 +120,6 @@ func (r *Role) rotateLogs() error {
 	return errors.Join(errs...)
 }
 
-// splitEvents renames logs/events.log to events-YYYYMMDD.log (the previous
-// local day) under the exclusive rotation lock, after draining the cursor
-// so the old file is finished first.
-func (r *Role) splitEvents(now time.Time) error {
-	if _, err := os.Stat(r.l.EventsLog()); errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err := r.consume(); err != nil {
-		return err
-	}
-	day := now.In(time.Local).AddDate(0, 0, -1).Format("20060102")
-	var dst string
-	err := lockfile.With(r.l.RotateLock(), func() error {
-		// Writers are held off now: drain what they appended meanwhile.
-		if _, err := r.cursor.Poll(r.apply); err != nil {
-			return err
-		}
-		dst = r.l.EventsLogDay(day)
-		for i := 2; ; i++ {
-			if _, err := os.Lstat(dst); errors.Is(err, fs.ErrNotExist) {
-				break
-			}
-			dst = filepath.Join(r.l.LogsDir(), fmt.Sprintf("events-%s-%d.log", day, i))
-		}
-		return os.Rename(r.l.EventsLog(), dst)
-	})
-	if err != nil {
-		return fmt.Errorf("split events.log: %w", err)
-	}
-	r.log.Info("events log split: "+filepath.Base(dst), "cat", "ROTATION")
-	return nil
-}
-
 // sweepTemps removes the dot-temps of dead writers (SPEC §9.31).
 func (r *Role) sweepTemps(now time.Time) {
 	if n := retention.SweepTemps(r.l, now); n > 0 {
@@ -161,7 +129,7 @@ func (r *Role) sweepTemps(now time.Time) {
 
 // cleanup runs the daily retention pass (seed 002, SPEC §9.31).
 func (r *Role) cleanup(now time.Time) error {
-	total, err := retention.New(r.l, r.c.Retention, r.log).Clean(now)
+	total, err := retention.New(r.l, r.tasks, r.c.Retention, r.log).Clean(now)
 	if total > 0 {
 		r.log.Info(fmt.Sprintf("deleted %d expired files", total), "cat", "CLEANUP")
 		r.emit("recovery.files_cleaned", map[string]any{"deleted_count": total})

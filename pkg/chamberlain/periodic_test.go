@@ -121,3 +121,46 @@ func TestDailyReport_DocumentAndMessage(t *testing.T) {
 		t.Fatalf("report queued again: %d messages", n)
 	}
 }
+
+// The event log's retention is the store's (store.TrimEvents), run by the
+// cluster duties at events_rotation.hour: on one machine events.log is
+// split into the previous day's file, the reader finishes it there, and
+// splits past retention.logs_days go.
+func TestDaily_EventsLogSplitAndOldSplitsRemoved(t *testing.T) {
+	start := time.Date(2026, 11, 21, 23, 0, 0, 0, time.Local)
+	e := newEnv(t, start)
+	e.cfg.Chamberlain.EventsRotation.Hour = 0
+	e.cfg.Chamberlain.Retention.LogsDays = 7
+	old := e.l.EventsLogDay("20261101")
+	writeFile(t, old, "")
+	aged := start.Add(-30 * 24 * time.Hour)
+	if err := os.Chtimes(old, aged, aged); err != nil {
+		t.Fatal(err)
+	}
+	r := e.role(ModeDaemon)
+	e.emitAs("task.completed", "gen-pr", map[string]any{"task_id": "task-20261121-001"})
+	e.tick(r) // 23:00, fresh: the first split waits for the next midnight
+	if _, err := os.Stat(e.l.EventsLogDay("20261121")); err == nil {
+		t.Fatal("split on the first start")
+	}
+	e.emitAs("task.completed", "gen-pr", map[string]any{"task_id": "task-20261121-002"})
+	e.clk.Set(start.Add(90 * time.Minute)) // 00:30 on the 22nd
+	e.tick(r)
+	b, err := os.ReadFile(e.l.EventsLogDay("20261121"))
+	if err != nil {
+		t.Fatalf("no split of the 21st: %v", err)
+	}
+	if n := strings.Count(string(b), "task.completed"); n != 2 {
+		t.Fatalf("split holds %d task.completed lines, want 2", n)
+	}
+	if _, err := os.Stat(old); err == nil {
+		t.Fatal("a split older than logs_days survived")
+	}
+	// The reader read both lines once and goes on in the new events.log.
+	e.emitAs("task.completed", "gen-pr", map[string]any{"task_id": "task-20261122-001"})
+	e.clk.Advance(time.Minute)
+	e.tick(r)
+	if s := readStats(t, e); s.Totals.TaskCompleted != 3 {
+		t.Fatalf("tasks completed counted %d, want 3", s.Totals.TaskCompleted)
+	}
+}

@@ -34,8 +34,7 @@ func newPGHost(t *testing.T, dsn, host string, start time.Time) *pgHost {
 	t.Cleanup(func() { st.Close() })
 	e := newEnv(t, start)
 	em := eventlog.NewStoreEmitter(st, "chamberlain")
-	r := New(e.l, e.cfg, Deps{Clock: e.clk, Metrics: e.met, Tmux: e.tm, Events: em, Store: st, Host: host}, ModeDaemon)
-	t.Cleanup(func() { r.Close() })
+	r := e.roleWith(ModeDaemon, Deps{Clock: e.clk, Metrics: e.met, Tmux: e.tm, Events: em, Store: st, Host: host})
 	return &pgHost{env: e, st: st, r: r}
 }
 
@@ -129,5 +128,33 @@ func TestChamberlain_PG_PerHostAlertsNameTheirHost(t *testing.T) {
 		if !strings.Contains(got[i].ID, host) || !strings.Contains(string(got[i].Data), "["+host+"]") {
 			t.Errorf("alert %s does not name %s: %s", got[i].ID, host, got[i].Data)
 		}
+	}
+}
+
+// In PostgreSQL the event log's retention deletes the rows older than
+// retention.logs_days (store.TrimEvents); younger rows stay readable.
+func TestChamberlain_PG_TrimEventsDeletesOldRows(t *testing.T) {
+	dsn := pgtest.DB(t)
+	h := newPGHost(t, dsn, "host-a", time.Date(2026, 11, 21, 12, 0, 0, 0, time.Local))
+	ctx := t.Context()
+	for _, typ := range []string{"x.old", "x.old"} {
+		if err := h.st.Emit(ctx, typ, "king", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Nothing is older than a day yet.
+	if n, err := h.st.TrimEvents(ctx, time.Now(), 24*time.Hour); err != nil || n != 0 {
+		t.Fatalf("trim of young rows = %d, %v; want 0", n, err)
+	}
+	// Seen from two days on, both rows are past a one-day retention.
+	if n, err := h.st.TrimEvents(ctx, time.Now().Add(48*time.Hour), 24*time.Hour); err != nil || n != 2 {
+		t.Fatalf("trim of old rows = %d, %v; want 2", n, err)
+	}
+	if err := h.st.Emit(ctx, "x.new", "king", nil); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := h.st.Events(ctx, "", 10)
+	if err != nil || len(evs) != 1 || evs[0].Type != "x.new" {
+		t.Fatalf("events after the trim = %+v, %v; want x.new alone", evs, err)
 	}
 }

@@ -68,7 +68,7 @@ func (r *Role) act(ctx context.Context, rep *Report, now time.Time, cluster bool
 	var stale []string
 	if cluster {
 		var ac []condition
-		ac, stale = r.anomalies(now)
+		ac, stale = r.anomalies(ctx, now)
 		conds = append(conds, ac...)
 	} else {
 		// Another host leads the cluster duties: its alerts of these kinds
@@ -85,13 +85,13 @@ func (r *Role) act(ctx context.Context, rep *Report, now time.Time, cluster bool
 	al := &alerter{st: &r.alerts, repeat: r.c.AlertRepeat(), send: func(kind, key, urgency, content string, at time.Time) error {
 		data := map[string]any{"kind": kind, "key": key}
 		key, content = r.hostScoped(kind, key, content)
-		return r.putMessage(schema.MessageNotification, kind, key, urgency, content, data, at)
+		return r.putMessage(ctx, schema.MessageNotification, kind, key, urgency, content, data, at)
 	}}
 	if err := al.evaluate(now, kinds, conds); err != nil {
 		errs = append(errs, err.Error())
 	}
 	if cluster {
-		errs = append(errs, r.moneyAlerts(rep, now)...)
+		errs = append(errs, r.moneyAlerts(ctx, rep, now)...)
 	}
 	// Persist what was sent at once, not at the end of the tick: alert ids
 	// carry the send time, so a crash before the save would re-send them
@@ -121,7 +121,7 @@ func (r *Role) act(ctx context.Context, rep *Report, now time.Time, cluster bool
 		if len(stale) > 1 {
 			key = fmt.Sprintf("%s-and-%d", stale[0], len(stale)-1)
 		}
-		if err := r.putMessage(schema.MessageNotification, KindStale, key, schema.UrgencyNormal, content,
+		if err := r.putMessage(ctx, schema.MessageNotification, KindStale, key, schema.UrgencyNormal, content,
 			map[string]any{"kind": KindStale, "event_ids": stale}, now); err != nil {
 			errs = append(errs, err.Error())
 		} else {

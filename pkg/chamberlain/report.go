@@ -1,6 +1,7 @@
 package chamberlain
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"time"
@@ -12,24 +13,24 @@ import (
 
 // dailyReport issues the report of the events consumed since the last one,
 // queues it as a report message and starts the next accumulation.
-func (r *Role) dailyReport(now time.Time) error {
+func (r *Role) dailyReport(ctx context.Context, now time.Time) error {
 	acc := &r.state.Report
-	doc, spendErr, err := report.Issue(r.l, r.spendDays(), acc, now)
+	doc, spendErr, err := report.Issue(ctx, r.l, r.spendDays(), acc, now)
 	if spendErr != nil {
 		r.log.Warn("daily report without spend", "err", spendErr)
 	}
 	if err != nil {
 		return err
 	}
-	var ctx map[string]any
+	var data map[string]any
 	b, _ := json.Marshal(doc)
-	_ = json.Unmarshal(b, &ctx)
+	_ = json.Unmarshal(b, &data)
 	// The id's <unix> is the local midnight of the report's day, so a repeat
 	// after a crash finds the same id and queues nothing twice.
 	local := now.In(time.Local)
 	midnight := time.Date(local.Year(), local.Month(), local.Day(), 0, 0, 0, 0, time.Local)
-	err = r.putMessage(schema.MessageReport, KindReport, local.Format("20060102"), schema.UrgencyNormal, report.Text(doc),
-		map[string]any{"report": ctx}, midnight)
+	err = r.putMessage(ctx, schema.MessageReport, KindReport, local.Format("20060102"), schema.UrgencyNormal, report.Text(doc),
+		map[string]any{"report": data}, midnight)
 	if err != nil && !errors.Is(err, queue.ErrExists) {
 		return err
 	}

@@ -23,16 +23,8 @@ func TestDailyReport_SpendCoversTheReportWindow(t *testing.T) {
 	e.tick(r) // day 1's report; the next window starts here
 	put := func(at time.Time, key string, v float64) {
 		t.Helper()
-		date := spend.Date(at)
-		d, err := spend.Load(e.l.SpendDay(date), date)
-		if err != nil {
-			t.Fatal(err)
-		}
-		d.Put(key, spend.Entry{Task: key, General: "gen-pr", Engine: "claude", CostUSD: usd(v),
-			Usage: spend.Usage{InputTokens: 10, OutputTokens: 5}, Status: schema.ResultSuccess, At: schema.FormatTime(at)})
-		if err := spend.Save(e.l.SpendDay(date), d); err != nil {
-			t.Fatal(err)
-		}
+		e.spendAt(at, map[string]spend.Entry{key: {Task: key, General: "gen-pr", Engine: "claude", CostUSD: usd(v),
+			Usage: spend.Usage{InputTokens: 10, OutputTokens: 5}, Status: schema.ResultSuccess, At: schema.FormatTime(at)}})
 	}
 	put(day1.Add(-6*time.Hour), "task-20261121-001#0#a", 4) // before day 1's report
 	put(day1.Add(2*time.Hour), "task-20261121-002#0#b", 1)  // 20:00 day 1

@@ -27,8 +27,7 @@ func TestChamberlain_PG_SpendFromTheSharedStore(t *testing.T) {
 	t.Cleanup(func() { st.Close() })
 	e := newEnv(t, start)
 	e.cfg.Budget = spend.Budget{DailyUSD: usd(1)}
-	r := New(e.l, e.cfg, Deps{Clock: e.clk, Metrics: e.met, Tmux: e.tm, Events: eventlog.NewStoreEmitter(st, "chamberlain"), Store: st, Host: "host-b"}, ModeDaemon)
-	t.Cleanup(func() { r.Close() })
+	r := e.roleWith(ModeDaemon, Deps{Clock: e.clk, Metrics: e.met, Tmux: e.tm, Events: eventlog.NewStoreEmitter(st, "chamberlain"), Store: st, Host: "host-b"})
 
 	date := spend.Date(start)
 	s := kv.OnStore(st)

@@ -97,8 +97,8 @@ func (s *Server) unslot() {
 const maxTail = 1000
 
 // handleEvents streams the internal events as SSE: every event is one SSE
-// event whose id is its resumable place (a Pos in events.log, or the store
-// cursor in PostgreSQL mode). Last-Event-ID resumes exactly after that
+// event whose id is its resumable place, the store cursor just past it
+// (storestream.go). Last-Event-ID resumes exactly after that
 // event; without it the stream starts at the end of the log, or ?tail=N
 // events before it. A comment line every KeepAlive keeps proxies and
 // clients from timing a quiet stream out.
@@ -112,61 +112,31 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		tail = t
 	}
-	var (
-		from string
-		pump func(emit func(line []byte, id string) error) error
-		stop = func() {}
-	)
-	if st := s.o.Store; st != nil {
-		var cur store.Cursor
-		if id := r.Header.Get("Last-Event-ID"); id != "" {
-			c, err := checkCursor(id)
-			if err == nil {
-				// The store judges its own cursors: ask it once now.
-				_, err = st.Events(r.Context(), c, 1)
-			}
-			if err != nil {
-				http.Error(w, "bad Last-Event-ID: "+err.Error(), http.StatusBadRequest)
-				return
-			}
-			cur = c
-		} else {
-			c, err := storeTail(r.Context(), st, tail)
-			if err != nil {
-				http.Error(w, "read event log: "+err.Error(), http.StatusInternalServerError)
-				return
-			}
-			cur = c
+	st := s.o.Store
+	var cur store.Cursor
+	if id := r.Header.Get("Last-Event-ID"); id != "" {
+		c, err := checkCursor(id)
+		if err == nil {
+			// The store judges its own cursors: ask it once now.
+			_, err = st.Events(r.Context(), c, 1)
 		}
-		from = "store cursor " + string(cur)
-		pump = func(emit func([]byte, string) error) error {
-			return readStore(r.Context(), st, &cur, func(line []byte, after store.Cursor) error { return emit(line, string(after)) })
+		if err != nil {
+			http.Error(w, "bad Last-Event-ID: "+err.Error(), http.StatusBadRequest)
+			return
 		}
+		cur = c
 	} else {
-		var start Pos
-		if id := r.Header.Get("Last-Event-ID"); id != "" {
-			p, err := ParsePos(id)
-			if err != nil {
-				http.Error(w, "bad Last-Event-ID: "+err.Error(), http.StatusBadRequest)
-				return
-			}
-			start = p
-		} else {
-			p, err := tailPos(s.l, tail)
-			if err != nil {
-				http.Error(w, "read events log: "+err.Error(), http.StatusInternalServerError)
-				return
-			}
-			start = p
+		c, err := storeTail(r.Context(), st, tail)
+		if err != nil {
+			http.Error(w, "read event log: "+err.Error(), http.StatusInternalServerError)
+			return
 		}
-		from = start.String()
-		rd := newReader(s.l, start)
-		stop = rd.close
-		pump = func(emit func([]byte, string) error) error {
-			return rd.read(func(line []byte, after Pos) error { return emit(line, after.String()) })
-		}
+		cur = c
 	}
-	defer stop()
+	from := "store cursor " + string(cur)
+	pump := func(emit func([]byte, string) error) error {
+		return readStore(r.Context(), st, &cur, func(line []byte, after store.Cursor) error { return emit(line, string(after)) })
+	}
 	if !s.slot() {
 		w.Header().Set("Retry-After", "30")
 		http.Error(w, fmt.Sprintf("too many event stream clients: %d already connected (http.max_clients); close one or raise the limit", s.o.MaxClients), http.StatusServiceUnavailable)

@@ -103,11 +103,11 @@ func TestHost_ForeignNamesAreMisdirectedOnEveryPath(t *testing.T) {
 // serves every address of the machine, so any address literal is one, but
 // names must still be listed.
 func TestHost_ListenHostAndWildcard(t *testing.T) {
-	named, err := New(Options{Layout: newBase(t), Listen: "dash.internal:8765", Token: "t"})
+	named, err := New(withStore(t, Options{Layout: newBase(t), Listen: "dash.internal:8765", Token: "t"}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	wild, err := New(Options{Layout: newBase(t), Listen: ":8765", Token: "t"})
+	wild, err := New(withStore(t, Options{Layout: newBase(t), Listen: ":8765", Token: "t"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,7 +402,7 @@ func (emfile) Temporary() bool { return true }
 func TestServeErrors_ReachTheLogRateLimited(t *testing.T) {
 	logs := &lockedBuf{}
 	clk := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	s, err := New(Options{Layout: newBase(t), Listen: "127.0.0.1:0", Clock: clk, Tmux: noTmux{}, Log: slog.New(slog.NewTextHandler(logs, nil))})
+	s, err := New(withStore(t, Options{Layout: newBase(t), Listen: "127.0.0.1:0", Clock: clk, Tmux: noTmux{}, Log: slog.New(slog.NewTextHandler(logs, nil))}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
+	"github.com/kingdom-dev/kingdom/pkg/store/files"
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
 )
 
@@ -42,7 +43,7 @@ func startServer(t testing.TB, o Options) (*Server, string) {
 	if o.Tmux == nil {
 		o.Tmux = noTmux{}
 	}
-	s, err := New(o)
+	s, err := New(withStore(t, o))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,6 +53,21 @@ func startServer(t testing.TB, o Options) (*Server, string) {
 		t.Fatal(err)
 	}
 	return s, "http://" + s.Addr()
+}
+
+// withStore gives o the files store of its layout (closed when the test
+// ends) unless it has a store already.
+func withStore(t testing.TB, o Options) Options {
+	t.Helper()
+	if o.Store == nil {
+		st, err := files.Open(o.Layout, "test-host")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		o.Store = st
+	}
+	return o
 }
 
 func emitter(l layout.Layout, actor string) *eventlog.Emitter {

@@ -22,16 +22,15 @@ import (
 // metrics is /metrics. Gauges (queue depths, soldiers, health, roles,
 // engine pauses) are read from disk at each scrape; counters (tasks by
 // outcome, durations, cost, tokens, alerts, engine pauses, internal events)
-// move as the events log grows, counted from the start of the current
-// events.log when the server starts. The registry is the server's own, so
+// move as the store's event log grows, counted from its start (on one
+// machine: the current events.log) when the server starts. The registry is the server's own, so
 // tests and several servers never share state.
 type metrics struct {
 	s   *Server
 	reg *prometheus.Registry
 
-	mu       sync.Mutex // serializes follow's reads (tests call sync)
-	rd       *reader
-	cur      store.Cursor // PostgreSQL mode: the store's log from its start
+	mu       sync.Mutex   // serializes follow's reads (tests call sync)
+	cur      store.Cursor // the store's event log, from its start
 	tasks    *prometheus.CounterVec
 	duration prometheus.Histogram
 	cost     prometheus.Counter
@@ -52,9 +51,9 @@ var (
 	descPaused    = prometheus.NewDesc(ns+"_engine_paused", "1 while an engine is paused by a usage limit.", []string{"engine"}, nil)
 	descCostToday = prometheus.NewDesc(ns+"_spend_today_usd", "Today's spend in the king's cost ledger (host-local day).", nil, nil)
 	descBudget    = prometheus.NewDesc(ns+"_budget_used_ratio", "Today's spend over the tighter daily budget of king.yaml (absent without one).", nil, nil)
-	descHostUp    = prometheus.NewDesc(ns+"_host_up", "PostgreSQL mode: 1 while the host renews its lease within store.self_fence_seconds.", []string{"host"}, nil)
-	descHostAge   = prometheus.NewDesc(ns+"_host_renewal_age_seconds", "PostgreSQL mode: seconds since the host last renewed its lease (the database's clock).", []string{"host"}, nil)
-	descLeader    = prometheus.NewDesc(ns+"_leader_epoch", "PostgreSQL mode: the epoch of each leader role, labelled with the host that leads it.", []string{"role", "host"}, nil)
+	descHostUp    = prometheus.NewDesc(ns+"_host_up", "1 while the host renews its lease within store.self_fence_seconds (one machine: always 1).", []string{"host"}, nil)
+	descHostAge   = prometheus.NewDesc(ns+"_host_renewal_age_seconds", "Seconds since the host last renewed its lease (the store's clock).", []string{"host"}, nil)
+	descLeader    = prometheus.NewDesc(ns+"_leader_epoch", "The epoch of each leader role, labelled with the host that leads it.", []string{"role", "host"}, nil)
 	descDamaged   = prometheus.NewDesc(ns+"_spend_ledger_damaged_lines", "Records of today's spend ledger that cannot be read (0 when whole); while a daily budget is set no task starts until it is repaired.", nil, nil)
 )
 
@@ -90,7 +89,7 @@ func newMetrics(s *Server) *metrics {
 func (m *metrics) handler() http.Handler {
 	h := promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		m.sync()
+		m.sync(r.Context())
 		h.ServeHTTP(w, r)
 	})
 }
@@ -99,7 +98,7 @@ func (m *metrics) handler() http.Handler {
 func (m *metrics) follow(ctx context.Context) {
 	for {
 		wake := m.s.notify.wait()
-		m.sync()
+		m.sync(ctx)
 		select {
 		case <-ctx.Done():
 			return
@@ -109,24 +108,13 @@ func (m *metrics) follow(ctx context.Context) {
 }
 
 // sync counts every line appended since the last call.
-func (m *metrics) sync() {
+func (m *metrics) sync(ctx context.Context) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var err error
-	if st := m.s.o.Store; st != nil {
-		err = readStore(context.Background(), st, &m.cur, func(line []byte, _ store.Cursor) error {
-			m.count(line)
-			return nil
-		})
-	} else {
-		if m.rd == nil {
-			m.rd = newReader(m.s.l, Pos{})
-		}
-		err = m.rd.read(func(line []byte, _ Pos) error {
-			m.count(line)
-			return nil
-		})
-	}
+	err := readStore(ctx, m.s.o.Store, &m.cur, func(line []byte, _ store.Cursor) error {
+		m.count(line)
+		return nil
+	})
 	if err != nil {
 		m.s.log.Warn("dashboard metrics: read events log", "err", err)
 	}
@@ -230,7 +218,7 @@ func (g gauges) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descRoleAge, prometheus.GaugeValue, r.HeartbeatAge.Seconds(), r.Name)
 		}
 	}
-	for _, p := range readEnginePause(s.l, now) {
+	for _, p := range readEnginePause(ctx, s.kv, now) {
 		v := 0.0
 		if p.Active {
 			v = 1

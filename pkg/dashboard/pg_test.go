@@ -134,7 +134,7 @@ func TestState_PG_ShowsHostsAndLeaders(t *testing.T) {
 	}
 }
 
-func TestState_FileModeHasNoCluster(t *testing.T) {
+func TestState_NoClusterSourceNoCluster(t *testing.T) {
 	_, url := startServer(t, Options{Layout: newBase(t)})
 	if _, body := get(t, url+"/api/v1/state"); strings.Contains(body, `"cluster"`) {
 		t.Errorf("file-mode state carries a cluster: %s", body)

@@ -8,7 +8,7 @@
 // address outside loopback without a bearer token — then s.Start(ctx),
 // which binds the address (or the unix socket layout.DashboardSocket) and
 // serves until ctx ends. Besides that socket it only reads the runtime
-// tree.
+// tree and the store (Options.Store, required).
 //
 // What guards it: a request whose Host header names neither the listen
 // host, a loopback address, localhost nor an http.allowed_hosts entry gets
@@ -32,6 +32,7 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/clock"
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/status"
 	"github.com/kingdom-dev/kingdom/pkg/store"
@@ -93,11 +94,12 @@ type Options struct {
 	Clock  clock.Clock
 	Tmux   status.Lister
 	Log    *slog.Logger
-	// Store is the shared store in PostgreSQL mode (nil in file mode): the
-	// event stream and the metrics' counters read its event log.
+	// Store is the kingdom's store (required): the event stream and the
+	// metrics' counters read its event log, the state its pauses, waits
+	// and spend.
 	Store store.Store
-	// Cluster, in PostgreSQL mode, reads every host and the leader of each
-	// leader role for the state, the page and /metrics.
+	// Cluster reads every host and the leader of each leader role for the
+	// state, the page and /metrics (nil: not shown).
 	Cluster *status.ClusterSource
 }
 
@@ -105,6 +107,7 @@ type Options struct {
 type Server struct {
 	o       Options
 	l       layout.Layout
+	kv      kv.KV // the store's key-value: pauses, waits, spend
 	clk     clock.Clock
 	log     *slog.Logger
 	notify  *notifier
@@ -144,6 +147,9 @@ func New(o Options) (*Server, error) {
 	if err := h.Check(o.Token); err != nil {
 		return nil, err
 	}
+	if o.Store == nil {
+		return nil, errors.New("dashboard: no store")
+	}
 	if o.MaxClients <= 0 {
 		o.MaxClients = DefaultMaxClients
 	}
@@ -177,7 +183,7 @@ func New(o Options) (*Server, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{o: o, l: o.Layout, clk: o.Clock, log: o.Log, notify: newNotifier()}
+	s := &Server{o: o, l: o.Layout, clk: o.Clock, log: o.Log, notify: newNotifier(), kv: kv.OnStore(o.Store)}
 	s.hosts, s.anyIP = allowedHosts(o.Listen, o.AllowedHosts)
 	s.httpErrs = &rateLog{to: o.Log, clk: o.Clock, every: logEvery, level: slog.LevelError}
 	s.fullErrs = &rateLog{to: o.Log, clk: o.Clock, every: logEvery, level: slog.LevelWarn}

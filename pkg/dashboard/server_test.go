@@ -22,6 +22,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/control"
+	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
@@ -215,16 +216,17 @@ func TestState_ShowsTasksSoldiersAndOutsideTextVerbatim(t *testing.T) {
 	// Today's cost ledger (the king's): task 001 cost 0.5 + 1.0 over two
 	// attempts, the running task 0.1 in its first, failed attempt.
 	date := spend.Date(now)
-	day, _ := spend.Load(l.SpendDay(date), date)
+	var keys []string
+	var entries []spend.Entry
 	for i, e := range []spend.Entry{
 		{Task: "task-20261124-001", Attempt: 0, General: "gen-pr", Engine: "claude", CostUSD: ptr(0.5), Status: "failed"},
 		{Task: "task-20261124-001", Attempt: 1, General: "gen-pr", Engine: "claude", CostUSD: ptr(1.0), Status: "failed"},
 		{Task: "task-20261124-002", Attempt: 0, General: "gen-pr", Engine: "claude", CostUSD: ptr(0.1), Status: "failed"},
 	} {
 		e.At = schema.FormatTime(now)
-		day.Put(spend.Key(e.Task, e.Attempt, strconv.Itoa(i)), e)
+		keys, entries = append(keys, spend.Key(e.Task, e.Attempt, strconv.Itoa(i))), append(entries, e)
 	}
-	if err := spend.Save(l.SpendDay(date), day); err != nil {
+	if _, err := spend.StoreDays(kv.OnStore(storeOf(t, l))).Open(t.Context(), date).Record(keys, entries); err != nil {
 		t.Fatal(err)
 	}
 	sessions.New(l).Add(sessions.Entry{ID: "soldier-1-a", TaskID: "task-20261124-002", General: "gen-pr", StartedAt: now.Add(-90 * time.Second)})
@@ -316,7 +318,7 @@ func TestStart_PortTakenIsRetriedNotFatal(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := taken.Addr().String()
-	s, err := New(Options{Layout: l, Listen: addr, Tmux: noTmux{}, RetryBind: 20 * time.Millisecond})
+	s, err := New(withStore(t, Options{Layout: l, Listen: addr, Tmux: noTmux{}, RetryBind: 20 * time.Millisecond}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,8 +2,8 @@ package dashboard
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -14,28 +14,44 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/spend"
+	"github.com/kingdom-dev/kingdom/pkg/store"
 	"github.com/kingdom-dev/kingdom/pkg/waits"
 )
 
-// ledger writes today's spend ledger (one attempt of $0.5) and appends
-// `damaged` lines that do not decode.
+// storeOf is a files store of l (the server opens its own beside it).
+func storeOf(t *testing.T, l layout.Layout) store.Store {
+	t.Helper()
+	return withStore(t, Options{Layout: l}).Store
+}
+
+// ledger records today's spend (one attempt of $0.5) in the store and
+// leaves exactly `damaged` records there that do not decode.
 func ledger(t *testing.T, l layout.Layout, now time.Time, damaged int) {
 	t.Helper()
+	st := storeOf(t, l)
 	date := spend.Date(now)
-	day := &spend.Day{Date: date}
-	day.Put("task-20261124-001#0#a", spend.Entry{Task: "task-20261124-001", General: "gen-pr", Engine: "claude", CostUSD: ptr(0.5), At: schema.FormatTime(now)})
-	if err := spend.Save(l.SpendDay(date), day); err != nil {
+	if _, err := spend.StoreDays(kv.OnStore(st)).Open(t.Context(), date).Record([]string{"task-20261124-001#0#a"},
+		[]spend.Entry{{Task: "task-20261124-001", General: "gen-pr", Engine: "claude", CostUSD: ptr(0.5), At: schema.FormatTime(now)}}); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.OpenFile(spend.JournalPath(l.SpendDay(date)), os.O_WRONLY|os.O_APPEND, 0o600)
+	ns, _ := spend.Namespace(date)
+	err := st.Update(t.Context(), func(tx store.Tx) error {
+		for i := range 8 {
+			key := fmt.Sprintf("torn-%d", i)
+			if i >= damaged {
+				if err := tx.Delete(ns, key); err != nil && !errors.Is(err, store.ErrNotFound) {
+					return err
+				}
+				continue
+			}
+			if err := tx.Set(ns, key, []byte("{\"key\": \"torn\n")); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer f.Close()
-	for range damaged {
-		if _, err := f.WriteString("{\"key\": \"torn\n"); err != nil {
-			t.Fatal(err)
-		}
 	}
 }
 
@@ -72,7 +88,7 @@ func TestState_CarriesLedgerDamageAndWhyWorkWaits(t *testing.T) {
 		{TaskID: "task-20261124-002", Reason: waits.MaxSoldiers, Detail: "3 of 3 soldiers run", Since: now},
 		{EventID: "../../etc/passwd", Reason: waits.Budget, Detail: "token sk-ant-api03-" + strings.Repeat("x", 40), Since: now},
 	}}
-	if err := waits.Write(t.Context(), kv.Files(l), rec); err != nil {
+	if err := waits.Write(t.Context(), kv.OnStore(storeOf(t, l)), rec); err != nil {
 		t.Fatal(err)
 	}
 	_, url := startServer(t, Options{Layout: l, Clock: clock.NewFake(now)})
@@ -96,16 +112,13 @@ func TestState_CarriesLedgerDamageAndWhyWorkWaits(t *testing.T) {
 		t.Errorf("waits[2] = %+v, want its invalid id dropped and its secret redacted", w)
 	}
 
-	// The operator removes the damaged lines; a backlog waits on health.
-	if err := os.Remove(spend.JournalPath(l.SpendDay(spend.Date(now)))); err != nil {
-		t.Fatal(err)
-	}
+	// The operator removes the damaged records; a backlog waits on health.
 	ledger(t, l, now, 0)
 	many := waits.Record{UpdatedAt: now}
 	for i := range maxWaits + 7 {
 		many.Waits = append(many.Waits, waits.Wait{EventID: fmt.Sprintf("evt-inbox-%d", i), Reason: waits.Health, Detail: "health orange", Since: now})
 	}
-	if err := waits.Write(t.Context(), kv.Files(l), many); err != nil {
+	if err := waits.Write(t.Context(), kv.OnStore(storeOf(t, l)), many); err != nil {
 		t.Fatal(err)
 	}
 	st = state(t, url)

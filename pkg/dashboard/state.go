@@ -46,7 +46,8 @@ type State struct {
 	WaitsOmitted int               `json:"waits_omitted"`
 	Pause        PauseInfo         `json:"pause"`
 	EnginePause  []EnginePauseInfo `json:"engine_pause"`
-	// Cluster is PostgreSQL mode's hosts and leaders (absent in file mode).
+	// Cluster is the store's hosts and leaders (absent without
+	// Options.Cluster).
 	Cluster *ClusterInfo `json:"cluster,omitempty"`
 	Errors  []string     `json:"errors"`
 }
@@ -289,19 +290,14 @@ func (s *Server) Snapshot(ctx context.Context) (*State, error) {
 		st.Budget.Percent = &p
 	}
 	st.Spend = SpendInfo{Date: date, Damaged: tot.Damaged}
-	// The king's record is in the shared store with PostgreSQL, wherever
-	// the leading king runs.
-	wkv := kv.Files(s.l)
-	if s.o.Store != nil {
-		wkv = kv.OnStore(s.o.Store)
-	}
-	rec, err := waits.Read(ctx, wkv)
+	// The king's record is in the store, wherever the leading king runs.
+	rec, err := waits.Read(ctx, s.kv)
 	if err != nil {
 		st.Errors = append(st.Errors, "waits: "+err.Error())
 	}
 	st.Waits, st.WaitsOmitted = waitInfos(rec)
-	st.Pause = readPause(s.l)
-	st.EnginePause = readEnginePause(s.l, now)
+	st.Pause = readPause(ctx, s.kv)
+	st.EnginePause = readEnginePause(ctx, s.kv, now)
 	if s.o.Cluster != nil {
 		var errs []string
 		st.Cluster, errs = clusterInfo(ctx, s.o.Cluster)
@@ -385,14 +381,9 @@ func readJSON[T any](path string) *T {
 	return &v
 }
 
-// spendDays is where the king keeps the day ledgers: this host's files, or
-// the shared store in PostgreSQL mode (SPEC §11.7), wherever the king runs.
-func (s *Server) spendDays() spend.Days {
-	if s.o.Store != nil {
-		return spend.StoreDays(kv.OnStore(s.o.Store))
-	}
-	return spend.FileDays(s.l)
-}
+// spendDays is where the king keeps the day ledgers: the store (SPEC
+// §11.7), wherever the king runs.
+func (s *Server) spendDays() spend.Days { return spend.StoreDays(s.kv) }
 
 func (s *Server) readTask(state, id string) *taskFile {
 	if !ids.Valid(id) {
@@ -498,12 +489,12 @@ func clip(s string, n int) string {
 	return string(r[:n-1]) + "…"
 }
 
-// readPause reports the operator's pause (SPEC §10.11) from
-// state/king/paused.json through pkg/control, which owns its format. As
-// there, an unreadable file counts as paused: a pause is never shown lifted
-// by accident.
-func readPause(l layout.Layout) PauseInfo {
-	p, err := control.ReadPause(context.Background(), kv.Files(l))
+// readPause reports the operator's pause (SPEC §10.11) from the store
+// (state/king/paused.json on one machine) through pkg/control, which owns
+// its format. As there, an unreadable record counts as paused: a pause is
+// never shown lifted by accident.
+func readPause(ctx context.Context, k kv.KV) PauseInfo {
+	p, err := control.ReadPause(ctx, k)
 	switch {
 	case p == nil:
 		return PauseInfo{State: "running"}
@@ -546,11 +537,12 @@ func waitInfos(rec waits.Record) ([]WaitInfo, int) {
 	return out, len(rec.Waits) - len(out)
 }
 
-// readEnginePause reads state/king/engine-pause.json (SPEC §10.8) through
-// pkg/enginepause; missing means no engine is paused.
-func readEnginePause(l layout.Layout, now time.Time) []EnginePauseInfo {
+// readEnginePause reads the engine pauses (SPEC §10.8; on one machine
+// state/king/engine-pause.json) through pkg/enginepause; missing means no
+// engine is paused.
+func readEnginePause(ctx context.Context, k kv.KV, now time.Time) []EnginePauseInfo {
 	out := []EnginePauseInfo{}
-	f, _ := enginepause.Load(context.Background(), kv.Files(l))
+	f, _ := enginepause.Load(ctx, k)
 	for _, eng := range f.Engines() {
 		p := f[eng]
 		_, active := f.Active(eng, now)

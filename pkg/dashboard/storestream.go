@@ -10,11 +10,12 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
-// In PostgreSQL mode the event log is the store's table: the streams and
-// the metrics' counters read it through store.Events, and an SSE id is the
-// store cursor just past its event, so Last-Event-ID resumes exactly (the
-// store's horizon rule delivers a late commit after, never instead of, the
-// rows before it).
+// The streams and the metrics' counters read the store's event log
+// through store.Events (logs/events.log on one machine, a table in
+// PostgreSQL), and an SSE id is the store cursor just past its event, so
+// Last-Event-ID resumes exactly (PostgreSQL's horizon rule delivers a late
+// commit after, never instead of, the rows before it; the files store's
+// cursor follows events.log into its daily split by inode).
 
 // storeBatch is how many events one store read returns.
 const storeBatch = 500

@@ -87,7 +87,7 @@ func (a *Acc) Init(now time.Time) {
 // Issue builds the report of acc's window ending at now, with the ledger's
 // spend over that window (left out, and said in spendErr, when a ledger
 // does not load), and writes it to logs/analysis/daily-YYYYMMDD.json.
-func Issue(l layout.Layout, days spend.Days, acc *Acc, now time.Time) (doc DailyReport, spendErr, err error) {
+func Issue(ctx context.Context, l layout.Layout, days spend.Days, acc *Acc, now time.Time) (doc DailyReport, spendErr, err error) {
 	local := now.In(time.Local)
 	doc = DailyReport{
 		Type: "daily_report", Date: local.Format("2006-01-02"),
@@ -101,7 +101,7 @@ func Issue(l layout.Layout, days spend.Days, acc *Acc, now time.Time) (doc Daily
 			doc.AvgDurationSeconds[g] = round1(acc.DurSum[g] / float64(n))
 		}
 	}
-	doc.Spend, spendErr = WindowSpend(context.Background(), days, acc.Since, now, doc.Date)
+	doc.Spend, spendErr = WindowSpend(ctx, days, acc.Since, now, doc.Date)
 	if err := atomicfile.WriteJSON(l.DailyReport(local.Format("20060102")), doc); err != nil {
 		return doc, spendErr, fmt.Errorf("write daily report: %w", err)
 	}

@@ -15,11 +15,13 @@ import (
 // Stats is logs/analysis/stats.json: seed 000's totals plus per-general
 // counts and average durations.
 type Stats struct {
-	UpdatedAt    string                   `json:"updated_at"`
-	Totals       StatsTotals              `json:"totals"`
-	Generals     map[string]*GeneralStats `json:"generals"`
-	Events       int64                    `json:"events_consumed"`
-	CorruptLines int64                    `json:"corrupt_lines"`
+	UpdatedAt string                   `json:"updated_at"`
+	Totals    StatsTotals              `json:"totals"`
+	Generals  map[string]*GeneralStats `json:"generals"`
+	Events    int64                    `json:"events_consumed"`
+	// CorruptLines stays in stats.json for its readers; the store's event
+	// reader skips a torn line without a count.
+	CorruptLines int64 `json:"corrupt_lines"`
 	// Daily is each host-local day's spend from the king's cost ledger,
 	// overall and per general and engine (SPEC §10.6), the last statsDays.
 	Daily map[string]spend.Summary `json:"daily,omitempty"`

@@ -2,14 +2,17 @@
 // SPEC §9.31): files past their age in logs/, state/ and the queues' end
 // states, workspace task dirs (with the engine sessions stored for them),
 // base clones no task used for retention.clone_days, and dot-temps whose
-// writer died.
+// writer died; Rows ages out the store's documents in end states. The
+// event log's splits are the store's own (store.TrimEvents).
 //
 // The chamberlain drives it: its daily cleanup job calls
 //
-//	n, err := retention.New(l, cfg.Retention, log).Clean(now)
+//	n, err := retention.New(l, tasks, cfg.Retention, log).Clean(now)
 //
-// and every ten minutes it calls SweepTemps(l, now). Retention only removes;
-// it emits no event and queues no message (its caller reports the count).
+// (tasks: the store's task queue, which says whose task dir is still in
+// use), every ten minutes it calls SweepTemps(l, now), and the host that
+// leads the cluster duties calls Rows. Retention only removes; it emits no
+// event and queues no message (its caller reports the count).
 package retention
 
 import (
@@ -39,12 +42,13 @@ type Cleaner struct {
 	tasks *queue.Queue
 }
 
-// New returns the cleaner of layout l.
-func New(l layout.Layout, ret config.Retention, log *slog.Logger) *Cleaner {
+// New returns the cleaner of layout l; tasks is the store's task queue
+// (queue.OnStore).
+func New(l layout.Layout, tasks *queue.Queue, ret config.Retention, log *slog.Logger) *Cleaner {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Cleaner{l: l, ret: ret, log: log, tasks: queue.New(l, layout.QTasks, nil)}
+	return &Cleaner{l: l, ret: ret, log: log, tasks: tasks}
 }
 
 // SweepTemps removes dot-temps older than TempMaxAge everywhere in the
@@ -81,7 +85,6 @@ func (c *Cleaner) Clean(now time.Time) (int, error) {
 	}
 	rules := []rule{
 		{l.LogsDir(), ret.LogsDays, suffix(".old")},
-		{l.LogsDir(), ret.LogsDays, func(n string) bool { return strings.HasPrefix(n, "events-") && strings.HasSuffix(n, ".log") }},
 		{l.LogsDir(), ret.LogsDays, func(n string) bool { return n == filepath.Base(l.EnvoyConsoleLog()) }},
 		{l.SessionLogsDir(), ret.SessionLogsDays, suffix(".json", ".err", ".log")},
 		{l.AnalysisDir(), ret.LogsDays, func(n string) bool { return strings.HasPrefix(n, "daily-") && strings.HasSuffix(n, ".json") }},

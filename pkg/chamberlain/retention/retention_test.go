@@ -11,7 +11,9 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/engine"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
+	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/store/files"
 )
 
 func newLayout(t *testing.T) layout.Layout {
@@ -21,6 +23,17 @@ func newLayout(t *testing.T) layout.Layout {
 		t.Fatal(err)
 	}
 	return l
+}
+
+// tasksOf is the task queue of l's files store.
+func tasksOf(t testing.TB, l layout.Layout) *queue.Queue {
+	t.Helper()
+	st, err := files.Open(l, "test-host")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return queue.OnStore(st, l, layout.QTasks, nil, "test-host")
 }
 
 func writeFile(t testing.TB, path, content string) {
@@ -49,7 +62,6 @@ func TestCleanup_RemovesExpiredFilesOnly(t *testing.T) {
 	old, recent := now.Add(-8*24*time.Hour), now.Add(-time.Hour)
 	expired := []string{
 		filepath.Join(l.LogsDir(), "system.log.old"),
-		l.EventsLogDay("20261112"),
 		l.SessionLog("soldier-1-a"), l.SessionErr("soldier-1-a"),
 		l.DailyReport("20261110"),
 		l.ResultFinal("task-20261110-001"), l.ResultSoldierID("task-20261110-001"),
@@ -70,6 +82,15 @@ func TestCleanup_RemovesExpiredFilesOnly(t *testing.T) {
 		filepath.Join(l.QueueState(layout.QTasks, layout.Pending), "task-20261110-003.json"), // active queues untouched
 		filepath.Join(l.QueueState(layout.QTasks, layout.InProgress), "task-20261110-004.json"),
 	}
+	// The active tasks are whole documents (the store rejects an empty
+	// file as poison).
+	for _, id := range []string{"task-20261110-003", "task-20261110-004"} {
+		st := layout.Pending
+		if id == "task-20261110-004" {
+			st = layout.InProgress
+		}
+		writeFile(t, filepath.Join(l.QueueState(layout.QTasks, st), id+".json"), `{"id":"`+id+`","priority":"normal","created_at":"2026-11-10T10:00:00Z"}`)
+	}
 	seenOld, seenKept := filepath.Join(l.SeenDir(), "evt-a"), filepath.Join(l.SeenDir(), "evt-b")
 	for _, p := range expired {
 		setMtime(t, p, old)
@@ -88,7 +109,7 @@ func TestCleanup_RemovesExpiredFilesOnly(t *testing.T) {
 		writeFile(t, filepath.Join(d, "repo", "f.txt"), "x")
 		os.Chtimes(d, old, old)
 	}
-	r := New(l, config.DefaultChamberlain().Retention, nil)
+	r := New(l, tasksOf(t, l), config.DefaultChamberlain().Retention, nil)
 	n, err := r.Clean(now)
 	if err != nil {
 		t.Fatal(err)
@@ -136,7 +157,7 @@ func TestCleanup_TaskDirTakesItsEngineSessionsAlong(t *testing.T) {
 	writeFile(t, rollout, "{}\n")
 	writeFile(t, otherRollout, "{}\n")
 
-	r := New(l, config.DefaultChamberlain().Retention, nil)
+	r := New(l, tasksOf(t, l), config.DefaultChamberlain().Retention, nil)
 	if _, err := r.Clean(now); err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +189,7 @@ func TestCleanup_KeepsATaskDirABorrowingResumeNeeds(t *testing.T) {
 	b, _ := json.Marshal(resume)
 	pending := filepath.Join(l.QueueState(layout.QTasks, layout.Pending), resume.ID+".json")
 	writeFile(t, pending, string(b))
-	r := New(l, config.DefaultChamberlain().Retention, nil)
+	r := New(l, tasksOf(t, l), config.DefaultChamberlain().Retention, nil)
 	if _, err := r.Clean(now); err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +242,7 @@ func TestCleanup_RemovesBaseClonesUnusedForCloneDays(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	r := New(l, config.DefaultChamberlain().Retention, nil)
+	r := New(l, tasksOf(t, l), config.DefaultChamberlain().Retention, nil)
 	if _, err := r.Clean(now); err != nil {
 		t.Fatal(err)
 	}
