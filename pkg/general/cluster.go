@@ -66,10 +66,22 @@ func (g *General) publish(ctx context.Context, t *schema.Task, cp *schema.Checkp
 // lost ends an attempt this host no longer holds: its local files and
 // workspace go (a borrowed resume workdir stays: it belongs to the
 // question), and no result is written for it.
+//
+// The attempt's files and workspace are named by the task, not the
+// attempt: a newer attempt this host claimed since would lose them too. A
+// general never claims a task one of its goroutines still works on
+// (claim), and lost looks at the claim once more before it removes
+// anything: when this host holds a newer attempt of the task (another
+// general process of this name claimed it), its files stay.
 func (g *General) lost(ctx context.Context, t *schema.Task, ws workspace, err error) {
 	l := g.o.Layout
 	g.log.Warn("task lost to another host; its result is dropped", "task", t.ID, "attempt", t.RetryCount, "err", err)
 	g.emit("general.claim_lost", map[string]any{"task_id": t.ID, "general": g.name, "host": g.o.Host, "retry_count": t.RetryCount})
+	if g.newerAttemptHere(ctx, t) {
+		g.log.Warn("a newer attempt of the lost task runs on this host; its files are kept", "task", t.ID, "attempt", t.RetryCount)
+		g.written(t.ID)
+		return
+	}
 	for _, p := range []string{l.ResultRaw(t.ID), l.ResultStaging(t.ID), l.ResultHeartbeat(t.ID), l.ResultSoldierID(t.ID), l.ResultSpent(t.ID)} {
 		_ = os.Remove(p)
 	}
@@ -77,6 +89,22 @@ func (g *General) lost(ctx context.Context, t *schema.Task, ws workspace, err er
 	if !ws.Borrowed {
 		g.removeWorkspace(context.WithoutCancel(ctx), ws)
 	}
+}
+
+// newerAttemptHere reports whether this host holds the claim of another
+// attempt of t than t's own (or the store did not answer: nothing is
+// removed then either).
+func (g *General) newerAttemptHere(ctx context.Context, t *schema.Task) bool {
+	ctx, cancel := g.callCtx(context.WithoutCancel(ctx))
+	defer cancel()
+	d, err := g.o.Store.Get(ctx, layout.QTasks, t.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		return false
+	}
+	if err != nil {
+		return true
+	}
+	return d.State == layout.InProgress && d.Claim.Holder == g.o.Host && d.Claim.Attempt != t.RetryCount
 }
 
 // heldElsewhere reports whether an in-progress attempt of t is not this

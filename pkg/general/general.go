@@ -1,12 +1,14 @@
 // Package general is a general's runtime (SPEC §4.5): each Tick claims the
 // tasks addressed to this general from queue/tasks/pending/ (priority, then
 // age, skipping a future not_before) and starts one goroutine per task, up to
-// the manifest's max_concurrent. A task goroutine prepares the workspace
-// (§9.9), renders the prompt, spawns a soldier in tmux (pkg/soldier),
-// watches it (result, death, timeout with heartbeat extension) and writes the
-// final result. The runner's loop keeps ticking meanwhile, so the heartbeat
-// stays fresh during long soldiers. The general never moves a task out of
-// in_progress/ (§9.4); the king does.
+// the manifest's max_concurrent counted across every host, and only while
+// this host's own health admits the task (claim.go). A task goroutine
+// prepares the workspace (§9.9), renders the prompt, spawns a soldier in tmux
+// (pkg/soldier), watches it (result, death, timeout with heartbeat extension)
+// and writes the final result. The runner's loop keeps ticking meanwhile, so
+// the heartbeat stays fresh during long soldiers. The general never moves a
+// task out of in_progress/ (§9.4; the king does), but to give back at once a
+// claim beyond the cap.
 //
 // The tasks are the store's (Options.Store, files or PostgreSQL alike,
 // SPEC §12.1): a claim names this host and the attempt, only that holder's
@@ -93,6 +95,9 @@ type General struct {
 	fenced  bool
 
 	mu sync.Mutex
+	// admits is what this host's health admitted at the last claim
+	// ("" before the first; claim.go).
+	admits string
 	// active holds the attempt each running task goroutine works on.
 	active        map[string]*schema.Task
 	wg            sync.WaitGroup
@@ -260,6 +265,15 @@ func (g *General) Tick(ctx context.Context) error {
 // reconcileEvery is how often a running general re-runs its §9.4 pass.
 const reconcileEvery = 5 * time.Minute
 
+// busy reports whether a goroutine of this general works on (or a full
+// disk holds) an attempt of task id.
+func (g *General) busy(id string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	_, stuck := g.stranded[id]
+	return g.active[id] != nil || stuck
+}
+
 func (g *General) slots() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -269,6 +283,10 @@ func (g *General) slots() int {
 func (g *General) claim(ctx context.Context) error {
 	if g.slots() <= 0 || g.paused(ctx) {
 		return nil // paused by the operator: no new soldier (SPEC §10.11)
+	}
+	snap := g.hostHealth()
+	if !hostAdmits(snap, schema.PriorityHigh) {
+		return nil // this host admits nothing (SPEC §12.2)
 	}
 	// Every tick lists the whole of pending/ (level-triggered, no memory of
 	// earlier ticks); tasks addressed elsewhere are skipped below.
@@ -294,6 +312,9 @@ func (g *General) claim(ctx context.Context) error {
 		if head.Host != "" && head.Host != g.o.Host {
 			continue // affinity: a resume runs where its question was asked
 		}
+		if g.leaseStale() {
+			return nil // fenced in the middle of the tick: no store write more
+		}
 		t, err := schema.DecodeTask(e.Data)
 		if err != nil {
 			// Addressed to us but malformed: never let it block the queue.
@@ -309,10 +330,22 @@ func (g *General) claim(ctx context.Context) error {
 				continue
 			}
 		}
+		if !hostAdmits(snap, t.Priority) {
+			continue
+		}
+		if g.busy(t.ID) {
+			// An earlier attempt of this task still ends here (a lost one
+			// cleans up its files and workspace, which are the task's, not
+			// the attempt's): the new attempt waits for it.
+			continue
+		}
 		if g.hostFull() {
 			return nil
 		}
-		if err := g.tasks.ClaimAs(layout.Pending, layout.InProgress, t.ID, g.claimOf(t)); err != nil {
+		if err := g.claimTask(ctx, t); err != nil {
+			if errors.Is(err, errAtCap) {
+				return nil
+			}
 			if errors.Is(err, queue.ErrTaken) || errors.Is(err, queue.ErrExists) {
 				continue
 			}

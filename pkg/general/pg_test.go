@@ -179,3 +179,14 @@ func TestGeneral_PG_FinishByANonHolderIsFenced(t *testing.T) {
 func TestGeneral_PG_SelfFenceKillsSoldiersAndStopsClaims(t *testing.T) {
 	testSelfFence(t, newPGEnv(t, pgtest.DB(t), "h1"))
 }
+
+// max_concurrent across two hosts on one database (testClusterCap,
+// claim_test.go).
+func TestGeneral_PG_MaxConcurrentIsClusterWide(t *testing.T) {
+	dsn := pgtest.DB(t)
+	if err := tmuxC.NewSession(context.Background(), "pg-keep-server-cap", tmux.NewOptions{}, "sleep", "600"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tmuxC.Kill(context.Background(), "pg-keep-server-cap") })
+	testClusterCap(t, []*env{newPGEnv(t, dsn, "h1"), newPGEnv(t, dsn, "h2")})
+}

@@ -86,6 +86,15 @@ func (g *General) runTask(ctx context.Context, t *schema.Task) {
 		g.finish(ctx, t, "", started, ws)
 		return
 	}
+	// A host fenced while the workspace was prepared starts no soldier:
+	// its attempt may be another host's soon (SPEC §11.7 Host loss).
+	if g.leaseStale() {
+		_ = g.reg.Remove(sid)
+		g.synthetic(t.ID, schema.ResultKilled, schema.ReasonHostLost,
+			fmt.Sprintf("host %s could not renew its lease for %ds: soldier not started", g.o.Host, g.o.System.Store.SelfFenceSeconds))
+		g.finish(ctx, t, "", started, ws)
+		return
+	}
 	p := spawn.Params{BaseDir: l.Base, TaskID: t.ID, General: g.name, PromptFile: l.Prompt(t.ID),
 		Workdir: ws.RepoDir, SoldierID: sid, Resume: t.SessionID, Engine: g.o.Manifest.Engine}
 	launched, err := spawn.Launch(ctx, g.o.Tmux, g.o.SpawnBin, p, g.o.SessionEnv)
