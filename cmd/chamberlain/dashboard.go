@@ -9,6 +9,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/chamberlain"
 	"github.com/kingdom-dev/kingdom/pkg/dashboard"
 	"github.com/kingdom-dev/kingdom/pkg/runner"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/status"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 )
@@ -43,10 +44,30 @@ func dashboardRole(env *app.Env, cfg chamberlain.Config, role *chamberlain.Role,
 		MaxClients: h.MaxClients, MaxConns: h.MaxConnections, HeartbeatThreshold: cfg.Chamberlain.HeartbeatThreshold(),
 		Budget: cfg.Budget, Clock: env.Clock, Tmux: env.Tmux, Log: env.Log,
 		Store: st, Cluster: status.StoreCluster(st, env.System.Store.SelfFence()),
+		Verdict: func() *dashboard.Verdict { return verdictOf(role.Latest()) },
 	}
 	srv, err := dashboard.New(o)
 	if err != nil {
 		return nil, &app.ConfigError{Err: fmt.Errorf("chamberlain.yaml http: %w", err)}
 	}
 	return withDashboard{Role: role, dash: srv}, nil
+}
+
+// verdictOf is the verdict of the chamberlain's latest tick as the
+// dashboard shows it (nil before the first).
+func verdictOf(rep *chamberlain.Report) *dashboard.Verdict {
+	if rep == nil {
+		return nil
+	}
+	v := rep.Verdict()
+	out := &dashboard.Verdict{At: schema.FormatTime(rep.Time), Exit: v.Exit, Problems: []string{}, Roles: map[string]string{}}
+	for _, p := range v.Problems {
+		out.Problems = append(out.Problems, p.String())
+	}
+	for _, ro := range rep.Roles {
+		if s := rep.RoleState(ro); s != chamberlain.RoleOK && s != chamberlain.RoleStarting {
+			out.Roles[ro.Name] = s
+		}
+	}
+	return out
 }

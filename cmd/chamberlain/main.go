@@ -52,7 +52,8 @@ func loadConfig(l layout.Layout) (chamberlain.Config, error) {
 	if err != nil {
 		return chamberlain.Config{}, &app.ConfigError{Err: err}
 	}
-	return chamberlain.Config{Chamberlain: c, MaxSoldiers: k.Concurrency.MaxSoldiers, WatchdogInterval: s.WatchdogInterval(), Budget: k.Budget}, nil
+	return chamberlain.Config{Chamberlain: c, MaxSoldiers: k.Concurrency.MaxSoldiers, WatchdogInterval: s.WatchdogInterval(), Budget: k.Budget,
+		SelfFence: s.Store.SelfFence(), Takeover: s.Store.Takeover()}, nil
 }
 
 func run(ctx context.Context, cmd *cli.Command) error {

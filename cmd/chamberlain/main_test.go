@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/app"
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
+	"github.com/kingdom-dev/kingdom/pkg/chamberlain"
 	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
@@ -283,5 +285,62 @@ func TestHelp_NamesTheExitCodes(t *testing.T) {
 		if !strings.Contains(flat, want) {
 			t.Errorf("--help lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// SPEC §12.2: when --once cannot reach the database it names the store in
+// the verdict (exit 2, --json included), not every role "down".
+func TestOnce_UnreachableStoreNamesTheStore(t *testing.T) {
+	l := setup(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now: connection refused
+	t.Setenv("KINGDOM_TEST_DOWN_DSN", "postgres://kingdom@"+addr+"/kingdom?sslmode=disable&connect_timeout=2")
+	t.Setenv("KINGDOM_HOST_ID", "")
+	os.WriteFile(l.ConfigFile("system.yaml"), []byte("store:\n  kind: postgres\n  dsn_env: KINGDOM_TEST_DOWN_DSN\n  host_id: box-1\n"), 0o600)
+	out, code := runOnce(t, "--base-dir", l.Base, "--once", "--json")
+	if code != 2 {
+		t.Fatalf("exit %d, want 2: %s", code, out)
+	}
+	var doc struct {
+		Verdict struct {
+			Problems []struct{ Check, Reason string }
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	found := false
+	for _, p := range doc.Verdict.Problems {
+		if p.Check == "store" && strings.HasPrefix(p.Reason, "store unreachable since ") && strings.Contains(p.Reason, "refused") {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no store problem in the verdict: %s", out)
+	}
+}
+
+// The dashboard shows the chamberlain's verdict: its problems and each
+// role's state where it is not plain up.
+func TestVerdictOf_StandbyAndProblems(t *testing.T) {
+	rep := &chamberlain.Report{Time: time.Now(), Health: chamberlain.Green,
+		StoreErr: &chamberlain.Outage{Since: time.Now(), Error: "connection refused"},
+		Roles: []chamberlain.RoleStatus{
+			{Name: "king", State: chamberlain.RoleStandby, Standby: "host-b", Session: true},
+			{Name: "sentinel", State: chamberlain.RoleOK, Session: true},
+		}}
+	v := verdictOf(rep)
+	if v.Exit != 2 || len(v.Problems) == 0 || !strings.HasPrefix(v.Problems[0], "store store unreachable since") {
+		t.Fatalf("verdict %+v", v)
+	}
+	if v.Roles["king"] != "standby (leader on host-b)" || v.Roles["sentinel"] != "" {
+		t.Fatalf("roles %v", v.Roles)
+	}
+	if verdictOf(nil) != nil {
+		t.Fatal("a verdict before the first tick")
 	}
 }

@@ -340,6 +340,16 @@ func (s *lazyStore) TrimEvents(ctx context.Context, now time.Time, keep time.Dur
 	return st.TrimEvents(ctx, now, keep)
 }
 
+func (s *lazyStore) EventHorizon(ctx context.Context) (store.Horizon, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	st, err := s.open(ctx)
+	if err != nil {
+		return store.Horizon{}, err
+	}
+	return st.EventHorizon(ctx)
+}
+
 // Close closes the store if it was opened; later calls fail.
 func (s *lazyStore) Close() error {
 	s.end() // first: an open in progress for the listener gives up the lock

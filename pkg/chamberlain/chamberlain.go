@@ -24,6 +24,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/chamberlain/report"
@@ -70,6 +71,9 @@ type Config struct {
 	WatchdogInterval time.Duration
 	// Budget is king.yaml's budget block (SPEC §10.7).
 	Budget config.KingBudget
+	// SelfFence and Takeover are system.yaml store.self_fence_seconds and
+	// store.takeover_seconds: a host silent for Takeover is lost.
+	SelfFence, Takeover time.Duration
 }
 
 // Deps are the chamberlain's connections to the world.
@@ -129,7 +133,14 @@ type Role struct {
 
 	// Last is the report of the most recent tick.
 	Last *Report
+	// latest is Last once its tick has finished (Latest, read by the
+	// dashboard's requests while the next tick runs).
+	latest atomic.Pointer[Report]
 }
+
+// Latest is the report of the latest finished tick (nil before the
+// first): safe to read from another goroutine, never changed again.
+func (r *Role) Latest() *Report { return r.latest.Load() }
 
 // New builds the chamberlain for layout l; d.Store is required.
 func New(l layout.Layout, cfg Config, d Deps, mode Mode) (*Role, error) {
@@ -144,6 +155,12 @@ func New(l layout.Layout, cfg Config, d Deps, mode Mode) (*Role, error) {
 	}
 	if cfg.WatchdogInterval == 0 {
 		cfg.WatchdogInterval = config.DefaultSystem().WatchdogInterval()
+	}
+	if cfg.SelfFence == 0 {
+		cfg.SelfFence = config.DefaultSystem().Store.SelfFence()
+	}
+	if cfg.Takeover == 0 {
+		cfg.Takeover = config.DefaultSystem().Store.Takeover()
 	}
 	if d.Clock == nil {
 		d.Clock = clock.Real{}
@@ -245,6 +262,7 @@ func (r *Role) Tick(ctx context.Context) error {
 	var errs []error
 	rep, err := r.observe(ctx, now)
 	r.Last = rep
+	defer r.latest.Store(rep)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -258,7 +276,8 @@ func (r *Role) Tick(ctx context.Context) error {
 	// The cluster duties (the event log's accounts and alerts, the report,
 	// retention of the store) run on one host at a time; on one machine
 	// that host is always this one.
-	cluster := r.leadCluster(ctx)
+	// A store that does not answer leads nothing this tick.
+	cluster := rep.StoreErr == nil && r.leadCluster(ctx)
 	if cluster {
 		if err := r.consume(ctx); err != nil {
 			errs = append(errs, err)

@@ -64,9 +64,7 @@ func (rep *Report) Table(w io.Writer) error {
 	}
 	p("\nROLE\tSTATE\tHEARTBEAT AGE\tSESSION\tPID\n")
 	for _, ro := range rep.Roles {
-		if why := rep.RoleDown(ro); why != "" && ro.State != RoleDead {
-			ro.State = "down: " + why
-		}
+		ro.State = rep.RoleState(ro)
 		age := "-"
 		if !ro.Heartbeat.IsZero() {
 			age = fmtAge(rep.Time.Sub(ro.Heartbeat))

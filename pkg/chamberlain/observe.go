@@ -16,6 +16,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
+	"github.com/kingdom-dev/kingdom/pkg/store"
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
 	"github.com/kingdom-dev/kingdom/pkg/watchstatus"
 )
@@ -29,6 +30,12 @@ const (
 	RoleDead       = "dead"
 	RoleNotStarted = "not started"
 	RoleStarting   = "starting" // session newer than its heartbeat
+	// RoleStandby: a leader role whose lease a live session on another
+	// host holds (RoleStatus.Standby names it); it does not tick here.
+	RoleStandby = "standby"
+	// RoleStoreWait: the role waits for a store it cannot reach (its
+	// outage record, or this check's own store errors, say so).
+	RoleStoreWait = "waiting for the store"
 )
 
 // RoleStatus is one watched role.
@@ -40,6 +47,12 @@ type RoleStatus struct {
 	Session   bool
 	PID       int
 	Created   time.Time
+	// Standby is the host leading this role while this host's instance
+	// stands by (State RoleStandby).
+	Standby string
+	// Outage is the role's record of a store it cannot reach (nil: none,
+	// or no session to explain).
+	Outage *Outage
 }
 
 // QueueDepth is the number of files in one queue state.
@@ -86,6 +99,19 @@ type Report struct {
 	// ConfigErr is set when the installed manifests do not load: the roles
 	// start should run cannot be known (chamberlain --once exits 3).
 	ConfigErr error
+
+	// StoreErr: this check could not reach the store (since the daemon's
+	// own outage record says, or since this check); the store's other
+	// reads were skipped. storeErr is the error itself, for the tick.
+	StoreErr *Outage
+	storeErr error
+	// Leaders are the store's leaderships (nil when unread).
+	Leaders map[string]store.LeaderInfo
+	// Lost are the hosts silent past store.takeover_seconds and not yet
+	// forgotten (`start hosts forget`).
+	Lost []store.Host
+	// Horizon is what holds the event log back (nil when unread).
+	Horizon *store.Horizon
 }
 
 // errNoChange aborts a sessions.json update that would change nothing.
@@ -112,8 +138,14 @@ func (r *Role) observe(ctx context.Context, now time.Time) (*Report, error) {
 		rep.TmuxErr = err
 		errs = append(errs, err)
 	}
+	r.observeStore(ctx, rep)
+	if rep.storeErr != nil {
+		errs = append(errs, rep.storeErr) // the runner waits it out (SPEC §12.2)
+	}
 	r.observeRoles(now, rep)
-	r.observeMoney(ctx, now, rep)
+	if rep.StoreErr == nil {
+		r.observeMoney(ctx, now, rep)
+	}
 	r.observeOperator(ctx, rep)
 	r.observeTokens(now, rep)
 	for _, q := range []struct{ kind, state string }{
@@ -121,6 +153,9 @@ func (r *Role) observe(ctx context.Context, now time.Time) (*Report, error) {
 		{layout.QTasks, layout.Pending}, {layout.QTasks, layout.InProgress},
 		{layout.QMessages, layout.Pending}, {layout.QMessages, layout.Failed},
 	} {
+		if rep.StoreErr != nil {
+			break // a store that does not answer counts nothing
+		}
 		qq := r.messages
 		switch q.kind {
 		case layout.QEvents:
@@ -296,30 +331,37 @@ func (r *Role) watchedRoles(rep *Report) []string {
 
 // observeRoles reads each role's heartbeat. A heartbeat older than the
 // role's current session is ignored (a freshly relaunched role has not
-// ticked yet, SPEC §9.14): the session's creation counts as last seen.
+// ticked yet, SPEC §9.14): the session's creation counts as last seen. A
+// live session whose silence the store explains is not dead: a leader role
+// another host leads stands by, and a role waiting for an unreachable
+// store (its outage record, or this check's own store errors) is weather.
 func (r *Role) observeRoles(now time.Time, rep *Report) {
 	threshold := r.c.HeartbeatThreshold()
 	for _, name := range r.watchedRoles(rep) {
-		st := RoleStatus{Name: name}
+		st := RoleStatus{Name: name, State: RoleNotStarted}
 		if s, ok := rep.tmuxByName[name]; ok {
 			st.Session, st.PID, st.Created = true, s.PID, s.Created
 		}
-		fi, err := os.Stat(r.l.Heartbeat(name))
-		if err != nil {
-			st.State = RoleNotStarted
-			rep.Roles = append(rep.Roles, st)
-			continue
+		if fi, err := os.Stat(r.l.Heartbeat(name)); err == nil {
+			st.Heartbeat = fi.ModTime()
+			seen := st.Heartbeat
+			st.State = RoleOK
+			if st.Session && st.Created.After(seen) {
+				seen = st.Created
+				st.State = RoleStarting
+			}
+			st.Age = now.Sub(seen)
+			if st.Age > threshold {
+				st.State = RoleDead
+			}
 		}
-		st.Heartbeat = fi.ModTime()
-		seen := st.Heartbeat
-		st.State = RoleOK
-		if st.Session && st.Created.After(seen) {
-			seen = st.Created
-			st.State = RoleStarting
-		}
-		st.Age = now.Sub(seen)
-		if st.Age > threshold {
-			st.State = RoleDead
+		live := st.Session || rep.TmuxErr != nil
+		if o := readOutage(r.l, name); o != nil && live {
+			st.Outage, st.State = o, RoleStoreWait
+		} else if h := rep.leaderElsewhere(name, r.host); h != "" && st.Session && st.State != RoleOK {
+			st.Standby, st.State = h, RoleStandby
+		} else if rep.StoreErr != nil && st.Session && (st.State == RoleDead || st.State == RoleNotStarted) {
+			st.State = RoleStoreWait
 		}
 		rep.Roles = append(rep.Roles, st)
 	}
@@ -337,11 +379,13 @@ func (r *Role) observeTokens(now time.Time, rep *Report) {
 
 // observeOperator reads the pause and the sentinel's watcher record.
 func (r *Role) observeOperator(ctx context.Context, rep *Report) {
-	p, err := control.ReadPause(ctx, r.kv)
-	if err != nil {
-		rep.Errors = append(rep.Errors, err.Error())
+	if rep.StoreErr == nil {
+		p, err := control.ReadPause(ctx, r.kv)
+		if err != nil {
+			rep.Errors = append(rep.Errors, err.Error())
+		}
+		rep.Paused = p
 	}
-	rep.Paused = p
 	ws, err := watchstatus.Load(watchstatus.Path(r.l))
 	if err != nil {
 		rep.WatchersErr = err

@@ -20,7 +20,8 @@ const (
 
 // ExitCodesHelp names the exit codes for --help.
 const ExitCodesHelp = "chamberlain --once exits 0 when all is well, 1 degraded (health yellow or orange, a general down, " +
-	"a watcher failing on every poll, or the kingdom paused by `start pause`), 2 down (health red, or sentinel, king, " +
+	"a watcher failing on every poll, the kingdom paused by `start pause`, a host lost past store.takeover_seconds, or the " +
+	"event log held back by an open transaction), 2 down (health red, the store unreachable, or sentinel, king, " +
 	"envoy or chamberlain down), 3 when it cannot evaluate (no installation, a configuration that does not load, no metrics)."
 
 // coreRoles are the roles whose absence stops the kingdom. The chamberlain
@@ -42,8 +43,9 @@ type Verdict struct {
 	Problems []Problem `json:"problems"`
 }
 
-// Problem is one reason for a verdict: a role that is down, or a named
-// check (health, config, tmux, paused, watcher:<name>) that fails.
+// Problem is one reason for a verdict: a role that is down or cannot reach
+// the store, or a named check (health, config, tmux, kingdom, store, host,
+// event log, watcher:<name>) that fails.
 type Problem struct {
 	Role   string `json:"role,omitempty"`
 	Check  string `json:"check,omitempty"`
@@ -61,9 +63,13 @@ func (p Problem) String() string {
 
 // RoleDown says why a role counts as down, or "" when it is up: no live
 // tmux session, or a heartbeat older than the threshold (a heartbeat older
-// than the session counts from the session's start, SPEC §9.14).
+// than the session counts from the session's start, SPEC §9.14). A role
+// standing by for another host's leader, or waiting for the store, is not
+// down.
 func (rep *Report) RoleDown(ro RoleStatus) string {
 	switch {
+	case ro.State == RoleStandby || ro.State == RoleStoreWait:
+		return ""
 	case !ro.Session && rep.TmuxErr == nil:
 		return "no tmux session"
 	case ro.State == RoleNotStarted && !ro.Session:
@@ -72,6 +78,24 @@ func (rep *Report) RoleDown(ro RoleStatus) string {
 		return "heartbeat " + fmtAge(ro.Age) + " old"
 	}
 	return ""
+}
+
+// RoleState is a role's state as the table and the dashboard show it:
+// "ok", "standby (leader on <host>)", "store unreachable since …",
+// "down: no tmux session".
+func (rep *Report) RoleState(ro RoleStatus) string {
+	switch {
+	case ro.Outage != nil:
+		return ro.Outage.reason()
+	case ro.State == RoleStandby:
+		return "standby (leader on " + ro.Standby + ")"
+	case ro.State == RoleStoreWait && rep.StoreErr != nil:
+		return "waiting for the store (" + rep.StoreErr.reason() + ")"
+	}
+	if why := rep.RoleDown(ro); why != "" && ro.State != RoleDead {
+		return "down: " + why
+	}
+	return ro.State
 }
 
 // Verdict computes chamberlain --once's exit code and the problems behind it.
@@ -101,7 +125,14 @@ func (rep *Report) Verdict() Verdict {
 	if rep.TmuxErr != nil {
 		raise(VerdictDegraded, Problem{Check: "tmux", Reason: "sessions unreadable: " + rep.TmuxErr.Error()})
 	}
+	rep.storeProblems(raise)
 	for _, ro := range rep.Roles {
+		if ro.Outage != nil {
+			// Weather, not a fault (SPEC §12.2): named as such, never
+			// "down" or hung.
+			raise(VerdictDown, Problem{Role: ro.Name, Reason: ro.Outage.reason()})
+			continue
+		}
 		why := rep.RoleDown(ro)
 		if why == "" {
 			continue

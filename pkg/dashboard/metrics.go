@@ -51,6 +51,7 @@ var (
 	descPaused    = prometheus.NewDesc(ns+"_engine_paused", "1 while an engine is paused by a usage limit.", []string{"engine"}, nil)
 	descCostToday = prometheus.NewDesc(ns+"_spend_today_usd", "Today's spend in the king's cost ledger (host-local day).", nil, nil)
 	descBudget    = prometheus.NewDesc(ns+"_budget_used_ratio", "Today's spend over the tighter daily budget of king.yaml (absent without one).", nil, nil)
+	descVerdict   = prometheus.NewDesc(ns+"_verdict", "The chamberlain's latest verdict: chamberlain --once's exit code (0 all well, 1 degraded, 2 down, 3 cannot evaluate).", nil, nil)
 	descHostUp    = prometheus.NewDesc(ns+"_host_up", "1 while the host renews its lease within store.self_fence_seconds (one machine: always 1).", []string{"host"}, nil)
 	descHostAge   = prometheus.NewDesc(ns+"_host_renewal_age_seconds", "Seconds since the host last renewed its lease (the store's clock).", []string{"host"}, nil)
 	descLeader    = prometheus.NewDesc(ns+"_leader_epoch", "The epoch of each leader role, labelled with the host that leads it.", []string{"role", "host"}, nil)
@@ -179,7 +180,7 @@ func (m *metrics) taskFigures(data gjson.Result) {
 type gauges struct{ m *metrics }
 
 func (g gauges) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descQueue, descSoldiers, descHealth, descRoleUp, descRoleAge, descPaused, descCostToday, descBudget, descDamaged, descHostUp, descHostAge, descLeader} {
+	for _, d := range []*prometheus.Desc{descQueue, descSoldiers, descHealth, descRoleUp, descRoleAge, descPaused, descCostToday, descBudget, descDamaged, descHostUp, descHostAge, descLeader, descVerdict} {
 		ch <- d
 	}
 }
@@ -216,6 +217,11 @@ func (g gauges) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descRoleUp, prometheus.GaugeValue, up, r.Name)
 		if r.HeartbeatAge >= 0 {
 			ch <- prometheus.MustNewConstMetric(descRoleAge, prometheus.GaugeValue, r.HeartbeatAge.Seconds(), r.Name)
+		}
+	}
+	if s.o.Verdict != nil {
+		if v := s.o.Verdict(); v != nil {
+			ch <- prometheus.MustNewConstMetric(descVerdict, prometheus.GaugeValue, float64(v.Exit))
 		}
 	}
 	for _, p := range readEnginePause(ctx, s.kv, now) {

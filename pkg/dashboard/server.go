@@ -101,6 +101,11 @@ type Options struct {
 	// Cluster reads every host and the leader of each leader role for the
 	// state, the page and /metrics (nil: not shown).
 	Cluster *status.ClusterSource
+	// Verdict returns the chamberlain's latest verdict (nil: none yet; a
+	// nil Verdict: not shown): the state, the page and /metrics name its
+	// problems as chamberlain --once does (a store unreachable, a lost
+	// host, a held-back event log, a standby role that is not down).
+	Verdict func() *Verdict
 }
 
 // Server serves the dashboard.

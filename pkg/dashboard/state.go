@@ -49,7 +49,26 @@ type State struct {
 	// Cluster is the store's hosts and leaders (absent without
 	// Options.Cluster).
 	Cluster *ClusterInfo `json:"cluster,omitempty"`
-	Errors  []string     `json:"errors"`
+	// Verdict is the chamberlain's latest verdict (absent without
+	// Options.Verdict, or before its first tick).
+	Verdict *Verdict `json:"verdict,omitempty"`
+	Errors  []string `json:"errors"`
+}
+
+// Verdict is the chamberlain's judgement of the kingdom, as chamberlain
+// --once prints it.
+type Verdict struct {
+	At string `json:"at"`
+	// Exit is --once's exit code: 0 all well, 1 degraded, 2 down, 3
+	// cannot evaluate.
+	Exit int `json:"exit"`
+	// Problems names each reason Exit is not 0 ("store store unreachable
+	// since …", "host b lost since …").
+	Problems []string `json:"problems"`
+	// Roles is each role's state where it is not plain up: "standby
+	// (leader on b)", "store unreachable since …: …", "down: no tmux
+	// session".
+	Roles map[string]string `json:"roles"`
 }
 
 // ClusterInfo is every host of the cluster and the leader of each leader
@@ -302,6 +321,9 @@ func (s *Server) Snapshot(ctx context.Context) (*State, error) {
 		var errs []string
 		st.Cluster, errs = clusterInfo(ctx, s.o.Cluster)
 		st.Errors = append(st.Errors, errs...)
+	}
+	if s.o.Verdict != nil {
+		st.Verdict = s.o.Verdict()
 	}
 	return st, nil
 }

@@ -207,7 +207,28 @@ type Store interface {
 	// before now-keep are removed; postgres: the rows written before
 	// now-keep are deleted.
 	TrimEvents(ctx context.Context, now time.Time, keep time.Duration) (int, error)
+	// EventHorizon reports what holds the event log's readers back (the
+	// verdict names it). postgres: a reader delivers only rows below the
+	// oldest transaction still open anywhere on the server, in any
+	// database, so one transaction left open freezes every reader; files:
+	// never held back (the zero Horizon).
+	EventHorizon(ctx context.Context) (Horizon, error)
 	Close() error
+}
+
+// Horizon is what holds the event log's readers back (EventHorizon).
+type Horizon struct {
+	// Held counts the rows readers cannot see yet: written at or past the
+	// oldest transaction still open.
+	Held int
+	// HeldFor is the age of the oldest of them, by the store's clock.
+	HeldFor time.Duration
+	// Oldest names the oldest open transaction ("" when none): its xid,
+	// backend pid, database and application.
+	Oldest string
+	// Since is when Oldest began (zero when the server does not say: it
+	// hides another user's transaction start without pg_read_all_stats).
+	Since time.Time
 }
 
 // Host is one row of the hosts registry as Hosts read it.
