@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -76,7 +77,8 @@ type Env struct {
 	// (OpenStore opens it now) and closed when Main returns.
 	Store store.Store
 	// HostID names this host in claims, leaders and the hosts registry
-	// (config.Store.ResolveHostID).
+	// (config.Store.ResolveHostID: KINGDOM_HOST_ID, else the id start
+	// recorded, else system.yaml store.host_id or the hostname).
 	HostID string
 }
 
@@ -152,6 +154,15 @@ func SetupWith(role, baseFlag string, stdout io.Writer) (*Env, error) {
 	if err != nil {
 		return nil, &ConfigError{Err: err}
 	}
+	// The roles and every operator command take the host id start
+	// resolved and recorded (KINGDOM_HOST_ID still wins): a role in a
+	// tmux session or an operator's shell may lack the unit's environment.
+	tc := Tmux(l)
+	if role == layout.RoleStart {
+		tc = startTmux(l)
+	} else {
+		sys.Store.HostIDFile = config.HostIDRecord(l.StateDir())
+	}
 	host, err := storeConfig(sys.Store)
 	if err != nil {
 		return nil, err
@@ -168,13 +179,16 @@ func SetupWith(role, baseFlag string, stdout io.Writer) (*Env, error) {
 	}
 	log := logging.New(lo)
 	st.log = log
+	if !readOnly {
+		st.role = role
+	}
 	return &Env{
 		Secrets:  secrets,
 		Role:     role,
 		Layout:   l,
 		Log:      log,
 		Events:   events,
-		Tmux:     Tmux(l),
+		Tmux:     tc,
 		Clock:    clock.Real{},
 		ReadOnly: readOnly,
 		System:   sys,
@@ -189,18 +203,34 @@ func (e *Env) Postgres() bool { return e.System.Store.Kind == config.StorePostgr
 // Close closes the store if it was opened (Main does it on exit too).
 func (e *Env) Close() error { return e.Store.Close() }
 
-// Tmux returns the tmux client of the installation: the socket named by
-// KINGDOM_TMUX_SOCKET, else the one start recorded when it launched the
-// roles (so `chamberlain --once` or `start status` typed in any shell look
-// at the right server).
+// Tmux returns the tmux client of the installation for a command typed
+// in any shell (`chamberlain --once`, `start status`, `start stop`) and for
+// the roles: the socket start recorded when it launched the roles
+// (layout.TmuxSocketFile, a path: tmux -S) unless KINGDOM_TMUX_SOCKET names
+// another one. A socket name resolves under the caller's own uid, so a root
+// shell that sets KINGDOM_TMUX_SOCKET as the unit does would otherwise look
+// in /tmp/tmux-0/ and find no session of the kingdom user's server.
 func Tmux(l layout.Layout) *tmux.Client {
 	c := tmux.New()
-	if _, set := os.LookupEnv(tmux.EnvSocket); !set {
-		if b, err := os.ReadFile(l.TmuxSocketFile()); err == nil {
-			c.Socket = strings.TrimSpace(string(b))
-		}
+	b, err := os.ReadFile(l.TmuxSocketFile())
+	rec := strings.TrimSpace(string(b))
+	if err != nil || rec == "" {
+		return c
+	}
+	if env, set := os.LookupEnv(tmux.EnvSocket); !set || env == rec || (env != "" && filepath.Base(rec) == env) {
+		c.Socket = rec
 	}
 	return c
+}
+
+// startTmux is start's own client: the socket its environment names
+// (KINGDOM_TMUX_SOCKET), which it records for the others; with none set,
+// the one recorded last.
+func startTmux(l layout.Layout) *tmux.Client {
+	if _, set := os.LookupEnv(tmux.EnvSocket); set {
+		return tmux.New()
+	}
+	return Tmux(l)
 }
 
 func logLevel() slog.Level {

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,8 +10,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/redact"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
@@ -59,6 +62,7 @@ type lazyStore struct {
 	cfg    config.Store
 	l      layout.Layout
 	log    *slog.Logger // OpenStore's outage lines (nil: none)
+	role   string       // whose outage record OpenStore writes ("": none)
 	mu     sync.Mutex
 	st     store.Store
 	closed bool
@@ -158,6 +162,8 @@ func OpenStore(ctx context.Context, st store.Store) (store.Store, error) {
 			if ls.log != nil {
 				ls.log.Error("store unreachable at start; waiting for it", "err", err)
 			}
+			ls.recordOutage(since, err)
+			defer ls.endOutage()
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -167,6 +173,25 @@ func OpenStore(ctx context.Context, st store.Store) (store.Store, error) {
 		case <-t.C:
 		}
 		wait = min(2*wait, 30*time.Second)
+	}
+}
+
+// recordOutage writes the role's outage record (layout.StoreUnreachable,
+// the runner's format) while OpenStore waits, so the verdict names the
+// store for a role that has not started ticking yet.
+func (s *lazyStore) recordOutage(since time.Time, err error) {
+	if s.role == "" {
+		return
+	}
+	rec := map[string]string{"since": since.UTC().Format(time.RFC3339), "error": redact.String(err.Error())}
+	if b, jerr := json.Marshal(rec); jerr == nil {
+		_ = atomicfile.WriteFile(s.l.StoreUnreachable(s.role), append(b, '\n'), 0o600)
+	}
+}
+
+func (s *lazyStore) endOutage() {
+	if s.role != "" {
+		_ = os.Remove(s.l.StoreUnreachable(s.role))
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -163,8 +164,16 @@ func TestOpenStore_WaitsForAnUnreachableStore(t *testing.T) {
 	fake := &fakeListener{ch: make(chan string, 1)}
 	var tries atomic.Int32
 	down := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	var recorded atomic.Bool
 	env.SetStoreOpener(func(context.Context, config.Store, layout.Layout) (store.Store, error) {
-		if tries.Add(1) <= 2 {
+		n := tries.Add(1)
+		if n == 2 {
+			// While it waits, the verdict can name the cause.
+			if b, err := os.ReadFile(env.Layout.StoreUnreachable("king")); err == nil && strings.Contains(string(b), "connection refused") {
+				recorded.Store(true)
+			}
+		}
+		if n <= 2 {
 			return nil, fmt.Errorf("open postgres store: %w", down)
 		}
 		return fake, nil
@@ -172,6 +181,12 @@ func TestOpenStore_WaitsForAnUnreachableStore(t *testing.T) {
 	st, err := OpenStore(t.Context(), env.Store)
 	if err != nil || st != fake || tries.Load() != 3 {
 		t.Fatalf("OpenStore = %v, %v after %d tries; want the store on the third", st, err, tries.Load())
+	}
+	if !recorded.Load() {
+		t.Error("no outage record while OpenStore waited")
+	}
+	if _, err := os.Stat(env.Layout.StoreUnreachable("king")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("outage record left after the store opened: %v", err)
 	}
 
 	env2, err := SetupWith("king", pgTree(t, "KINGDOM_TEST_DSN", "box-a").Base, io.Discard)
