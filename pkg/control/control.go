@@ -7,11 +7,11 @@
 // (generals, the chamberlain's dashboard) only read them, through this
 // package.
 //
-// Every read and write goes through a kv.KV (files: the paths above; a
-// store: its key-value, namespaces kv.NSControl, NSReplies, NSPauses,
-// NSCancelled).
+// Every read and write goes through the store's key-value (kv.OnStore;
+// namespaces kv.NSControl, NSReplies, NSPauses, NSCancelled), which the
+// files store keeps in the paths above.
 //
-//	s := kv.Files(l)
+//	s := kv.OnStore(st)
 //	id, err := control.Submit(ctx, s, control.Request{Action: control.ActionPause, By: "alice"}, time.Now())
 //	reply, err := control.WaitReply(ctx, s, id, 10*time.Second)
 package control
@@ -38,6 +38,9 @@ const (
 	// ActionCancelEvent withdraws an event not yet dispatched (pending or
 	// petitioning) into rejected, with a reason naming who cancelled it.
 	ActionCancelEvent = "cancel_event"
+	// ActionUnpark lifts a breaker's park (SPEC §12.4): a general's or a
+	// source item's (pkg/parks), named by the request's "target".
+	ActionUnpark = "unpark"
 )
 
 // Request is state/king/control/<id>.json.

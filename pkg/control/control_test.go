@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 )
 
@@ -30,7 +29,7 @@ func TestRequest_EngineOnlyOnResume(t *testing.T) {
 		}
 	}
 	l := layout.New(t.TempDir())
-	id, err := Submit(t.Context(), kv.Files(l), Request{Action: ActionResume, Engine: "codex", By: "alice"}, time.Unix(1, 0))
+	id, err := Submit(t.Context(), filesKV(t, l), Request{Action: ActionResume, Engine: "codex", By: "alice"}, time.Unix(1, 0))
 	if err != nil {
 		t.Fatal(err)
 	}

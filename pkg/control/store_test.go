@@ -9,12 +9,13 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/store/files"
 	"github.com/kingdom-dev/kingdom/pkg/store/pg"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
-func TestControl_Files(t *testing.T) { roundTrip(t, kv.Files(layout.New(t.TempDir()))) }
+func TestControl_Files(t *testing.T) { roundTrip(t, filesKV(t, layout.New(t.TempDir()))) }
 
 func TestControl_Postgres(t *testing.T) {
 	st, err := pg.Open(t.Context(), pgtest.DB(t), "host-test")
@@ -103,4 +104,15 @@ func roundTrip(t *testing.T, s kv.KV) {
 	if err := DropCancelled(ctx, s, task); err != nil || ReadCancelled(ctx, s, task) != nil {
 		t.Fatalf("drop: %v", err)
 	}
+}
+
+// filesKV is the key-value of a files store on l, closed with the test.
+func filesKV(t *testing.T, l layout.Layout) kv.KV {
+	t.Helper()
+	st, err := files.Open(l, "test-host")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return kv.OnStore(st)
 }

@@ -1,11 +1,11 @@
 // Package enginepause is the engines paused by a usage limit and until
-// when (SPEC §10.8): one document, kv.NSPauses/kv.KeyEngines (in file mode
-// state/king/engine-pause.json). The king writes it when a
+// when (SPEC §10.8): one document, kv.NSPauses/kv.KeyEngines (the files
+// store keeps it in state/king/engine-pause.json). The king writes it when a
 // result says UsageLimited; the king's admission, the generals (which hold
 // back their pending tasks of a paused engine), the chamberlain and
 // `start status` read it.
 //
-//	p, err := enginepause.Load(ctx, kv.Files(l))
+//	p, err := enginepause.Load(ctx, kv.OnStore(st))
 //	if until, ok := p.Active(engine, now); ok { /* wait until `until` */ }
 package enginepause
 

@@ -7,11 +7,12 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/store/files"
 )
 
 func TestPauseFile_ActiveUntilItsEnd(t *testing.T) {
 	l := layout.New(t.TempDir())
-	p, s := l.EnginePause(), kv.Files(l)
+	p, s := l.EnginePause(), filesKV(t, l)
 	f, err := Load(t.Context(), s)
 	if err != nil || len(f) != 0 {
 		t.Fatalf("missing file: %v %v", f, err)
@@ -68,7 +69,7 @@ func TestClamp_BoundsAResetToTheCap(t *testing.T) {
 // A pause recorded beyond the cap (before the cap existed, or by hand) is
 // read as ending at the cap after its start, by every reader.
 func TestLoad_PauseBeyondTheCapEndsAtTheCap(t *testing.T) {
-	s := kv.Files(layout.New(t.TempDir()))
+	s := filesKV(t, layout.New(t.TempDir()))
 	since := time.Date(2026, 11, 24, 20, 0, 0, 0, time.UTC)
 	f := File{
 		"codex":  {Until: "2099-01-01T00:00:00Z", Since: "2026-11-24T20:00:00Z", Reason: "limit"},
@@ -90,4 +91,15 @@ func TestLoad_PauseBeyondTheCapEndsAtTheCap(t *testing.T) {
 	if got := g["claude"].UntilTime(); !got.Equal(since.Add(24 * time.Hour)) {
 		t.Errorf("claude until %s, want its own end", got)
 	}
+}
+
+// filesKV is the key-value of a files store on l, closed with the test.
+func filesKV(t *testing.T, l layout.Layout) kv.KV {
+	t.Helper()
+	st, err := files.Open(l, "test-host")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return kv.OnStore(st)
 }

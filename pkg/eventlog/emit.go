@@ -1,14 +1,13 @@
-// Package eventlog owns logs/events.log, the JSONL stream of internal events
-// (seed 001, SPEC §3.3). Producers call Emitter.Emit; the chamberlain reads the
-// stream with a Cursor that resumes at a saved byte offset and inode.
-// In PostgreSQL mode (SPEC §11.7) the stream is the store's event log: an
-// Emitter from NewStoreEmitter writes there, and a StoreReader reads it
-// behind the same Reader interface a Cursor satisfies.
+// Package eventlog is the stream of internal events (seed 001, SPEC §3.3):
+// producers call Emitter.Emit; consumers read the store's event log
+// (store.Store.Events after a cursor they save under NSCursors). The
+// stream is the store's event log in both modes (NewStoreEmitter); the
+// files store keeps it in logs/events.log, appended through a File (a
+// JSONL line per event, one write(2) under the rotate lock) and read by
+// its own cursor.
 //
-// Every record is written with one write(2) on an O_APPEND descriptor, opened
-// and closed per record while holding a shared flock on logs/.rotate.lock, so
-// many processes can append concurrently and the daily split (which takes the
-// lock exclusively) never loses a line (SPEC §9.11).
+//	em := eventlog.NewStoreEmitter(st, "king")
+//	err := em.Emit("task.created", data)
 package eventlog
 
 import (
@@ -47,41 +46,49 @@ func (e Event) Time() time.Time {
 // caller up longer, whatever the database does.
 const StoreTimeout = 10 * time.Second
 
-// Emitter appends internal events for one actor, to logs/events.log
-// (NewEmitter) or to a store's event log (NewStoreEmitter).
-type Emitter struct {
-	path  string
-	lock  string
-	actor string
-	clock clock.Clock
-	st    store.Store // the sink when not nil
+// NSCursors is the store key-value namespace where consumers of the event
+// log save their place (a store.Cursor under the consumer's name).
+const NSCursors = "cursors"
 
-	mu sync.Mutex
-	lf *lockfile.File
+// callCtx bounds one emit, whose methods take no context.
+func callCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), StoreTimeout)
 }
 
-// NewEmitter returns an emitter writing to eventsLog (logs/events.log) with
-// the rotation lock rotateLock (logs/.rotate.lock).
-func NewEmitter(eventsLog, rotateLock, actor string, c clock.Clock) *Emitter {
-	if c == nil {
-		c = clock.Real{}
-	}
-	return &Emitter{path: eventsLog, lock: rotateLock, actor: actor, clock: c}
+// Sink is where an Emitter's events go: a store.Store (its event log), or
+// a File (logs/events.log itself, the files store's event log).
+type Sink interface {
+	Emit(ctx context.Context, typ, actor string, data any) error
+}
+
+// Emitter emits internal events for one actor into a Sink.
+type Emitter struct {
+	actor string
+	sink  Sink
+	close func() error // the File the emitter owns (NewEmitter), or nil
 }
 
 // NewStoreEmitter returns an emitter writing to st's event log, each event
-// in its own transaction (store.Tx.Emit). The store stamps ts. Like a file
-// emit, a failed one returns its error for the caller to log and never
-// blocks the caller past StoreTimeout.
+// on its own (store.Store.Emit; the store stamps ts). A failed emit
+// returns its error for the caller to log and never blocks the caller
+// past StoreTimeout.
 func NewStoreEmitter(st store.Store, actor string) *Emitter {
-	return &Emitter{actor: actor, clock: clock.Real{}, st: st}
+	return &Emitter{actor: actor, sink: st}
+}
+
+// NewEmitter returns an emitter appending to eventsLog (logs/events.log)
+// itself, through its own File: for a process that holds no store (a
+// soldier).
+func NewEmitter(eventsLog, rotateLock, actor string, c clock.Clock) *Emitter {
+	f := NewFile(eventsLog, rotateLock, c)
+	return &Emitter{actor: actor, sink: f, close: f.Close}
 }
 
 // Actor returns the emitter's actor name.
 func (e *Emitter) Actor() string { return e.actor }
 
-// Emit appends {ts, type, actor, data} as one line. data may be nil, a map or
-// any JSON-marshalable value. A nil *Emitter discards.
+// Emit records {ts, type, actor, data}. data may be nil, a map or any
+// JSON-marshalable value. A nil *Emitter discards.
 func (e *Emitter) Emit(typ string, data any) error {
 	if e == nil {
 		return nil
@@ -99,25 +106,21 @@ func (e *Emitter) EmitAs(typ, actor string, data any) error {
 	if err != nil {
 		return err
 	}
-	if e.st != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), StoreTimeout)
-		defer cancel()
-		if err := e.st.Emit(ctx, typ, actor, raw); err != nil {
-			return fmt.Errorf("emit %s: %w", typ, err)
-		}
+	ctx, cancel := callCtx()
+	defer cancel()
+	if err := e.sink.Emit(ctx, typ, actor, raw); err != nil {
+		return fmt.Errorf("emit %s: %w", typ, err)
+	}
+	return nil
+}
+
+// Close releases what the emitter owns (a NewEmitter's File); a store
+// emitter owns nothing.
+func (e *Emitter) Close() error {
+	if e == nil || e.close == nil {
 		return nil
 	}
-	line, err := json.Marshal(Event{
-		TS:    e.clock.Now().UTC().Format(time.RFC3339),
-		Type:  typ,
-		Actor: actor,
-		Data:  raw,
-	})
-	if err != nil {
-		return fmt.Errorf("encode %s: %w", typ, err)
-	}
-	line = append(line, '\n')
-	return e.write(line)
+	return e.close()
 }
 
 // Encode turns an event's data (nil, raw JSON, or a value) into the JSON
@@ -151,47 +154,87 @@ func (e *Emitter) Encode(typ string, data any) (json.RawMessage, error) {
 	return raw, nil
 }
 
-func (e *Emitter) write(line []byte) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.lf == nil {
-		if err := os.MkdirAll(filepath.Dir(e.lock), 0o700); err != nil {
+// File appends events to logs/events.log: one write(2) per record on an
+// O_APPEND descriptor, opened and closed per record while holding a shared
+// flock on the rotate lock, so many processes append concurrently and the
+// daily split (which takes the lock exclusively) never loses a line (SPEC
+// §9.11). It is the files store's event log.
+type File struct {
+	path  string
+	lock  string
+	clock clock.Clock
+
+	mu sync.Mutex
+	lf *lockfile.File
+}
+
+// NewFile returns the writer of eventsLog with the rotation lock
+// rotateLock (logs/.rotate.lock); c stamps ts (nil: the real clock).
+func NewFile(eventsLog, rotateLock string, c clock.Clock) *File {
+	if c == nil {
+		c = clock.Real{}
+	}
+	return &File{path: eventsLog, lock: rotateLock, clock: c}
+}
+
+// Emit is Append (the Sink an Emitter writes to); an append does not
+// wait, so ctx is unused.
+func (f *File) Emit(_ context.Context, typ, actor string, data any) error {
+	return f.Append(typ, actor, data)
+}
+
+// Append appends one record, data encoded as store.EncodeData does (the
+// caller redacts: Emitter.Encode).
+func (f *File) Append(typ, actor string, data any) error {
+	raw, err := store.EncodeData(data)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", typ, err)
+	}
+	line, err := json.Marshal(Event{TS: f.clock.Now().UTC().Format(time.RFC3339), Type: typ, Actor: actor, Data: raw})
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", typ, err)
+	}
+	return f.write(append(line, '\n'))
+}
+
+func (f *File) write(line []byte) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.lf == nil {
+		if err := os.MkdirAll(filepath.Dir(f.lock), 0o700); err != nil {
 			return err
 		}
-		lf, err := lockfile.Open(e.lock)
+		lf, err := lockfile.Open(f.lock)
 		if err != nil {
 			return err
 		}
-		e.lf = lf
+		f.lf = lf
 	}
-	if err := e.lf.RLock(); err != nil {
+	if err := f.lf.RLock(); err != nil {
 		return err
 	}
-	defer e.lf.Unlock()
-	f, err := os.OpenFile(e.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	defer f.lf.Unlock()
+	out, err := os.OpenFile(f.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
-		return fmt.Errorf("open %s: %w", e.path, err)
+		return fmt.Errorf("open %s: %w", f.path, err)
 	}
 	// One write(2) of the whole line: O_APPEND makes it atomic with respect to
 	// other appenders for our line sizes.
-	_, werr := f.Write(line)
-	cerr := f.Close()
+	_, werr := out.Write(line)
+	cerr := out.Close()
 	if werr != nil {
-		return fmt.Errorf("append %s: %w", e.path, werr)
+		return fmt.Errorf("append %s: %w", f.path, werr)
 	}
 	return cerr
 }
 
-// Close releases the emitter's lock descriptor.
-func (e *Emitter) Close() error {
-	if e == nil {
-		return nil
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.lf != nil {
-		err := e.lf.Close()
-		e.lf = nil
+// Close releases the lock descriptor.
+func (f *File) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.lf != nil {
+		err := f.lf.Close()
+		f.lf = nil
 		return err
 	}
 	return nil

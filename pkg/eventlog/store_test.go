@@ -3,7 +3,6 @@ package eventlog_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -44,29 +43,9 @@ func eachStore(t *testing.T, fn func(t *testing.T, open func() store.Store)) {
 	})
 }
 
-func pollTypes(t *testing.T, r eventlog.Reader) []string {
-	t.Helper()
-	var got []string
-	if _, err := r.Poll(func(ev eventlog.Event) error {
-		var d struct{ I int }
-		if err := json.Unmarshal(ev.Data, &d); err != nil {
-			t.Fatalf("event data %s: %v", ev.Data, err)
-		}
-		if ev.Actor != "tester" || ev.Time().IsZero() {
-			t.Errorf("event %+v: want actor tester and a timestamp", ev)
-		}
-		got = append(got, fmt.Sprintf("%s/%d", ev.Type, d.I))
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return got
-}
-
-// Events emitted through a store come back in order, each once, to a reader
-// that saves its cursor; a reader reopened under the same name resumes
-// after the last saved event; fn's error leaves the cursor before its event.
-func TestStoreEmitterAndReader_InOrderAndResume(t *testing.T) {
+// Events emitted through a store come back from its event log in order,
+// each once, with the emitter's actor and a timestamp.
+func TestStoreEmitter_InOrder(t *testing.T) {
 	eachStore(t, func(t *testing.T, open func() store.Store) {
 		st := open()
 		em := eventlog.NewStoreEmitter(st, "tester")
@@ -75,44 +54,27 @@ func TestStoreEmitterAndReader_InOrderAndResume(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		r, err := eventlog.OpenStoreReader(st, "consumer")
+		if err := em.EmitAs("test.other", "king", nil); err != nil {
+			t.Fatal(err)
+		}
+		evs, err := open().Events(t.Context(), "", 10)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r.Batch = 2 // several store reads per Poll
-		got := pollTypes(t, r)
-		if strings.Join(got, ",") != "test.event/0,test.event/1,test.event/2,test.event/3,test.event/4" {
-			t.Fatalf("first poll: %v", got)
+		var got []string
+		for _, ev := range evs {
+			var d struct{ I int }
+			if err := json.Unmarshal(ev.Data, &d); err != nil {
+				t.Fatalf("event data %s: %v", ev.Data, err)
+			}
+			if ev.TS == "" {
+				t.Errorf("event %+v has no timestamp", ev)
+			}
+			got = append(got, fmt.Sprintf("%s/%s/%d", ev.Type, ev.Actor, d.I))
 		}
-		if err := r.Save(); err != nil {
-			t.Fatal(err)
-		}
-		em.Emit("test.later", map[string]any{"i": 5})
-		em.Emit("test.later", map[string]any{"i": 6})
-
-		// A fn error stops at its event and does not move past it.
-		stop := errors.New("stop")
-		n, err := r.Poll(func(ev eventlog.Event) error { return stop })
-		if !errors.Is(err, stop) || n != 0 {
-			t.Fatalf("stopped poll = %d, %v", n, err)
-		}
-
-		// A restarted consumer (another handle, same name) resumes at the
-		// saved cursor: only what came after it.
-		r2, err := eventlog.OpenStoreReader(open(), "consumer")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := pollTypes(t, r2); strings.Join(got, ",") != "test.later/5,test.later/6" {
-			t.Fatalf("resumed poll: %v", got)
-		}
-		if got := pollTypes(t, r2); len(got) != 0 {
-			t.Fatalf("a second poll delivered again: %v", got)
-		}
-		// Another name starts at the beginning.
-		r3, _ := eventlog.OpenStoreReader(st, "other")
-		if got := pollTypes(t, r3); len(got) != 7 {
-			t.Fatalf("a fresh reader got %d events, want 7", len(got))
+		want := "test.event/tester/0,test.event/tester/1,test.event/tester/2,test.event/tester/3,test.event/tester/4,test.other/king/0"
+		if strings.Join(got, ",") != want {
+			t.Fatalf("events %v, want %s", got, want)
 		}
 	})
 }
@@ -146,25 +108,5 @@ func TestStoreEmitter_FailureIsReturned(t *testing.T) {
 	st.Close()
 	if err := eventlog.NewStoreEmitter(st, "tester").Emit("test.event", nil); err == nil {
 		t.Fatal("emit into a closed store reported success")
-	}
-}
-
-// The file Cursor is a Reader: a consumer switches with its constructor.
-func TestCursor_IsAReader(t *testing.T) {
-	l := layout.New(t.TempDir())
-	if err := l.Ensure(); err != nil {
-		t.Fatal(err)
-	}
-	em := eventlog.NewEmitter(l.EventsLog(), l.RotateLock(), "tester", nil)
-	defer em.Close()
-	em.Emit("test.event", map[string]any{"i": 0})
-	var r eventlog.Reader
-	r, err := eventlog.OpenCursor(l.EventsLog(), l.ChamberlainCursor())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	if got := pollTypes(t, r); strings.Join(got, ",") != "test.event/0" {
-		t.Fatalf("poll: %v", got)
 	}
 }

@@ -4,13 +4,14 @@
 // a key. Owner packages (control, enginepause, king, envoy, spend,
 // general) take a KV and never touch the paths or rows behind it.
 //
-// Two implementations: Files maps every namespace to the files the roles
-// have always used, written the one way (atomicfile: temp, fsync, rename,
-// directory fsync; 0600), so file mode is byte-for-byte what it was;
-// OnStore keeps the values in a store.Store's key-value (PostgreSQL,
-// shared by every host).
+// One implementation: OnStore keeps the values in a store.Store's
+// key-value. The files store maps every namespace to the files the roles
+// have always used (state/king/paused.json, cancelled/<task>.json, …),
+// so file mode is byte-for-byte what it was; PostgreSQL shares them with
+// every host. A day of the spend ledger is the namespace "spend-<date>"
+// (pkg/spend).
 //
-//	s := kv.Files(l) // or kv.OnStore(st)
+//	s := kv.OnStore(st)
 //	err := kv.PutJSON(ctx, s, kv.NSPauses, kv.KeyKingdom, p)
 //	err = s.Update(ctx, kv.NSSequences, kv.KeyTaskSeq, func(old []byte) ([]byte, error) {
 //		return next(old), nil // nil deletes
@@ -29,8 +30,8 @@ import (
 // errors.Is check serves both implementations.
 var ErrNotFound = store.ErrNotFound
 
-// Namespaces and their keys. A key is a safe id (ids.Check); in file mode
-// it becomes a file name.
+// Namespaces and their keys. A key is a safe id (ids.Check); in the files
+// store it becomes a file name.
 const (
 	// NSPauses holds the kingdom's pause (KeyKingdom, state/king/paused.json)
 	// and the engines' usage-limit pauses (KeyEngines,
@@ -57,9 +58,6 @@ const (
 	KeyAwaiting      = "awaiting-responses.json"
 	KeyConversations = "conversation-threads.json"
 	KeyDeliveries    = "deliveries.json"
-	// NSSpend: day (YYYY-MM-DD) → that day's ledger
-	// (state/king/spend/<day>.json).
-	NSSpend = store.NSSpend
 	// NSResults: task id → final result (state/results/<task>.json).
 	NSResults = "results"
 	// NSCheckpoints: task id → the checkpoint a needs_human attempt leaves
@@ -69,6 +67,14 @@ const (
 	// state/king/waits.json).
 	NSWaits = "waits"
 	KeyKing = "king"
+	// NSParks: the breaker's parks (SPEC §12.4), one record per parked
+	// general ("general:<name>") or source item ("item:<item key>"); the
+	// files store keeps them under state/store/kv/parks/ (pkg/parks).
+	NSParks = "parks"
+	// NSBreaker: the king's breaker counters behind the parks: a general's
+	// failures of the last hour, an item's attempts in its window (same
+	// keys as NSParks).
+	NSBreaker = "breaker"
 )
 
 // KV is the small state of one kingdom.
@@ -77,8 +83,7 @@ type KV interface {
 	Get(ctx context.Context, ns, key string) ([]byte, error)
 	// Put writes the value of key, replacing any.
 	Put(ctx context.Context, ns, key string, v []byte) error
-	// PutAll writes several values of one namespace at once: one group
-	// commit in file mode, one transaction in store mode.
+	// PutAll writes several values of one namespace in one transaction.
 	PutAll(ctx context.Context, ns string, vs map[string][]byte) error
 	// Delete removes key; a missing key is no error.
 	Delete(ctx context.Context, ns, key string) error
@@ -86,7 +91,7 @@ type KV interface {
 	List(ctx context.Context, ns string) (map[string][]byte, error)
 	// Update replaces the value of key with fn(old) atomically: no other
 	// Update of the same key, in this process or another (or on another
-	// host in store mode), runs between the read and the write. old is nil
+	// host), runs between the read and the write. old is nil
 	// when there is no value; fn returning nil deletes the key; fn's error
 	// changes nothing and is returned.
 	Update(ctx context.Context, ns, key string, fn func(old []byte) ([]byte, error)) error

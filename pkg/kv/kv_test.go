@@ -21,10 +21,15 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
-// File mode keeps every value in the file the roles always used.
-func TestFiles_Paths(t *testing.T) {
+// The files store keeps every value in the file the roles always used.
+func TestFilesStore_Paths(t *testing.T) {
 	l := layout.New(t.TempDir())
-	s := kv.Files(l)
+	st, err := files.Open(l, "test-host")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	s := kv.OnStore(st)
 	ctx := t.Context()
 	cases := []struct{ ns, key, path string }{
 		{kv.NSPauses, kv.KeyKingdom, "state/king/paused.json"},
@@ -38,7 +43,7 @@ func TestFiles_Paths(t *testing.T) {
 		{kv.NSEnvoy, kv.KeyAwaiting, "state/envoy/awaiting-responses.json"},
 		{kv.NSEnvoy, kv.KeyConversations, "state/envoy/conversation-threads.json"},
 		{kv.NSEnvoy, kv.KeyDeliveries, "state/envoy/deliveries.json"},
-		{kv.NSSpend, "2026-11-21", "state/king/spend/2026-11-21.json"},
+		{"spend-2026-11-21", "ab12", "state/king/spend/2026-11-21/ab12.json"},
 		{kv.NSResults, "task-20261121-001", "state/results/task-20261121-001.json"},
 		{kv.NSCheckpoints, "task-20261121-001", "state/results/task-20261121-001-checkpoint.json"},
 		{kv.NSWaits, kv.KeyKing, "state/king/waits.json"},
@@ -65,23 +70,37 @@ func TestFiles_Paths(t *testing.T) {
 			t.Errorf("list %s: %d entries (%v), want %d", ns, len(m), err, want)
 		}
 	}
-	for _, bad := range [][2]string{{"nope", "x"}, {kv.NSPauses, "other"}, {kv.NSControl, "../x"}, {kv.NSResults, "task-1-raw"}, {kv.NSCheckpoints, "ctl-1"}, {kv.NSWaits, "general"}} {
+	for _, bad := range [][2]string{{"../x", "x"}, {kv.NSControl, "../x"}, {kv.NSPauses, ""}} {
 		if err := s.Put(ctx, bad[0], bad[1], []byte("x")); err == nil {
 			t.Errorf("put %s/%s accepted", bad[0], bad[1])
 		}
 	}
+	// A key the roles' files have no place for, or another namespace,
+	// lives under state/store/kv/.
+	if err := s.Put(ctx, "other", "x", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(l.Base, "state/store/kv/other/x")); err != nil {
+		t.Errorf("another namespace: %v", err)
+	}
 }
-
-func TestFiles_Contract(t *testing.T) { contract(t, kv.Files(layout.New(t.TempDir()))) }
 
 func TestFilesStore_Contract(t *testing.T) { contract(t, kv.OnStore(openFiles(t))) }
 
 func TestPostgres_Contract(t *testing.T) { contract(t, kv.OnStore(openPG(t, pgtest.DB(t)))) }
 
 // Two writers of task-seq each take 200 numbers: all 400 are distinct.
-func TestFiles_ConcurrentUpdate(t *testing.T) {
+func TestFilesStore_ConcurrentUpdate(t *testing.T) {
 	l := layout.New(t.TempDir())
-	concurrent(t, kv.Files(l), kv.Files(l))
+	open := func() kv.KV {
+		st, err := files.Open(l, "test-host")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return kv.OnStore(st)
+	}
+	concurrent(t, open(), open())
 }
 
 func TestPostgres_ConcurrentUpdate(t *testing.T) {

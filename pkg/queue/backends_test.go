@@ -19,7 +19,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/store/pg"
 )
 
-// env is one backend under test. st is nil for files (queue.New).
+// env is one store under test.
 type env struct {
 	l     layout.Layout
 	st    store.Store
@@ -30,21 +30,9 @@ type env struct {
 	another func(kind, host string) *queue.Queue
 }
 
-// eachBackend runs fn on files, on the file store and on PostgreSQL (which
-// pgtest skips without its binaries, except under CI=true).
+// eachBackend runs fn on the files store and on PostgreSQL (which pgtest
+// skips without its binaries, except under CI=true).
 func eachBackend(t *testing.T, fn func(t *testing.T, e *env)) {
-	t.Run("files", func(t *testing.T) {
-		l := layout.New(t.TempDir())
-		if err := l.Ensure(); err != nil {
-			t.Fatal(err)
-		}
-		em := eventlog.NewEmitter(l.EventsLog(), l.RotateLock(), "test", nil)
-		t.Cleanup(func() { em.Close() })
-		fn(t, &env{l: l, em: em,
-			queue:   func(kind string) *queue.Queue { return queue.New(l, kind, em) },
-			another: func(kind, _ string) *queue.Queue { return queue.New(l, kind, nil) },
-		})
-	})
 	t.Run("store-files", func(t *testing.T) {
 		l := layout.New(t.TempDir())
 		open := func() store.Store {
@@ -238,9 +226,6 @@ func TestBackends_PoisonIsRejectedAndQueueFlows(t *testing.T) {
 				t.Errorf("%s not rejected", id)
 				continue
 			}
-			if e.st == nil {
-				continue // the .reason file: queue_test.go
-			}
 			d, err := e.st.Get(context.Background(), layout.QTasks, id)
 			if err != nil || !strings.Contains(d.Reason, word) {
 				t.Errorf("%s: reason %q, %v; want it to mention %q", id, d.Reason, err, word)
@@ -323,8 +308,7 @@ func TestBackends_MoveReadRemoveReject(t *testing.T) {
 }
 
 // FinishAs moves a claimed document on only for the host and attempt that
-// claimed it (SPEC §11.7: a result is accepted only from its holder). On
-// files there is one host and no record: FinishAs is Move.
+// claimed it (SPEC §11.7: a result is accepted only from its holder).
 func TestBackends_FinishAsIsFencedByHostAndAttempt(t *testing.T) {
 	eachBackend(t, func(t *testing.T, e *env) {
 		q := e.queue(layout.QTasks)
@@ -337,15 +321,13 @@ func TestBackends_FinishAsIsFencedByHostAndAttempt(t *testing.T) {
 		if err := q.ClaimAs(layout.Pending, layout.InProgress, id, store.Claim{Holder: "host-b", Attempt: 1}); !errors.Is(err, queue.ErrTaken) {
 			t.Fatalf("second ClaimAs: %v, want ErrTaken", err)
 		}
-		if e.st != nil {
-			for _, c := range []store.Claim{{Holder: "host-b", Attempt: 1}, {Holder: "host-a", Attempt: 2}} {
-				err := q.FinishAs(layout.InProgress, layout.Completed, id, c)
-				if !errors.Is(err, store.ErrFenced) {
-					t.Fatalf("FinishAs by %+v: %v, want ErrFenced", c, err)
-				}
-				if !q.Exists(layout.InProgress, id) {
-					t.Fatalf("FinishAs by %+v moved the task", c)
-				}
+		for _, c := range []store.Claim{{Holder: "host-b", Attempt: 1}, {Holder: "host-a", Attempt: 2}} {
+			err := q.FinishAs(layout.InProgress, layout.Completed, id, c)
+			if !errors.Is(err, store.ErrFenced) {
+				t.Fatalf("FinishAs by %+v: %v, want ErrFenced", c, err)
+			}
+			if !q.Exists(layout.InProgress, id) {
+				t.Fatalf("FinishAs by %+v moved the task", c)
 			}
 		}
 		if err := q.FinishAs(layout.InProgress, layout.Completed, id, holder); err != nil {
@@ -363,25 +345,46 @@ func TestBackends_FinishAsIsFencedByHostAndAttempt(t *testing.T) {
 // countEvents counts the internal events of type typ written so far.
 func countEvents(t *testing.T, e *env, typ string) int {
 	t.Helper()
-	var rd eventlog.Reader
-	var err error
-	if e.st == nil {
-		rd, err = eventlog.OpenCursor(e.l.EventsLog(), "")
-	} else {
-		rd, err = eventlog.OpenStoreReader(e.st, "test-count")
-	}
+	evs, err := e.st.Events(t.Context(), "", 100000)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rd.Close()
 	n := 0
-	if _, err := rd.Poll(func(ev eventlog.Event) error {
+	for _, ev := range evs {
 		if ev.Type == typ {
 			n++
 		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
 	}
 	return n
+}
+
+// Every entry List returns outside rejected/ passed CheckDocument, and says
+// so (Checked), so a consumer need not validate it again.
+func TestBackends_ListedEntriesAreChecked(t *testing.T) {
+	eachBackend(t, func(t *testing.T, e *env) {
+		events := e.queue(layout.QEvents)
+		ev := map[string]any{"id": "evt-1", "type": "github.pr.opened", "source": "github", "repo": nil, "payload": map[string]any{},
+			"priority": "normal", "created_at": "2026-11-21T10:00:00Z", "status": "pending"}
+		if err := events.Put(layout.Pending, "evt-1", ev); err != nil {
+			t.Fatal(err)
+		}
+		if err := events.Put(layout.Pending, "evt-2", map[string]any{"id": "evt-2"}); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 { // the second List knows evt-1 from its cache
+			es, err := events.List(layout.Pending)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(es) != 1 || es[0].ID != "evt-1" || !es[0].Checked {
+				t.Fatalf("entries %+v, want evt-1 checked (evt-2 rejected)", es)
+			}
+		}
+		rej, _ := events.List(layout.Rejected)
+		for _, e := range rej {
+			if e.Checked {
+				t.Errorf("rejected %s marked checked", e.ID)
+			}
+		}
+	})
 }

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
@@ -50,10 +49,6 @@ func checkRejected(t *testing.T, q *queue.Queue, want map[string]string) {
 // never counted as work and goes to rejected/ with a reason, in every queue.
 func TestQueue_CountRejectsPoisonAndCountsOnlyValidEntries(t *testing.T) {
 	l := layout.New(t.TempDir())
-	if err := l.Ensure(); err != nil {
-		t.Fatal(err)
-	}
-	em := eventlog.NewEmitter(l.EventsLog(), l.RotateLock(), "test", nil)
 	good := map[string]any{
 		layout.QTasks: item{ID: "task-20261121-001"},
 		layout.QEvents: schema.Event{ID: "task-20261121-001", Type: "test", Source: schema.SourceInbox,
@@ -63,7 +58,7 @@ func TestQueue_CountRejectsPoisonAndCountsOnlyValidEntries(t *testing.T) {
 	}
 	for _, kind := range []string{layout.QTasks, layout.QEvents, layout.QMessages} {
 		t.Run(kind, func(t *testing.T) {
-			q := queue.New(l, kind, em)
+			q := onFiles(t, l, kind)
 			want := plantPoison(t, q.Dir(layout.Pending))
 			if err := q.Put(layout.Pending, "task-20261121-001", good[kind]); err != nil {
 				t.Fatal(err)

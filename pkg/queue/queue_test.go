@@ -14,10 +14,12 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/internal/testkit/pgtest"
+	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/store/files"
 )
 
 // The test binary doubles as a helper process: KINGDOM_QUEUE_HELPER selects
@@ -34,14 +36,34 @@ func TestMain(m *testing.M) {
 	os.Exit(pgtest.Main(m))
 }
 
+// newTree returns a fresh files store's tasks queue.
 func newTree(t testing.TB) (layout.Layout, *queue.Queue) {
 	t.Helper()
 	l := layout.New(t.TempDir())
-	if err := l.Ensure(); err != nil {
+	return l, onFiles(t, l, layout.QTasks)
+}
+
+// onFiles returns the queue of kind in the files store of l, closed with
+// the test.
+func onFiles(t testing.TB, l layout.Layout, kind string) *queue.Queue {
+	t.Helper()
+	st, err := files.Open(l, "test-host")
+	if err != nil {
 		t.Fatal(err)
 	}
-	em := eventlog.NewEmitter(l.EventsLog(), l.RotateLock(), "test", nil)
-	return l, queue.New(l, layout.QTasks, em)
+	t.Cleanup(func() { st.Close() })
+	return queue.OnStore(st, l, kind, eventlog.NewStoreEmitter(st, "test"), "test-host")
+}
+
+// helperQueue is the queue of kind a helper process opens.
+func helperQueue(kind string) *queue.Queue {
+	l := layout.New(os.Getenv("KINGDOM_BASE_DIR"))
+	st, err := files.Open(l, "test-host")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	return queue.OnStore(st, l, kind, nil, "test-host")
 }
 
 type item struct {
@@ -65,8 +87,7 @@ func (it item) MarshalJSON() ([]byte, error) {
 }
 
 func helperClaim() {
-	base := os.Getenv("KINGDOM_BASE_DIR")
-	q := queue.New(layout.New(base), layout.QTasks, nil)
+	q := helperQueue(layout.QTasks)
 	var won []string
 	for {
 		idl, err := q.IDs(layout.Pending)
@@ -94,7 +115,7 @@ func helperClaim() {
 
 func TestQueue_ClaimIsExclusiveAcrossProcesses(t *testing.T) {
 	l, q := newTree(t)
-	const n = 2000
+	const n = 400
 	for i := 0; i < n; i++ {
 		id := fmt.Sprintf("task-20261121-%04d", i)
 		if err := q.PutOnce(layout.Pending, id, item{ID: id, Priority: "normal"}); err != nil {
@@ -261,88 +282,9 @@ func TestQueue_UnsafeIDNeverBecomesAPath(t *testing.T) {
 	}
 }
 
-func TestAdmitter_DedupesAgainstEveryStateAndSeen(t *testing.T) {
-	l, _ := newTree(t)
-	ev := queue.New(l, layout.QEvents, nil)
-	a := queue.NewAdmitter(l, ev)
-	if err := a.Admit("evt-1", item{ID: "evt-1"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Admit("evt-1", item{ID: "evt-1"}); !errors.Is(err, queue.ErrDuplicate) {
-		t.Fatalf("second admit: %v", err)
-	}
-	ev.Move(layout.Pending, layout.Dispatched, "evt-1")
-	os.RemoveAll(l.SeenDir()) // the seen index is gone (retention): the twin still refuses
-	if err := a.Admit("evt-1", item{ID: "evt-1"}); !errors.Is(err, queue.ErrDuplicate) {
-		t.Fatalf("admit with dispatched twin: %v", err)
-	}
-	ev.Remove(layout.Dispatched, "evt-1")
-	if err := a.Admit("evt-1", item{ID: "evt-1"}); !errors.Is(err, queue.ErrDuplicate) {
-		t.Fatalf("admit with seen marker only: %v", err)
-	}
-}
-
-// The seen journal is shared by every admitting process: what one admits,
-// another refuses; a line torn by a crash loses nothing that was whole; a
-// marker file from before the journal is honoured; retention of a day file
-// forgets exactly its ids.
-func TestAdmitter_SeenJournalIsSharedAcrossAdmitters(t *testing.T) {
-	l, _ := newTree(t)
-	ev := queue.New(l, layout.QEvents, nil)
-	sentinel, envoy := queue.NewAdmitter(l, ev), queue.NewAdmitter(l, ev)
-	if envoy.Seen("evt-a") {
-		t.Fatal("seen before anything was admitted")
-	}
-	errs := sentinel.AdmitBatch([]string{"evt-a", "evt-b"}, []any{item{ID: "evt-a"}, item{ID: "evt-b"}})
-	if errs[0] != nil || errs[1] != nil {
-		t.Fatal(errs)
-	}
-	ev.Remove(layout.Pending, "evt-a")
-	ev.Remove(layout.Pending, "evt-b")
-	if !envoy.Seen("evt-a") || !envoy.Seen("evt-b") {
-		t.Fatal("another admitter does not see what the sentinel admitted")
-	}
-	if err := envoy.Admit("evt-b", item{ID: "evt-b"}); !errors.Is(err, queue.ErrDuplicate) {
-		t.Fatalf("re-admit through another admitter: %v", err)
-	}
-	ents, _ := os.ReadDir(l.SeenDir())
-	if len(ents) != 1 || !strings.HasPrefix(ents[0].Name(), "_") {
-		t.Fatalf("seen dir holds %v, want one day journal", ents)
-	}
-	journal := filepath.Join(l.SeenDir(), ents[0].Name())
-	if fi, _ := os.Stat(journal); fi.Mode().Perm() != 0o600 {
-		t.Errorf("journal mode %v, want 0600", fi.Mode().Perm())
-	}
-	// A crash tore the last append ("evt-c" half written); later appends
-	// start on a fresh line.
-	f, _ := os.OpenFile(journal, os.O_WRONLY|os.O_APPEND, 0)
-	f.WriteString("\nevt-c")
-	f.Close()
-	if err := sentinel.MarkSeen("evt-d"); err != nil {
-		t.Fatal(err)
-	}
-	fresh := queue.NewAdmitter(l, ev)
-	for _, id := range []string{"evt-a", "evt-b", "evt-d"} {
-		if !fresh.Seen(id) {
-			t.Errorf("%s forgotten after a torn line", id)
-		}
-	}
-	// A marker file written before the journal existed still counts.
-	os.WriteFile(filepath.Join(l.SeenDir(), "evt-legacy"), nil, 0o600)
-	if !fresh.Seen("evt-legacy") {
-		t.Error("legacy marker not honoured")
-	}
-	// Retention removed the day file: its ids are forgotten, others kept.
-	os.Remove(journal)
-	if fresh.Seen("evt-a") || !fresh.Seen("evt-legacy") {
-		t.Error("index not rebuilt after its journal was removed")
-	}
-}
-
 // helperWriter writes queue files in a loop until killed.
 func helperWriter() {
-	base := os.Getenv("KINGDOM_BASE_DIR")
-	q := queue.New(layout.New(base), layout.QEvents, nil)
+	q := helperQueue(layout.QEvents)
 	payload := strings.Repeat("x", 64<<10) // 64 KiB: writes take a while
 	fmt.Println("writing")
 	for i := 0; ; i++ {
@@ -353,8 +295,8 @@ func helperWriter() {
 }
 
 func TestQueue_SIGKILLedWriterLeavesNoPartialFile(t *testing.T) {
-	l, _ := newTree(t)
-	q := queue.New(l, layout.QEvents, nil)
+	l := layout.New(t.TempDir())
+	q := onFiles(t, l, layout.QEvents)
 	kills := 100
 	if testing.Short() {
 		kills = 20
@@ -401,7 +343,7 @@ func TestQueue_SIGKILLedWriterLeavesNoPartialFile(t *testing.T) {
 		t.Fatal("a file was rejected: a partial write became visible")
 	}
 	// Dead writers' temps are swept by age.
-	swept := q.SweepTemps(0, time.Now().Add(time.Second))
+	swept, _ := atomicfile.SweepOldTemps(q.Dir(layout.Pending), 0, time.Now().Add(time.Second))
 	if swept != temps {
 		t.Errorf("swept %d temps, want %d", swept, temps)
 	}

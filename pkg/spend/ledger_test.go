@@ -3,6 +3,8 @@ package spend
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -13,7 +15,7 @@ import (
 
 // storeKV is a key-value kept in a store (kv.OnStore): the files store
 // here; pkg/king's PostgreSQL tests run it on PostgreSQL.
-func storeKV(t *testing.T) kv.KV {
+func storeKV(t testing.TB) kv.KV {
 	t.Helper()
 	st, err := files.Open(layout.New(t.TempDir()), "test-host")
 	if err != nil {
@@ -116,35 +118,68 @@ func TestStoreLedger_DamagedEntrySkippedAndReported(t *testing.T) {
 // empty day, and refuses to record (a repeat could count twice).
 func TestStoreLedger_UnreadableStoreIsUnknown(t *testing.T) {
 	s := failing{errors.New("connection refused")}
-	d, err := LoadKV(t.Context(), s, day)
+	d, err := StoreDays(s).Load(t.Context(), day)
 	if err == nil || errors.Is(err, ErrDamaged) || d.Damaged == 0 {
 		t.Fatalf("load: %v damaged %d, want an error and an unknown day", err, d.Damaged)
 	}
-	l := OpenKV(t.Context(), s, day)
+	l := StoreDays(s).Open(t.Context(), day)
 	if tot := l.Summary().Totals; tot.Damaged == 0 {
 		t.Errorf("summary %+v, want damaged", tot)
 	}
 	if _, err := l.Record([]string{"task-1#0#s"}, []Entry{entry("task-1", 1)}); err == nil {
 		t.Error("recorded without reading the day")
 	}
-	if _, err := LoadKV(t.Context(), storeKV(t), "../x"); err == nil {
+	if _, err := StoreDays(storeKV(t)).Load(t.Context(), "../x"); err == nil {
 		t.Error("a bad date became a namespace")
 	}
 }
 
-// FileDays is the journal files, as before.
-func TestFileDays_IsTheJournal(t *testing.T) {
+// One damaged entry among several costs that entry only (issue 31: a
+// journal's torn last line used to lose the attempt recorded after it):
+// the files store keeps a day as one file per attempt under
+// state/king/spend/<date>/, a file cut short is counted as damaged, and
+// the day's total still counts every other attempt, those recorded after
+// the damage included.
+func TestStoreLedger_OneDamagedEntryCostsOnlyThatEntry(t *testing.T) {
 	l := layout.New(t.TempDir())
-	days := FileDays(l)
-	if _, err := days.Open(t.Context(), day).Record([]string{"task-1#0#s"}, []Entry{entry("task-1", 0.5)}); err != nil {
+	st, err := files.Open(l, "test-host")
+	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := Load(l.SpendDay(day), day)
-	if err != nil || d.Summary().Totals.CostUSD != 0.5 {
-		t.Fatalf("journal file: %+v %v", d.Summary().Totals, err)
+	t.Cleanup(func() { st.Close() })
+	days := StoreDays(kv.OnStore(st))
+	led := days.Open(t.Context(), day)
+	keys := []string{"task-1#0#s", "task-2#0#s", "task-3#0#s"}
+	if n, err := led.Record(keys, []Entry{entry("task-1", 0.1), entry("task-2", 0.1), entry("task-3", 0.1)}); err != nil || n != 3 {
+		t.Fatalf("record: %d, %v", n, err)
 	}
-	if d2, err := days.Load(t.Context(), day); err != nil || !d2.Has("task-1#0#s") {
-		t.Fatalf("days.Load: %v", err)
+	dir := filepath.Join(l.SpendDir(), day)
+	path := filepath.Join(dir, entryKey("task-2#0#s")+".json")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("the attempt's file: %v", err)
+	}
+	if err := os.WriteFile(path, b[:len(b)/2], 0o600); err != nil { // cut short
+		t.Fatal(err)
+	}
+	if n, err := led.Record([]string{"task-4#0#s"}, []Entry{entry("task-4", 0.1)}); err != nil || n != 1 {
+		t.Fatalf("record after the damage: %d, %v", n, err)
+	}
+	d, err := days.Load(t.Context(), day)
+	var dmg *DamageError
+	if !errors.As(err, &dmg) || dmg.Records != 1 || !strings.Contains(err.Error(), entryKey("task-2#0#s")) {
+		t.Fatalf("load: %v, want one damaged entry named", err)
+	}
+	tot := d.Summary().Totals
+	if tot.Attempts != 3 || tot.CostUSD != 0.3 || tot.Damaged != 1 || !d.Has("task-4#0#s") {
+		t.Errorf("totals %+v, want the 3 other attempts ($0.30) and 1 damaged", tot)
+	}
+	if got := led.Summary().Totals; got != tot {
+		t.Errorf("the king's summary %+v, want %+v", got, tot)
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 4 {
+		t.Errorf("%s holds %d files, want one per attempt (4)", dir, len(ents))
 	}
 }
 

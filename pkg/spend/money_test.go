@@ -3,7 +3,6 @@ package spend
 import (
 	"encoding/json"
 	"math"
-	"path/filepath"
 	"testing"
 
 	"github.com/kingdom-dev/kingdom/pkg/schema"
@@ -44,11 +43,12 @@ func TestAddUSD_ClampsAndSaturates(t *testing.T) {
 // +Inf (which no JSON file can carry, so every summary write failed); it
 // now counts as MaxUSD, and later attempts still add up.
 func TestLedger_AbsurdCostSaturatesTheDay(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "2026-11-21.json")
-	j := open(t, path)
+	j := StoreDays(storeKV(t)).Open(t.Context(), day)
 	absurd := entry("task-a", 1e300)
 	absurd.Usage = Usage{InputTokens: math.MaxInt64, OutputTokens: math.MaxInt64}
-	record(t, j, []string{"task-a#0#s1", "task-b#0#s2"}, absurd, entry("task-b", 0.5))
+	if _, err := j.Record([]string{"task-a#0#s1", "task-b#0#s2"}, []Entry{absurd, entry("task-b", 0.5)}); err != nil {
+		t.Fatal(err)
+	}
 	s := j.Summary()
 	if s.Totals.CostUSD != MaxUSD || s.Totals.Tokens != MaxTokens || s.Generals["gen-pr"].CostUSD != MaxUSD {
 		t.Errorf("totals %+v, want saturated at $%v and %v tokens", s.Totals, MaxUSD, int64(MaxTokens))

@@ -2,18 +2,17 @@
 // every soldier attempt cost, in dollars and tokens, per host-local day, and
 // the budget arithmetic on top of it.
 //
-// A day's ledger is one append-only file of one line per attempt in file
-// mode (journal.go), one entry per attempt in the shared store in
-// PostgreSQL mode (ledger.go); each role picks once where the days are
-// (FileDays, StoreDays) and uses them the one way. The king is the only
-// writer: it records each attempt once, when it processes the attempt's
-// final result and before it marks the result processed (Days.Open,
-// Ledger.Record); the entry's key (task, attempt, soldier) makes a repeat
-// after a crash a no-op, so the ledger never counts twice and never loses
-// an attempt. Every figure is computed by reading the ledger, by the king
-// and everyone else alike:
+// A day's ledger is one entry per attempt in the store's key-value, in both
+// modes (ledger.go): the namespace "spend-<date>", which the files store
+// keeps in state/king/spend/<date>/. The king is the only writer: it
+// records each attempt once, when it processes the attempt's final result
+// and before it marks the result processed (Days.Open, Ledger.Record); the
+// entry's key (task, attempt, soldier) makes a repeat after a crash a
+// no-op, so the ledger never counts twice and never loses an attempt. A
+// damaged entry costs that entry only, and is counted. Every figure is
+// computed by reading the ledger, by the king and everyone else alike:
 //
-//	days := spend.FileDays(l)               // or spend.StoreDays(kv.OnStore(st))
+//	days := spend.StoreDays(kv.OnStore(st))
 //	d, err := days.Load(ctx, spend.Date(now)) // err: *DamageError when records were unreadable
 //	s := d.Summary()                       // today's totals, per general and engine
 //	st := spend.Evaluate(date, s.Totals, budget) // ratio, warning, exceeded, damaged
@@ -82,11 +81,11 @@ func Key(task string, retry int, mark string) string {
 type Day struct {
 	Date     string
 	Attempts map[string]Entry
-	// Damaged counts the records that could not be read (a damaged line,
-	// a torn file of an earlier version, an unreadable file): the day's
-	// figures are then a lower bound. Summary carries it in its Totals.
+	// Damaged counts the records that could not be read (a damaged
+	// entry, an unreadable store): the day's figures are then a lower
+	// bound. Summary carries it in its Totals.
 	Damaged int
-	order   []string // Attempts' keys in the order Put added them (the file's)
+	order   []string // Attempts' keys in the order Put added them
 }
 
 // Totals sums attempts.
@@ -163,8 +162,8 @@ func (d *Day) Put(key string, e Entry) bool {
 	return true
 }
 
-// Summary totals the day, in the ledger's order (every reader of the file
-// gets the same float sum).
+// Summary totals the day, in the ledger's order (every reader gets the
+// same float sum).
 func (d *Day) Summary() Summary {
 	s := Summary{Date: d.Date, Generals: map[string]Totals{}, Engines: map[string]Totals{}}
 	s.Totals.Damaged = d.Damaged

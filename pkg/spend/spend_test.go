@@ -1,11 +1,10 @@
 package spend
 
 import (
-	"errors"
-	"os"
-	"path/filepath"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 func f(v float64) *float64 { return &v }
@@ -68,11 +67,13 @@ func TestEvaluate_Thresholds(t *testing.T) {
 	}
 }
 
-func TestLedger_PutOnceSaveLoadSummary(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "spend", "2026-11-21.json")
-	d, err := Load(path, "2026-11-21")
+// A day holds each attempt once, sums in one order, per general and
+// engine and per task, with unpriced attempts counted apart.
+func TestDay_PutOnceRecordLoadSummary(t *testing.T) {
+	days := StoreDays(storeKV(t))
+	d, err := days.Load(t.Context(), day)
 	if err != nil || len(d.Attempts) != 0 {
-		t.Fatalf("missing ledger: %v %v", d, err)
+		t.Fatalf("empty day: %v %v", d, err)
 	}
 	if !d.Put(Key("task-1", 0, "s1"), Entry{Task: "task-1", General: "gen-a", Engine: "claude", CostUSD: f(0.1), Usage: Usage{InputTokens: 10}}) {
 		t.Fatal("first put refused")
@@ -82,13 +83,15 @@ func TestLedger_PutOnceSaveLoadSummary(t *testing.T) {
 	}
 	d.Put(Key("task-1", 1, "s2"), Entry{Task: "task-1", General: "gen-a", Engine: "claude", CostUSD: f(0.2), Usage: Usage{OutputTokens: 5}})
 	d.Put(Key("task-2", 0, "s3"), Entry{Task: "task-2", General: "gen-b", Engine: "codex", Usage: Usage{CacheReadInputTokens: 7}})
-	if err := Save(path, d); err != nil {
-		t.Fatal(err)
+	keys := d.keys("")
+	entries := make([]Entry, len(keys))
+	for i, k := range keys {
+		entries[i] = d.Attempts[k]
 	}
-	if st, err := os.Stat(JournalPath(path)); err != nil || st.Mode().Perm() != 0o600 {
-		t.Fatalf("ledger mode: %v %v", st, err)
+	if n, err := days.Open(t.Context(), day).Record(keys, entries); err != nil || n != 3 {
+		t.Fatalf("record: %d, %v", n, err)
 	}
-	d2, err := Load(path, "2026-11-21")
+	d2, err := days.Load(t.Context(), day)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,11 +105,35 @@ func TestLedger_PutOnceSaveLoadSummary(t *testing.T) {
 	if tt := d2.TaskTotals("task-1"); tt.Attempts != 2 || tt.CostUSD != 0.3 {
 		t.Errorf("task totals %+v", tt)
 	}
-	if err := os.WriteFile(path, []byte("{broken"), 0o600); err != nil { // an earlier version's snapshot
-		t.Fatal(err)
+}
+
+func entry(task string, cost float64) Entry {
+	return Entry{Task: task, General: "gen-pr", Engine: "claude", CostUSD: f(cost), Status: "success",
+		Usage: Usage{InputTokens: 10, OutputTokens: 5}, At: "2026-11-21T10:00:00Z"}
+}
+
+// A task's totals span the local days from its creation to now, each day
+// asked once, at most maxDays back; Priced is null when nothing was priced.
+func TestTaskTotals_DaysOfTheTaskOnceEachWithinTheBound(t *testing.T) {
+	now := time.Date(2026, 11, 24, 10, 0, 0, 0, time.Local)
+	var asked []string
+	day := func(date string) Totals {
+		asked = append(asked, date)
+		return Totals{CostUSD: 0.5, Attempts: 1}
 	}
-	d3, err := Load(path, "2026-11-21")
-	if !errors.Is(err, ErrDamaged) || d3.Summary().Totals.Attempts != 3 || d3.Damaged != 1 {
-		t.Errorf("a corrupt snapshot beside the ledger: %v, %+v; want ErrDamaged, the ledger's 3 attempts and 1 damaged", err, d3.Summary().Totals)
+	tot := TaskTotals(now.Add(-49*time.Hour), now, 8, day)
+	if want := []string{"2026-11-22", "2026-11-23", "2026-11-24"}; fmt.Sprint(asked) != fmt.Sprint(want) {
+		t.Errorf("asked %v, want %v", asked, want)
+	}
+	if p := tot.Priced(); p == nil || *p != 1.5 {
+		t.Errorf("priced %v, want 1.5", p)
+	}
+	asked = nil
+	TaskTotals(now.Add(-30*24*time.Hour), now, 3, day)
+	if len(asked) != 3 || asked[2] != "2026-11-24" {
+		t.Errorf("a month-old task asked %v, want the last 3 days", asked)
+	}
+	if (Totals{Attempts: 2, Unpriced: 2, Tokens: 9}).Priced() != nil || (Totals{}).Priced() != nil {
+		t.Error("unpriced or empty totals have a price")
 	}
 }

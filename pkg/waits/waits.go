@@ -2,10 +2,10 @@
 // every tick whose holds changed (one owner), and `start status`, `start
 // tasks`/`start events`, the dashboard and `chamberlain --once` read it.
 //
-// The record is a value of the small state (kv.NSWaits, kv.KeyKing): in
-// file mode the file state/king/waits.json, with store.kind postgres a
-// value of the shared store, so an operator on any host reads what the
-// leading king (on whichever host) wrote.
+// The record is a value of the store's key-value (kv.NSWaits, kv.KeyKing):
+// the files store keeps it in state/king/waits.json; PostgreSQL shares it,
+// so an operator on any host reads what the leading king (on whichever
+// host) wrote.
 //
 // Drive it with Write(ctx, s, rec) from the king and Read(ctx, s)
 // everywhere else, s the role's kv.KV. A missing record reads as "nothing
@@ -58,13 +58,13 @@ type Record struct {
 // maxRecord bounds what a reader loads.
 const maxRecord = 8 << 20
 
-// Path is the record's file in file mode: state/king/waits.json (where
-// kv.Files keeps kv.NSWaits).
+// Path is the record's file in the files store: state/king/waits.json
+// (where it keeps kv.NSWaits).
 func Path(l layout.Layout) string {
 	return filepath.Join(l.RoleStateDir(layout.RoleKing), "waits.json")
 }
 
-// Write replaces the record (in file mode atomically, 0600).
+// Write replaces the record (in the files store atomically, 0600).
 func Write(ctx context.Context, s kv.KV, r Record) error {
 	b, err := json.Marshal(r)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/kingdom-dev/kingdom/internal/testkit/pgtest"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/store/files"
 	"github.com/kingdom-dev/kingdom/pkg/store/pg"
 )
 
@@ -47,7 +48,7 @@ func TestWaits_FileModeIsStateKingWaitsJSON(t *testing.T) {
 	if err := l.Ensure(); err != nil {
 		t.Fatal(err)
 	}
-	roundTrip(t, kv.Files(l))
+	roundTrip(t, filesKV(t, l))
 	fi, err := os.Stat(Path(l))
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("record file: %v %v, want mode 0600", fi, err)
@@ -55,7 +56,7 @@ func TestWaits_FileModeIsStateKingWaitsJSON(t *testing.T) {
 	if err := os.WriteFile(Path(l), []byte("{torn"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Read(t.Context(), kv.Files(l)); err == nil {
+	if _, err := Read(t.Context(), filesKV(t, l)); err == nil {
 		t.Error("a torn record read without an error")
 	}
 }
@@ -78,4 +79,15 @@ func TestWaits_OnStoreSharedAcrossHosts(t *testing.T) {
 	if err != nil || len(r.Waits) != 2 || r.Waits[0].EventID != "evt-1" {
 		t.Fatalf("record read on h2: %+v, %v", r, err)
 	}
+}
+
+// filesKV is the key-value of a files store on l, closed with the test.
+func filesKV(t *testing.T, l layout.Layout) kv.KV {
+	t.Helper()
+	st, err := files.Open(l, "test-host")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return kv.OnStore(st)
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/store"
@@ -15,9 +14,8 @@ import (
 // then stays before the next line.
 var errFull = errors.New("batch full")
 
-// Events reads logs/events.log after cur through an eventlog.Cursor. A
-// cursor is the eventlog position (inode, offset) as JSON, so it survives
-// the daily split like the chamberlain's.
+// Events reads logs/events.log after cur (logcursor.go). A cursor is the
+// position (inode, offset) as JSON, so it survives the daily split.
 func (s *Store) Events(ctx context.Context, cur store.Cursor, max int) ([]store.Event, error) {
 	if max <= 0 {
 		return nil, nil
@@ -30,10 +28,10 @@ func (s *Store) Events(ctx context.Context, cur store.Cursor, max int) ([]store.
 		}
 	}
 	var out []store.Event
-	_, err := s.rd.Poll(func(ev eventlog.Event) error {
+	_, err := s.rd.poll(func(ev eventlog.Event) error {
 		// The position inside fn is the start of this line: the end of
 		// the event before it.
-		here := encodePos(s.rd.Position())
+		here := encodePos(s.rd.pos)
 		if n := len(out); n > 0 {
 			out[n-1].Cursor = here
 		}
@@ -44,51 +42,34 @@ func (s *Store) Events(ctx context.Context, cur store.Cursor, max int) ([]store.
 		return nil
 	})
 	if err != nil && !errors.Is(err, errFull) {
-		s.rd.Close()
+		s.rd.close()
 		s.rd = nil
 		return nil, fmt.Errorf("read event log: %w", err)
 	}
-	s.rpos = encodePos(s.rd.Position())
+	s.rpos = encodePos(s.rd.pos)
 	if n := len(out); n > 0 {
 		out[n-1].Cursor = s.rpos
 	}
 	return out, nil
 }
 
-// seek opens a reader at cur. eventlog opens a cursor only from a saved
-// position file, so the position goes through a private temp file.
+// seek opens a reader at cur.
 func (s *Store) seek(cur store.Cursor) error {
 	if s.rd != nil {
-		s.rd.Close()
+		s.rd.close()
 		s.rd = nil
 	}
-	var pos eventlog.Position
+	var pos logPos
 	if cur != "" {
 		if err := json.Unmarshal([]byte(cur), &pos); err != nil {
 			return fmt.Errorf("event cursor %q: %w", cur, err)
 		}
 	}
-	f, err := os.CreateTemp(s.dir, ".cursor-*")
-	if err != nil {
-		return fmt.Errorf("seek event log: %w", err)
-	}
-	defer os.Remove(f.Name())
-	err = json.NewEncoder(f).Encode(pos)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("seek event log: %w", err)
-	}
-	rd, err := eventlog.OpenCursor(s.l.EventsLog(), f.Name())
-	if err != nil {
-		return fmt.Errorf("seek event log: %w", err)
-	}
-	s.rd, s.rpos = rd, cur
+	s.rd, s.rpos = &logCursor{path: s.l.EventsLog(), pos: pos}, cur
 	return nil
 }
 
-func encodePos(p eventlog.Position) store.Cursor {
+func encodePos(p logPos) store.Cursor {
 	b, _ := json.Marshal(p)
 	return store.Cursor(b)
 }

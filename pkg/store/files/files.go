@@ -1,10 +1,12 @@
 // Package files is the single-machine store (SPEC §11.6 kind: files): the
 // store seam over today's files under $BASE_DIR. Queue documents are the
-// queue/<kind>/<state>/<id>.json files of pkg/queue, admission is
-// queue.Admitter's seen index, the event log is logs/events.log through
-// pkg/eventlog, leadership is the role's flock (state/<name>/leader.lock)
-// with an epoch counter beside it, and the key-value is one file per key
-// under state/store/kv/<ns>/.
+// queue/<kind>/<state>/<id>.json files (queue.go: directories as states,
+// poison moved to rejected/ with a .reason), admission is the seen index of
+// state/sentinel/seen/ (seen.go), the event log is logs/events.log
+// (appended through eventlog.File, read by logcursor.go), leadership is
+// the role's flock (state/<name>/leader.lock) with an epoch counter beside
+// it, and the key-value keeps each namespace in the roles' own files
+// (kv.go), any other under state/store/kv/<ns>/.
 //
 // A transaction (Store.Update) is a redo journal: the changes are staged in
 // memory while fn runs, written whole to state/store/journal.json (temp,
@@ -37,7 +39,6 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
-	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
@@ -50,15 +51,15 @@ type Store struct {
 	host   string    // this machine's host id (Hosts)
 	opened time.Time // when Open ran (Hosts: the host's start)
 	dir    string    // state/store
-	queues map[string]*queue.Queue
-	adm    *queue.Admitter
-	em     *eventlog.Emitter
+	queues map[string]*queueDirs
+	seen   *seenIndex     // seen.go
+	log    *eventlog.File // logs/events.log
 
 	mu   sync.Mutex // one writer per process; tx.lock orders processes
 	lock *lockfile.File
 
 	cmu  sync.Mutex // the event-log reader below
-	rd   *eventlog.Cursor
+	rd   *logCursor
 	rpos store.Cursor
 }
 
@@ -74,15 +75,15 @@ func Open(l layout.Layout, host string) (*Store, error) {
 	if err := l.Ensure(); err != nil {
 		return nil, fmt.Errorf("open file store: %w", err)
 	}
-	s := &Store{l: l, host: host, opened: time.Now(), dir: filepath.Join(l.StateDir(), "store"), queues: map[string]*queue.Queue{}}
+	s := &Store{l: l, host: host, opened: time.Now(), dir: filepath.Join(l.StateDir(), "store"), queues: map[string]*queueDirs{}}
 	if err := os.MkdirAll(filepath.Join(s.dir, "kv"), 0o700); err != nil {
 		return nil, fmt.Errorf("open file store: %w", err)
 	}
-	s.em = eventlog.NewEmitter(l.EventsLog(), l.RotateLock(), "store", nil)
+	s.log = eventlog.NewFile(l.EventsLog(), l.RotateLock(), nil)
 	for kind := range layout.QueueStates {
-		s.queues[kind] = queue.New(l, kind, s.em)
+		s.queues[kind] = &queueDirs{l: l, kind: kind, states: layout.QueueStates[kind], log: s.log}
 	}
-	s.adm = queue.NewAdmitter(l, s.queues[layout.QEvents])
+	s.seen = newSeenIndex(l.SeenDir())
 	lf, err := lockfile.Open(filepath.Join(s.dir, "tx.lock"))
 	if err != nil {
 		return nil, err
@@ -99,11 +100,11 @@ func Open(l layout.Layout, host string) (*Store, error) {
 func (s *Store) Close() error {
 	s.cmu.Lock()
 	if s.rd != nil {
-		s.rd.Close()
+		s.rd.close()
 		s.rd = nil
 	}
 	s.cmu.Unlock()
-	s.em.Close()
+	s.log.Close()
 	return s.lock.Close()
 }
 
@@ -151,7 +152,7 @@ func (s *Store) recoverIfNeeded() error {
 	return s.locked(func() error { return nil })
 }
 
-func (s *Store) path(q, state, id string) string { return s.queues[q].Path(state, id) }
+func (s *Store) path(q, state, id string) string { return s.queues[q].path(state, id) }
 
 // Get returns id of queue q in whatever state holds it.
 func (s *Store) Get(ctx context.Context, q, id string) (store.Doc, error) {
@@ -162,11 +163,11 @@ func (s *Store) Get(ctx context.Context, q, id string) (store.Doc, error) {
 		return store.Doc{}, err
 	}
 	qq := s.queues[q]
-	state, ok := qq.Find(id)
+	state, ok := qq.find(id)
 	if !ok {
 		return store.Doc{}, fmt.Errorf("get %s %s: %w", q, id, store.ErrNotFound)
 	}
-	b, err := qq.Read(state, id)
+	b, err := qq.read(state, id)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return store.Doc{}, fmt.Errorf("get %s %s: %w", q, id, store.ErrNotFound)
@@ -181,8 +182,7 @@ func (s *Store) doc(q, state, id string, b []byte) store.Doc {
 	d := store.Doc{Queue: q, State: state, ID: id, Data: b}
 	d.Priority, d.CreatedAt, _ = store.ParseHeader(b)
 	if state == layout.Rejected {
-		r, _ := os.ReadFile(s.path(q, state, id) + ".reason")
-		d.Reason = strings.TrimSpace(string(r))
+		d.Reason = s.queues[q].reason(id)
 	}
 	if c, err := s.claimOf(q, id); err == nil {
 		d.Claim = c
@@ -191,7 +191,7 @@ func (s *Store) doc(q, state, id string, b []byte) store.Doc {
 }
 
 // List returns the documents of state in dispatch order; poison met on the
-// way goes to rejected/ (queue.List).
+// way goes to rejected/ (queue.go).
 func (s *Store) List(ctx context.Context, q, state string) ([]store.Doc, error) {
 	if err := store.Check(q, state, "x"); err != nil {
 		return nil, err
@@ -199,20 +199,7 @@ func (s *Store) List(ctx context.Context, q, state string) ([]store.Doc, error) 
 	if err := s.recoverIfNeeded(); err != nil {
 		return nil, err
 	}
-	ents, err := s.queues[q].List(state)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]store.Doc, 0, len(ents))
-	for _, e := range ents {
-		d := store.Doc{Queue: q, State: state, ID: e.ID, Priority: e.Priority, CreatedAt: e.CreatedAt, Data: e.Data}
-		if state == layout.Rejected {
-			r, _ := os.ReadFile(e.Path + ".reason")
-			d.Reason = strings.TrimSpace(string(r))
-		}
-		out = append(out, d)
-	}
-	return out, nil
+	return s.queues[q].list(state)
 }
 
 // Claim moves id from → to for c (a no-replace rename under the write lock,
@@ -264,20 +251,6 @@ func (s *Store) claimOf(q, id string) (store.Claim, error) {
 		return c, err
 	}
 	return c, json.Unmarshal(b, &c)
-}
-
-// Admit queues an external event once per id (queue.Admitter).
-func (s *Store) Admit(ctx context.Context, id string, data []byte) error {
-	if err := ids.Check(id); err != nil {
-		return fmt.Errorf("admit event: %w", err)
-	}
-	return s.locked(func() error {
-		err := s.adm.Admit(id, data)
-		if errors.Is(err, queue.ErrDuplicate) {
-			return fmt.Errorf("admit %s: %w", id, store.ErrDuplicate)
-		}
-		return err
-	})
 }
 
 // Value returns one key-value entry.
@@ -357,7 +330,12 @@ type lease struct {
 	lost  chan struct{}
 }
 
-func (l *lease) Name() string          { return l.name }
+func (l *lease) Name() string { return l.name }
+
+// Renew does nothing: a flock lasts as long as its process, and one
+// machine has no standby to hand the lead to.
+func (l *lease) Renew(context.Context) error { return nil }
+
 func (l *lease) Epoch() int64          { return l.epoch }
 func (l *lease) Lost() <-chan struct{} { return l.lost }
 

@@ -12,15 +12,15 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
 // place is where a key-value namespace lives on disk: one fixed file per
 // key (fixed), or a directory of <key><suffix> files (dir) of which keep
 // selects the keys. Every namespace the roles have always kept in a file
-// of their own stays exactly there (SPEC §2, §12.1); any other namespace
-// is a directory under state/store/kv/.
+// of their own stays exactly there (SPEC §2, §12.1), a day of the spend
+// ledger ("spend-<date>") is the directory state/king/spend/<date>/, and
+// any other namespace is a directory under state/store/kv/.
 type place struct {
 	fixed  map[string]string
 	dir    string
@@ -30,6 +30,10 @@ type place struct {
 
 func (s *Store) place(ns string) place {
 	l := s.l
+	if date, ok := strings.CutPrefix(ns, "spend-"); ok {
+		// A day of the spend ledger (pkg/spend): one file per attempt.
+		return place{dir: filepath.Join(l.SpendDir(), date), suffix: ".json"}
+	}
 	switch ns {
 	case kv.NSPauses:
 		return place{fixed: map[string]string{kv.KeyKingdom: l.KingPaused(), kv.KeyEngines: l.EnginePause()}}
@@ -45,8 +49,6 @@ func (s *Store) place(ns string) place {
 		return place{dir: l.KingControlReplies(), suffix: ".json"}
 	case kv.NSEnvoy:
 		return place{dir: l.RoleStateDir(layout.RoleEnvoy)}
-	case kv.NSSpend:
-		return place{dir: l.SpendDir(), suffix: ".json"}
 	case kv.NSResults:
 		// state/results also holds each attempt's raw, staging,
 		// checkpoint and heartbeat files: only task-….json is a final
@@ -96,7 +98,7 @@ func (s *Store) readKV(ns, key string) ([]byte, error) {
 }
 
 func readValue(ns, key, path string) ([]byte, error) {
-	b, err := atomicfile.ReadLimited(path, queue.DefaultMaxSize)
+	b, err := atomicfile.ReadLimited(path, MaxDocSize)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("value %s/%s: %w", ns, key, store.ErrNotFound)
 	}

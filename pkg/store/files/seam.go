@@ -16,7 +16,7 @@ func (s *Store) Emit(ctx context.Context, typ, actor string, data any) error {
 	if err != nil {
 		return fmt.Errorf("emit %s: %w", typ, err)
 	}
-	return s.em.EmitAs(typ, actor, raw)
+	return s.log.Append(typ, actor, raw)
 }
 
 // Changes returns nil: on one machine the roles see changes in the

@@ -103,7 +103,7 @@ func (s *Store) apply(ops []op) error {
 		}
 	}
 	for _, o := range events {
-		if err := s.em.EmitAs(o.Type, o.Actor, o.Event); err != nil {
+		if err := s.log.Append(o.Type, o.Actor, o.Event); err != nil {
 			return err
 		}
 	}
@@ -116,7 +116,7 @@ func (s *Store) apply(ops []op) error {
 func (s *Store) applyOne(o op, dirs map[string]bool) error {
 	switch o.Op {
 	case "put":
-		return s.queues[o.Q].Put(o.State, o.ID, o.Data)
+		return s.queues[o.Q].put(o.State, o.ID, o.Data)
 	case "move":
 		src, dst := s.path(o.Q, o.State, o.ID), s.path(o.Q, o.To, o.ID)
 		if err := os.Rename(src, dst); err != nil {
@@ -138,10 +138,10 @@ func (s *Store) applyOne(o op, dirs map[string]bool) error {
 		if _, err := os.Lstat(s.path(o.Q, o.State, o.ID)); err != nil {
 			return nil // moved before a crash
 		}
-		if err := s.queues[o.Q].Reject(o.State, o.ID, o.Reason); err != nil {
+		if err := s.queues[o.Q].reject(o.State, o.ID, o.Reason); err != nil {
 			return err
 		}
-		dirs[s.queues[o.Q].Dir(o.State)], dirs[s.queues[o.Q].Dir(layout.Rejected)] = true, true
+		dirs[s.queues[o.Q].dir(o.State)], dirs[s.queues[o.Q].dir(layout.Rejected)] = true, true
 	case "set":
 		p, err := s.kvPath(o.Q, o.ID)
 		if err != nil {
@@ -171,7 +171,7 @@ func (t *tx) find(q, id string) (string, bool) {
 	if st, ok := t.where[q+"/"+id]; ok {
 		return st, st != ""
 	}
-	return t.s.queues[q].Find(id)
+	return t.s.queues[q].find(id)
 }
 
 func (t *tx) PutOnce(q, state, id string, data []byte) error {

@@ -1,10 +1,9 @@
-package eventlog
+package files
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -14,65 +13,30 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
+	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 )
 
-// Position is a saved place in the event stream: the inode of the file being
-// read and the byte offset just past the last complete line consumed.
-type Position struct {
+// logPos is a place in logs/events.log: the inode of the file being read
+// and the byte offset just past the last complete line consumed. A store
+// cursor is a logPos as JSON, so it survives the daily split.
+type logPos struct {
 	Inode  uint64 `json:"inode"`
 	Offset int64  `json:"offset"`
 }
 
-// Cursor reads logs/events.log incrementally. It returns only complete
+// logCursor reads logs/events.log incrementally. It returns only complete
 // lines, skips a corrupt line alone, and when events.log has been renamed
 // (daily split) it finishes the old file, found by inode, before moving to
-// the new one.
-type Cursor struct {
-	path      string // logs/events.log
-	statePath string // where Position is saved ("" = not persisted)
-
-	pos         Position
-	f           *os.File // open file at pos.Inode
-	buf         []byte   // read buffer, kept across polls
-	Corrupt     int      // corrupt lines skipped since Open
-	Truncations int      // times the file was found shorter than the offset
+// the new one. A file found shorter than the offset (truncated in place)
+// is read again from its start.
+type logCursor struct {
+	path string // logs/events.log
+	pos  logPos
+	f    *os.File // open file at pos.Inode
+	buf  []byte   // read buffer, kept across polls
 }
 
-// OpenCursor loads the saved position from statePath (missing = start of the
-// current events.log).
-func OpenCursor(eventsLog, statePath string) (*Cursor, error) {
-	c := &Cursor{path: eventsLog, statePath: statePath}
-	if statePath != "" {
-		b, err := os.ReadFile(statePath)
-		switch {
-		case err == nil:
-			if jerr := json.Unmarshal(b, &c.pos); jerr != nil {
-				// A corrupt cursor restarts from the beginning of the current
-				// file: at-least-once, never silently skipping ahead.
-				c.pos = Position{}
-			}
-		case errors.Is(err, os.ErrNotExist):
-		default:
-			return nil, fmt.Errorf("read cursor %s: %w", statePath, err)
-		}
-	}
-	return c, nil
-}
-
-// Position returns the current in-memory position.
-func (c *Cursor) Position() Position { return c.pos }
-
-// Save persists the position (write-then-rename).
-func (c *Cursor) Save() error {
-	if c.statePath == "" {
-		return nil
-	}
-	return atomicfile.WriteJSON(c.statePath, c.pos)
-}
-
-// Close closes the open file.
-func (c *Cursor) Close() error {
+func (c *logCursor) close() error {
 	if c.f != nil {
 		err := c.f.Close()
 		c.f = nil
@@ -90,7 +54,7 @@ func inodeOf(fi os.FileInfo) uint64 {
 
 // open positions c.f on the file named by c.pos (by inode), or on the current
 // events.log when that file is gone.
-func (c *Cursor) open() error {
+func (c *logCursor) open() error {
 	if c.f != nil {
 		return nil
 	}
@@ -112,7 +76,7 @@ func (c *Cursor) open() error {
 	ino := inodeOf(fi)
 	if ino != c.pos.Inode {
 		// The saved file is gone (deleted by retention): start the current one.
-		c.pos = Position{Inode: ino}
+		c.pos = logPos{Inode: ino}
 	}
 	c.f = f
 	return nil
@@ -120,7 +84,7 @@ func (c *Cursor) open() error {
 
 // findByInode looks for the file with inode ino among events*.log in the log
 // directory (the current file or a daily split).
-func (c *Cursor) findByInode(ino uint64) *os.File {
+func (c *logCursor) findByInode(ino uint64) *os.File {
 	dir := filepath.Dir(c.path)
 	names := []string{filepath.Base(c.path)}
 	if ents, err := os.ReadDir(dir); err == nil {
@@ -145,12 +109,11 @@ func (c *Cursor) findByInode(ino uint64) *os.File {
 	return nil
 }
 
-// Poll reads every complete line after the position, calling fn for each
-// valid event. A line that is not a JSON object with a type is skipped and
-// counted in Corrupt. fn returning an error stops the poll; the position then
-// stays before that line. Poll returns the number of events delivered. The
-// caller saves the position (Save) after handling them: at-least-once.
-func (c *Cursor) Poll(fn func(Event) error) (int, error) {
+// poll reads every complete line after the position, calling fn for each
+// valid event. A line that is not a JSON object with a type is skipped.
+// fn returning an error stops the poll; the position then stays before
+// that line. poll returns the number of events delivered.
+func (c *logCursor) poll(fn func(eventlog.Event) error) (int, error) {
 	if err := c.open(); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return 0, nil
@@ -188,14 +151,14 @@ func (c *Cursor) Poll(fn func(Event) error) (int, error) {
 			return total, nil
 		}
 		c.f = nf
-		c.pos = Position{Inode: inodeOf(fi)}
+		c.pos = logPos{Inode: inodeOf(fi)}
 	}
 }
 
 const readChunk = 1 << 20
 
 // drain reads the open file from pos.Offset to EOF.
-func (c *Cursor) drain(fn func(Event) error) (int, error) {
+func (c *logCursor) drain(fn func(eventlog.Event) error) (int, error) {
 	if fi, err := c.f.Stat(); err == nil {
 		if c.pos.Inode == 0 {
 			c.pos.Inode = inodeOf(fi)
@@ -206,7 +169,6 @@ func (c *Cursor) drain(fn func(Event) error) (int, error) {
 			// rather than wait, then resume mid-line and skip everything
 			// written in between.
 			c.pos.Offset = 0
-			c.Truncations++
 		}
 	}
 	n := 0
@@ -236,9 +198,7 @@ func (c *Cursor) drain(fn func(Event) error) (int, error) {
 				line := data[:i]
 				if len(bytes.TrimSpace(line)) > 0 {
 					ev, ok := parseLine(line)
-					if !ok {
-						c.Corrupt++
-					} else {
+					if ok {
 						if ferr := fn(ev); ferr != nil {
 							return n, ferr
 						}
@@ -264,17 +224,17 @@ func (c *Cursor) drain(fn func(Event) error) (int, error) {
 // string type. gjson validates it and one pass over its top-level members
 // extracts the four fields without building the document (the cursor's
 // hot path: a chamberlain starting from zero reads every line).
-func parseLine(line []byte) (Event, bool) {
+func parseLine(line []byte) (eventlog.Event, bool) {
 	if !gjson.ValidBytes(line) {
-		return Event{}, false
+		return eventlog.Event{}, false
 	}
 	// One copy of the line; every field below is a substring of it, so an
 	// event costs one allocation (Data shares the copy: callers only read it).
 	r := gjson.Parse(string(line))
 	if !r.IsObject() {
-		return Event{}, false
+		return eventlog.Event{}, false
 	}
-	var ev Event
+	var ev eventlog.Event
 	typed := false
 	r.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
@@ -291,7 +251,7 @@ func parseLine(line []byte) (Event, bool) {
 		return true
 	})
 	if !typed {
-		return Event{}, false
+		return eventlog.Event{}, false
 	}
 	return ev, true
 }
