@@ -22,6 +22,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
 	"github.com/kingdom-dev/kingdom/pkg/operator"
 	"github.com/kingdom-dev/kingdom/pkg/start"
+	"github.com/kingdom-dev/kingdom/pkg/store"
 	"github.com/kingdom-dev/kingdom/pkg/store/open"
 )
 
@@ -56,6 +57,11 @@ func main() {
 			}, Action: eventsCmd, Commands: []*cli.Command{
 				{Name: "cancel", Usage: "cancel a waiting event (not supported yet)", ArgsUsage: "<event-id>", Flags: []cli.Flag{app.BaseDirFlag()}, Action: eventCancelCmd},
 			}},
+			{Name: "hosts", Usage: "list the store's hosts: last renewal, alive, lost past store.takeover_seconds, version", Flags: []cli.Flag{app.BaseDirFlag()},
+				Action: hostsCmd, Commands: []*cli.Command{
+					{Name: "forget", Usage: "retire a host that has stopped: remove it from the registry (a lost host is a problem of the verdict until then)",
+						ArgsUsage: "<host-id>", Flags: []cli.Flag{app.BaseDirFlag()}, Action: forgetHostCmd},
+				}},
 			{Name: "restart", Usage: "stop one role's session so the watchdog relaunches it", ArgsUsage: "<role>", Flags: []cli.Flag{app.BaseDirFlag()}, Action: restartCmd},
 			{Name: "task", Usage: "act on one task", Commands: []*cli.Command{
 				{Name: "cancel", Usage: "cancel a pending or running task (its soldier's processes are killed); it ends failed/Cancelled, never retried",
@@ -91,6 +97,9 @@ func run(ctx context.Context, c *cli.Command) error {
 	if _, err := start.RecordSocket(env.Layout, env.Tmux); err != nil {
 		return err
 	}
+	if err := start.RecordHostID(env.Layout, env.HostID); err != nil {
+		return err
+	}
 	if err := start.PublishSecrets(env.Layout, env.Secrets); err != nil {
 		return &app.ConfigError{Err: err}
 	}
@@ -99,8 +108,17 @@ func run(ctx context.Context, c *cli.Command) error {
 		return err
 	}
 	env.Log.Info("store", "kind", env.System.Store.Kind, "host", env.HostID)
+	// start's own store for the host lease: reopened with the DSN as it
+	// is when kingdom.env changes.
+	host := start.Host{ID: env.HostID, Version: app.Version, Started: time.Now(),
+		Open: func(ctx context.Context) (store.Store, error) { return open.Store(ctx, env.System.Store, env.Layout) },
+		Reload: func() error {
+			s, err := start.ReloadSecrets(env.Layout.EnvFile(), env.Secrets)
+			env.Secrets = s
+			return err
+		}}
 	w, err := start.New(start.Options{Layout: env.Layout, BinDir: binDir, Tmux: env.Tmux, Log: env.Log, Events: env.Events, Journal: os.Stdout,
-		Store: env.Store, Renew: start.RenewHost(env.Store, env.HostID, app.Version, time.Now())})
+		Store: env.Store, Host: host})
 	if err != nil {
 		return &app.ConfigError{Err: err}
 	}
@@ -125,9 +143,19 @@ func stopCmd(ctx context.Context, c *cli.Command) error {
 		}
 		return errors.New("start did not exit within 2 minutes")
 	}
-	// No start running: stop any role sessions left behind.
-	fmt.Println("start is not running; stopping any role sessions left on the socket")
-	start.StopRoles(ctx, app.Tmux(l), 10*time.Second, app.Discard())
+	// No start running: stop any role sessions left behind, and say which.
+	tc := app.Tmux(l)
+	fmt.Printf("start is not running; stopping any role sessions left on tmux socket %s\n", tc.Path())
+	stopped, err := start.StopRoles(ctx, tc, 10*time.Second, app.Discard())
+	for _, s := range stopped {
+		fmt.Printf("stopped %s (pid %d)\n", s.Name, s.PID)
+	}
+	if err != nil {
+		return err
+	}
+	if len(stopped) == 0 {
+		fmt.Printf("no role session on tmux socket %s\n", tc.Path())
+	}
 	return nil
 }
 
@@ -311,5 +339,44 @@ func restartCmd(ctx context.Context, c *cli.Command) error {
 		return fmt.Errorf("%s was not relaunched within %s: see `start status` and logs/system.log", role, sys.WatchdogInterval()+10*time.Second)
 	}
 	fmt.Fprintf(w, "relaunched %s (pid %d)\n", role, s.PID)
+	return nil
+}
+
+func hostsCmd(ctx context.Context, c *cli.Command) error {
+	l, err := installation(c)
+	if err != nil {
+		return err
+	}
+	sh, err := operator.OpenShared(ctx, l)
+	if err != nil {
+		return err
+	}
+	defer sh.Close()
+	hs, err := operator.ReadHosts(ctx, sh)
+	if err != nil {
+		return err
+	}
+	operator.PrintHosts(c.Root().Writer, hs)
+	return nil
+}
+
+func forgetHostCmd(ctx context.Context, c *cli.Command) error {
+	if c.Args().Len() != 1 {
+		return &app.CodeError{Code: app.ExitUsage, Err: errors.New("usage: start hosts forget <host-id>")}
+	}
+	l, err := installation(c)
+	if err != nil {
+		return err
+	}
+	sh, err := operator.OpenShared(ctx, l)
+	if err != nil {
+		return err
+	}
+	defer sh.Close()
+	id := c.Args().First()
+	if err := operator.ForgetHost(ctx, sh, id); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.Root().Writer, "forgot host %s\n", id)
 	return nil
 }

@@ -3,6 +3,8 @@ package config
 import (
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/ids"
@@ -52,7 +54,15 @@ type Store struct {
 	// AppName is the application_name of the process's connections
 	// (kingdom-<role>@<host>), set by the role at start, never by a file.
 	AppName string `yaml:"-"`
+	// HostIDFile is where start recorded the host id it resolved
+	// (HostIDRecord), read by ResolveHostID after KINGDOM_HOST_ID: the
+	// roles and the operator commands set it, start itself does not.
+	HostIDFile string `yaml:"-"`
 }
+
+// HostIDRecord is the file under the state dir where start records the
+// host id it resolved (state/start/host-id).
+func HostIDRecord(stateDir string) string { return filepath.Join(stateDir, "start", "host-id") }
 
 // DefaultStore returns the store section's defaults.
 func DefaultStore() Store {
@@ -76,11 +86,18 @@ func (s Store) validate(p *problems) {
 	}
 }
 
-// ResolveHostID returns this host's id: KINGDOM_HOST_ID if set, else
-// store.host_id, else the hostname. The answer is a safe id or an error
+// ResolveHostID returns this host's id: KINGDOM_HOST_ID if set, else the
+// id start recorded (HostIDFile, when set and present), else
+// store.host_id, else the hostname. It is the one resolution of every
+// role, start and operator command. The answer is a safe id or an error
 // naming where the bad value came from.
 func (s Store) ResolveHostID() (string, error) {
 	id, from := os.Getenv(HostIDEnv), HostIDEnv
+	if id == "" && s.HostIDFile != "" {
+		if b, err := os.ReadFile(s.HostIDFile); err == nil {
+			id, from = strings.TrimSpace(string(b)), s.HostIDFile+" (recorded by start)"
+		}
+	}
 	if id == "" {
 		id, from = s.HostID, "system.yaml store.host_id"
 	}

@@ -2,6 +2,7 @@ package config
 
 import (
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -61,10 +62,14 @@ func TestStore_ResolveHostID(t *testing.T) {
 	if err != nil {
 		t.Skip("no hostname on this machine")
 	}
+	rec := hostIDRecordFor(t, "unit-host")
 	cases := []struct {
-		name, env, yaml, want, wantErr string
+		name, env, yaml, rec, want, wantErr string
 	}{
 		{name: "env wins over yaml", env: "env-host", yaml: "yaml-host", want: "env-host"},
+		{name: "env wins over the record", env: "env-host", yaml: "yaml-host", rec: rec, want: "env-host"},
+		{name: "the record over yaml", yaml: "yaml-host", rec: rec, want: "unit-host"},
+		{name: "no record: yaml", yaml: "yaml-host", rec: rec + ".none", want: "yaml-host"},
 		{name: "yaml over hostname", yaml: "yaml-host", want: "yaml-host"},
 		{name: "hostname last", want: host},
 		{name: "unsafe env value names its source", env: "a/b", yaml: "yaml-host", wantErr: "from KINGDOM_HOST_ID"},
@@ -72,7 +77,7 @@ func TestStore_ResolveHostID(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv(HostIDEnv, tc.env)
-			got, err := Store{HostID: tc.yaml}.ResolveHostID()
+			got, err := Store{HostID: tc.yaml, HostIDFile: tc.rec}.ResolveHostID()
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err %v, want one containing %q", err, tc.wantErr)
@@ -84,6 +89,17 @@ func TestStore_ResolveHostID(t *testing.T) {
 			}
 		})
 	}
+}
+
+// hostIDRecordFor writes id where start records it under a temp state dir.
+func hostIDRecordFor(t *testing.T, id string) string {
+	t.Helper()
+	p := HostIDRecord(t.TempDir())
+	os.MkdirAll(filepath.Dir(p), 0o700)
+	if err := os.WriteFile(p, []byte(id+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // The DSN may carry a password: its variable is a secret under the name the

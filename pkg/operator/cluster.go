@@ -20,14 +20,17 @@ import (
 type Cluster struct {
 	HostID    string // this host
 	SelfFence time.Duration
-	Hosts     []hosts.Host
-	Leaders   map[string]store.LeaderInfo
-	Err       error // the store could not be read
+	// Takeover is store.takeover_seconds: another host silent this long
+	// is lost (the king has failed its tasks HostLost) until forgotten.
+	Takeover time.Duration
+	Hosts    []hosts.Host
+	Leaders  map[string]store.LeaderInfo
+	Err      error // the store could not be read
 }
 
 // readCluster reads the hosts and leaders of the shared store.
 func readCluster(ctx context.Context, sh *Shared) *Cluster {
-	c := &Cluster{SelfFence: sh.Config.SelfFence()}
+	c := &Cluster{SelfFence: sh.Config.SelfFence(), Takeover: sh.Config.Takeover()}
 	c.HostID, c.Err = sh.Config.ResolveHostID()
 	if c.Err != nil {
 		return c
@@ -71,12 +74,21 @@ func (c *Cluster) problems(raise func(int, Problem)) {
 	if !self {
 		raise(StatusDegraded, Problem{Check: "host", Reason: c.HostID + ": no renewal within store.self_fence_seconds: its generals stop claiming (is start running and the database reachable?)"})
 	}
+	for _, h := range c.Hosts {
+		if h.ID != c.HostID && c.lost(h) {
+			raise(StatusDegraded, Problem{Check: "host", Reason: fmt.Sprintf("%s: lost (no renewal for %s, past store.takeover_seconds): bring it back, or retire it with `start hosts forget %s`",
+				h.ID, h.Age.Round(time.Second), h.ID)})
+		}
+	}
 	for _, r := range app.LeaderRoles {
 		if !c.Leaders[r].Held {
 			raise(StatusDown, Problem{Role: r, Reason: "no host leads it"})
 		}
 	}
 }
+
+// lost: h has not renewed for longer than store.takeover_seconds.
+func (c *Cluster) lost(h hosts.Host) bool { return !h.Alive && c.Takeover > 0 && h.Age > c.Takeover }
 
 func (c *Cluster) print(w io.Writer) {
 	if c == nil {

@@ -13,6 +13,8 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/start"
+	"github.com/kingdom-dev/kingdom/pkg/store"
+	"github.com/kingdom-dev/kingdom/pkg/store/files"
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
 )
 
@@ -48,7 +50,8 @@ func newWatchdog(t *testing.T, binDir string, c *clock.Fake, manifests ...string
 	em := eventlog.NewEmitter(l.EventsLog(), l.RotateLock(), "start", c)
 	st := filesShared(t, l).Store
 	w, err := start.New(start.Options{Layout: l, BinDir: binDir, Tmux: tc, Events: em, Clock: c,
-		Store: st, Renew: start.RenewHost(st, "test-host", "test", c.Now())})
+		Store: st, Host: start.Host{ID: "test-host", Version: "test", Started: c.Now(),
+			Open: func(context.Context) (store.Store, error) { return files.Open(l, "test-host") }}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,9 @@
 // Package operator is the operator's commands of `start` (SPEC §12.1):
-// status, tasks, events, pause, resume, cancel, restart and doctor. They
-// read the installation's state in one place, Shared: the store system.yaml
-// names (OpenShared), with this host's heartbeats, tmux sessions and
-// soldiers beside it (pkg/status). The launcher and watchdog is pkg/start.
+// status, tasks, events, hosts (and hosts forget), pause, resume, cancel,
+// restart and doctor. They read the installation's state in one place,
+// Shared: the store system.yaml names (OpenShared, as the host id start
+// recorded), with this host's heartbeats, tmux sessions and soldiers beside
+// it (pkg/status). The launcher and watchdog is pkg/start.
 //
 //	sh, err := operator.OpenShared(ctx, l)
 //	defer sh.Close()
@@ -55,6 +56,9 @@ func OpenShared(ctx context.Context, l layout.Layout) (*Shared, error) {
 		return nil, err
 	}
 	LoadSecrets(l)
+	// The host id the roles use: the one start recorded (KINGDOM_HOST_ID
+	// still wins), not this shell's hostname.
+	sys.Store.HostIDFile = config.HostIDRecord(l.StateDir())
 	ctx, cancel := context.WithTimeout(ctx, sharedTimeout)
 	defer cancel()
 	st, err := open.Store(ctx, sys.Store, l)

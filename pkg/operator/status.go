@@ -2,6 +2,7 @@ package operator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -34,6 +35,10 @@ type Status struct {
 	At        time.Time
 	// Cluster is the store's hosts and leaders.
 	Cluster *Cluster
+	// TmuxErr: the tmux socket could not be reached ("tmux socket <path>
+	// unreachable: …"); the sessions are unknown, the roles judged by
+	// their heartbeats.
+	TmuxErr error
 }
 
 // ReadStatus gathers the status without changing anything. The queue
@@ -48,11 +53,14 @@ func ReadStatus(ctx context.Context, l layout.Layout, tc *tmux.Client, now time.
 	} else {
 		defer sh.Close()
 	}
-	k, err := status.ReadOn(ctx, l, tc, now, sh.Queues)
-	if err != nil {
-		return nil, err
+	k, tmuxErr := status.ReadOn(ctx, l, tc, now, sh.Queues)
+	if tmuxErr != nil {
+		if !errors.Is(tmuxErr, tmux.ErrUnreachable) {
+			tmuxErr = fmt.Errorf("tmux socket %s unreachable: %w", tc.Path(), tmuxErr)
+		}
+		k, _ = status.ReadOn(ctx, l, noSessions{}, now, sh.Queues)
 	}
-	st := &Status{Kingdom: *k, Discarded: countDiscarded(l), Money: readMoney(ctx, sh, now),
+	st := &Status{Kingdom: *k, TmuxErr: tmuxErr, Discarded: countDiscarded(l), Money: readMoney(ctx, sh, now),
 		Waiting: readWaiting(ctx, sh.KV), Threshold: heartbeatThreshold(l), At: now, Cluster: &Cluster{Err: openErr}}
 	st.Paused, _ = control.ReadPause(ctx, sh.KV)
 	if openErr != nil {
@@ -76,6 +84,8 @@ func (s *Status) Print(w io.Writer) {
 	for _, r := range s.Roles {
 		sess := "down"
 		switch {
+		case s.TmuxErr != nil:
+			sess = "unknown"
 		case r.SessionAlive && s.Cluster.leaderElsewhere(r.Name):
 			sess = "standby (leader on " + s.Cluster.Leaders[r.Name].Holder + ")"
 		case r.SessionAlive:
@@ -92,6 +102,9 @@ func (s *Status) Print(w io.Writer) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Name, sess, hb, pid)
 	}
 	tw.Flush()
+	if s.TmuxErr != nil {
+		fmt.Fprintf(w, "warning: %v\n", s.TmuxErr)
+	}
 	fmt.Fprintln(w)
 	s.Cluster.print(w)
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -122,6 +135,11 @@ func (s *Status) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "health: %s%s\ntokens: %s\n", h.Health, stale, h.TokenStatus)
 }
+
+// noSessions is tmux when it cannot be asked.
+type noSessions struct{}
+
+func (noSessions) List(context.Context) ([]tmux.Session, error) { return nil, nil }
 
 // unreadable is the shared state when the store cannot be opened: every
 // read reports why, so each part of the status says it is unknown.

@@ -3,6 +3,7 @@ package operator
 import (
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
@@ -43,8 +44,20 @@ func heartbeatThreshold(l layout.Layout) time.Duration {
 	return config.DefaultChamberlain().HeartbeatThreshold()
 }
 
-// roleDown says why a role is down, or "" when it is up.
-func roleDown(r RoleStatus, threshold time.Duration) string {
+// roleDown says why a role is down, or "" when it is up. Without tmux's
+// answer (TmuxErr) its heartbeat alone says: a live role is never "down"
+// for a socket this shell cannot reach.
+func (s *Status) roleDown(r RoleStatus) string {
+	threshold := s.Threshold
+	if s.TmuxErr != nil {
+		switch {
+		case r.HeartbeatAge < 0:
+			return "no heartbeat; tmux socket unreachable"
+		case r.HeartbeatAge > threshold:
+			return "heartbeat " + r.HeartbeatAge.Round(time.Second).String() + " old; tmux socket unreachable"
+		}
+		return ""
+	}
 	switch {
 	case !r.SessionAlive:
 		return "no tmux session"
@@ -73,7 +86,7 @@ func (s *Status) Verdict() Verdict {
 		core[r] = true
 	}
 	for _, r := range s.Roles {
-		why := roleDown(r, s.Threshold)
+		why := s.roleDown(r)
 		if why == "" || (r.SessionAlive && s.Cluster.leaderElsewhere(r.Name)) {
 			// A standby beside another host's leader never ticks.
 			continue
@@ -83,6 +96,9 @@ func (s *Status) Verdict() Verdict {
 			code = StatusDown
 		}
 		raise(code, Problem{Role: r.Name, Reason: "down (" + why + ")"})
+	}
+	if s.TmuxErr != nil {
+		raise(StatusDegraded, Problem{Check: "tmux", Reason: strings.TrimPrefix(s.TmuxErr.Error(), "tmux ")})
 	}
 	switch {
 	case s.HealthErr != nil:
@@ -215,9 +231,15 @@ func (s *Status) Document(now time.Time) StatusDoc {
 	if c := s.Cluster; c != nil && c.Err != nil {
 		d.Errors = append(d.Errors, "cluster: "+c.Err.Error())
 	}
+	if s.TmuxErr != nil {
+		d.Errors = append(d.Errors, s.TmuxErr.Error())
+	}
 	for _, r := range s.Roles {
 		rd := RoleDoc{Name: r.Name, Up: r.Up(s.Threshold), Session: r.Name, SessionAlive: r.SessionAlive,
-			LeaderPID: r.LeaderPID, Down: roleDown(r, s.Threshold)}
+			LeaderPID: r.LeaderPID, Down: s.roleDown(r)}
+		if s.TmuxErr != nil {
+			rd.Up = rd.Down == ""
+		}
 		if r.SessionAlive && s.Cluster.leaderElsewhere(r.Name) {
 			rd.Up, rd.Down, rd.Standby = true, "", s.Cluster.Leaders[r.Name].Holder
 		}

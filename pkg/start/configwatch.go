@@ -116,6 +116,9 @@ func (w *Watchdog) noticeConfig() {
 		}
 	}
 	for _, p := range changed {
+		if filepath.Base(p) == config.EnvFile && w.hl != nil {
+			w.reloadSecrets()
+		}
 		e := w.cfg.effect(p, generals)
 		args := []any{"path", p, "cat", "SYSTEM"}
 		if len(e.restart) > 0 {
@@ -131,4 +134,18 @@ func (w *Watchdog) noticeConfig() {
 		w.o.Log.Info("config file changed", args...)
 		w.o.Events.Emit("system.config_changed", map[string]any{"path": p, "restart": e.restart})
 	}
+}
+
+// reloadSecrets re-applies kingdom.env to start's environment and has the
+// host lease reconnect with it (SPEC §12.2: a DSN fixed in kingdom.env
+// reaches start's store without a restart; the roles read it when they
+// restart).
+func (w *Watchdog) reloadSecrets() {
+	if w.o.Host.Reload != nil {
+		if err := w.o.Host.Reload(); err != nil {
+			w.o.Log.Error("kingdom.env changed but does not load: start keeps its secrets as they were", "err", err, "cat", "ALERT")
+			return
+		}
+	}
+	w.hl.reconnect()
 }

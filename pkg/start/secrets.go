@@ -3,6 +3,7 @@ package start
 import (
 	"errors"
 	"io/fs"
+	"maps"
 	"os"
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
@@ -33,4 +34,34 @@ func PublishSecrets(l layout.Layout, sources map[string]string) error {
 		return nil
 	}
 	return atomicfile.WriteFile(l.StartSecretsFile(), b, 0o600)
+}
+
+// ReloadSecrets re-applies kingdom.env (envFile) to start's environment
+// after it changed; sources is what ApplySecrets reported (where each
+// secret came from), and the answer replaces it. A variable from start's
+// own environment still wins; one kingdom.env set takes the file's new
+// value, or is unset when the file no longer has it.
+func ReloadSecrets(envFile string, sources map[string]string) (map[string]string, error) {
+	vals, err := config.LoadEnvFile(envFile)
+	if err != nil {
+		return sources, err
+	}
+	out := maps.Clone(sources)
+	for k, src := range sources {
+		if _, ok := vals[k]; src == config.SourceEnvFile && !ok {
+			os.Unsetenv(k)
+			delete(out, k)
+		}
+	}
+	for k, v := range vals {
+		_, set := os.LookupEnv(k)
+		if sources[k] != config.SourceEnvFile && set {
+			continue // the environment wins
+		}
+		if err := os.Setenv(k, v); err != nil {
+			return out, err
+		}
+		out[k] = config.SourceEnvFile
+	}
+	return out, nil
 }

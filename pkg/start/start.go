@@ -5,8 +5,11 @@
 // keeps dying (crash-loop guard, with an urgent alert), and stops every role
 // gracefully on SIGTERM. `start` is the only launcher in the kingdom (§9.14).
 //
+// It holds this host's lease in the store for its life (Options.Host): a
+// second host with a live host id is refused (HostHeldError).
+//
 //	w, err := start.New(start.Options{Layout: l, BinDir: dir, Tmux: tc, Log: log, Events: em,
-//		Store: st, Renew: start.RenewHost(st, host, version, time.Now())})
+//		Store: st, Host: start.Host{ID: host, Version: version, Started: time.Now(), Open: openStore}})
 //	err = w.Run(ctx) // until ctx ends; then stops every role
 package start
 
@@ -63,9 +66,10 @@ type Options struct {
 	// Store is the installation's store (required): the crash-loop alert
 	// is queued in its messages queue.
 	Store store.Store
-	// Renew renews this host's lease in the store's hosts registry
-	// (required, RenewHost).
-	Renew func(ctx context.Context) error
+	// Host is this host: start renews it in the store's hosts registry
+	// and holds its lease (HostLeaseName) on a store of its own
+	// (Host.Open, required).
+	Host Host
 }
 
 // roleState is what the watchdog remembers of one role.
@@ -86,6 +90,7 @@ type Watchdog struct {
 	msgs  *queue.Queue
 	relay *relay
 	cfg   *configWatch
+	hl    *hostLease
 }
 
 // New builds a watchdog. It loads and validates every config file first
@@ -429,14 +434,19 @@ func (w *Watchdog) Run(ctx context.Context) error {
 		w.o.Log.Warn("leftovers of an earlier version not removed", "err", err, "cat", "SYSTEM")
 	}
 	// Renewed once before the roles start, so generals launched now do not
-	// begin self-fenced.
+	// begin self-fenced; a host id another live host holds starts nothing.
 	hl := newHostLease(w.o, w.sys.Store.SelfFence())
-	hl.step(ctx)
-	done := make(chan struct{})
+	defer hl.close() // after the roles have stopped
+	var held *HostHeldError
+	if err := hl.step(ctx); errors.As(err, &held) {
+		return err
+	}
+	w.hl = hl
+	done, fatal := make(chan struct{}), make(chan error, 1)
 	defer func() { <-done }()
 	go func() {
 		defer close(done)
-		hl.run(ctx)
+		hl.run(ctx, fatal)
 	}()
 	if err := w.Round(ctx); err != nil {
 		w.o.Log.Error("watchdog round", "err", err)
@@ -453,6 +463,10 @@ func (w *Watchdog) Run(ctx context.Context) error {
 			w.o.Events.Emit("system.shutdown", map[string]any{"pid": os.Getpid()})
 			w.StopAll(context.WithoutCancel(ctx))
 			return nil
+		case err := <-fatal:
+			w.o.Log.Error("stopping the kingdom: another host runs with this host id", "err", err, "cat", "ALERT")
+			w.StopAll(context.WithoutCancel(ctx))
+			return err
 		case <-poll.C:
 			w.check(ctx)
 			w.noticeConfig()
@@ -470,18 +484,21 @@ func (w *Watchdog) Run(ctx context.Context) error {
 // StopAll stops every role session: SIGTERM to each pane process at once,
 // then kill-session for those still alive after the grace period.
 func (w *Watchdog) StopAll(ctx context.Context) {
-	StopRoles(ctx, w.o.Tmux, w.sys.StopGrace(), w.o.Log)
+	if _, err := StopRoles(ctx, w.o.Tmux, w.sys.StopGrace(), w.o.Log); err != nil {
+		w.o.Log.Error("stop the role sessions", "err", err)
+	}
 	for _, st := range w.roles {
 		st.alive = false
 	}
 }
 
-// StopRoles stops every role session on the tmux socket (not soldiers).
-func StopRoles(ctx context.Context, tc *tmux.Client, grace time.Duration, log *slog.Logger) {
+// StopRoles stops every role session on the tmux socket (not soldiers)
+// and returns the sessions it stopped; an error says which could not be
+// listed or killed.
+func StopRoles(ctx context.Context, tc *tmux.Client, grace time.Duration, log *slog.Logger) ([]tmux.Session, error) {
 	live, err := tc.List(ctx)
 	if err != nil {
-		log.Error("list sessions", "err", err)
-		return
+		return nil, fmt.Errorf("list the sessions of tmux socket %s: %w", tc.Path(), err)
 	}
 	var roles []tmux.Session
 	for _, s := range live {
@@ -495,15 +512,21 @@ func StopRoles(ctx context.Context, tc *tmux.Client, grace time.Duration, log *s
 		}
 	}
 	deadline := time.Now().Add(grace)
+	var stopped []tmux.Session
+	var errs []error
 	for _, s := range roles {
 		for s.PID > 0 && PIDAlive(s.PID) && time.Now().Before(deadline) {
 			time.Sleep(50 * time.Millisecond) // waiting for a real process to exit
 		}
 		if err := tc.Kill(ctx, s.Name); err != nil {
 			log.Error("kill session", "role", s.Name, "err", err)
+			errs = append(errs, fmt.Errorf("kill %s: %w", s.Name, err))
+			continue
 		}
 		log.Info("stopped role session", "role", s.Name)
+		stopped = append(stopped, s)
 	}
+	return stopped, errors.Join(errs...)
 }
 
 func (w *Watchdog) stopSession(ctx context.Context, s tmux.Session, grace time.Duration) {
@@ -542,25 +565,9 @@ func RecordSocket(l layout.Layout, tc *tmux.Client) (string, error) {
 	return p, nil
 }
 
-// SocketPath is where tmux puts the socket of a server that user uid
-// starts with `tmux -L socket`: <tmpdir, default /tmp>/tmux-<uid>/<socket,
-// default "default">, the directory's symlinks resolved as tmux does. A
-// socket that is already a path is returned as is.
-func SocketPath(socket, tmpdir string, uid int) string {
-	if strings.Contains(socket, "/") {
-		return socket
-	}
-	if socket == "" {
-		socket = "default"
-	}
-	if tmpdir == "" {
-		tmpdir = "/tmp"
-	}
-	if real, err := filepath.EvalSymlinks(tmpdir); err == nil {
-		tmpdir = real
-	}
-	return filepath.Join(tmpdir, fmt.Sprintf("tmux-%d", uid), socket)
-}
+// SocketPath is tmux.SocketPath: where user uid's `tmux -L socket` puts
+// its socket.
+func SocketPath(socket, tmpdir string, uid int) string { return tmux.SocketPath(socket, tmpdir, uid) }
 
 // FindBinDir returns the directory holding the role binaries: the one of
 // start's own executable if the binaries are there, else $BASE_DIR/bin.

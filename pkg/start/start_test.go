@@ -3,6 +3,7 @@ package start
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,7 +58,7 @@ func newWatchdog(t *testing.T, binDir string, c *clock.Fake, manifests ...string
 	}
 	t.Cleanup(func() { st.Close() })
 	w, err := New(Options{Layout: l, BinDir: binDir, Tmux: tc, Events: em, Clock: c,
-		Store: st, Renew: RenewHost(st, "test-host", "test", c.Now())})
+		Store: st, Host: filesHost(l, "test-host")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,5 +279,37 @@ func TestWatchdog_ADeathRelaunchesAtOnceAndALostLeaseIsNoCrash(t *testing.T) {
 		if sp.Name == "king" && sp.Argv[len(sp.Argv)-1] != "--standby" {
 			t.Fatalf("king relaunched without --standby: %v", sp.Argv)
 		}
+	}
+}
+
+// `start stop` after start died, typed in a service user's shell (no
+// UTF-8 locale): StopRoles stops the roles it says it stops and names
+// them; a socket it cannot list is an error, never a silent success.
+func TestStopRoles_ReportsWhatItStoppedWithoutAUTF8Locale(t *testing.T) {
+	t.Setenv("LC_ALL", "C")
+	t.Setenv("LANG", "C")
+	ctx := context.Background()
+	c := clock.NewFake(time.Now())
+	w, _, tc := newWatchdog(t, fakeBins(t), c, "gen-pr")
+	w.Round(ctx)
+	tc.NewSession(ctx, "soldier-1-ab", tmux.NewOptions{}, "sleep", "3600")
+	stopped, err := StopRoles(ctx, tc, time.Second, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, s := range stopped {
+		names[s.Name] = true
+	}
+	if len(stopped) != 5 || !names["king"] || !names["gen-pr"] {
+		t.Fatalf("stopped %+v, want the 4 core roles and gen-pr", stopped)
+	}
+	if left := sessionNames(t, tc); len(left) != 1 {
+		t.Fatalf("sessions left: %v, want only the soldier", left)
+	}
+	bin := filepath.Join(t.TempDir(), "tmux")
+	os.WriteFile(bin, []byte("#!/bin/sh\necho 'error connecting to /tmp/x/s (Permission denied)' >&2\nexit 1\n"), 0o755)
+	if _, err := StopRoles(ctx, &tmux.Client{Bin: bin, Socket: "/tmp/x/s"}, time.Second, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "/tmp/x/s unreachable") {
+		t.Fatalf("StopRoles on an unreachable socket: %v", err)
 	}
 }

@@ -113,7 +113,10 @@ func ReadOn(ctx context.Context, l layout.Layout, tc Lister, now time.Time, qs m
 			rs.SinceSession = now.Sub(c)
 		}
 		if fi, err := os.Stat(l.Heartbeat(n)); err == nil {
-			rs.HeartbeatAge = now.Sub(fi.ModTime())
+			// now was read before the store and tmux answered: a role that
+			// beat since then has a heartbeat younger than now, which is
+			// 0 old, never "no heartbeat" (the -1 of a negative age).
+			rs.HeartbeatAge = max(now.Sub(fi.ModTime()), 0)
 		}
 		if held, pid := lockfile.Held(l.LeaderLock(n)); held {
 			rs.LeaderPID = pid

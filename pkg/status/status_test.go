@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
 )
@@ -69,4 +70,47 @@ func TestRole_UpCountsASessionNewerThanItsHeartbeat(t *testing.T) {
 			t.Errorf("%+v: up %v, want %v", c.r, got, c.want)
 		}
 	}
+}
+
+// beatingLister is tmux answering while the king beats: the role touches
+// its heartbeat (atomicfile.Touch, as runner's beat does) after the reader
+// took its now and before it looks at the file.
+type beatingLister struct {
+	l layout.Layout
+	t *testing.T
+}
+
+func (b beatingLister) List(context.Context) ([]tmux.Session, error) {
+	time.Sleep(20 * time.Millisecond) // tmux's answer takes a moment
+	if err := atomicfile.Touch(b.l.Heartbeat("king")); err != nil {
+		b.t.Fatal(err)
+	}
+	return []tmux.Session{{Name: "king", Created: time.Now().Add(-time.Hour)}}, nil
+}
+
+// The `start status` flake: a live role shown DOWN with heartbeat
+// "never". Its heartbeat, touched after the reader's now, was a negative
+// age, the very value that means "no heartbeat".
+func TestRead_HeartbeatTouchedDuringTheReadIsFresh(t *testing.T) {
+	l := layout.New(t.TempDir())
+	if err := l.Ensure(); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(l.RoleStateDir("king"), 0o700)
+	atomicfile.Touch(l.Heartbeat("king"))
+	now := time.Now()
+	k, err := Read(context.Background(), l, beatingLister{l, t}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range k.Roles {
+		if r.Name != "king" {
+			continue
+		}
+		if r.HeartbeatAge < 0 || !r.Up(90*time.Second) {
+			t.Fatalf("king beating during the read: %+v, want up with a heartbeat 0s old", r)
+		}
+		return
+	}
+	t.Fatal("no king row")
 }

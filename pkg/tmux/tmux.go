@@ -1,7 +1,9 @@
 // Package tmux is the only code that runs tmux. Every call goes through a
 // Client that honors KINGDOM_TMUX_SOCKET (→ tmux -L <socket>), targets
 // sessions by exact name (-t =name, SPEC §9.13) and passes commands as argv
-// words, never as a shell string built from data.
+// words, never as a shell string built from data. A failure to reach a
+// server (ErrUnreachable) names the socket's path and is never taken for
+// "no session"; only a missing server is.
 //
 // Each command is one tmux process (os/exec, bounded by Client.Timeout)
 // whose environment holds no secret (redact.CleanEnv): the first command
@@ -55,6 +57,11 @@ func New() *Client { return &Client{Bin: "tmux", Socket: os.Getenv(EnvSocket)} }
 // ErrNoSession is returned when a targeted session does not exist.
 var ErrNoSession = errors.New("no such session")
 
+// ErrUnreachable: a server may run on the socket but this process cannot
+// reach it (a directory or socket it may not open, a server that refuses
+// its user). It never means "no session": the error names the path.
+var ErrUnreachable = errors.New("unreachable")
+
 func (c *Client) args(a ...string) []string {
 	if strings.Contains(c.Socket, "/") {
 		return append([]string{"-S", c.Socket}, a...)
@@ -77,7 +84,35 @@ func (c *Client) failed(cmd string, err error, msg string) error {
 	if isNoServer(msg) || strings.Contains(msg, "can't find session") || strings.Contains(msg, "session not found") {
 		return fmt.Errorf("tmux %s: %w (%s)", cmd, ErrNoSession, msg)
 	}
+	if isUnreachable(msg) {
+		return fmt.Errorf("tmux socket %s %w: %s", c.Path(), ErrUnreachable, msg)
+	}
 	return fmt.Errorf("tmux %s: %w: %s", cmd, err, msg)
+}
+
+// Path is the socket's path: Socket when it is one, else where tmux puts
+// a named socket of this process's user (<$TMUX_TMPDIR, default
+// /tmp>/tmux-<uid>/<name, default "default">).
+func (c *Client) Path() string { return SocketPath(c.Socket, os.Getenv("TMUX_TMPDIR"), os.Getuid()) }
+
+// SocketPath is where tmux puts the socket of a server that user uid
+// starts with `tmux -L socket`: <tmpdir, default /tmp>/tmux-<uid>/<socket,
+// default "default">, the directory's symlinks resolved as tmux does. A
+// socket that is already a path is returned as is.
+func SocketPath(socket, tmpdir string, uid int) string {
+	if strings.Contains(socket, "/") {
+		return socket
+	}
+	if socket == "" {
+		socket = "default"
+	}
+	if tmpdir == "" {
+		tmpdir = "/tmp"
+	}
+	if real, err := filepath.EvalSymlinks(tmpdir); err == nil {
+		tmpdir = real
+	}
+	return filepath.Join(tmpdir, fmt.Sprintf("tmux-%d", uid), socket)
 }
 
 // run runs one tmux command as a tmux process of its own.
@@ -106,9 +141,17 @@ func (c *Client) run(ctx context.Context, a ...string) ([]byte, error) {
 	return out.Bytes(), nil
 }
 
+// isNoServer: tmux found no server on the socket (no socket file, or a
+// stale one nobody listens on). Any other failure to connect
+// (isUnreachable) says nothing about the sessions.
 func isNoServer(msg string) bool {
-	return strings.Contains(msg, "no server running") || strings.Contains(msg, "error connecting to") ||
-		strings.Contains(msg, "No such file or directory")
+	return strings.Contains(msg, "no server running") || strings.Contains(msg, "No such file or directory") ||
+		strings.Contains(msg, "error connecting to") && strings.Contains(msg, "Connection refused")
+}
+
+func isUnreachable(msg string) bool {
+	return strings.Contains(msg, "error connecting to") || strings.Contains(msg, "unsafe permissions") ||
+		strings.Contains(msg, "access not allowed")
 }
 
 func exact(name string) string { return "=" + name }
@@ -205,9 +248,15 @@ func (c *Client) Kill(ctx context.Context, name string) error {
 	return err
 }
 
+// listFormat puts the session's name last, after two numbers and a space
+// each: tmux replaces a tab (any control character) in -F output with "_"
+// when its client's locale is not UTF-8 (LANG unset, a service user's
+// shell), and a name may hold spaces.
+const listFormat = "#{session_created} #{pane_pid} #{session_name}"
+
 // List returns every session (empty when no server runs). One tmux process.
 func (c *Client) List(ctx context.Context) ([]Session, error) {
-	out, err := c.run(ctx, "list-sessions", "-F", "#{session_name}\t#{session_created}\t#{pane_pid}")
+	out, err := c.run(ctx, "list-sessions", "-F", listFormat)
 	if err != nil {
 		if errors.Is(err, ErrNoSession) {
 			return nil, nil
@@ -219,16 +268,15 @@ func (c *Client) List(ctx context.Context) ([]Session, error) {
 		if line == "" {
 			continue
 		}
-		f := strings.Split(line, "\t")
-		s := Session{Name: f[0]}
-		if len(f) > 1 {
-			if sec, err := strconv.ParseInt(f[1], 10, 64); err == nil {
-				s.Created = time.Unix(sec, 0)
-			}
+		f := strings.SplitN(line, " ", 3)
+		if len(f) < 3 {
+			return nil, fmt.Errorf("tmux list-sessions: unexpected line %q", line)
 		}
-		if len(f) > 2 {
-			s.PID, _ = strconv.Atoi(f[2])
+		s := Session{Name: f[2]}
+		if sec, err := strconv.ParseInt(f[0], 10, 64); err == nil {
+			s.Created = time.Unix(sec, 0)
 		}
+		s.PID, _ = strconv.Atoi(f[1])
 		ss = append(ss, s)
 	}
 	return ss, nil
