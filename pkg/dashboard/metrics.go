@@ -196,9 +196,9 @@ func (g gauges) Collect(ch chan<- prometheus.Metric) {
 	if s.o.Tmux != nil {
 		lister = s.o.Tmux
 	}
-	k, err := status.Read(ctx, s.l, lister, now)
+	k, err := status.Read(ctx, s.l, lister, now, s.queues)
 	if err != nil {
-		k, _ = status.Read(ctx, s.l, noSessions{}, now)
+		k, _ = status.Read(ctx, s.l, noSessions{}, now, s.queues)
 	}
 	for _, kind := range status.QueueKinds {
 		for _, st := range layout.QueueStates[kind] {

@@ -34,6 +34,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/status"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 )
@@ -112,7 +113,8 @@ type Options struct {
 type Server struct {
 	o       Options
 	l       layout.Layout
-	kv      kv.KV // the store's key-value: pauses, waits, spend
+	kv      kv.KV                   // the store's key-value: pauses, waits, spend
+	queues  map[string]*queue.Queue // the store's queues, counted by status
 	clk     clock.Clock
 	log     *slog.Logger
 	notify  *notifier
@@ -188,7 +190,11 @@ func New(o Options) (*Server, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{o: o, l: o.Layout, clk: o.Clock, log: o.Log, notify: newNotifier(), kv: kv.OnStore(o.Store)}
+	s := &Server{o: o, l: o.Layout, clk: o.Clock, log: o.Log, notify: newNotifier(), kv: kv.OnStore(o.Store),
+		queues: map[string]*queue.Queue{}}
+	for _, kind := range status.QueueKinds {
+		s.queues[kind] = queue.OnStore(o.Store, o.Layout, kind, nil, "")
+	}
 	s.hosts, s.anyIP = allowedHosts(o.Listen, o.AllowedHosts)
 	s.httpErrs = &rateLog{to: o.Log, clk: o.Clock, every: logEvery, level: slog.LevelError}
 	s.fullErrs = &rateLog{to: o.Log, clk: o.Clock, every: logEvery, level: slog.LevelWarn}

@@ -252,14 +252,14 @@ func (s *Server) Snapshot(ctx context.Context) (*State, error) {
 	var k *status.Kingdom
 	var err error
 	if s.o.Tmux != nil {
-		k, err = status.Read(ctx, s.l, s.o.Tmux, now)
+		k, err = status.Read(ctx, s.l, s.o.Tmux, now, s.queues)
 	} else {
 		err = errors.New("no tmux client")
 	}
 	if err != nil {
 		// Without tmux the rest still reads: sessions show as down.
 		st.Errors = append(st.Errors, "tmux sessions: "+err.Error())
-		k, _ = status.Read(ctx, s.l, noSessions{}, now)
+		k, _ = status.Read(ctx, s.l, noSessions{}, now, s.queues)
 	}
 	if k.StartPID > 0 {
 		st.Start = StartInfo{Running: true, PID: k.StartPID}

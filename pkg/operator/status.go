@@ -53,12 +53,12 @@ func ReadStatus(ctx context.Context, l layout.Layout, tc *tmux.Client, now time.
 	} else {
 		defer sh.Close()
 	}
-	k, tmuxErr := status.ReadOn(ctx, l, tc, now, sh.Queues)
+	k, tmuxErr := status.Read(ctx, l, tc, now, sh.Queues)
 	if tmuxErr != nil {
 		if !errors.Is(tmuxErr, tmux.ErrUnreachable) {
 			tmuxErr = fmt.Errorf("tmux socket %s unreachable: %w", tc.Path(), tmuxErr)
 		}
-		k, _ = status.ReadOn(ctx, l, noSessions{}, now, sh.Queues)
+		k, _ = status.Read(ctx, l, noSessions{}, now, sh.Queues)
 	}
 	st := &Status{Kingdom: *k, TmuxErr: tmuxErr, Discarded: countDiscarded(l), Money: readMoney(ctx, sh, now),
 		Waiting: readWaiting(ctx, sh.KV), Threshold: heartbeatThreshold(l), At: now, Cluster: &Cluster{Err: openErr}}

@@ -85,15 +85,10 @@ func RoleNames(l layout.Layout) []string {
 	return names
 }
 
-// Read gathers the state without changing anything. Only a failing tmux
-// listing is an error; everything else that cannot be read shows as absent.
-func Read(ctx context.Context, l layout.Layout, tc Lister, now time.Time) (*Kingdom, error) {
-	return ReadOn(ctx, l, tc, now, nil)
-}
-
-// ReadOn is Read counting the queues qs (by kind), the store's, which
-// every host sees alike. nil counts the queue files under l.
-func ReadOn(ctx context.Context, l layout.Layout, tc Lister, now time.Time, qs map[string]*queue.Queue) (*Kingdom, error) {
+// Read gathers the state without changing anything, counting the store's
+// queues qs (by kind). Only a failing tmux listing is an error; everything
+// else that cannot be read shows as absent.
+func Read(ctx context.Context, l layout.Layout, tc Lister, now time.Time, qs map[string]*queue.Queue) (*Kingdom, error) {
 	st := &Kingdom{Queues: map[string]map[string]int{}}
 	if held, pid := lockfile.Held(l.LeaderLock(layout.RoleStart)); held {
 		st.StartPID = pid
@@ -123,11 +118,7 @@ func ReadOn(ctx context.Context, l layout.Layout, tc Lister, now time.Time, qs m
 		}
 		st.Roles = append(st.Roles, rs)
 	}
-	if qs == nil {
-		st.Queues = QueueDepths(l)
-	} else {
-		st.Queues, st.QueuesErr = Depths(qs)
-	}
+	st.Queues, st.QueuesErr = Depths(qs)
 	if es, err := sessions.New(l).Read(); err == nil {
 		st.Soldiers = es
 		st.ActiveSoldiers = len(es)
@@ -136,21 +127,8 @@ func ReadOn(ctx context.Context, l layout.Layout, tc Lister, now time.Time, qs m
 	return st, nil
 }
 
-// QueueDepths counts the files in every state of every queue. It only
-// lists directories: unlike Queue.Count it neither reads nor validates the
-// files, so it never moves a poison file (that is the consumer's step) and
-// stays cheap with thousands of finished tasks on disk.
-func QueueDepths(l layout.Layout) map[string]map[string]int {
-	qs := map[string]*queue.Queue{}
-	for _, kind := range QueueKinds {
-		qs[kind] = queue.New(l, kind, nil)
-	}
-	out, _ := Depths(qs)
-	return out
-}
-
-// Depths counts the ids in every state of the queues qs (by kind), as
-// QueueDepths does for files; on a store each state is one listing. A
+// Depths counts the ids in every state of the queues qs (by kind), the
+// store's, which every host sees alike: each state is one listing. A
 // state that cannot be listed counts 0 and its error is returned (the
 // first one).
 func Depths(qs map[string]*queue.Queue) (map[string]map[string]int, error) {
