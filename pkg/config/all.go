@@ -74,10 +74,17 @@ func (a *All) crossCheck(sysSrc *source) []*Error {
 	var errs []*Error
 	sysFile := filepath.Join(a.Dir, SystemFile)
 	for i, name := range a.System.Runtime.EnvPassthrough {
+		key := fmt.Sprintf("runtime.env_passthrough[%d]", i)
 		if name == a.Envoy.Slack.BotTokenEnv || name == a.Envoy.Slack.AppTokenEnv {
-			key := fmt.Sprintf("runtime.env_passthrough[%d]", i)
 			errs = append(errs, &Error{File: sysFile, Line: sysSrc.line(key), Key: key,
 				Msg: fmt.Sprintf("expected a variable that is not a Slack token (envoy.yaml names %s), got %q", name, name)})
+		}
+		for _, m := range a.Manifests {
+			if name == m.GitHub.ReadTokenEnv {
+				// Lent to that general's soldiers only, as GH_TOKEN.
+				errs = append(errs, &Error{File: sysFile, Line: sysSrc.line(key), Key: key,
+					Msg: fmt.Sprintf("expected a variable that is not a GitHub token (%s names it in github.read_token_env), got %q", m.File, name)})
+			}
 		}
 	}
 	for _, m := range a.Manifests {

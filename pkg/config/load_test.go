@@ -84,10 +84,11 @@ func TestDefaults_MatchSpec(t *testing.T) {
 	s := DefaultSystem()
 	if s.Runtime.Engine != "claude" || s.Runtime.Claude.Command != "claude" || s.Runtime.Codex.Command != "codex" ||
 		!reflect.DeepEqual(s.Runtime.Claude.Args, []string{"--permission-mode", "acceptEdits", "--allowedTools", "Bash(git:*),Bash(gh:*)"}) ||
-		!reflect.DeepEqual(s.Runtime.Codex.Args, []string{"--sandbox", "workspace-write", "-c", "sandbox_workspace_write.network_access=true"}) ||
+		!reflect.DeepEqual(s.Runtime.Codex.Args, []string{"--sandbox", "workspace-write"}) ||
 		s.Git.CloneURL != "https://github.com/{repo}.git" || s.WatchdogInterval() != time.Minute ||
 		s.Watchdog.CrashLoop.MaxRestarts != 5 || s.CrashLoopWindow() != 10*time.Minute || s.StopGrace() != 10*time.Second ||
-		s.Log.Level != "info" || len(s.Runtime.EnvPassthrough) != 8 {
+		s.Log.Level != "info" ||
+		!reflect.DeepEqual(s.Runtime.EnvPassthrough, []string{"PATH", "HOME", "LANG", "TZ", "ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "OPENAI_API_KEY"}) {
 		t.Errorf("system defaults: %+v", s)
 	}
 	k := DefaultKing()
@@ -190,7 +191,7 @@ func TestLoad_ErrorsNameFileLineAndKey(t *testing.T) {
 		{"list element", SystemFile, "runtime:\n  env_passthrough:\n    - PATH\n    - {a: b}\n",
 			[]string{":4: runtime.env_passthrough[1]: expected a string, got a mapping"}},
 		{"unknown top-level key", KingFile, "retyr:\n  max_attempts: 1\n",
-			[]string{":1: retyr: unknown key (known: slack, retry, concurrency, petition, schedules, intervals, budget)"}},
+			[]string{":1: retyr: unknown key (known: slack, retry, concurrency, petition, schedules, intervals, budget, breaker)"}},
 		{"unknown nested key", ChamberlainFile, "thresholds:\n  cpu_yelow: 50\n",
 			[]string{":2: thresholds.cpu_yelow: unknown key (known: cpu_yellow,"}},
 		{"unknown watcher", SentinelFile, "polling:\n  inbox: {}\n  gihub:\n    interval_seconds: 5\n",
@@ -214,7 +215,16 @@ func TestLoad_ErrorsNameFileLineAndKey(t *testing.T) {
 		{"unknown placeholder", SystemFile, "runtime:\n  command:\n    argv: [x, \"{prompt}\"]\n",
 			[]string{":3: runtime.command.argv[1]: unknown placeholder {prompt}"}},
 		{"secret passthrough", SystemFile, "runtime:\n  env_passthrough: [PATH, SLACK_BOT_TOKEN]\n",
-			[]string{"runtime.env_passthrough[1]: expected a variable that is not a Slack or Jira secret"}},
+			[]string{"system.yaml:2: runtime.env_passthrough[1]: expected a variable that is not a GitHub, Jira or Slack credential"}},
+		// SPEC §12.3: the write token never reaches the agent, named by
+		// file, line and key.
+		{"github token passthrough", SystemFile, "runtime:\n  env_passthrough:\n    - PATH\n    - GH_TOKEN\n    - GITHUB_TOKEN\n    - JIRA_API_TOKEN\n",
+			[]string{"system.yaml:4: runtime.env_passthrough[1]: expected a variable that is not a GitHub, Jira or Slack credential",
+				"system.yaml:5: runtime.env_passthrough[2]: expected a variable that is not a GitHub, Jira or Slack credential",
+				"system.yaml:6: runtime.env_passthrough[3]: expected a variable that is not a GitHub, Jira or Slack credential"}},
+		{"secret_env passthrough", SystemFile, "runtime:\n  secret_env: [DEPLOY_KEY]\n  env_passthrough: [PATH, DEPLOY_KEY, KINGDOM_PG_DSN]\n",
+			[]string{"system.yaml:3: runtime.env_passthrough[1]: expected a variable that is not a secret",
+				"runtime.env_passthrough[2]: expected a variable that is not a secret"}},
 		{"clone url", SystemFile, "git:\n  clone_url: https://example.com/x.git\n",
 			[]string{":2: git.clone_url: expected a URL containing {repo}"}},
 		{"slack api url", EnvoyFile, "slack:\n  api_url: https://slack.com/api\n",

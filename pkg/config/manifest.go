@@ -43,6 +43,11 @@ type Manifest struct {
 	// that succeeded: a follow-up in its thread from the same user resumes
 	// the session (SPEC §9.10). gen-herald sets it.
 	TrackConversation bool `yaml:"track_conversation"`
+	// GitHub is what the agent may hold of GitHub (SPEC §12.3).
+	GitHub ManifestGitHub `yaml:"github"`
+	// EngineNetwork lets a codex soldier's sandbox reach the network
+	// (sandbox_workspace_write.network_access); off by default.
+	EngineNetwork bool `yaml:"engine_network"`
 
 	// File is the path the manifest was loaded from; empty when built in code.
 	File string `yaml:"-"`
@@ -57,6 +62,16 @@ type Schedule struct {
 	TaskType string         `yaml:"task_type"` // the task's type
 	Repo     string         `yaml:"repo"`      // owner/name; empty: the manifest's default_repo
 	Payload  map[string]any `yaml:"payload"`
+}
+
+// ManifestGitHub: the agent never holds the write token; a read-only one
+// may be lent to it.
+type ManifestGitHub struct {
+	// ReadTokenEnv names a variable (kingdom.env or the environment)
+	// holding a read-only GitHub token, passed to the soldier as GH_TOKEN;
+	// empty: the soldier has none. Never GH_TOKEN or GITHUB_TOKEN, the
+	// write token.
+	ReadTokenEnv string `yaml:"read_token_env"`
 }
 
 // ManifestMemory bounds the general's learned memory.
@@ -155,6 +170,15 @@ func (m *Manifest) Validate() error {
 	}
 	if m.Engine != "" && len(m.SupportedEngines) > 0 && !slices.Contains(m.SupportedEngines, m.Engine) {
 		p.add("engine", "expected one of supported_engines (%s), got %q", strings.Join(m.SupportedEngines, "|"), m.Engine)
+	}
+	if n := m.GitHub.ReadTokenEnv; n != "" {
+		switch {
+		case !envNameRE.MatchString(n):
+			p.add("github.read_token_env", "expected an environment variable name, got %q", n)
+		case IsServiceCredential(n):
+			p.add("github.read_token_env", "expected a variable holding a read-only token, not the write token or a Jira or Slack one (%s), got %q",
+				strings.Join(GitHubTokenEnv, ", "), n)
+		}
 	}
 	for i, s := range m.Subscribes {
 		if !subscribeRE.MatchString(s) {

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -200,6 +201,13 @@ func TestLoadAll_CrossFileChecks(t *testing.T) {
 		{"passthrough of a renamed slack token",
 			map[string]string{SystemFile: "runtime:\n  env_passthrough: [PATH, MY_BOT]\n", EnvoyFile: "slack:\n  bot_token_env: MY_BOT\n"},
 			[]string{"system.yaml:2: runtime.env_passthrough[1]: expected a variable that is not a Slack token"}},
+		// SPEC §12.3: a manifest lends a read-only token, never the write one.
+		{"read token is the write token",
+			map[string]string{"generals/gen-a.yaml": "name: gen-a\ngithub:\n  read_token_env: GITHUB_TOKEN\n"},
+			[]string{"generals/gen-a.yaml:3: github.read_token_env: expected a variable holding a read-only token, not the write token"}},
+		{"read token passed to every soldier",
+			map[string]string{SystemFile: "runtime:\n  env_passthrough: [PATH, GH_READ]\n", "generals/gen-a.yaml": "name: gen-a\ngithub:\n  read_token_env: GH_READ\n"},
+			[]string{"system.yaml:2: runtime.env_passthrough[1]: expected a variable that is not a GitHub token", "gen-a.yaml names it in github.read_token_env"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -268,5 +276,15 @@ func TestParseCron_DescriptorsAreWallClockAndEveryIsRefusedClearly(t *testing.T)
 		if _, err := ParseCron(expr); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("ParseCron(%q) = %v, want an error saying %q", expr, err, want)
 		}
+	}
+}
+
+// A manifest's read token is a secret like the others: its value is
+// redacted wherever the redactor runs (SPEC §12.3).
+func TestSecretEnvNames_IncludeManifestReadTokens(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "generals/gen-a.yaml", "name: gen-a\ngithub:\n  read_token_env: GEN_A_READ_TOKEN\n")
+	if names := SecretEnvNames(dir); !slices.Contains(names, "GEN_A_READ_TOKEN") {
+		t.Errorf("SecretEnvNames = %v, want GEN_A_READ_TOKEN", names)
 	}
 }

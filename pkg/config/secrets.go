@@ -12,8 +12,8 @@ import (
 // SecretEnvNames are the secret variables the config of dir names, for
 // redact.SetExtraNames: system.yaml runtime.secret_env, chamberlain.yaml
 // http.token_env (the dashboard's bearer token), system.yaml store.dsn_env
-// (the PostgreSQL DSN) and envoy.yaml's Slack token variables (with their
-// default names). A file that does not load gives its defaults' names (the
+// (the PostgreSQL DSN), envoy.yaml's Slack token variables (with their
+// default names) and every manifest's github.read_token_env. A file that does not load gives its defaults' names (the
 // role that loads it reports the error).
 func SecretEnvNames(dir string) []string {
 	sys, err := LoadSystem(filepath.Join(dir, SystemFile))
@@ -44,7 +44,16 @@ func SecretEnvNamesWith(sys *System, dir string) []string {
 	if e, err := LoadEnvoy(filepath.Join(dir, EnvoyFile)); err == nil {
 		s = e.Slack
 	}
-	return append(names, s.BotTokenEnv, s.AppTokenEnv)
+	names = append(names, s.BotTokenEnv, s.AppTokenEnv)
+	// A manifest that does not load still lent nothing; the ones that did
+	// may name a read token.
+	ms, _ := LoadManifests(filepath.Join(dir, GeneralsDir))
+	for _, m := range ms {
+		if m.GitHub.ReadTokenEnv != "" {
+			names = append(names, m.GitHub.ReadTokenEnv)
+		}
+	}
+	return names
 }
 
 // Where a secret's value came from (logged with its name, never its value).

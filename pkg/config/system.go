@@ -40,7 +40,9 @@ type Runtime struct {
 	Codex   CodexEngine   `yaml:"codex"`
 	Command CommandEngine `yaml:"command"`
 	// EnvPassthrough names the only environment variables (beside KINGDOM_*)
-	// an engine sees (SPEC §9.17).
+	// an engine sees (SPEC §9.17). No GitHub, Jira or Slack token, nor any
+	// other secret, may be named; of the model credentials only the one of
+	// the engine in use reaches it (SPEC §12.3).
 	EnvPassthrough []string `yaml:"env_passthrough"`
 	// SecretEnv names more variables whose values are secrets: the one
 	// redactor matches their values exactly, like GH_TOKEN's (SPEC §10.14).
@@ -80,13 +82,39 @@ type CodexPricing struct {
 // DefaultClaudeArgs work as root and as a dedicated user (SPEC §10.4):
 // bypassPermissions is refused as root, acceptEdits lets the agent edit
 // files in its cwd, and the allowed Bash patterns let a review agent run
-// git and gh. The result comes back as structured output, so nothing must
-// be written outside the cwd.
+// git and gh (gh with no token, or the manifest's read-only
+// github.read_token_env). The result comes back as structured output, so
+// nothing must be written outside the cwd.
 var DefaultClaudeArgs = []string{"--permission-mode", "acceptEdits", "--allowedTools", "Bash(git:*),Bash(gh:*)"}
 
-// DefaultCodexArgs let the agent write in its cwd (the task's repo) and
-// reach the network for git and gh; the codex default is read-only.
-var DefaultCodexArgs = []string{"--sandbox", "workspace-write", "-c", "sandbox_workspace_write.network_access=true"}
+// DefaultCodexArgs let the agent write in its cwd (the task's repo); the
+// codex default is read-only. The sandbox has no network: Kingdom adds
+// sandbox_workspace_write.network_access=false after these, unless the
+// manifest sets engine_network (SPEC §12.3).
+var DefaultCodexArgs = []string{"--sandbox", "workspace-write"}
+
+// GitHubTokenEnv are the variables that hold the GitHub write token (the
+// sentinel's and the general's): never a soldier's (SPEC §12.3).
+var GitHubTokenEnv = []string{"GH_TOKEN", "GITHUB_TOKEN", "GH_ENTERPRISE_TOKEN", "GITHUB_ENTERPRISE_TOKEN"}
+
+// IsServiceCredential reports whether the variable name holds a GitHub,
+// Jira or Slack credential: runtime.env_passthrough may not name one.
+func IsServiceCredential(name string) bool {
+	return slices.Contains(GitHubTokenEnv, name) || strings.HasPrefix(name, "SLACK_") || strings.HasPrefix(name, "JIRA_")
+}
+
+// ModelCredentialEnv are the variables engine reaches its model with: the
+// only credentials its soldier's environment may carry (SPEC §12.3); none
+// for the command engine.
+func ModelCredentialEnv(engine string) []string {
+	switch engine {
+	case EngineClaude:
+		return []string{"ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"}
+	case EngineCodex:
+		return []string{"OPENAI_API_KEY"}
+	}
+	return nil
+}
 
 // CommandEngine runs any argv with Placeholders substituted.
 type CommandEngine struct {
@@ -127,7 +155,7 @@ func DefaultSystem() *System {
 			Command: CommandEngine{Argv: []string{}},
 			EnvPassthrough: []string{
 				"PATH", "HOME", "LANG", "TZ",
-				"GH_TOKEN", "GITHUB_TOKEN", "ANTHROPIC_API_KEY", "OPENAI_API_KEY",
+				"ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "OPENAI_API_KEY",
 			},
 			SecretEnv:                 []string{},
 			UsageLimitFallbackMinutes: 60,
@@ -167,9 +195,11 @@ func (s *System) Validate() error {
 		switch {
 		case !envNameRE.MatchString(name):
 			p.add(key, "expected an environment variable name, got %q", name)
-		case strings.HasPrefix(name, "SLACK_") || strings.HasPrefix(name, "JIRA_"):
-			// SPEC §9.17: Slack and Jira tokens never reach an engine.
-			p.add(key, "expected a variable that is not a Slack or Jira secret, got %q", name)
+		case IsServiceCredential(name):
+			// SPEC §12.3: the agent holds no keys.
+			p.add(key, "expected a variable that is not a GitHub, Jira or Slack credential (the agent holds no keys; a read-only GitHub token goes in a manifest's github.read_token_env), got %q", name)
+		case slices.Contains(s.Runtime.SecretEnv, name) || name == s.Store.DSNEnv || name == DefaultDSNEnv:
+			p.add(key, "expected a variable that is not a secret (runtime.secret_env or store.dsn_env names it), got %q", name)
 		}
 	}
 	for i, name := range s.Runtime.SecretEnv {

@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,7 +35,9 @@ const versionTimeout = 20 * time.Second
 // Doctor checks engine eng as the soldiers will run it: the binary runs
 // (`--version`), claude's bypass mode is not asked for as root, and
 // credentials are present (an API key variable that reaches the engine, or
-// the CLI's own login). Each failure says how to fix it.
+// the CLI's own login), and the kingdom user's claude settings.json, which
+// soldiers never load, is named as overridden (SPEC §12.3). Each failure
+// says how to fix it.
 func Doctor(ctx context.Context, sys *config.System, eng string, e DoctorEnv) []Check {
 	var cs []Check
 	add := func(name string, ok bool, info, fix string) {
@@ -64,7 +67,7 @@ func Doctor(ctx context.Context, sys *config.System, eng string, e DoctorEnv) []
 	vctx, cancel := context.WithTimeout(ctx, versionTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(vctx, path, "--version")
-	cmd.Env = Env(e.Environ, rt.EnvPassthrough, nil)
+	cmd.Env = Env(eng, e.Environ, rt.EnvPassthrough, nil)
 	cmd.Stdin = nil
 	out, verr := cmd.CombinedOutput()
 	first := strings.TrimSpace(string(bytes.SplitN(out, []byte("\n"), 2)[0]))
@@ -81,7 +84,47 @@ func Doctor(ctx context.Context, sys *config.System, eng string, e DoctorEnv) []
 	}
 	ok, info, fix := credentials(eng, rt.EnvPassthrough, e)
 	add("credentials", ok, info, fix)
+	if eng == config.EngineClaude {
+		if ok, info, fix, found := userSettings(e); found {
+			add("user settings", ok, info, fix)
+		}
+	}
 	return cs
+}
+
+// userSettings reads the kingdom user's ~/.claude/settings.json, which
+// soldiers never load (ClaudeSettings): what it sets is named as
+// overridden, and an apiKeyHelper there (the soldiers' only way to the
+// model would be lost) fails with the fix. found is false without such a
+// file or without a key that matters.
+func userSettings(e DoctorEnv) (ok bool, info, fix string, found bool) {
+	d := ClaudeConfigDir(e.Environ)
+	if d == "" {
+		return false, "", "", false
+	}
+	p := filepath.Join(d, "settings.json")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return false, "", "", false
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(b, &m) != nil {
+		return false, "", "", false
+	}
+	var keys []string
+	for _, k := range []string{"env", "model", "hooks", "permissions", "apiKeyHelper", "enabledPlugins", "mcpServers"} {
+		if _, ok := m[k]; ok {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return false, "", "", false
+	}
+	info = p + " sets " + strings.Join(keys, ", ") + ": overridden, soldiers run claude with Kingdom's own settings (--setting-sources \"\", hooks off)"
+	if _, helper := m["apiKeyHelper"]; helper {
+		return false, info, "put the model key in kingdom.env as ANTHROPIC_API_KEY (or CLAUDE_CODE_OAUTH_TOKEN): the apiKeyHelper of " + p + " is never run", true
+	}
+	return true, info, "", true
 }
 
 // BypassRequested reports whether claude args ask for bypass mode.

@@ -76,3 +76,27 @@ func TestDoctor_Credentials(t *testing.T) {
 		t.Fatalf("missing binary: %+v", c)
 	}
 }
+
+// The kingdom user's ~/.claude/settings.json is named as overridden (SPEC
+// §12.3); an apiKeyHelper there, which soldiers never run, fails with the
+// fix.
+func TestDoctor_UserSettingsNamedAsOverridden(t *testing.T) {
+	sys := config.DefaultSystem()
+	sys.Runtime.Claude.Command = fakeCLI(t, "2.1.328 (Claude Code)")
+	home := t.TempDir()
+	os.MkdirAll(filepath.Join(home, ".claude"), 0o700)
+	env := DoctorEnv{Environ: []string{"HOME=" + home, "ANTHROPIC_API_KEY=sk-ant-x"}, UID: 1000, SysFile: "/b/config/system.yaml"}
+	if c := findCheck(Doctor(context.Background(), sys, "claude", env), "user settings"); c != nil {
+		t.Fatalf("no settings file, yet %+v", c)
+	}
+	os.WriteFile(filepath.Join(home, ".claude", "settings.json"), []byte(`{"env":{"ANTHROPIC_BASE_URL":"http://x"},"model":"opus"}`), 0o600)
+	c := findCheck(Doctor(context.Background(), sys, "claude", env), "user settings")
+	if c == nil || !c.OK || !strings.Contains(c.Info, "env, model: overridden") {
+		t.Fatalf("env and model: %+v", c)
+	}
+	os.WriteFile(filepath.Join(home, ".claude", "settings.json"), []byte(`{"apiKeyHelper":"/usr/local/bin/key"}`), 0o600)
+	c = findCheck(Doctor(context.Background(), sys, "claude", env), "user settings")
+	if c == nil || c.OK || !strings.Contains(c.Fix, "kingdom.env as ANTHROPIC_API_KEY") {
+		t.Fatalf("apiKeyHelper: %+v", c)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -53,6 +54,10 @@ type Spec struct {
 	// MaxBudgetUSD is the task's budget (SPEC §10.7): claude gets it as
 	// --max-budget-usd, the backstop behind the king's admission.
 	MaxBudgetUSD *float64
+	// Network lets codex's sandbox reach the network (the manifest's
+	// engine_network); off, Kingdom turns it off whatever
+	// runtime.codex.args say (SPEC §12.3).
+	Network bool
 }
 
 // Invocation is a ready-to-run engine process.
@@ -99,7 +104,7 @@ func Build(s Spec) (*Invocation, error) {
 		if s.Petition {
 			argv = CodexPetitionArgs(rt.Codex.Command, pick(s.Model, rt.Codex.Model))
 		} else {
-			r := CodexRun{Command: rt.Codex.Command, Model: pick(s.Model, rt.Codex.Model), Resume: s.Resume, Extra: rt.Codex.Args}
+			r := CodexRun{Command: rt.Codex.Command, Model: pick(s.Model, rt.Codex.Model), Resume: s.Resume, Extra: rt.Codex.Args, Network: s.Network}
 			if len(s.ResultSchema) > 0 {
 				r.SchemaFile, r.LastMessageFile = s.SchemaFile, s.LastMessageFile
 			}
@@ -148,9 +153,20 @@ type ClaudeRun struct {
 	Extra          []string
 }
 
+// ClaudeSettings are Kingdom's own settings for every claude run (SPEC
+// §12.3): no setting source but the command line's (the repository's
+// .claude/settings.json and settings.local.json, and the kingdom user's
+// ~/.claude/settings.json, whose "env" would beat the environment Kingdom
+// sets and whose "model" would pick the model), and every hook off.
+// Measured with claude 2.1.328–2.1.332: either flag alone keeps a
+// project's SessionStart hook from running; only the empty source list
+// keeps the user's "env" from redirecting ANTHROPIC_BASE_URL. They come
+// after runtime.claude.args, so those cannot undo them.
+var ClaudeSettings = []string{"--setting-sources", "", "--settings", `{"disableAllHooks":true}`}
+
 // ClaudeArgs is `<command> -p --output-format stream-json --verbose
-// [--model M] [--resume T | --session-id U] [--json-schema S] <extra…>`
-// (SPEC §9.16, §10.1, §10.5).
+// [--model M] [--resume T | --session-id U] [--json-schema S] <extra…>
+// <ClaudeSettings…>` (SPEC §9.16, §10.1, §10.5, §12.3).
 func ClaudeArgs(r ClaudeRun) []string {
 	a := []string{r.Command, "-p", "--output-format", "stream-json", "--verbose"}
 	if r.Model != "" {
@@ -168,7 +184,8 @@ func ClaudeArgs(r ClaudeRun) []string {
 	if r.MaxBudgetUSD != nil {
 		a = append(a, "--max-budget-usd", strconv.FormatFloat(*r.MaxBudgetUSD, 'f', -1, 64))
 	}
-	return append(a, r.Extra...)
+	a = append(a, r.Extra...)
+	return append(a, ClaudeSettings...)
 }
 
 // ClaudePetitionArgs runs the classifier with no tools and no session
@@ -178,7 +195,8 @@ func ClaudePetitionArgs(command, model string) []string {
 	if model != "" {
 		a = append(a, "--model", model)
 	}
-	return append(a, "--tools", "", "--no-session-persistence")
+	a = append(a, "--tools", "", "--no-session-persistence")
+	return append(a, ClaudeSettings...)
 }
 
 // CodexRun are the parts of a codex task invocation.
@@ -189,18 +207,30 @@ type CodexRun struct {
 	Extra           []string
 	SchemaFile      string // --output-schema
 	LastMessageFile string // -o
+	// Network is the sandbox's network access (the manifest's
+	// engine_network).
+	Network bool
+}
+
+// CodexNetwork is the codex flag that sets the workspace-write sandbox's
+// network access; a later -c of the same key wins (measured with codex
+// 0.169–0.171), so Kingdom's comes after runtime.codex.args.
+func CodexNetwork(on bool) []string {
+	return []string{"-c", "sandbox_workspace_write.network_access=" + strconv.FormatBool(on)}
 }
 
 // CodexArgs is `<command> exec --json --skip-git-repo-check [--model M]
-// <extra…> [--output-schema F -o F] [resume TOKEN] -`. Every exec-level
-// flag precedes `resume`, so a resumed run gets the same sandbox (SPEC
-// §10.10); the trailing "-" makes codex read the prompt from stdin.
+// <extra…> -c sandbox_workspace_write.network_access=<Network>
+// [--output-schema F -o F] [resume TOKEN] -`. Every exec-level flag
+// precedes `resume`, so a resumed run gets the same sandbox (SPEC §10.10);
+// the trailing "-" makes codex read the prompt from stdin.
 func CodexArgs(r CodexRun) []string {
 	a := []string{r.Command, "exec", "--json", "--skip-git-repo-check"}
 	if r.Model != "" {
 		a = append(a, "--model", r.Model)
 	}
 	a = append(a, r.Extra...)
+	a = append(a, CodexNetwork(r.Network)...)
 	if r.SchemaFile != "" {
 		a = append(a, "--output-schema", r.SchemaFile)
 	}
@@ -259,15 +289,20 @@ func substitute(s string, values map[string]string) string {
 	}
 }
 
-// Env builds an engine's environment from environ (os.Environ form): only
-// the names in passthrough and every KINGDOM_* variable that is not a secret
-// (the dashboard's KINGDOM_HTTP_TOKEN) survive, then
-// extra (KINGDOM_* values of this run) is applied (SPEC §9.17).
-func Env(environ []string, passthrough []string, extra map[string]string) []string {
+// Env builds engine eng's environment from environ (os.Environ form): an
+// allowlist, never a copy. Only the names in passthrough and the KINGDOM_*
+// variables survive, and of those no credential but eng's own model key
+// (config.ModelCredentialEnv; none for the command engine): no GitHub,
+// Jira or Slack token, no other secret the redactor knows (the DSN, the
+// dashboard's token, runtime.secret_env), whatever passthrough names (SPEC
+// §9.17, §12.3). Then extra (the run's KINGDOM_* values, a lent read
+// token) is applied.
+func Env(eng string, environ []string, passthrough []string, extra map[string]string) []string {
 	allow := make(map[string]bool, len(passthrough))
 	for _, n := range passthrough {
 		allow[n] = true
 	}
+	model := config.ModelCredentialEnv(eng)
 	var out []string
 	for _, kv := range environ {
 		name, _, ok := strings.Cut(kv, "=")
@@ -277,9 +312,13 @@ func Env(environ []string, passthrough []string, extra map[string]string) []stri
 		if _, override := extra[name]; override {
 			continue
 		}
-		if allow[name] || strings.HasPrefix(name, "KINGDOM_") && !redact.IsSecretName(name) {
-			out = append(out, kv)
+		if !allow[name] && !strings.HasPrefix(name, "KINGDOM_") {
+			continue
 		}
+		if isModelKey := slices.Contains(model, name); !isModelKey && (config.IsServiceCredential(name) || redact.IsSecretName(name)) {
+			continue
+		}
+		out = append(out, kv)
 	}
 	keys := make([]string, 0, len(extra))
 	for k := range extra {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -15,12 +16,14 @@ import (
 
 func TestClaudeArgs_ExactInvocation(t *testing.T) {
 	got := ClaudeArgs(ClaudeRun{Command: "claude", Model: "opus", Resume: "sess-1", SessionID: "ignored", Extra: []string{"--permission-mode", "acceptEdits"}})
-	want := []string{"claude", "-p", "--output-format", "stream-json", "--verbose", "--model", "opus", "--resume", "sess-1", "--permission-mode", "acceptEdits"}
+	want := []string{"claude", "-p", "--output-format", "stream-json", "--verbose", "--model", "opus", "--resume", "sess-1", "--permission-mode", "acceptEdits",
+		"--setting-sources", "", "--settings", `{"disableAllHooks":true}`}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %q\nwant %q", got, want)
 	}
 	got = ClaudeArgs(ClaudeRun{Command: "claude", SessionID: "u-1", Schema: []byte(`{"type":"object"}`)})
-	want = []string{"claude", "-p", "--output-format", "stream-json", "--verbose", "--session-id", "u-1", "--json-schema", `{"type":"object"}`}
+	want = []string{"claude", "-p", "--output-format", "stream-json", "--verbose", "--session-id", "u-1", "--json-schema", `{"type":"object"}`,
+		"--setting-sources", "", "--settings", `{"disableAllHooks":true}`}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %q want %q", got, want)
 	}
@@ -28,9 +31,33 @@ func TestClaudeArgs_ExactInvocation(t *testing.T) {
 
 func TestCodexArgs_ExecFlagsBeforeResume(t *testing.T) {
 	got := CodexArgs(CodexRun{Command: "codex", Resume: "tok", Extra: []string{"--sandbox", "workspace-write"}, SchemaFile: "/s.json", LastMessageFile: "/o.txt"})
-	want := []string{"codex", "exec", "--json", "--skip-git-repo-check", "--sandbox", "workspace-write", "--output-schema", "/s.json", "-o", "/o.txt", "resume", "tok", "-"}
+	want := []string{"codex", "exec", "--json", "--skip-git-repo-check", "--sandbox", "workspace-write",
+		"-c", "sandbox_workspace_write.network_access=false", "--output-schema", "/s.json", "-o", "/o.txt", "resume", "tok", "-"}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %q want %q", got, want)
+	}
+}
+
+// Kingdom's lockdown comes after the configured args, which therefore
+// cannot undo it (the later flag wins in both CLIs); the manifest's
+// engine_network is the one opt-in (SPEC §12.3).
+func TestArgs_LockdownAfterConfiguredArgs(t *testing.T) {
+	got := CodexArgs(CodexRun{Command: "codex", Extra: []string{"-c", "sandbox_workspace_write.network_access=true"}})
+	if i := slices.Index(got, "sandbox_workspace_write.network_access=false"); i < 0 || i < slices.Index(got, "sandbox_workspace_write.network_access=true") {
+		t.Fatalf("codex args %q: Kingdom's network_access=false must come last", got)
+	}
+	if got := CodexArgs(CodexRun{Command: "codex", Network: true}); !slices.Contains(got, "sandbox_workspace_write.network_access=true") {
+		t.Fatalf("opted-in codex args %q", got)
+	}
+	got = ClaudeArgs(ClaudeRun{Command: "claude", Extra: []string{"--setting-sources", "user,project,local"}})
+	if !reflect.DeepEqual(got[len(got)-4:], ClaudeSettings) {
+		t.Fatalf("claude args %q must end with Kingdom's settings %q", got, ClaudeSettings)
+	}
+	sys := config.DefaultSystem()
+	sys.Runtime.Claude.Command = "true"
+	inv, err := Build(Spec{Engine: config.EngineClaude, System: sys, Petition: true})
+	if err != nil || !reflect.DeepEqual(inv.Args[len(inv.Args)-4:], ClaudeSettings) {
+		t.Fatalf("petition args %v (%v) must end with Kingdom's settings", inv, err)
 	}
 }
 
@@ -42,7 +69,8 @@ func TestPetitionArgs_NoToolsNoSessionNoConfiguredArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"true", "-p", "--output-format", "stream-json", "--verbose", "--model", "haiku", "--tools", "", "--no-session-persistence"}
+	want := []string{"true", "-p", "--output-format", "stream-json", "--verbose", "--model", "haiku", "--tools", "", "--no-session-persistence",
+		"--setting-sources", "", "--settings", `{"disableAllHooks":true}`}
 	if !reflect.DeepEqual(inv.Args, want) {
 		t.Fatalf("claude petition %q, want %q", inv.Args, want)
 	}
@@ -112,21 +140,41 @@ func TestBuild_CommandResolvesPath(t *testing.T) {
 func TestEnv_OnlyPassthroughAndKingdom(t *testing.T) {
 	// The dashboard's token is a KINGDOM_* variable too; soldier-spawn
 	// registers it as a secret from the config (default name here).
-	redact.SetExtraNames(config.SecretEnvNames(t.TempDir()))
+	redact.SetExtraNames(append(config.SecretEnvNames(t.TempDir()), "DEPLOY_KEY"))
 	defer redact.SetExtraNames(nil)
-	environ := []string{"PATH=/bin", "SLACK_BOT_TOKEN=xoxb-secret", "JIRA_API_TOKEN=j", "HOME=/h", "KINGDOM_TMUX_SOCKET=s", "KINGDOM_TASK_ID=old", "GH_TOKEN=g",
-		"KINGDOM_HTTP_TOKEN=dash-secret"}
-	got := Env(environ, []string{"PATH", "HOME", "GH_TOKEN"}, map[string]string{"KINGDOM_TASK_ID": "task-2"})
-	joined := strings.Join(got, "\n")
-	for _, bad := range []string{"SLACK", "JIRA", "KINGDOM_TASK_ID=old", "dash-secret"} {
-		if strings.Contains(joined, bad) {
-			t.Errorf("env leaks %s: %q", bad, got)
+	environ := []string{"PATH=/bin", "SLACK_BOT_TOKEN=xoxb-secret", "JIRA_API_TOKEN=j", "HOME=/h", "KINGDOM_TMUX_SOCKET=s", "KINGDOM_TASK_ID=old",
+		"GH_TOKEN=ghp-write", "GITHUB_TOKEN=ghp-write2", "KINGDOM_HTTP_TOKEN=dash-secret", "KINGDOM_PG_DSN=postgres://u:pw@h/db", "DEPLOY_KEY=dk",
+		"ANTHROPIC_API_KEY=ak", "CLAUDE_CODE_OAUTH_TOKEN=oat", "OPENAI_API_KEY=ok", "ANTHROPIC_BASE_URL=http://x", "RANDOM=r"}
+	// Even a passthrough that names them (config refuses it; a caller
+	// that skipped the config must not leak either) carries no credential
+	// but the engine's own model key (SPEC §12.3).
+	all := []string{"PATH", "HOME", "GH_TOKEN", "GITHUB_TOKEN", "SLACK_BOT_TOKEN", "JIRA_API_TOKEN", "DEPLOY_KEY", "KINGDOM_PG_DSN",
+		"ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "OPENAI_API_KEY", "ANTHROPIC_BASE_URL"}
+	for _, c := range []struct {
+		engine    string
+		good, bad []string
+	}{
+		{config.EngineClaude, []string{"ANTHROPIC_API_KEY=ak", "CLAUDE_CODE_OAUTH_TOKEN=oat", "ANTHROPIC_BASE_URL=http://x"}, []string{"OPENAI_API_KEY"}},
+		{config.EngineCodex, []string{"OPENAI_API_KEY=ok"}, []string{"ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"}},
+		{config.EngineCommand, nil, []string{"ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "OPENAI_API_KEY"}},
+	} {
+		got := Env(c.engine, environ, all, map[string]string{"KINGDOM_TASK_ID": "task-2"})
+		joined := strings.Join(got, "\n")
+		for _, bad := range append(c.bad, "SLACK", "JIRA", "GH_TOKEN", "GITHUB_TOKEN", "ghp-write", "KINGDOM_TASK_ID=old", "dash-secret", "KINGDOM_PG_DSN", "DEPLOY_KEY", "RANDOM") {
+			if strings.Contains(joined, bad) {
+				t.Errorf("%s env leaks %s: %q", c.engine, bad, got)
+			}
+		}
+		for _, good := range append(c.good, "PATH=/bin", "HOME=/h", "KINGDOM_TMUX_SOCKET=s", "KINGDOM_TASK_ID=task-2") {
+			if !slices.Contains(got, good) {
+				t.Errorf("%s env misses %s: %q", c.engine, good, got)
+			}
 		}
 	}
-	for _, good := range []string{"PATH=/bin", "HOME=/h", "GH_TOKEN=g", "KINGDOM_TMUX_SOCKET=s", "KINGDOM_TASK_ID=task-2"} {
-		if !strings.Contains(joined, good) {
-			t.Errorf("env misses %s: %q", good, got)
-		}
+	// What the run itself adds (the manifest's read token as GH_TOKEN)
+	// is the caller's to decide.
+	if got := Env(config.EngineClaude, environ, nil, map[string]string{"GH_TOKEN": "read"}); !slices.Contains(got, "GH_TOKEN=read") || slices.Contains(got, "GH_TOKEN=ghp-write") {
+		t.Errorf("extra GH_TOKEN: %q", got)
 	}
 }
 

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -264,8 +265,9 @@ func FuzzLimitWatch(f *testing.F) {
 func TestClaudeArgs_MaxBudgetBeforeConfiguredArgs(t *testing.T) {
 	b := 0.25
 	got := ClaudeArgs(ClaudeRun{Command: "claude", SessionID: "u-1", MaxBudgetUSD: &b, Extra: []string{"--permission-mode", "acceptEdits"}})
-	want := []string{"claude", "-p", "--output-format", "stream-json", "--verbose", "--session-id", "u-1", "--max-budget-usd", "0.25", "--permission-mode", "acceptEdits"}
-	if strings.Join(got, " ") != strings.Join(want, " ") {
+	want := []string{"claude", "-p", "--output-format", "stream-json", "--verbose", "--session-id", "u-1", "--max-budget-usd", "0.25", "--permission-mode", "acceptEdits",
+		"--setting-sources", "", "--settings", `{"disableAllHooks":true}`}
+	if !slices.Equal(got, want) {
 		t.Fatalf("got %q\nwant %q", got, want)
 	}
 }

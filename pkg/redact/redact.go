@@ -13,7 +13,10 @@
 //     (config.SecretEnvNames: system.yaml runtime.secret_env and
 //     store.dsn_env, the dashboard's http.token_env, the envoy's Slack
 //     token variables);
-//   - token shapes (Slack xox*/xapp tokens, GitHub ghp_/github_pat_,
+//   - token shapes (Slack xox*/xapp tokens, every GitHub form: ghp_,
+//     gho_, ghu_, ghr_, ghs_ (the opaque and the newer ghs_<app>_<JWT>
+//     installation token, dots, dashes and underscores included),
+//     github_pat_,
 //     Anthropic/OpenAI sk- keys, Authorization headers, token=… query
 //     parameters, "…token": "…" JSON fields, the password of a
 //     postgres://user:password@host URL).
@@ -44,7 +47,8 @@ const MinValueLen = 6
 // knownNames are the secret variables of SPEC §10.14 (SLACK_*_TOKEN is
 // matched by shape in IsSecretName).
 var knownNames = []string{"GH_TOKEN", "GITHUB_TOKEN", "JIRA_API_TOKEN", "ANTHROPIC_API_KEY", "OPENAI_API_KEY",
-	"CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_AUTH_TOKEN", "CODEX_API_KEY", "KINGDOM_PG_DSN"}
+	"CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_AUTH_TOKEN", "CODEX_API_KEY", "KINGDOM_PG_DSN", "KINGDOM_HTTP_TOKEN",
+	"GH_ENTERPRISE_TOKEN", "GITHUB_ENTERPRISE_TOKEN"}
 
 var (
 	extraMu sync.RWMutex
@@ -102,6 +106,10 @@ var patterns = sync.OnceValue(func() []*regexp.Regexp {
 	return []*regexp.Regexp{
 		regexp.MustCompile(`xox[abposr]-[A-Za-z0-9-]+`),
 		regexp.MustCompile(`xapp-[A-Za-z0-9-]+`),
+		// GitHub's stateless installation token (2026): ghs_<app id>_<JWT>,
+		// ~520 characters; GitHub's own recommended shape. Before the
+		// opaque forms, which would stop at its first underscore.
+		regexp.MustCompile(`ghs_[A-Za-z0-9._-]{36,}`),
 		regexp.MustCompile(`gh[pousr]_[A-Za-z0-9]{16,}`),
 		regexp.MustCompile(`github_pat_[A-Za-z0-9_]{20,}`),
 		regexp.MustCompile(`sk-ant-[A-Za-z0-9_-]+`),

@@ -195,3 +195,48 @@ func TestString_PostgresDSN(t *testing.T) {
 		}
 	}
 }
+
+// Every GitHub token form is redacted whole, in running text, in JSON and
+// in a URL (SPEC §12.3): the prefixes of GitHub's token types and the
+// stateless installation token (ghs_<app id>_<JWT>, ~520 characters, two
+// dots, dashes and underscores).
+func TestString_EveryGitHubTokenForm(t *testing.T) {
+	jwt := "eyJhbGciOiJSUzI1NiIsInR5cCI6IkpXVCJ9." + strings.Repeat("eyJpc3MiOiJnaXRodWIuY29tIiwiaW5zdGFsbGF0aW9uIjox-_", 8) + "." + strings.Repeat("Sig_nat-ure0", 12)
+	for _, c := range []struct{ name, tok string }{
+		{"classic PAT", "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"},
+		{"OAuth", "gho_" + "16C7e42F292c6912E7710c838347Ae178B4a"},
+		{"user-to-server", "ghu_" + "16C7e42F292c6912E7710c838347Ae178B4a"},
+		{"installation (opaque)", "ghs_" + "16C7e42F292c6912E7710c838347Ae178B4a"},
+		{"installation (stateless JWT)", "ghs_123456_" + jwt},
+		{"refresh", "ghr_" + "1B4a2e77838347a7E420ce178F2E7c6912E169246c34E1ccbF66C46812d16D5B1A9Dc86A1498"},
+		{"fine-grained PAT", "github_pat_" + "11ABCDEFG0123456789abc_" + strings.Repeat("aB3", 19) + "xY"},
+	} {
+		for _, text := range []string{
+			"token " + c.tok + " leaked",
+			`{"auth": "` + c.tok + `"}`,
+			"https://x-access-token:" + c.tok + "@github.com/o/r.git",
+			c.tok,
+		} {
+			got := String(text)
+			if want := strings.Replace(text, c.tok, Marker, 1); got != want {
+				t.Errorf("%s: String(%q) = %q, want %q", c.name, text, got, want)
+			}
+		}
+	}
+}
+
+// A configured secret's value is redacted whatever its shape: the known
+// names, runtime.secret_env's (SetExtraNames), a value kingdom.env put in
+// the environment (SPEC §12.3).
+func TestString_EveryConfiguredSecretValue(t *testing.T) {
+	SetExtraNames([]string{"DEPLOY_KEY", "GEN_PR_READ_TOKEN"})
+	defer SetExtraNames(nil)
+	for _, name := range []string{"GH_TOKEN", "GITHUB_TOKEN", "GH_ENTERPRISE_TOKEN", "JIRA_API_TOKEN", "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN",
+		"ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "OPENAI_API_KEY", "KINGDOM_PG_DSN", "KINGDOM_HTTP_TOKEN", "DEPLOY_KEY", "GEN_PR_READ_TOKEN"} {
+		v := "plain-value-of-" + strings.ToLower(name)
+		t.Setenv(name, v)
+		if got := String("the value is " + v + "."); strings.Contains(got, v) || got != "the value is "+Marker+"." {
+			t.Errorf("%s: %q", name, got)
+		}
+	}
+}

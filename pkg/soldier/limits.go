@@ -16,12 +16,25 @@ import (
 // limit is published as failed with error_reason UsageLimited and
 // resets_at, which the king turns into a pause instead of a failure.
 
-// taskBudget is the general's budget_usd, else king.yaml budget.task_usd;
-// nil when neither is set or the files do not load (the king's admission
-// already reported a broken king.yaml; no backstop is better than none
-// started).
-func taskBudget(l layout.Layout, general string) *float64 {
-	if m, err := config.LoadManifest(l.GeneralManifest(general)); err == nil && m.BudgetUSD != nil {
+// loadManifest is the general's manifest, nil when it does not load (a
+// petition's, a test's general with no file).
+func loadManifest(l layout.Layout, general string) *config.Manifest {
+	if general == "" {
+		return nil
+	}
+	m, err := config.LoadManifest(l.GeneralManifest(general))
+	if err != nil {
+		return nil
+	}
+	return m
+}
+
+// taskBudget is the general's budget_usd (m may be nil), else king.yaml
+// budget.task_usd; nil when neither is set or the files do not load (the
+// king's admission already reported a broken king.yaml; no backstop is
+// better than none started).
+func taskBudget(l layout.Layout, m *config.Manifest) *float64 {
+	if m != nil && m.BudgetUSD != nil {
 		return m.BudgetUSD
 	}
 	if k, err := config.LoadKing(l.ConfigFile(config.KingFile)); err == nil {

@@ -72,15 +72,15 @@ func TestApplyMoney_OnlyEngineFailures(t *testing.T) {
 func TestTaskBudget_ManifestOverridesKing(t *testing.T) {
 	l := layout.New(t.TempDir())
 	l.Ensure()
-	if taskBudget(l, "gen-x") != nil {
+	if taskBudget(l, loadManifest(l, "gen-x")) != nil {
 		t.Fatal("a budget without any config")
 	}
 	os.WriteFile(l.ConfigFile("king.yaml"), []byte("budget:\n  task_usd: 0.5\n"), 0o600)
-	if b := taskBudget(l, "gen-x"); b == nil || *b != 0.5 {
+	if b := taskBudget(l, loadManifest(l, "gen-x")); b == nil || *b != 0.5 {
 		t.Fatalf("king task_usd: %v", b)
 	}
 	os.WriteFile(l.GeneralManifest("gen-x"), []byte("name: gen-x\ndescription: x\nbudget_usd: 0.1\n"), 0o600)
-	if b := taskBudget(l, "gen-x"); b == nil || *b != 0.1 {
+	if b := taskBudget(l, loadManifest(l, "gen-x")); b == nil || *b != 0.1 {
 		t.Fatalf("manifest budget_usd: %v", b)
 	}
 }

@@ -134,7 +134,10 @@ func classify(ctx context.Context, o PetitionOptions) (*doc.PetitionResult, erro
 // (petitions have no soldier session; stderr is discarded).
 func executePetition(ctx context.Context, l layout.Layout, o RunOptions, inv *engine.Invocation, p engine.Parser) (int, string, error) {
 	o.SoldierID = "petition-" + o.TaskID
+	// The engine's model key and nothing more; no manifest lends it a
+	// token.
+	o.Engine = inv.Engine
 	hb := filepath.Join(os.TempDir(), fmt.Sprintf(".kingdom-petition-hb-%d", os.Getpid()))
 	defer os.Remove(hb)
-	return executeTo(ctx, l, o, inv, engineEnv(l, o, hb), p, hb, false)
+	return executeTo(ctx, l, o, inv, engineEnv(l, o, hb, nil), p, hb, false)
 }

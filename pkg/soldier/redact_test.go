@@ -9,19 +9,24 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/redact"
 	"github.com/kingdom-dev/kingdom/pkg/spawn"
 )
 
-// SPEC §10.14: an agent that prints its environment (GH_TOKEN is
-// passed to soldiers by design) and puts it in its result leaves no token in
-// logs/sessions/* or the raw result, and its staging result is removed once
-// published.
+// SPEC §10.14: an agent that prints its environment (GH_TOKEN is the
+// read token the manifest lends it) and puts it in its result leaves no
+// token in logs/sessions/* or the raw result, and its staging result is
+// removed once published.
 func TestRun_SessionLogsAndRawResultAreRedactedAndStagingRemoved(t *testing.T) {
 	const token = "ghtok-0123456789-plain-value"
-	t.Setenv("GH_TOKEN", token)
+	t.Setenv("GEN_X_READ_TOKEN", token)
 	base := t.TempDir()
 	l := layout.New(base)
 	l.Ensure()
+	os.WriteFile(l.GeneralManifest("gen-x"), []byte("name: gen-x\ngithub:\n  read_token_env: GEN_X_READ_TOKEN\n"), 0o600)
+	// As soldier-spawn does: the manifests' read tokens are secrets.
+	redact.SetExtraNames(config.SecretEnvNames(l.ConfigDir()))
+	t.Cleanup(func() { redact.SetExtraNames(nil) })
 	work := t.TempDir()
 	prompt := filepath.Join(base, "prompt.md")
 	os.WriteFile(prompt, []byte("work"), 0o600)

@@ -26,7 +26,8 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/spawn"
 )
 
-// Environment variables a soldier's engine sees (beside the passthrough).
+// Environment variables a soldier's engine sees (beside the passthrough;
+// GH_TOKEN only when the manifest lends a read token).
 const (
 	EnvTaskID        = layout.EnvTaskID
 	EnvResultPath    = "KINGDOM_RESULT_PATH"
@@ -112,13 +113,17 @@ func Run(ctx context.Context, o RunOptions) (*Outcome, error) {
 			return out, pub.publish(ctx, out.Raw)
 		}
 	}
+	// The manifest may lend a read token and open codex's network (SPEC
+	// §12.3); one that does not load lends and opens nothing.
+	m := loadManifest(l, o.General)
 	spec := engine.Spec{Engine: o.Engine, System: o.System, Resume: o.Resume,
-		PromptFile: o.PromptFile, Workdir: o.Workdir, TaskID: task, ResultPath: staging}
+		PromptFile: o.PromptFile, Workdir: o.Workdir, TaskID: task, ResultPath: staging,
+		Network: m != nil && m.EngineNetwork}
 	switch o.Engine {
 	case config.EngineClaude:
 		// Only claude enforces a budget itself (--max-budget-usd); other
-		// engines need not read the manifest and king.yaml for it.
-		spec.MaxBudgetUSD = taskBudget(l, o.General)
+		// engines need not read king.yaml for it.
+		spec.MaxBudgetUSD = taskBudget(l, m)
 		// §10.5: the session id is ours, recorded before the engine starts,
 		// so a soldier that dies mid-run still leaves a resumable id.
 		out.SessionID = o.Resume
@@ -161,7 +166,7 @@ func Run(ctx context.Context, o RunOptions) (*Outcome, error) {
 		return out, pub.publish(ctx, out.Raw)
 	}
 
-	env := engineEnv(l, o, hb)
+	env := engineEnv(l, o, hb, m)
 	parser := engine.NewParser(inv.Engine)
 	code, stderrTail, runErr := execute(ctx, l, o, inv, env, parser, hb)
 	po := parser.Outcome()
@@ -388,9 +393,12 @@ func execute(ctx context.Context, l layout.Layout, o RunOptions, inv *engine.Inv
 	return executeTo(ctx, l, o, inv, env, p, hb, true)
 }
 
-// engineEnv is the engine's environment (SPEC §9.17).
-func engineEnv(l layout.Layout, o RunOptions, hb string) []string {
-	return engine.Env(o.Environ, o.System.Runtime.EnvPassthrough, map[string]string{
+// engineEnv is the engine's environment (SPEC §9.17, §12.3): an allowlist
+// of o.Environ (engine.Env: no credential but the engine's model key),
+// this run's KINGDOM_* values, and GH_TOKEN only as the read-only token
+// the manifest m names in github.read_token_env (m may be nil).
+func engineEnv(l layout.Layout, o RunOptions, hb string, m *config.Manifest) []string {
+	extra := map[string]string{
 		layout.EnvBase:   o.BaseDir,
 		EnvTaskID:        o.TaskID,
 		EnvResultPath:    l.ResultStaging(o.TaskID),
@@ -398,7 +406,27 @@ func engineEnv(l layout.Layout, o RunOptions, hb string) []string {
 		EnvSoldierID:     o.SoldierID,
 		EnvGeneral:       o.General,
 		EnvWorkdir:       o.Workdir,
-	})
+	}
+	if m != nil && m.GitHub.ReadTokenEnv != "" {
+		if v := lookup(o.Environ, m.GitHub.ReadTokenEnv); v != "" {
+			extra[EnvReadToken] = v
+		}
+	}
+	return engine.Env(o.Engine, o.Environ, o.System.Runtime.EnvPassthrough, extra)
+}
+
+// EnvReadToken is where a soldier finds the manifest's read-only GitHub
+// token (gh and git read it there).
+const EnvReadToken = "GH_TOKEN"
+
+// lookup is the value of name in environ (the last one wins, as in exec).
+func lookup(environ []string, name string) string {
+	for i := len(environ) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(environ[i], name+"="); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // executeTo returns the exit code and the tail of the engine's stderr.
