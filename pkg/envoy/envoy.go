@@ -2,7 +2,9 @@
 // that imports slack-go. It reads queue/messages/pending/ and posts each
 // message with the Web API (thread bookkeeping in state/envoy/), and turns
 // Slack DMs, mentions and thread replies received over Socket Mode into
-// events through the queue's admitter. Without a bot token it runs in
+// events through the queue's admitter. Questions, thread starts, ❌ and
+// parks carry buttons (Answer, Cancel task, Retry, Unpark) bound to
+// records in the store (buttons.go). Without a bot token it runs in
 // console mode: outbound messages are printed and appended to
 // logs/envoy-console.log (under #console when a message names no channel
 // and none is configured), and `envoy reply` plays a human's thread reply.
@@ -90,9 +92,12 @@ type Envoy struct {
 	sleep    func(ctx context.Context, d time.Duration) error
 	messages *queue.Queue
 	admit    *queue.Admitter
-	st       *stateStore
-	poster   poster
-	console  bool
+	// tasks and events are read for the buttons (buttons.go): a task's
+	// attempt, its asker, the source event a Retry admits again.
+	tasks, events *queue.Queue
+	st            *stateStore
+	poster        poster
+	console       bool
 	// The config watch (retry.go): envoy.yaml's path and the stamp it had
 	// when last loaded; the fingerprint failed/ was last scanned under.
 	cfgPath   string
@@ -160,7 +165,9 @@ func New(o Options) (*Envoy, error) {
 	}
 	e.cfg.Store(o.Config)
 	e.st.replay = e.replay
-	e.admit = queue.NewAdmitter(o.Layout, queue.OnStore(o.Store, o.Layout, layout.QEvents, o.Events, o.Host))
+	e.events = queue.OnStore(o.Store, o.Layout, layout.QEvents, o.Events, o.Host)
+	e.tasks = queue.OnStore(o.Store, o.Layout, layout.QTasks, o.Events, o.Host)
+	e.admit = queue.NewAdmitter(o.Layout, e.events)
 	if o.BotToken == "" {
 		e.console = true
 		e.poster = &consolePoster{out: o.Stdout, path: o.Layout.EnvoyConsoleLog(),
@@ -205,7 +212,8 @@ func (e *Envoy) Watches() []runner.Watch {
 }
 
 // Tick reloads a changed envoy.yaml (sending the failures it may fix
-// again), handles `envoy reply` envelopes, forgets expired state, sends
+// again), handles `envoy reply` envelopes, forgets expired state, carries
+// out the button clicks a crash left half done (buttons.go), sends
 // every pending message, oldest first, and writes the state files.
 func (e *Envoy) Tick(ctx context.Context) error {
 	var errs []error
@@ -217,6 +225,9 @@ func (e *Envoy) Tick(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	if err := e.prune(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := e.finishButtons(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	if err := e.sendPending(ctx); err != nil {

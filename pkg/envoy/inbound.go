@@ -37,6 +37,9 @@ type Inbound struct {
 	// Console marks a reply played with `envoy reply` by the operator at the
 	// machine: the allowlist does not apply.
 	Console bool
+	// Button marks an answer given with the Answer button: its record
+	// allowed the user (the asker or the allowlist, buttons.go).
+	Button bool
 }
 
 // followUp is what to do after the envelope is acknowledged: slow Web API
@@ -160,7 +163,7 @@ func (e *Envoy) handleInbound(ctx context.Context, in Inbound) (followUp, error)
 	if !e.rememberEvent(in.EventID) {
 		return followUp{}, nil // Slack redelivered an envelope we handled
 	}
-	if !in.Console && !e.config().Allowed(in.User) {
+	if !in.Console && !in.Button && !e.config().Allowed(in.User) {
 		e.log.Info("refused a message from a user not on the allowlist", "user", in.User, "channel", in.Channel)
 		e.em.Emit("event.refused", map[string]any{"user_id": in.User, "channel": in.Channel, "type": typ})
 		thread := in.ThreadTS

@@ -218,8 +218,11 @@ func (e *Envoy) deliver(ctx context.Context, ent queue.Entry) error {
 			d = Delivery{Channel: t.channel, ThreadTS: t.threadTS}
 			unknown = true
 		default:
-			// The record before the post: one that cannot be written
-			// means no post.
+			// The buttons' records, then the delivery's, before the post:
+			// one that cannot be written means no post.
+			if err := e.makeButtons(ctx, m, t, &p); err != nil {
+				return e.holdForDisk(ctx, err)
+			}
 			if err := e.st.begin(ctx, m.ID); err != nil {
 				return e.holdForDisk(ctx, err)
 			}
@@ -238,6 +241,7 @@ func (e *Envoy) deliver(ctx context.Context, ent queue.Entry) error {
 				ch = t.channel
 			}
 			d = Delivery{Channel: ch, TS: ts, ThreadTS: t.threadTS}
+			e.postedButtons(ctx, p, ch, ts)
 		}
 		d.At = schema.FormatTime(e.clock.Now())
 	}
@@ -262,6 +266,9 @@ func (e *Envoy) deliver(ctx context.Context, ent queue.Entry) error {
 		if err := e.poster.React(ctx, r.channel, r.ts, r.name); err != nil {
 			e.log.Warn("reaction not added", "msg_id", m.ID, "reaction", r.name, "err", redact(err))
 		}
+	}
+	if m.Final != nil && taskKey(m) != "" {
+		e.closeTaskButtons(ctx, taskKey(m), m.ID)
 	}
 	slackDoc := map[string]any{"channel": d.Channel, "ts": d.TS}
 	if unknown {

@@ -23,6 +23,9 @@ type post struct {
 	Text     string
 	// For the console only: what is being said, about what.
 	MsgID, Type, TaskID string
+	// Buttons go under the text (buttons.go); the console prints the
+	// command that does what each does.
+	Buttons []button
 }
 
 // poster is where outbound messages go: the Slack Web API or the console.
@@ -36,6 +39,13 @@ type poster interface {
 	// Find returns the ts of p if it was posted since since, "" when it
 	// was not (deliveries.go).
 	Find(ctx context.Context, p post, since time.Time) (string, error)
+	// Update rewrites the message channel/ts in place: text, no buttons.
+	Update(ctx context.Context, channel, ts, text string) error
+	// Ephemeral shows text to user alone, in channel (and thread).
+	Ephemeral(ctx context.Context, channel, thread, user, text string) error
+	// OpenAnswer opens the Answer modal for the click of triggerID: one
+	// text input; its submission carries buttonID (buttons.go).
+	OpenAnswer(ctx context.Context, triggerID, buttonID, question string) error
 }
 
 // webPoster talks to the Slack Web API.
@@ -48,10 +58,34 @@ type webPoster struct {
 
 func (w *webPoster) Post(ctx context.Context, p post) (string, string, error) {
 	opts := []slack.MsgOption{slack.MsgOptionText(p.Text, false)}
+	if len(p.Buttons) > 0 {
+		opts = append(opts, slack.MsgOptionBlocks(buttonBlocks(p.Text, p.Buttons)...))
+	}
 	if p.ThreadTS != "" {
 		opts = append(opts, slack.MsgOptionTS(p.ThreadTS))
 	}
 	return w.api.PostMessageContext(ctx, p.Channel, opts...)
+}
+
+func (w *webPoster) Update(ctx context.Context, channel, ts, text string) error {
+	// The blocks are replaced by the text alone: the buttons go.
+	_, _, _, err := w.api.UpdateMessageContext(ctx, channel, ts, slack.MsgOptionText(text, false),
+		slack.MsgOptionBlocks(textBlock(text)))
+	return err
+}
+
+func (w *webPoster) Ephemeral(ctx context.Context, channel, thread, user, text string) error {
+	opts := []slack.MsgOption{slack.MsgOptionText(text, false)}
+	if thread != "" {
+		opts = append(opts, slack.MsgOptionTS(thread))
+	}
+	_, err := w.api.PostEphemeralContext(ctx, channel, user, opts...)
+	return err
+}
+
+func (w *webPoster) OpenAnswer(ctx context.Context, triggerID, buttonID, question string) error {
+	_, err := w.api.OpenViewContext(ctx, triggerID, answerModal(buttonID, question))
+	return err
 }
 
 func (w *webPoster) React(ctx context.Context, channel, ts, name string) error {
@@ -158,10 +192,27 @@ func (c *consolePoster) Post(_ context.Context, p post) (string, string, error) 
 		head += " " + p.TaskID
 	}
 	head += " (" + p.MsgID + ", ts " + ts + ")"
-	if err := c.write(head, p.Text); err != nil {
+	body := p.Text
+	for _, b := range p.Buttons {
+		body += "\n[" + b.Label + "] " + b.Command
+	}
+	if err := c.write(head, body); err != nil {
 		return "", "", err
 	}
 	return p.Channel, ts, nil
+}
+
+func (c *consolePoster) Update(_ context.Context, channel, ts, text string) error {
+	return c.write(fmt.Sprintf("%s message %s updated", channelName(channel), ts), text)
+}
+
+func (c *consolePoster) Ephemeral(_ context.Context, channel, _, user, text string) error {
+	return c.write(fmt.Sprintf("%s to %s only", channelName(channel), user), text)
+}
+
+// OpenAnswer has no console form: `envoy reply` is the console's Answer.
+func (c *consolePoster) OpenAnswer(context.Context, string, string, string) error {
+	return errors.New("no modals on the console: answer with envoy reply")
 }
 
 func (c *consolePoster) React(_ context.Context, channel, ts, name string) error {

@@ -74,7 +74,9 @@ func (e *Envoy) consume(ctx context.Context, smc *socketmode.Client) {
 				e.log.Warn("socket mode: unreadable envelope skipped")
 			case socketmode.EventTypeEventsAPI:
 				e.onEventsAPI(ctx, smc, evt)
-			case socketmode.EventTypeInteractive, socketmode.EventTypeSlashCommand:
+			case socketmode.EventTypeInteractive:
+				e.onInteractive(ctx, smc, evt)
+			case socketmode.EventTypeSlashCommand:
 				if evt.Request != nil {
 					smc.Ack(*evt.Request)
 				}

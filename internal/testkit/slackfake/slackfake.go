@@ -1,12 +1,13 @@
 // Package slackfake is a local stand-in for Slack that speaks the real
 // protocols, for tests of the envoy and of the whole kingdom: one
 // httptest.Server serves the Web API methods the envoy calls (auth.test,
-// chat.postMessage, reactions.add, apps.connections.open, and
-// conversations.replies and conversations.history over what was posted)
-// and the Socket
-// Mode websocket that apps.connections.open points at. The fake pushes
-// events_api envelopes, records acks, pings the client, and can drop the
-// connection.
+// chat.postMessage, chat.update, chat.postEphemeral, views.open,
+// reactions.add, apps.connections.open, and conversations.replies and
+// conversations.history over what was posted) and the Socket Mode
+// websocket that apps.connections.open points at. The fake pushes
+// events_api envelopes and interactive ones (block_actions from a button
+// click, view_submission from a modal, in the payload shapes Slack sends),
+// records acks, pings the client, and can drop the connection.
 //
 // Point the product at it by its normal config: envoy.yaml
 // `slack.api_url: <srv.APIURL()>` and any non-empty SLACK_BOT_TOKEN /
@@ -18,6 +19,9 @@
 //	env, _ := srv.PushMessage(slackfake.Msg{Channel: "D1", ChannelType: "im", User: "U1", Text: "hi", TS: "1700000000.000100"})
 //	srv.WaitAck(env, 5*time.Second)
 //	calls := srv.Calls("chat.postMessage")
+//	p, _ := srv.Message("C1", ts)                  // a message with its blocks
+//	env, _ = srv.Click(slackfake.Click{User: "U1", Channel: "C1", MessageTS: ts,
+//		ActionID: "answer", Value: p.Buttons()["answer"]})
 package slackfake
 
 import (
@@ -70,17 +74,68 @@ type failure struct {
 	retryAfter int
 }
 
-// posted is a message chat.postMessage accepted.
-type posted struct {
-	channel, ts, threadTS, text string
+// Posted is a message chat.postMessage accepted, as chat.update last
+// left it.
+type Posted struct {
+	Channel, TS, ThreadTS, Text string
+	// Blocks are the message's Block Kit blocks (nil: none).
+	Blocks []map[string]any
+	// Updates counts the chat.update calls on it.
+	Updates int
 }
 
-func (p posted) json() map[string]any {
-	m := map[string]any{"type": "message", "user": BotUserID, "bot_id": BotID, "text": p.text, "ts": p.ts}
-	if p.threadTS != "" {
-		m["thread_ts"] = p.threadTS
+func (p Posted) json() map[string]any {
+	m := map[string]any{"type": "message", "user": BotUserID, "bot_id": BotID, "text": p.Text, "ts": p.TS}
+	if p.ThreadTS != "" {
+		m["thread_ts"] = p.ThreadTS
+	}
+	if p.Blocks != nil {
+		m["blocks"] = p.Blocks
 	}
 	return m
+}
+
+// Buttons returns the message's buttons: action_id → value.
+func (p Posted) Buttons() map[string]string {
+	out := map[string]string{}
+	for _, b := range p.Blocks {
+		if b["type"] != "actions" {
+			continue
+		}
+		els, _ := b["elements"].([]any)
+		for _, el := range els {
+			if m, ok := el.(map[string]any); ok && m["type"] == "button" {
+				id, _ := m["action_id"].(string)
+				v, _ := m["value"].(string)
+				out[id] = v
+			}
+		}
+	}
+	return out
+}
+
+// Ephemeral is a message chat.postEphemeral showed to one user.
+type Ephemeral struct {
+	Channel, User, ThreadTS, Text string
+}
+
+// Click is a button click to push as a block_actions interaction.
+type Click struct {
+	User      string
+	Channel   string
+	MessageTS string
+	ThreadTS  string
+	ActionID  string
+	Value     string
+}
+
+// Submission is a modal's submission to push as a view_submission
+// interaction: Values is block_id → action_id → the input's value.
+type Submission struct {
+	User            string
+	CallbackID      string
+	PrivateMetadata string
+	Values          map[string]map[string]string
 }
 
 // Server is the fake Slack.
@@ -100,7 +155,10 @@ type Server struct {
 	opens    int
 	acks     map[string]int
 	tsSeq    int64
-	posted   []posted
+	posted   []Posted
+	ephem    []Ephemeral
+	views    []map[string]any
+	trigSeq  int
 	writeMu  sync.Mutex
 	envSeq   int
 	closed   bool
@@ -306,6 +364,112 @@ func (s *Server) PushMessageRetry(m Msg, retry int) (string, error) {
 	return s.Push(id, ev, retry)
 }
 
+// PushInteractive sends an interactive envelope carrying payload and
+// returns the envelope id.
+func (s *Server) PushInteractive(payload map[string]any) (string, error) {
+	if err := s.WaitConnected(5 * time.Second); err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	s.envSeq++
+	envID := fmt.Sprintf("env-%d", s.envSeq)
+	s.mu.Unlock()
+	return envID, s.send(map[string]any{"type": "interactive", "envelope_id": envID,
+		"accepts_response_payload": true, "payload": payload})
+}
+
+// Click pushes a block_actions interaction: c.User clicked the button
+// c.ActionID (value c.Value) on the message c.Channel/c.MessageTS. It
+// returns the envelope id and the trigger id a views.open may use.
+func (s *Server) Click(c Click) (envID, triggerID string, err error) {
+	s.mu.Lock()
+	s.trigSeq++
+	triggerID = fmt.Sprintf("trig-%d", s.trigSeq)
+	var msg map[string]any
+	for _, p := range s.posted {
+		if p.Channel == c.Channel && p.TS == c.MessageTS {
+			msg = p.json()
+		}
+	}
+	s.mu.Unlock()
+	if msg == nil {
+		msg = map[string]any{"type": "message", "ts": c.MessageTS, "text": ""}
+	}
+	container := map[string]any{"type": "message", "message_ts": c.MessageTS, "channel_id": c.Channel, "is_ephemeral": false}
+	if c.ThreadTS != "" {
+		container["thread_ts"] = c.ThreadTS
+	}
+	payload := map[string]any{
+		"type": "block_actions", "token": "verif", "api_app_id": "A1", "trigger_id": triggerID,
+		"user":         map[string]any{"id": c.User, "username": strings.ToLower(c.User), "team_id": TeamID},
+		"team":         map[string]any{"id": TeamID, "domain": "fake"},
+		"container":    container,
+		"channel":      map[string]any{"id": c.Channel, "name": "chan"},
+		"message":      msg,
+		"response_url": s.srv.URL + "/response/" + triggerID,
+		"actions": []map[string]any{{
+			"type": "button", "action_id": c.ActionID, "block_id": "kingdom-buttons", "value": c.Value,
+			"action_ts": "1700000000.999999", "text": map[string]any{"type": "plain_text", "text": c.ActionID},
+		}},
+	}
+	envID, err = s.PushInteractive(payload)
+	return envID, triggerID, err
+}
+
+// Submit pushes a view_submission interaction of a modal.
+func (s *Server) Submit(sub Submission) (string, error) {
+	values := map[string]any{}
+	for block, acts := range sub.Values {
+		m := map[string]any{}
+		for act, v := range acts {
+			m[act] = map[string]any{"type": "plain_text_input", "value": v}
+		}
+		values[block] = m
+	}
+	payload := map[string]any{
+		"type": "view_submission", "token": "verif", "api_app_id": "A1",
+		"user": map[string]any{"id": sub.User, "username": strings.ToLower(sub.User), "team_id": TeamID},
+		"team": map[string]any{"id": TeamID, "domain": "fake"},
+		"view": map[string]any{"id": "V1", "type": "modal", "callback_id": sub.CallbackID,
+			"private_metadata": sub.PrivateMetadata, "state": map[string]any{"values": values}},
+	}
+	return s.PushInteractive(payload)
+}
+
+// Message returns the message channel/ts as posted and updated.
+func (s *Server) Message(channel, ts string) (Posted, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.posted {
+		if p.Channel == channel && p.TS == ts {
+			return p, true
+		}
+	}
+	return Posted{}, false
+}
+
+// Messages returns every posted message, oldest first.
+func (s *Server) Messages() []Posted {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Posted(nil), s.posted...)
+}
+
+// Ephemerals returns the ephemeral messages shown so far.
+func (s *Server) Ephemerals() []Ephemeral {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Ephemeral(nil), s.ephem...)
+}
+
+// Views returns the views views.open opened (each the "view" object, with
+// "trigger_id" added).
+func (s *Server) Views() []map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]map[string]any(nil), s.views...)
+}
+
 // Acks returns how many times envelope id was acknowledged.
 func (s *Server) Acks(envelopeID string) int {
 	s.mu.Lock()
@@ -361,10 +525,15 @@ func writeJSON(w http.ResponseWriter, v any) {
 func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 	method := strings.TrimPrefix(r.URL.Path, "/api/")
 	call := Call{Method: method, Form: url.Values{}}
+	var body map[string]any
 	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
-		var body map[string]any
 		json.NewDecoder(r.Body).Decode(&body)
 		for k, v := range body {
+			if _, ok := v.(string); !ok {
+				b, _ := json.Marshal(v)
+				call.Form.Set(k, string(b))
+				continue
+			}
 			call.Form.Set(k, fmt.Sprint(v))
 		}
 	} else if err := r.ParseForm(); err == nil {
@@ -414,11 +583,56 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.tsSeq += 100
 		ts := fmt.Sprintf("%d.%06d", s.tsSeq/1000000, s.tsSeq%1000000)
-		s.posted = append(s.posted, posted{channel: call.Form.Get("channel"), ts: ts,
-			threadTS: call.Form.Get("thread_ts"), text: call.Form.Get("text")})
+		s.posted = append(s.posted, Posted{Channel: call.Form.Get("channel"), TS: ts,
+			ThreadTS: call.Form.Get("thread_ts"), Text: call.Form.Get("text"), Blocks: blocks(call.Form)})
 		s.mu.Unlock()
 		writeJSON(w, map[string]any{"ok": true, "channel": call.Form.Get("channel"), "ts": ts,
 			"message": map[string]any{"text": call.Form.Get("text"), "ts": ts}})
+	case "chat.update":
+		ch, ts := call.Form.Get("channel"), call.Form.Get("ts")
+		s.mu.Lock()
+		found := false
+		for i := range s.posted {
+			if p := &s.posted[i]; p.Channel == ch && p.TS == ts {
+				found = true
+				p.Updates++
+				if _, ok := call.Form["text"]; ok {
+					p.Text = call.Form.Get("text")
+				}
+				if _, ok := call.Form["blocks"]; ok { // absent: the blocks stay
+					p.Blocks = blocks(call.Form)
+				}
+			}
+		}
+		s.cond.Broadcast()
+		s.mu.Unlock()
+		if !found {
+			writeJSON(w, map[string]any{"ok": false, "error": "message_not_found"})
+			return
+		}
+		writeJSON(w, map[string]any{"ok": true, "channel": ch, "ts": ts, "text": call.Form.Get("text")})
+	case "chat.postEphemeral":
+		s.mu.Lock()
+		s.ephem = append(s.ephem, Ephemeral{Channel: call.Form.Get("channel"), User: call.Form.Get("user"),
+			ThreadTS: call.Form.Get("thread_ts"), Text: call.Form.Get("text")})
+		s.tsSeq += 100
+		ts := fmt.Sprintf("%d.%06d", s.tsSeq/1000000, s.tsSeq%1000000)
+		s.cond.Broadcast()
+		s.mu.Unlock()
+		writeJSON(w, map[string]any{"ok": true, "message_ts": ts})
+	case "views.open":
+		view, _ := body["view"].(map[string]any)
+		trigger, _ := body["trigger_id"].(string)
+		if view == nil || trigger == "" {
+			writeJSON(w, map[string]any{"ok": false, "error": "invalid_arguments"})
+			return
+		}
+		view["trigger_id"] = trigger
+		s.mu.Lock()
+		s.views = append(s.views, view)
+		s.cond.Broadcast()
+		s.mu.Unlock()
+		writeJSON(w, map[string]any{"ok": true, "view": map[string]any{"id": fmt.Sprintf("V%d", len(s.views)), "type": "modal"}})
 	case "conversations.replies", "conversations.history":
 		// One page: the thread of ts (its parent first), or the channel's
 		// top-level messages newest first, each at or after oldest.
@@ -426,13 +640,13 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 		msgs := []map[string]any{}
 		s.mu.Lock()
 		for _, p := range s.posted {
-			if p.channel != ch || (oldest != "" && p.ts < oldest) {
+			if p.Channel != ch || (oldest != "" && p.TS < oldest) {
 				continue
 			}
-			if method == "conversations.replies" && (p.ts == thread || p.threadTS == thread) {
+			if method == "conversations.replies" && (p.TS == thread || p.ThreadTS == thread) {
 				msgs = append(msgs, p.json())
 			}
-			if method == "conversations.history" && p.threadTS == "" {
+			if method == "conversations.history" && p.ThreadTS == "" {
 				msgs = append([]map[string]any{p.json()}, msgs...)
 			}
 		}
@@ -445,6 +659,19 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, map[string]any{"ok": false, "error": "unknown_method"})
 	}
+}
+
+// blocks decodes a call's "blocks" field (a JSON array in a form field).
+func blocks(f url.Values) []map[string]any {
+	raw := f.Get("blocks")
+	if raw == "" {
+		return nil
+	}
+	var out []map[string]any
+	if json.Unmarshal([]byte(raw), &out) != nil {
+		return nil
+	}
+	return out
 }
 
 func (s *Server) link(w http.ResponseWriter, r *http.Request) {
