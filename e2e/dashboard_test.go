@@ -113,7 +113,7 @@ func TestDashboard_BrowserSeesTheKingdomLive(t *testing.T) {
 	// codex hit a usage limit an hour ago (SPEC §10.8); this kingdom's
 	// general runs the command engine, so its work is not held back.
 	until := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
-	if err := enginepause.Save(t.Context(), kv.Files(k.L), enginepause.File{"codex": {Until: until, Reason: "usage limit reached"}}); err != nil {
+	if err := enginepause.Save(t.Context(), kv.OnStore(k.St), enginepause.File{"codex": {Until: until, Reason: "usage limit reached"}}); err != nil {
 		t.Fatal(err)
 	}
 	k.Start()
@@ -229,7 +229,7 @@ func TestDashboard_BrowserSeesTheKingdomLive(t *testing.T) {
 	// The operator pauses the kingdom (start pause's request file, which the
 	// king acts on): the page shows it.
 	waitText("admission running", "#pause", "running")
-	if _, err := control.Submit(t.Context(), kv.Files(k.L), control.Request{Action: control.ActionPause, By: "e2e"}, time.Now()); err != nil {
+	if _, err := control.Submit(t.Context(), kv.OnStore(k.St), control.Request{Action: control.ActionPause, By: "e2e"}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	waitText("the pause", "#pause", "paused")

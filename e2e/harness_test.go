@@ -20,6 +20,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
+	filestore "github.com/kingdom-dev/kingdom/pkg/store/files"
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
 )
 
@@ -53,11 +54,14 @@ func TestMain(m *testing.M) {
 
 // Kingdom is one installation under test.
 type Kingdom struct {
-	t      *testing.T
-	L      layout.Layout
-	Tmux   *tmux.Client
-	start  *exec.Cmd
-	out    *os.File
+	t     *testing.T
+	L     layout.Layout
+	Tmux  *tmux.Client
+	start *exec.Cmd
+	out   *os.File
+	// St is the test's own files store of the base dir (another process
+	// to the kingdom's roles); Events, Tasks and Msgs are its queues.
+	St     *filestore.Store
 	Events *queue.Queue
 	Tasks  *queue.Queue
 	Msgs   *queue.Queue
@@ -84,15 +88,20 @@ func NewKingdom(t *testing.T, files map[string]string) *Kingdom {
 			t.Fatal(err)
 		}
 	}
+	st, err := filestore.Open(l, "test-host")
+	if err != nil {
+		t.Fatal(err)
+	}
 	k := &Kingdom{
-		t: t, L: l,
+		t: t, L: l, St: st,
 		Tmux:   &tmux.Client{Socket: fmt.Sprintf("kingdom-e2e-%d-%d", os.Getpid(), time.Now().UnixNano())},
-		Events: queue.New(l, layout.QEvents, nil),
-		Tasks:  queue.New(l, layout.QTasks, nil),
-		Msgs:   queue.New(l, layout.QMessages, nil),
+		Events: queue.OnStore(st, l, layout.QEvents, nil, "test-host"),
+		Tasks:  queue.OnStore(st, l, layout.QTasks, nil, "test-host"),
+		Msgs:   queue.OnStore(st, l, layout.QMessages, nil, "test-host"),
 	}
 	t.Cleanup(func() {
 		k.Stop()
+		st.Close()
 		if t.Failed() {
 			k.dumpLogs()
 			t.Logf("base dir kept for inspection: %s", base)

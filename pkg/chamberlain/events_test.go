@@ -13,7 +13,6 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
@@ -164,7 +163,7 @@ func TestEvents_TimeoutSpikeInSlidingHour(t *testing.T) {
 
 func TestEvents_StaleEventWarnedOnce(t *testing.T) {
 	e := newEnv(t, time.Date(2026, 11, 21, 12, 0, 0, 0, time.Local))
-	eq := queue.New(e.l, layout.QEvents, nil)
+	eq := e.queue(layout.QEvents)
 	for _, id := range []string{"evt-inbox-a-1", "evt-inbox-b-1"} {
 		if err := eq.Put(layout.Pending, id, schema.Event{ID: id, Type: "x", Source: "inbox", Priority: "normal",
 			CreatedAt: schema.FormatTime(e.clk.Now()), Status: "pending"}); err != nil {
@@ -286,7 +285,7 @@ func TestEvents_DailySplitWhileAnotherProcessEmits(t *testing.T) {
 
 func TestEvents_ManyStaleEventsShareOneMessage(t *testing.T) {
 	e := newEnv(t, time.Date(2026, 11, 21, 12, 0, 0, 0, time.Local))
-	eq := queue.New(e.l, layout.QEvents, nil)
+	eq := e.queue(layout.QEvents)
 	for i := 0; i < 40; i++ {
 		id := fmt.Sprintf("evt-inbox-held-%02d", i)
 		if err := eq.Put(layout.Pending, id, schema.Event{ID: id, Type: "x", Source: "inbox", Priority: "low",

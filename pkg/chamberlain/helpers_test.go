@@ -17,6 +17,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/store/files"
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
@@ -98,6 +99,11 @@ func newEnv(t testing.TB, start time.Time) *env {
 	t.Cleanup(func() { st.Close() })
 	e.st = st
 	return e
+}
+
+// queue is the queue of kind on the test's files store.
+func (e *env) queue(kind string) *queue.Queue {
+	return queue.OnStore(e.st, e.l, kind, nil, "test-host")
 }
 
 func (e *env) role(mode Mode) *Role {

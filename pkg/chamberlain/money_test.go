@@ -14,7 +14,6 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/enginepause"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/spend"
 	"github.com/kingdom-dev/kingdom/pkg/store"
@@ -207,7 +206,7 @@ func TestMoney_EnginePauseAlertsOnceAndRecovers(t *testing.T) {
 func TestMoney_EventsHeldByAPauseAreNotStale(t *testing.T) {
 	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.Local)
 	e := newEnv(t, now)
-	eq := queue.New(e.l, layout.QEvents, nil)
+	eq := e.queue(layout.QEvents)
 	id := "evt-inbox-held-1"
 	if err := eq.Put(layout.Pending, id, schema.Event{ID: id, Type: "x", Source: "inbox", Priority: "normal",
 		CreatedAt: schema.FormatTime(now), Status: "pending"}); err != nil {
@@ -312,7 +311,7 @@ func TestMoney_EventsHeldByADamagedLedgerAreNotStale(t *testing.T) {
 	e.cfg.Budget = spend.Budget{DailyUSD: usd(10)}
 	e.spendLedger(map[string]spend.Entry{"a#0#a": {Task: "a", General: "gen-pr", Engine: "claude", CostUSD: usd(0.5)}})
 	_, repair := e.damageLedger(1)
-	eq := queue.New(e.l, layout.QEvents, nil)
+	eq := e.queue(layout.QEvents)
 	id := "evt-inbox-held-1"
 	if err := eq.Put(layout.Pending, id, schema.Event{ID: id, Type: "x", Source: "inbox", Priority: "normal",
 		CreatedAt: schema.FormatTime(now), Status: "pending"}); err != nil {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
 )
@@ -23,7 +22,7 @@ func TestSessions_LiveSoldierOfInProgressTaskIsReRegisteredNotKilled(t *testing.
 	e.newSession("soldier-2-orphan")
 	tk := schema.Task{ID: task, EventID: "evt-inbox-x", TargetGeneral: "gen-pr", Type: "test.run", Payload: map[string]any{},
 		Priority: "normal", CreatedAt: schema.FormatTime(live.Created), Status: schema.TaskInProgress}
-	if err := queue.New(e.l, layout.QTasks, nil).Put(layout.InProgress, task, tk); err != nil {
+	if err := e.queue(layout.QTasks).Put(layout.InProgress, task, tk); err != nil {
 		t.Fatal(err)
 	}
 	writeFile(t, e.l.ResultSoldierID(task), "soldier-1-live\n")

@@ -8,7 +8,6 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
@@ -18,7 +17,7 @@ import (
 func TestEvents_NoStaleAlertWhilePaused(t *testing.T) {
 	e := newEnv(t, time.Date(2026, 11, 21, 12, 0, 0, 0, time.Local))
 	id := "evt-inbox-a-1"
-	if err := queue.New(e.l, layout.QEvents, nil).Put(layout.Pending, id, schema.Event{ID: id, Type: "x", Source: "inbox",
+	if err := e.queue(layout.QEvents).Put(layout.Pending, id, schema.Event{ID: id, Type: "x", Source: "inbox",
 		Priority: "normal", CreatedAt: schema.FormatTime(e.clk.Now()), Status: "pending"}); err != nil {
 		t.Fatal(err)
 	}

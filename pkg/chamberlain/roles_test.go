@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
@@ -173,7 +172,7 @@ func TestHeartbeat_DeadGeneralSoldiersKilledOthersUntouched(t *testing.T) {
 	e := newEnv(t, time.Now())
 	writeFile(t, e.l.GeneralManifest("gen-pr"), "name: gen-pr\ndescription: PR review\n")
 	writeFile(t, e.l.GeneralManifest("gen-ops"), "name: gen-ops\ndescription: ops\n")
-	tq := queue.New(e.l, layout.QTasks, nil)
+	tq := e.queue(layout.QTasks)
 	mk := func(task, gen, soldier string) {
 		if err := tq.Put(layout.InProgress, task, schema.Task{ID: task, EventID: "evt-" + task, TargetGeneral: gen, Type: "x",
 			Priority: "normal", CreatedAt: schema.FormatTime(e.clk.Now()), Status: "in_progress"}); err != nil {

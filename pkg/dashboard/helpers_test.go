@@ -14,6 +14,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
+	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/store/files"
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
 )
@@ -68,6 +69,18 @@ func withStore(t testing.TB, o Options) Options {
 		o.Store = st
 	}
 	return o
+}
+
+// filesQueue is the queue of kind as the roles on this machine write it:
+// on their own files store of l, closed when the test ends.
+func filesQueue(t testing.TB, l layout.Layout, kind string) *queue.Queue {
+	t.Helper()
+	st, err := files.Open(l, "test-host")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return queue.OnStore(st, l, kind, nil, "test-host")
 }
 
 func emitter(l layout.Layout, actor string) *eventlog.Emitter {

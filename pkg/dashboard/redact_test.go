@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
 )
 
@@ -20,7 +19,7 @@ func TestState_NeverShowsASecretFromPayloadsOrResults(t *testing.T) {
 	const secret = "plainGitHubValue0123456789abcdef" // no token shape: only the exact value matches
 	t.Setenv("GH_TOKEN", secret)
 	l := newBase(t)
-	tasks := queue.New(l, layout.QTasks, nil)
+	tasks := filesQueue(t, l, layout.QTasks)
 	// The secret straddles the 200-rune cut of a title.
 	long := strings.Repeat("x", 190) + " " + secret + " tail"
 	tasks.Put(layout.Completed, "task-20261124-101", validTask("task-20261124-101", "slack.channel.message",

@@ -24,7 +24,6 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
 	"github.com/kingdom-dev/kingdom/pkg/spend"
@@ -152,7 +151,7 @@ func metricValue(t testing.TB, fams map[string]*dto.MetricFamily, name string, l
 func TestMetrics_ParseAndMoveWithATask(t *testing.T) {
 	l := newBase(t)
 	_, url := startServer(t, Options{Layout: l})
-	q := queue.New(l, layout.QEvents, nil)
+	q := filesQueue(t, l, layout.QEvents)
 	q.Put(layout.Pending, "evt-1", validEvent("evt-1"))
 	os.WriteFile(l.Resources(), []byte(`{"timestamp":"`+time.Now().UTC().Format(time.RFC3339)+`","system":{"cpu_percent":10,"memory_percent":10,"disk_percent":10,"load_average":[0,0,0]},"sessions":{"soldiers_active":0,"soldiers_max":3,"list":[]},"health":"yellow"}`), 0o600)
 
@@ -207,7 +206,7 @@ func ptr[T any](v T) *T { return &v }
 func TestState_ShowsTasksSoldiersAndOutsideTextVerbatim(t *testing.T) {
 	l := newBase(t)
 	now := time.Now()
-	tasks := queue.New(l, layout.QTasks, nil)
+	tasks := filesQueue(t, l, layout.QTasks)
 	xss := `<img src=x onerror=alert(1)>`
 	tasks.Put(layout.Completed, "task-20261124-001", validTask("task-20261124-001", "github.pr.review_requested",
 		map[string]any{"subject_title": xss}, "completed"))

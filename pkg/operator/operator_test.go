@@ -13,7 +13,6 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/spend"
 )
@@ -46,7 +45,7 @@ func TestTasks_ListsStateGeneralAttemptAgeCost(t *testing.T) {
 	l := layout.New(t.TempDir())
 	l.Ensure()
 	now := time.Date(2026, 11, 24, 20, 0, 0, 0, time.UTC)
-	q := queue.New(l, layout.QTasks, nil)
+	q := filesQueue(t, l, layout.QTasks)
 	put := func(state, id string, created time.Time, retry int) {
 		tk := schema.Task{ID: id, EventID: "evt-" + id, TargetGeneral: "gen-pr", Type: "github.pr.review_requested",
 			Payload: map[string]any{}, Priority: "normal", CreatedAt: schema.FormatTime(created), Status: state, RetryCount: retry}
@@ -98,7 +97,7 @@ func TestTasks_CostSumsTheLedgersAttempts(t *testing.T) {
 	l := layout.New(t.TempDir())
 	l.Ensure()
 	now := time.Now()
-	q := queue.New(l, layout.QTasks, nil)
+	q := filesQueue(t, l, layout.QTasks)
 	id := "task-20261124-009"
 	q.Put(layout.InProgress, id, schema.Task{ID: id, EventID: "evt-9", TargetGeneral: "gen-pr", Type: "x",
 		Payload: map[string]any{}, Priority: "normal", CreatedAt: schema.FormatTime(now.Add(-time.Hour)), Status: "in_progress", RetryCount: 1})
@@ -124,7 +123,7 @@ func TestTasks_AClaimedTaskIsInProgressWhateverItsFileSays(t *testing.T) {
 	l := layout.New(t.TempDir())
 	l.Ensure()
 	now := time.Date(2026, 11, 24, 20, 0, 0, 0, time.UTC)
-	q := queue.New(l, layout.QTasks, nil)
+	q := filesQueue(t, l, layout.QTasks)
 	for id, status := range map[string]string{"task-20261124-001": schema.TaskPending, "task-20261124-002": schema.TaskRetrying} {
 		tk := schema.Task{ID: id, EventID: "evt-" + id, TargetGeneral: "gen-pr", Type: "github.pr.review_requested",
 			Payload: map[string]any{}, Priority: "normal", CreatedAt: schema.FormatTime(now), Status: status}

@@ -15,7 +15,6 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/enginepause"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
-	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
 	"github.com/kingdom-dev/kingdom/pkg/status"
@@ -160,7 +159,7 @@ func TestTasks_ShowEventSessionAttemptAndUsageLimitWait(t *testing.T) {
 	l.Ensure()
 	now := time.Date(2026, 11, 24, 6, 0, 0, 0, time.Local)
 	os.WriteFile(l.ConfigFile("system.yaml"), []byte("runtime:\n  engine: codex\n"), 0o600)
-	q := queue.New(l, layout.QTasks, nil)
+	q := filesQueue(t, l, layout.QTasks)
 	put := func(state, id string, retry int, notBefore string) {
 		tk := schema.Task{ID: id, EventID: "evt-" + id, TargetGeneral: "gen-pr", Type: "github.pr.review_requested",
 			Payload: map[string]any{}, Priority: "normal", CreatedAt: schema.FormatTime(now.Add(-time.Minute)), Status: state,
@@ -210,7 +209,7 @@ func TestEvents_ListWaitingEventsWithTheirReason(t *testing.T) {
 	l := layout.New(t.TempDir())
 	l.Ensure()
 	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
-	q := queue.New(l, layout.QEvents, nil)
+	q := filesQueue(t, l, layout.QEvents)
 	put := func(state, id, created string) {
 		ev := schema.Event{ID: id, Type: "github.pr.review_requested", Source: "github", Priority: "normal", CreatedAt: created, Status: state}
 		if err := q.Put(state, id, ev); err != nil {

@@ -206,7 +206,7 @@ func TestShared_FileModeIsTheBaseDir(t *testing.T) {
 	defer sh.Close()
 	task := schema.Task{ID: "task-20261124-001", EventID: "evt-1", TargetGeneral: "gen-pr", Type: "x", Payload: map[string]any{},
 		Priority: "normal", CreatedAt: schema.FormatTime(time.Now()), Status: schema.TaskPending}
-	if err := queue.New(l, layout.QTasks, nil).Put(layout.Pending, task.ID, task); err != nil {
+	if err := filesQueue(t, l, layout.QTasks).Put(layout.Pending, task.ID, task); err != nil {
 		t.Fatal(err)
 	}
 	if ids, _ := sh.Queues[layout.QTasks].IDs(layout.Pending); len(ids) != 1 {
@@ -228,4 +228,16 @@ func filesShared(t testing.TB, l layout.Layout) *Shared {
 	}
 	t.Cleanup(func() { st.Close() })
 	return StoreShared(l, st)
+}
+
+// filesQueue is the queue of kind as a role on this machine writes it: on
+// its own files store of l (another process's), closed with the test.
+func filesQueue(t testing.TB, l layout.Layout, kind string) *queue.Queue {
+	t.Helper()
+	st, err := files.Open(l, "test-host")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return queue.OnStore(st, l, kind, nil, "test-host")
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/clock"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
-	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
 )
@@ -30,7 +29,7 @@ func TestStatus_ShowsRolesQueuesSoldiersAndHealth(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lead.Release()
-	ev := queue.New(l, layout.QEvents, nil)
+	ev := filesQueue(t, l, layout.QEvents)
 	ev.Put(layout.Pending, "evt-1", schema.Event{ID: "evt-1", Type: "inbox.x", Source: "inbox", Priority: "normal", CreatedAt: "2026-11-21T10:00:00Z", Status: "pending"})
 	ev.Put(layout.Pending, "evt-2", schema.Event{ID: "evt-2", Type: "inbox.x", Source: "inbox", Priority: "normal", CreatedAt: "2026-11-21T10:00:00Z", Status: "pending"})
 	sessions.New(l).Add(sessions.Entry{ID: "soldier-1-a", TaskID: "task-20261121-001", General: "gen-pr", StartedAt: now})

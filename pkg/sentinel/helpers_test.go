@@ -76,7 +76,7 @@ func newEnv(t testing.TB) *env {
 	return &env{
 		t: t, l: l, clk: clk, logs: &syncBuf{}, st: st,
 		em:     eventlog.NewEmitter(l.EventsLog(), l.RotateLock(), layout.RoleSentinel, clk),
-		q:      queue.New(l, layout.QEvents, nil),
+		q:      queue.OnStore(st, l, layout.QEvents, nil, "test-host"),
 		getenv: map[string]string{"GH_TOKEN": "ghp_testtoken000000000000000000", "JIRA_USER_EMAIL": "bot@example.com", "JIRA_API_TOKEN": "jira-secret-token"},
 	}
 }

@@ -106,7 +106,7 @@ func TestWatchdog_LogsARolesRecordedExit(t *testing.T) {
 	if _, err := os.Stat(l.LastExit("envoy")); err == nil {
 		t.Error("a stale last-exit survived the role's launch")
 	}
-	es, _ := queue.New(l, layout.QMessages, nil).List(layout.Pending)
+	es, _ := queue.OnStore(w.o.Store, l, layout.QMessages, nil, "test-host").List(layout.Pending)
 	if len(es) != 1 {
 		t.Fatalf("%d alerts, want the crash-loop one", len(es))
 	}

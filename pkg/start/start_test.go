@@ -157,7 +157,7 @@ func TestWatchdog_CrashLoopGivesUpAndQueuesOneUrgentAlert(t *testing.T) {
 	if before != 3 {
 		t.Errorf("envoy launched %d times, want 3 (max_restarts)", before)
 	}
-	msgs := queue.New(l, layout.QMessages, nil)
+	msgs := queue.OnStore(w.o.Store, l, layout.QMessages, nil, "test-host")
 	es, _ := msgs.List(layout.Pending)
 	if len(es) != 1 {
 		t.Fatalf("%d alert messages, want 1", len(es))

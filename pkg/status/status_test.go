@@ -9,14 +9,36 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/queue"
+	"github.com/kingdom-dev/kingdom/pkg/store/files"
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
 )
+
+// storeQueues is every queue kind on a files store of l, closed with the
+// test.
+func storeQueues(t *testing.T, l layout.Layout) map[string]*queue.Queue {
+	t.Helper()
+	st, err := files.Open(l, "test-host")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	qs := map[string]*queue.Queue{}
+	for _, kind := range QueueKinds {
+		qs[kind] = queue.OnStore(st, l, kind, nil, "test-host")
+	}
+	return qs
+}
 
 type sessionsList []tmux.Session
 
 func (s sessionsList) List(context.Context) ([]tmux.Session, error) { return s, nil }
 
-func TestRead_CountsWithoutMovingAnything(t *testing.T) {
+// Read counts the store's queues. The files store lists a state by moving
+// its poison to rejected/ on the way (as every consumer's listing does), so
+// a poison file counts there, never as a pending document; a dot-temp is
+// no document at all.
+func TestRead_CountsTheStoresQueues(t *testing.T) {
 	l := layout.New(t.TempDir())
 	if err := l.Ensure(); err != nil {
 		t.Fatal(err)
@@ -30,15 +52,21 @@ func TestRead_CountsWithoutMovingAnything(t *testing.T) {
 	os.WriteFile(l.Heartbeat("king"), nil, 0o600)
 	os.Chtimes(l.Heartbeat("king"), now.Add(-5*time.Second), now.Add(-5*time.Second))
 
-	k, err := Read(context.Background(), l, sessionsList{{Name: "king"}}, now)
+	k, err := Read(context.Background(), l, sessionsList{{Name: "king"}}, now, storeQueues(t, l))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := k.Queues[layout.QEvents][layout.Pending]; got != 2 {
-		t.Errorf("events pending = %d, want 2", got)
+	if k.QueuesErr != nil {
+		t.Fatal(k.QueuesErr)
 	}
-	if _, err := os.Stat(filepath.Join(pending, "evt-b.json")); err != nil {
-		t.Errorf("a status read moved the poison file: %v (only its consumer rejects it)", err)
+	if got := k.Queues[layout.QEvents][layout.Pending]; got != 1 {
+		t.Errorf("events pending = %d, want 1 (evt-a)", got)
+	}
+	if got := k.Queues[layout.QEvents][layout.Rejected]; got != 1 {
+		t.Errorf("events rejected = %d, want 1 (the poison evt-b)", got)
+	}
+	if _, err := os.Stat(filepath.Join(pending, "evt-a.json")); err != nil {
+		t.Errorf("a status read moved a valid document: %v", err)
 	}
 	var king Role
 	for _, r := range k.Roles {
@@ -99,7 +127,7 @@ func TestRead_HeartbeatTouchedDuringTheReadIsFresh(t *testing.T) {
 	os.MkdirAll(l.RoleStateDir("king"), 0o700)
 	atomicfile.Touch(l.Heartbeat("king"))
 	now := time.Now()
-	k, err := Read(context.Background(), l, beatingLister{l, t}, now)
+	k, err := Read(context.Background(), l, beatingLister{l, t}, now, storeQueues(t, l))
 	if err != nil {
 		t.Fatal(err)
 	}
