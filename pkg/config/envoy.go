@@ -14,6 +14,14 @@ type Envoy struct {
 	Slack     EnvoySlack     `yaml:"slack"`
 	Intervals EnvoyIntervals `yaml:"intervals"`
 	Retry     EnvoyRetry     `yaml:"retry"`
+	Buttons   EnvoyButtons   `yaml:"buttons"`
+}
+
+// EnvoyButtons configures the buttons on the envoy's messages (SPEC §12.5).
+type EnvoyButtons struct {
+	// TTLHours is how long a button can be clicked after its message was
+	// posted.
+	TTLHours int `yaml:"ttl_hours" check:"min=1,max=720"`
 }
 
 // EnvoySlack configures Slack. Tokens are read from the environment
@@ -49,6 +57,7 @@ func DefaultEnvoy() *Envoy {
 		},
 		Intervals: EnvoyIntervals{OutboundSeconds: 5, ConversationTTLSeconds: 3600},
 		Retry:     EnvoyRetry{MaxAttempts: 3},
+		Buttons:   EnvoyButtons{TTLHours: 24},
 	}
 }
 
@@ -103,6 +112,9 @@ func (e *Envoy) Allowed(userID string) bool {
 
 // OutboundInterval is the fallback period for the outbound queue.
 func (e *Envoy) OutboundInterval() time.Duration { return seconds(e.Intervals.OutboundSeconds) }
+
+// ButtonTTL is how long a button stays clickable.
+func (e *Envoy) ButtonTTL() time.Duration { return time.Duration(e.Buttons.TTLHours) * time.Hour }
 
 // ConversationTTL is how long a conversation thread stays tracked.
 func (e *Envoy) ConversationTTL() time.Duration { return seconds(e.Intervals.ConversationTTLSeconds) }

@@ -6,7 +6,8 @@ import (
 	"time"
 )
 
-// King is king.yaml: routing, admission, retries, petitions and schedules.
+// King is king.yaml: routing, admission, retries, petitions, schedules,
+// budgets and brakes.
 type King struct {
 	Slack       KingSlack       `yaml:"slack"`
 	Retry       KingRetry       `yaml:"retry"`
@@ -15,6 +16,31 @@ type King struct {
 	Schedules   KingSchedules   `yaml:"schedules"`
 	Intervals   KingIntervals   `yaml:"intervals"`
 	Budget      KingBudget      `yaml:"budget"`
+	Breaker     KingBreaker     `yaml:"breaker"`
+}
+
+// KingBreaker is the brakes (SPEC §12.4): no attempt, item or general
+// burns money in a loop. NoProgressMinutes and the burn caps are the
+// generals' (they watch their soldiers); the item cap and the parks of a
+// general whose failures look alike are the king's. A cap of 0 (the item
+// cap, the failure threshold) and a null burn cap are off.
+type KingBreaker struct {
+	// NoProgressMinutes kills an attempt that produced no engine event
+	// and no worktree change for this long (Stalled, retried once).
+	NoProgressMinutes int `yaml:"no_progress_minutes" check:"min=1,max=1440"`
+	// BurnUSD and BurnTokens kill an attempt whose cost or tokens since
+	// its last progress pass them (Runaway, terminal); null: no cap.
+	BurnUSD    *float64 `yaml:"burn_usd" check:"min=0.01,max=100000"`
+	BurnTokens *int64   `yaml:"burn_tokens" check:"min=1000,max=1000000000000"`
+	// MaxAttemptsPerItem attempts (retries and re-triggers included) of
+	// one source item within ItemWindowHours; past it the item's new
+	// events are parked.
+	MaxAttemptsPerItem int `yaml:"max_attempts_per_item" check:"min=0,max=1000"`
+	ItemWindowHours    int `yaml:"item_window_hours" check:"min=1,max=720"`
+	// FailureThreshold failures of one general with one fingerprint
+	// within an hour park it; ParkMinutes later one canary task runs.
+	FailureThreshold int `yaml:"failure_threshold" check:"min=0,max=1000"`
+	ParkMinutes      int `yaml:"park_minutes" check:"min=1,max=10080"`
 }
 
 // KingBudget limits spending (SPEC §10.7); a null (absent) key means no
@@ -92,6 +118,8 @@ func DefaultKing() *King {
 		Petition:    Petition{Enabled: true, Models: map[string]string{EngineClaude: "haiku", EngineCodex: ""}, TimeoutSeconds: 15},
 		Schedules:   KingSchedules{CatchUpHours: 24},
 		Intervals:   KingIntervals{EventsSeconds: 10, ResultsSeconds: 10},
+		Breaker: KingBreaker{NoProgressMinutes: 20, MaxAttemptsPerItem: 8, ItemWindowHours: 24,
+			FailureThreshold: 5, ParkMinutes: 60},
 	}
 }
 
@@ -141,3 +169,16 @@ func (k *King) EventsInterval() time.Duration { return seconds(k.Intervals.Event
 
 // ResultsInterval is the fallback period for scanning results.
 func (k *King) ResultsInterval() time.Duration { return seconds(k.Intervals.ResultsSeconds) }
+
+// NoProgressLimit is how long an attempt may show no progress.
+func (k *King) NoProgressLimit() time.Duration {
+	return minutes(k.Breaker.NoProgressMinutes)
+}
+
+// ItemWindow is the window the per-item attempt cap counts in.
+func (k *King) ItemWindow() time.Duration { return hours(k.Breaker.ItemWindowHours) }
+
+// ParkDuration is how long a parked general waits for its canary.
+func (k *King) ParkDuration() time.Duration {
+	return minutes(k.Breaker.ParkMinutes)
+}

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
+	"path"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -45,6 +47,9 @@ type Manifest struct {
 	TrackConversation bool `yaml:"track_conversation"`
 	// GitHub is what the agent may hold of GitHub (SPEC §12.3).
 	GitHub ManifestGitHub `yaml:"github"`
+	// Outputs are the side effects the agent may ask Kingdom to carry out
+	// (SPEC §12.3).
+	Outputs ManifestOutputs `yaml:"outputs"`
 	// EngineNetwork lets a codex soldier's sandbox reach the network
 	// (sandbox_workspace_write.network_access); off by default.
 	EngineNetwork bool `yaml:"engine_network"`
@@ -74,6 +79,58 @@ type ManifestGitHub struct {
 	ReadTokenEnv string `yaml:"read_token_env"`
 }
 
+// ManifestOutputs allow the kinds of outputs an agent may ask for and cap
+// them (SPEC §12.3). An output of a kind not allowed, past its kind's max,
+// or pushing a protected path or a patch over max_patch_kb is refused
+// (an outcome with its reason, not an error).
+type ManifestOutputs struct {
+	// Allow lists the kinds (doc.OutputKinds); empty: none.
+	Allow []string `yaml:"allow"`
+	// Max caps each kind per attempt; a kind absent here may run once.
+	Max map[string]int `yaml:"max"`
+	// ProtectedPaths are globs (** crosses directories) a push may not
+	// touch; nil: DefaultProtectedPaths.
+	ProtectedPaths []string `yaml:"protected_paths"`
+	// MaxPatchKB caps the size of a push's diff.
+	MaxPatchKB int `yaml:"max_patch_kb" check:"min=1,max=102400"`
+}
+
+// OutputKinds are the kinds outputs.allow and outputs.max may name
+// (doc.OutputKinds; config imports no document package).
+var OutputKinds = []string{"github.review", "github.comment", "github.push", "github.pull_request", "jira.comment"}
+
+// DefaultProtectedPaths are what a push may never touch unless a manifest
+// says otherwise: CI and the engines' instruction and settings files.
+var DefaultProtectedPaths = []string{".github/**", ".claude/**", ".codex/**", ".mcp.json", "CLAUDE.md", "AGENTS.md"}
+
+// DefaultOutputMax is how many outputs of one kind an attempt may run
+// when outputs.max does not name the kind.
+const DefaultOutputMax = 1
+
+// MaxOf is how many outputs of kind one attempt may run.
+func (o ManifestOutputs) MaxOf(kind string) int {
+	if n, ok := o.Max[kind]; ok {
+		return n
+	}
+	return DefaultOutputMax
+}
+
+// Allows reports whether kind is in outputs.allow.
+func (o ManifestOutputs) Allows(kind string) bool { return slices.Contains(o.Allow, kind) }
+
+// Protected are the globs a push may not touch: protected_paths, or
+// DefaultProtectedPaths when the key is absent (an explicit [] protects
+// nothing).
+func (o ManifestOutputs) Protected() []string {
+	if o.ProtectedPaths == nil {
+		return DefaultProtectedPaths
+	}
+	return o.ProtectedPaths
+}
+
+// MaxPatchBytes caps a push's diff.
+func (o ManifestOutputs) MaxPatchBytes() int64 { return int64(o.MaxPatchKB) << 10 }
+
 // ManifestMemory bounds the general's learned memory.
 type ManifestMemory struct {
 	MaxKB int `yaml:"max_kb" check:"min=1,max=10240"`
@@ -89,6 +146,7 @@ func DefaultManifest() *Manifest {
 		Subscribes:       []string{},
 		Schedules:        []Schedule{},
 		Memory:           ManifestMemory{MaxKB: 64},
+		Outputs:          ManifestOutputs{Allow: []string{}, Max: map[string]int{}, MaxPatchKB: 512},
 	}
 }
 
@@ -180,6 +238,7 @@ func (m *Manifest) Validate() error {
 				strings.Join(GitHubTokenEnv, ", "), n)
 		}
 	}
+	m.validateOutputs(&p)
 	for i, s := range m.Subscribes {
 		if !subscribeRE.MatchString(s) {
 			p.add(fmt.Sprintf("subscribes[%d]", i), "expected an event type such as github.pr.review_requested or github.pr.*, got %q", s)
@@ -210,6 +269,29 @@ func (m *Manifest) Validate() error {
 		}
 	}
 	return p.err()
+}
+
+func (m *Manifest) validateOutputs(p *problems) {
+	o := &m.Outputs
+	kinds := strings.Join(OutputKinds, "|")
+	for i, k := range o.Allow {
+		if !slices.Contains(OutputKinds, k) {
+			p.add(fmt.Sprintf("outputs.allow[%d]", i), "expected one of %s, got %q", kinds, k)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(o.Max)) {
+		switch n := o.Max[k]; {
+		case !slices.Contains(OutputKinds, k):
+			p.add("outputs.max."+k, "expected a key among %s, got %q", kinds, k)
+		case n < 0 || n > 100:
+			p.add("outputs.max."+k, "expected 0..100, got %d", n)
+		}
+	}
+	for i, g := range o.ProtectedPaths {
+		if _, err := path.Match(strings.ReplaceAll(g, "**", "*"), ""); err != nil || strings.TrimSpace(g) == "" || strings.HasPrefix(g, "/") {
+			p.add(fmt.Sprintf("outputs.protected_paths[%d]", i), "expected a repository-relative glob such as .github/**, got %q", g)
+		}
+	}
 }
 
 // Timeout is the soldier's time limit.

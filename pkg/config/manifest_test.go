@@ -288,3 +288,59 @@ func TestSecretEnvNames_IncludeManifestReadTokens(t *testing.T) {
 		t.Errorf("SecretEnvNames = %v, want GEN_A_READ_TOKEN", names)
 	}
 }
+
+// SPEC §12.3: a manifest allows output kinds and caps them; by default it
+// allows none, runs one of each allowed kind, protects CI and the engines'
+// instruction files, and caps a push's patch at 512 KB.
+func TestLoadManifest_Outputs(t *testing.T) {
+	dir := t.TempDir()
+	m, err := LoadManifest(writeFile(t, dir, "gen-a.yaml", "name: gen-a\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := m.Outputs
+	if len(o.Allow) != 0 || o.Allows("github.comment") || o.MaxOf("github.review") != 1 || o.MaxPatchBytes() != 512<<10 ||
+		!slices.Equal(o.Protected(), []string{".github/**", ".claude/**", ".codex/**", ".mcp.json", "CLAUDE.md", "AGENTS.md"}) {
+		t.Errorf("defaults: %+v protected %v", o, o.Protected())
+	}
+	m, err = LoadManifest(writeFile(t, dir, "gen-b.yaml", "name: gen-b\noutputs:\n  allow: [github.review, github.push]\n"+
+		"  max: {github.review: 2, github.push: 0}\n  protected_paths: []\n  max_patch_kb: 8\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o = m.Outputs
+	if !o.Allows("github.push") || o.Allows("jira.comment") || o.MaxOf("github.review") != 2 || o.MaxOf("github.push") != 0 ||
+		o.MaxOf("github.comment") != 1 || len(o.Protected()) != 0 || o.MaxPatchBytes() != 8<<10 {
+		t.Errorf("set: %+v", o)
+	}
+	for _, c := range []struct{ body, want string }{
+		{"outputs:\n  allow: [github.merge]\n", `:3: outputs.allow[0]: expected one of github.review|github.comment|github.push|github.pull_request|jira.comment, got "github.merge"`},
+		{"outputs:\n  max: {slack.post: 1}\n", `outputs.max.slack.post: expected a key among`},
+		{"outputs:\n  max: {github.comment: -1}\n", `outputs.max.github.comment: expected 0..100, got -1`},
+		{"outputs:\n  protected_paths: [\"/etc/x\"]\n", `outputs.protected_paths[0]: expected a repository-relative glob`},
+		{"outputs:\n  max_patch_kb: 0\n", `outputs.max_patch_kb`},
+	} {
+		_, err := LoadManifest(writeFile(t, dir, "gen-c.yaml", "name: gen-c\n"+c.body))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: got %v, want %q", c.body, err, c.want)
+		}
+	}
+}
+
+// The shipped gen-pr manifest lets its agent review, comment, push a fix
+// branch and open a pull request from it, and nothing else.
+func TestShippedGenPR_AllowsItsOutputs(t *testing.T) {
+	for _, p := range []string{"../../config/generals/gen-pr.yaml", "../../generals/gen-pr/manifest.yaml"} {
+		m, err := LoadManifest(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"github.review", "github.comment", "github.push", "github.pull_request"}
+		if !slices.Equal(m.Outputs.Allow, want) {
+			t.Errorf("%s: outputs.allow = %v, want %v", p, m.Outputs.Allow, want)
+		}
+		if strings.Contains(m.Instructions, "gh") && strings.Contains(m.Instructions, "GH_TOKEN") {
+			t.Errorf("%s: instructions still send the agent to gh with a token: %q", p, m.Instructions)
+		}
+	}
+}

@@ -26,6 +26,11 @@ type admission struct {
 	paused   *hold
 	operator *hold
 	money    *moneyGate // budget and engine pauses (budget.go)
+	// parks says whether a general's park holds its task, or lets its
+	// canary through (breaker.go); nil: no parks.
+	parks func(general string) (h *hold, canary bool)
+	// claim marks a parked general's canary admitted.
+	claim func(general string)
 }
 
 func (k *King) admission() *admission {
@@ -34,7 +39,8 @@ func (k *King) admission() *admission {
 		k.log.Warn("resources.json unreadable; admitting as orange", "err", err)
 	}
 	n := k.tasks.Count(layout.Pending) + k.tasks.Count(layout.InProgress) + k.events.Count(layout.Petitioning)
-	a := &admission{snap: snap, inFlight: n, max: k.cfg.Concurrency.MaxSoldiers, money: k.moneyGate()}
+	a := &admission{snap: snap, inFlight: n, max: k.cfg.Concurrency.MaxSoldiers, money: k.moneyGate(),
+		parks: k.parkHold, claim: func(g string) { k.brk.claimed[g] = true }}
 	a.inFlight -= k.parkedTasks(a.money) // parked.go
 	k.applyPause(a)
 	k.applyDiskHold(a)
@@ -50,10 +56,19 @@ func (a *admission) acceptFor(priority, general string) bool {
 // holdFor says why a task of priority for general ("" = not yet known) may
 // not start now, or nil. The checks run in the order of their weight for the
 // operator: a pause, the machine's health, the token status, the soldier
-// slots, then money (an engine pause, the budgets).
+// slots, then money (an engine pause, the budgets). A parked general's
+// park holds it after the pause; its canary, once due, is admitted when
+// nothing else holds it.
 func (a *admission) holdFor(priority, general string) *hold {
 	if a.paused != nil {
 		return a.paused
+	}
+	canary := false
+	if a.parks != nil && general != "" {
+		var h *hold
+		if h, canary = a.parks(general); h != nil {
+			return h
+		}
 	}
 	if h := healthHold(a.snap, priority); h != nil {
 		return h
@@ -63,7 +78,12 @@ func (a *admission) holdFor(priority, general string) *hold {
 			detail: fmt.Sprintf("%d tasks in flight, max_soldiers %d: waits for a soldier slot", a.inFlight, a.max)}
 	}
 	if a.money != nil {
-		return a.money.hold(priority, general)
+		if h := a.money.hold(priority, general); h != nil {
+			return h
+		}
+	}
+	if canary {
+		a.claim(general)
 	}
 	return nil
 }

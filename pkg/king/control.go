@@ -19,7 +19,7 @@ import (
 )
 
 // Operator control (SPEC §10.11): the king acts on the requests `start
-// pause|resume|task cancel` drop into state/king/control/ (pkg/control owns
+// pause|resume|task cancel|unpark` drop into state/king/control/ (pkg/control owns
 // the file formats). Each request is answered in control/replies/ and then
 // removed; acting on one twice is harmless (pause keeps its first since,
 // cancel finds the task already finished).
@@ -68,7 +68,12 @@ func (k *King) applyPause(adm *admission) {
 func (k *King) handleControl(q control.Queued) error {
 	var req control.Request
 	err := json.Unmarshal(q.Data, &req)
-	if err == nil {
+	// An unpark names its park in "target" (breaker.go), which act checks.
+	var ext struct {
+		Target string `json:"target"`
+	}
+	json.Unmarshal(q.Data, &ext)
+	if err == nil && req.Action != control.ActionUnpark {
 		err = req.Validate()
 	}
 	stem := q.Key
@@ -80,14 +85,14 @@ func (k *King) handleControl(q control.Queued) error {
 		rep = control.Reply{ID: stem, OK: false, Message: "request refused: " + err.Error()}
 		k.log.Warn("control request refused", "request", stem, "err", err)
 	} else {
-		rep = k.act(&req)
+		rep = k.act(&req, ext.Target)
 	}
 	rep.At = schema.FormatTime(k.now())
 	return control.Answer(k.ctx(), k.kv, q.Key, rep)
 }
 
 // act carries out one valid request.
-func (k *King) act(req *control.Request) control.Reply {
+func (k *King) act(req *control.Request, target string) control.Reply {
 	rep := control.Reply{ID: req.ID, Action: req.Action, TaskID: req.TaskID}
 	by := firstNonEmpty(req.By, "operator")
 	var err error
@@ -101,6 +106,8 @@ func (k *King) act(req *control.Request) control.Reply {
 	case control.ActionCancelEvent:
 		rep.EventID = req.EventID
 		rep.Message, err = k.cancelEvent(req.EventID, by)
+	case control.ActionUnpark:
+		rep.Message, err = k.unpark(target, by)
 	}
 	if err != nil {
 		rep.Message = err.Error()

@@ -197,9 +197,23 @@ func (k *King) dispatch(ev *schema.Event, general, from string) error {
 // by the king's lease on a store (SPEC §11.7); on files one group commit, so
 // a crash leaves every event at the same step, which recover finishes.
 func (k *King) dispatchAll(rs []routed, from string) error {
+	// The breaker first: an event of a parked item is not dispatched
+	// (breaker.go).
+	rs, gateErr := k.itemGate(rs, from)
 	if len(rs) == 0 {
-		return nil
+		return gateErr
 	}
+	if err := k.dispatchGroup(rs, from); err != nil {
+		return errors.Join(gateErr, err)
+	}
+	for _, r := range rs {
+		k.countAttempt(r.ev.Source, &schema.Task{ID: r.ev.TaskID, Repo: r.ev.Repo, Payload: r.ev.Payload})
+	}
+	return gateErr
+}
+
+// dispatchGroup is dispatchAll's dispatch itself.
+func (k *King) dispatchGroup(rs []routed, from string) error {
 	ids, err := k.seq.next(k.ctx(), k.now().In(k.loc), len(rs), func(id string) bool { _, ok := k.tasks.Find(id); return ok })
 	if err != nil {
 		return err
@@ -211,6 +225,9 @@ func (k *King) dispatchAll(rs []routed, from string) error {
 		if data[i], err = encodeDispatched(r.ev, r.general); err != nil {
 			return fmt.Errorf("encode event %s: %w", r.ev.ID, err)
 		}
+	}
+	if err := k.recordCanaries(rs, ids); err != nil {
+		return err
 	}
 	return k.group(func(g *queue.GroupTx) error {
 		for i, r := range rs {

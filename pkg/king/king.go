@@ -19,6 +19,11 @@
 // cluster.go holds the duties that only matter with more than one host
 // (host loss, a resume's host), which on the files store find nothing to
 // do.
+//
+// breaker.go is the king's part of the brakes (SPEC §12.4, king.yaml
+// breaker): the per-item attempt cap and the parks of a general whose
+// failures look alike, kept in the store (pkg/parks) and lifted by a
+// passing canary, an item's window or `start unpark`.
 package king
 
 import (
@@ -38,6 +43,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/parks"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/runner"
 	"github.com/kingdom-dev/kingdom/pkg/store"
@@ -116,6 +122,7 @@ type King struct {
 	disk        diskHold             // the low-disk hold and its alert (hold.go)
 	mon         money                // cost ledger, budget and engine pauses (budget.go)
 	held        waitBook             // what waits and why (waits.go)
+	brk         breaker              // the parks (breaker.go)
 }
 
 // New builds a King. It loads the manifests once; later ticks reload them
@@ -159,6 +166,7 @@ func New(o Options) (*King, error) {
 		petExited:   map[string]bool{},
 		orphanSince: map[string]time.Time{},
 		wake:        make(chan struct{}, 1),
+		brk:         breaker{parks: map[string]*parks.Park{}, claimed: map[string]bool{}},
 	}
 	k.disk = diskHold{minFreeGB: o.DiskMinFreeGB, freeBytes: o.FreeBytes}
 	if k.disk.freeBytes == nil {
@@ -274,6 +282,10 @@ func (k *King) Tick(ctx context.Context) error {
 			k.started = true
 		}
 	}
+	// The parks hold this tick's dispatches (breaker.go).
+	if err := k.loadParks(); err != nil {
+		errs = append(errs, fmt.Errorf("parks: %w", err))
+	}
 	// Operator requests first, so a pause answered in this tick already
 	// holds this tick's admissions (control.go).
 	if err := k.processControl(); err != nil {
@@ -283,6 +295,11 @@ func (k *King) Tick(ctx context.Context) error {
 	// same tick, as admission counts the tasks in flight after it.
 	if err := k.processResults(); err != nil {
 		errs = append(errs, fmt.Errorf("results: %w", err))
+	}
+	// The canaries those results judged, the parks' alerts and the items
+	// whose window ended (breaker.go).
+	if err := k.processParks(); err != nil {
+		errs = append(errs, fmt.Errorf("parks: %w", err))
 	}
 	// The tasks of a lost host run again (cluster.go).
 	if err := k.processHostLoss(); err != nil {

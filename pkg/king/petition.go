@@ -190,6 +190,9 @@ func (k *King) settlePetition(ev *schema.Event) error {
 			if k.routes.Manifest(pr.General) == nil {
 				return k.petitionFallback(ev, "classifier named unknown general "+pr.General)
 			}
+			if k.parkedFor(ev, pr.General) {
+				return nil // its general is parked: judged again next tick
+			}
 			k.log.Info("petition routed", "event", id, "general", pr.General)
 			return k.endPetition(id, k.dispatch(ev, pr.General, layout.Petitioning))
 		default:
@@ -220,6 +223,9 @@ func (k *King) settlePetition(ev *schema.Event) error {
 // type), else answers politely that nobody can handle it.
 func (k *King) petitionFallback(ev *schema.Event, why string) error {
 	if g, ok := k.routes.Route(ev.Type); ok {
+		if k.parkedFor(ev, g) {
+			return nil // its general is parked: judged again next tick
+		}
 		k.log.Info("petition falls back to static routing", "event", ev.ID, "general", g, "why", why)
 		return k.endPetition(ev.ID, k.dispatch(ev, g, layout.Petitioning))
 	}

@@ -167,7 +167,10 @@ func (k *King) finishPending(t *schema.Task, res *schema.Result) error {
 func (k *King) finishInto(cs *[]completion, t *schema.Task, res *schema.Result) error {
 	k.cancelOverride(t, res)
 	general := t.TargetGeneral
-	if retryable(res, t.RetryCount, k.cfg.Retry.MaxAttempts) {
+	k.noteFailure(t, res) // breaker.go
+	// A parked general's canary is never retried: its failure parks the
+	// general again (breaker.go).
+	if retryable(res, t.RetryCount, k.cfg.Retry.MaxAttempts) && !k.isCanary(t) {
 		return k.retry(t, res)
 	}
 	if !failedOutcome(res.Status) {
@@ -400,6 +403,7 @@ func (k *King) retry(t *schema.Task, res *schema.Result) error {
 	if err := k.reschedule(t, nb, map[string]any{"error_reason": res.ErrorReason}); err != nil {
 		return err
 	}
+	k.countAttempt("", t) // a retry is an attempt of its item (breaker.go)
 	k.log.Info("task retry scheduled", "task", t.ID, "retry_count", t.RetryCount, "not_before", t.NotBefore, "reason", res.ErrorReason)
 	return nil
 }

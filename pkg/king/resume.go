@@ -64,6 +64,9 @@ func (k *King) handleReply(ev *schema.Event, adm *admission) error {
 	if err := k.dispatch(ev, rc.General, layout.Pending); err != nil {
 		return err
 	}
+	if ev.TaskID == "" {
+		return nil // its thread is a parked item (breaker.go)
+	}
 	if lost != "" {
 		return k.failAtOnce(ev.TaskID, schema.ReasonSessionLost, lost)
 	}
