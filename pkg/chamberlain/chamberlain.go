@@ -144,9 +144,6 @@ func (r *Role) Latest() *Report { return r.latest.Load() }
 
 // New builds the chamberlain for layout l; d.Store is required.
 func New(l layout.Layout, cfg Config, d Deps, mode Mode) (*Role, error) {
-	if d.Store == nil {
-		return nil, errors.New("chamberlain: no store")
-	}
 	if cfg.Chamberlain == nil {
 		cfg.Chamberlain = config.DefaultChamberlain()
 	}

@@ -154,9 +154,6 @@ func New(o Options) (*Server, error) {
 	if err := h.Check(o.Token); err != nil {
 		return nil, err
 	}
-	if o.Store == nil {
-		return nil, errors.New("dashboard: no store")
-	}
 	if o.MaxClients <= 0 {
 		o.MaxClients = DefaultMaxClients
 	}

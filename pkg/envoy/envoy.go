@@ -136,9 +136,6 @@ func New(o Options) (*Envoy, error) {
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
 	}
-	if o.Store == nil {
-		return nil, errors.New("envoy: no store")
-	}
 	if o.CallTimeout <= 0 {
 		o.CallTimeout = 10 * time.Second
 	}
