@@ -170,6 +170,7 @@ func SetupWith(role, baseFlag string, stdout io.Writer) (*Env, error) {
 	atomicfile.SetRole(role)
 	lo := logging.Options{Role: role, Stdout: stdout, SystemLog: l.SystemLog(), RotateLock: l.RotateLock(), Level: logLevel()}
 	sys.Store.AppName = "kingdom-" + role + "@" + host
+	sys.Store.ReadOnly = readOnly
 	st := newLazyStore(sys.Store, l)
 	// The event log is the store's: logs/events.log in files mode, a
 	// table every host shares in postgres mode (SPEC §12.1).

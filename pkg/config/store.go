@@ -54,6 +54,9 @@ type Store struct {
 	// AppName is the application_name of the process's connections
 	// (kingdom-<role>@<host>), set by the role at start, never by a file.
 	AppName string `yaml:"-"`
+	// ReadOnly opens the store only to read it (an operator's command in a
+	// tree another user owns); set by the command, never by a file.
+	ReadOnly bool `yaml:"-"`
 	// HostIDFile is where start recorded the host id it resolved
 	// (HostIDRecord), read by ResolveHostID after KINGDOM_HOST_ID: the
 	// roles and the operator commands set it, start itself does not.

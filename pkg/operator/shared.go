@@ -15,6 +15,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/app"
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
@@ -61,6 +62,7 @@ func OpenShared(ctx context.Context, l layout.Layout) (*Shared, error) {
 	sys.Store.HostIDFile = config.HostIDRecord(l.StateDir())
 	ctx, cancel := context.WithTimeout(ctx, sharedTimeout)
 	defer cancel()
+	sys.Store.ReadOnly = app.ForeignOwner(l.Base) != ""
 	st, err := open.Store(ctx, sys.Store, l)
 	if err != nil {
 		return nil, err

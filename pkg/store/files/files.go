@@ -56,7 +56,8 @@ type Store struct {
 	log    *eventlog.File // logs/events.log
 
 	mu   sync.Mutex // one writer per process; tx.lock orders processes
-	lock *lockfile.File
+	lock *lockfile.File // nil when read-only
+	ro   bool           // OpenReadOnly
 
 	cmu  sync.Mutex // the event-log reader below
 	rd   *logCursor
@@ -66,8 +67,8 @@ type Store struct {
 var _ store.Store = (*Store)(nil)
 
 // Open creates the tree of l if needed and returns its store. It finishes a
-// transaction a killed writer left behind.
-// host is this machine's host id, as the roles resolve it.
+// transaction a killed writer left behind. host is this machine's host id,
+// as the roles resolve it.
 func Open(l layout.Layout, host string) (*Store, error) {
 	if err := ids.Check(host); err != nil {
 		return nil, fmt.Errorf("open file store: host id: %w", err)
@@ -75,15 +76,10 @@ func Open(l layout.Layout, host string) (*Store, error) {
 	if err := l.Ensure(); err != nil {
 		return nil, fmt.Errorf("open file store: %w", err)
 	}
-	s := &Store{l: l, host: host, opened: time.Now(), dir: filepath.Join(l.StateDir(), "store"), queues: map[string]*queueDirs{}}
+	s := newStore(l, host, false)
 	if err := os.MkdirAll(filepath.Join(s.dir, "kv"), 0o700); err != nil {
 		return nil, fmt.Errorf("open file store: %w", err)
 	}
-	s.log = eventlog.NewFile(l.EventsLog(), l.RotateLock(), nil)
-	for kind := range layout.QueueStates {
-		s.queues[kind] = &queueDirs{l: l, kind: kind, states: layout.QueueStates[kind], log: s.log}
-	}
-	s.seen = newSeenIndex(l.SeenDir())
 	lf, err := lockfile.Open(filepath.Join(s.dir, "tx.lock"))
 	if err != nil {
 		return nil, err
@@ -96,6 +92,35 @@ func Open(l layout.Layout, host string) (*Store, error) {
 	return s, nil
 }
 
+// ErrReadOnly: a write on a store opened with OpenReadOnly.
+var ErrReadOnly = errors.New("the files store is open read-only (the base dir belongs to another user)")
+
+// OpenReadOnly opens an existing tree only to read it: an operator's
+// command in a tree another user runs (start status, chamberlain --once
+// from a root shell). It creates nothing, takes no lock, leaves poison
+// where it lies (not listed), finishes no journal (a reader may then see
+// half of a transaction a killed writer left, until that writer's
+// successor finishes it) and refuses every write with ErrReadOnly.
+func OpenReadOnly(l layout.Layout, host string) (*Store, error) {
+	if err := ids.Check(host); err != nil {
+		return nil, fmt.Errorf("open file store: host id: %w", err)
+	}
+	if _, err := os.Stat(l.Base); err != nil {
+		return nil, fmt.Errorf("open file store: %w", err)
+	}
+	return newStore(l, host, true), nil
+}
+
+func newStore(l layout.Layout, host string, ro bool) *Store {
+	s := &Store{l: l, host: host, opened: time.Now(), dir: filepath.Join(l.StateDir(), "store"), queues: map[string]*queueDirs{}, ro: ro}
+	s.log = eventlog.NewFile(l.EventsLog(), l.RotateLock(), nil)
+	for kind := range layout.QueueStates {
+		s.queues[kind] = &queueDirs{l: l, kind: kind, states: layout.QueueStates[kind], log: s.log, ro: ro}
+	}
+	s.seen = newSeenIndex(l.SeenDir())
+	return s
+}
+
 // Close releases the store's descriptors.
 func (s *Store) Close() error {
 	s.cmu.Lock()
@@ -105,6 +130,9 @@ func (s *Store) Close() error {
 	}
 	s.cmu.Unlock()
 	s.log.Close()
+	if s.lock == nil {
+		return nil
+	}
 	return s.lock.Close()
 }
 
@@ -113,6 +141,9 @@ func (s *Store) journal() string { return filepath.Join(s.dir, "journal.json") }
 // locked runs fn holding the write lock, after finishing a left-over
 // journal.
 func (s *Store) locked(fn func() error) error {
+	if s.ro {
+		return ErrReadOnly
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.lock.Lock(); err != nil {
@@ -146,6 +177,9 @@ func (s *Store) recover() error {
 // recoverIfNeeded finishes a left-over journal before a read, so a reader
 // never sees a killed writer's half.
 func (s *Store) recoverIfNeeded() error {
+	if s.ro {
+		return nil
+	}
 	if _, err := os.Lstat(s.journal()); err != nil {
 		return nil
 	}
@@ -278,6 +312,9 @@ func (s *Store) Values(ctx context.Context, ns string) (map[string][]byte, error
 // Lead takes state/<name>/leader.lock (the role's flock) and bumps the
 // epoch counter beside it.
 func (s *Store) Lead(ctx context.Context, name string) (store.Lease, error) {
+	if s.ro {
+		return nil, ErrReadOnly
+	}
 	if err := ids.Check(name); err != nil {
 		return nil, fmt.Errorf("lead: %w", err)
 	}

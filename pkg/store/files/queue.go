@@ -30,6 +30,7 @@ type queueDirs struct {
 	kind   string
 	states []string
 	log    *eventlog.File // system.file_rejected for poison
+	ro     bool           // read-only: poison is skipped, not moved
 }
 
 func (q *queueDirs) dir(state string) string { return q.l.QueueState(q.kind, state) }
@@ -122,7 +123,9 @@ func (q *queueDirs) list(state string) ([]store.Doc, error) {
 		}
 		switch {
 		case reason != "" && !rejected:
-			q.rejectFile(state, name, reason)
+			if !q.ro {
+				q.rejectFile(state, name, reason)
+			}
 			continue
 		case reason != "":
 			doc.Data = nil // rejected poison is listed by its reason alone

@@ -20,6 +20,9 @@ import (
 // its inode before it moves to the new one. The splits last written before
 // now-keep are then removed. It returns how many splits went.
 func (s *Store) TrimEvents(ctx context.Context, now time.Time, keep time.Duration) (int, error) {
+	if s.ro {
+		return 0, ErrReadOnly
+	}
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}

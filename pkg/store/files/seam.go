@@ -12,6 +12,9 @@ import (
 // Emit appends one line to logs/events.log (one write(2), O_APPEND, under
 // the rotate lock): an event outside a transaction needs no journal.
 func (s *Store) Emit(ctx context.Context, typ, actor string, data any) error {
+	if s.ro {
+		return ErrReadOnly
+	}
 	raw, err := store.EncodeData(data)
 	if err != nil {
 		return fmt.Errorf("emit %s: %w", typ, err)

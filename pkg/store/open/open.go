@@ -28,7 +28,11 @@ func Store(ctx context.Context, cfg config.Store, l layout.Layout) (store.Store,
 	}
 	switch cfg.Kind {
 	case config.StoreFiles, "":
-		st, err := files.Open(l, host)
+		open := files.Open
+		if cfg.ReadOnly {
+			open = files.OpenReadOnly
+		}
+		st, err := open(l, host)
 		if err != nil {
 			return nil, fmt.Errorf("open file store: %w", err)
 		}

@@ -1,0 +1,58 @@
+package files
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/store"
+)
+
+// A read-only store (an operator's view of another user's tree) reads what
+// the roles wrote, creates nothing, moves no poison and refuses writes.
+func TestOpenReadOnly_ReadsAndWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	l := layout.New(t.TempDir())
+	rw, err := Open(l, "test-host")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := []byte(`{"id":"evt-1","priority":"normal","created_at":"2026-01-01T00:00:00Z"}`)
+	if err := rw.Update(ctx, func(tx store.Tx) error { return tx.PutOnce(layout.QEvents, layout.Pending, "evt-1", doc) }); err != nil {
+		t.Fatal(err)
+	}
+	rw.Close()
+	poison := filepath.Join(l.QueueState(layout.QEvents, layout.Pending), "bad.json")
+	if err := os.WriteFile(poison, []byte("not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.RemoveAll(filepath.Join(l.StateDir(), "store"))
+
+	ro, err := OpenReadOnly(l, "test-host")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	docs, err := ro.List(ctx, layout.QEvents, layout.Pending)
+	if err != nil || len(docs) != 1 || docs[0].ID != "evt-1" {
+		t.Fatalf("list = %v, %v; want evt-1 alone", docs, err)
+	}
+	if _, err := os.Stat(poison); err != nil {
+		t.Fatalf("a read-only listing moved the poison: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(l.StateDir(), "store")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a read-only open created state/store: %v", err)
+	}
+	if err := ro.Update(ctx, func(tx store.Tx) error { return tx.Set("sequences", "x", []byte("1")) }); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("Update = %v, want ErrReadOnly", err)
+	}
+	if _, err := ro.Lead(ctx, "king"); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("Lead = %v, want ErrReadOnly", err)
+	}
+	if err := ro.Emit(ctx, "x", "y", nil); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("Emit = %v, want ErrReadOnly", err)
+	}
+}
