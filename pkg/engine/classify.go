@@ -125,9 +125,17 @@ func Classify(engine string, resumed bool, exitCode int, o *Outcome, stderrTail,
 		}
 		return Failure{Reason: doc.ReasonNoResult, Words: msg, Fix: fix}
 	}
-	if words == "" {
+	switch {
+	case o.IsError && exitCode == 0:
+		// claude can end is_error with exit 0: a failure all the same,
+		// in the engine's own words (SPEC §12.4).
+		if words == "" {
+			words = "no reason given"
+		}
+		words = fmt.Sprintf("engine %s reported an error (is_error) though it exited with code 0: %s", engine, words)
+	case words == "":
 		words = fmt.Sprintf("engine %s exited with code %d without a result", engine, exitCode)
-	} else {
+	default:
 		words = fmt.Sprintf("engine %s exited with code %d: %s", engine, exitCode, words)
 	}
 	return Failure{Reason: doc.ReasonEngineError, Words: words, Fix: fix}

@@ -397,3 +397,19 @@ func TestClassify_DenialsAndTheirFix(t *testing.T) {
 		})
 	}
 }
+
+// claude can end is_error: true with exit 0 (ENGINES.md): a failure in the
+// engine's own words, never a NoResult "ended normally" nor a success.
+func TestClassify_IsErrorWithExitZeroIsAFailureInTheEnginesWords(t *testing.T) {
+	p := NewParser("claude")
+	p.Line([]byte(`{"type":"result","subtype":"success","is_error":true,"duration_ms":457,"num_turns":1,"result":"API Error: 500 {\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":\"Internal server error\"}}","session_id":"7300d905-068c-4f29-a2e3-4ae5dff03078","total_cost_usd":0,"usage":{"input_tokens":0,"output_tokens":0},"permission_denials":[],"terminal_reason":"api_error","api_error_status":500,"errors":[]}`))
+	f := Classify("claude", false, 0, p.Outcome(), "", "system.yaml")
+	if f.Reason != schema.ReasonEngineError {
+		t.Fatalf("reason %s (%q), want EngineError", f.Reason, f.Message())
+	}
+	for _, want := range []string{"is_error", "exited with code 0", "Internal server error", "API error status 500"} {
+		if !strings.Contains(f.Message(), want) {
+			t.Errorf("message %q lacks %q", f.Message(), want)
+		}
+	}
+}

@@ -73,6 +73,11 @@ type LimitWatch struct {
 	failedResult bool
 	// textReason is the limit sentence of a text, preferred to reason.
 	textReason string
+	// server: a server rate limit or overload was seen in an error
+	// context (a claude 429 result, codex's rate-limit or high-demand
+	// words); serverReason is its sentence. A usage limit outranks it.
+	server       bool
+	serverReason string
 }
 
 // NewLimitWatch returns a watch for engine name (claude, codex or command;
@@ -129,7 +134,8 @@ func (w *LimitWatch) claudeRecord(typ string, m map[string]any) {
 			return
 		}
 		w.failedResult = true
-		if st, ok := m["api_error_status"].(float64); ok && st == 429 {
+		if st, ok := m["api_error_status"].(float64); ok && (st == 429 || st == 529) {
+			// 529: the API is overloaded, the same weather as a 429.
 			w.failed429 = true
 		}
 		if s, ok := m["result"].(string); ok {
@@ -142,9 +148,16 @@ func (w *LimitWatch) claudeRecord(typ string, m map[string]any) {
 				}
 			}
 		}
-		if w.failed429 && w.reason == "" {
+		if w.failed429 {
+			// A 429 is a usage limit only when something says so (the
+			// words, a rejected rate_limit_event); otherwise it is the
+			// server's rate limit (x-should-retry: true, no reset named):
+			// retried, never a pause of the engine (SPEC §12.4).
 			s, _ := m["result"].(string)
-			w.reason = firstLine(s, "API error 429")
+			w.server = true
+			if w.serverReason == "" {
+				w.serverReason = firstLine(s, "API error 429")
+			}
 		}
 	}
 }
@@ -195,6 +208,12 @@ func (w *LimitWatch) Text(s string) {
 		s = s[len(s)-64<<10:]
 	}
 	if !IsLimitText(s) {
+		if w.engine == config.EngineCodex && serverRE().MatchString(s) {
+			w.server = true
+			if w.serverReason == "" {
+				w.serverReason = serverSentence(s)
+			}
+		}
 		return
 	}
 	w.hit = true
@@ -245,7 +264,7 @@ func (w *LimitWatch) setReset(t time.Time) {
 // 60 minutes). A reset in the past gives now + MinLimitPause; one beyond
 // MaxLimitPause is taken as a misparse and gives the fallback.
 func (w *LimitWatch) Limit(now time.Time, fallback time.Duration) (Limit, bool) {
-	if !w.hit && !w.failed429 && !(w.rejected && w.failedResult) {
+	if !w.usage() {
 		return Limit{}, false
 	}
 	if fallback <= 0 {
@@ -283,17 +302,49 @@ func (w *LimitWatch) Limit(now time.Time, fallback time.Duration) (Limit, bool) 
 	return lim, true
 }
 
-// limitRE matches every wording of a usage or rate limit the engines have
-// used (ENGINES.md), case-insensitively.
+// usage reports whether the run ended on a usage limit: the words say so,
+// or claude's subscription rate_limit_event was rejected and the run
+// failed.
+func (w *LimitWatch) usage() bool { return w.hit || (w.rejected && w.failedResult) }
+
+// RateLimit reports whether the run ended on a server rate limit or
+// overload, not a usage limit (SPEC §12.4): a claude 429 whose words name
+// no usage limit (the API's per-minute limits; the CLI's own retries of an
+// x-should-retry: true answer ran out), codex's rate-limit and
+// "high demand" errors. Such a run is retried after a backoff; the engine
+// is never paused for it. reason is the engine's words.
+func (w *LimitWatch) RateLimit() (reason string, ok bool) {
+	if !w.server || w.usage() {
+		return "", false
+	}
+	return strings.TrimRight(strings.TrimSpace(w.serverReason), "."), true
+}
+
+// serverRE matches codex's words for a server rate limit or overload (not
+// a usage limit): the API's rate_limit_exceeded ("Rate limit reached for
+// gpt-… on tokens per min"), 429 Too Many Requests without a usage-limit
+// body, "We're currently experiencing high demand", server_is_overloaded.
+var serverRE = lazyRE(`(?i)(rate limit reached for|rate_limit_exceeded|too many requests|high demand|server_is_overloaded|overloaded)`)
+
+func serverSentence(s string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if serverRE().MatchString(l) {
+			return strings.TrimSpace(l)
+		}
+	}
+	return strings.TrimSpace(s)
+}
+
+// limitRE matches every wording of a usage limit the engines have used
+// (ENGINES.md), case-insensitively. A bare 429 ("Request rejected (429)")
+// or rate_limit_exceeded is the server's rate limit, not a usage limit.
 var limitRE = lazyRE(`(?i)(usage limit (?:reached|has been reached|exceeded)` +
 	`|hit your (?:[\w-]+ )?limit` +
 	`|out of extra usage` +
 	`|quota exceeded` +
-	`|usage_limit_reached` +
-	`|rate_limit_exceeded` +
-	`|request rejected \(429\))`)
+	`|usage_limit_reached)`)
 
-// IsLimitText reports whether s is an engine's usage- or rate-limit message.
+// IsLimitText reports whether s is an engine's usage-limit message.
 func IsLimitText(s string) bool { return limitRE().MatchString(s) }
 
 // limitSentence is the line of s that names the limit, trimmed.

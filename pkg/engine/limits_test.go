@@ -347,3 +347,54 @@ func TestLimitWatch_ReasonHasNoFinalPeriod(t *testing.T) {
 		t.Fatalf("reason %q ok=%v, want the engine's sentence without its final period", lim.Reason, ok)
 	}
 }
+
+// A 429 that names no usage limit is the server's rate limit (SPEC §12.4):
+// never a usage limit (which pauses the engine), always RateLimit; a real
+// usage limit stays one. The claude lines are the 2.1.328 CLI's own
+// against a fake API (x-should-retry: false per-minute limit; with
+// x-should-retry: true the CLI's api_retry lines first).
+func TestLimitWatch_ServerRateLimitIsNoUsageLimit(t *testing.T) {
+	const perMinute = `{"duration_api_ms":0,"stop_reason":"stop_sequence","session_id":"f06d7486-c083-44d7-a986-5a7f07476df9","total_cost_usd":0,"permission_denials":[],"terminal_reason":"api_error","is_error":true,"num_turns":1,"subtype":"success","api_error_status":429,"api_error_type":"rate_limit_error","result":"API Error: Request rejected (429) · Number of request tokens has exceeded your per-minute rate limit","type":"result","duration_ms":329}`
+	const retried = `{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"retry_delay_ms":1017,"error_status":429,"error":"rate_limit","session_id":"s"}`
+	cases := []struct {
+		name, engine string
+		lines        []string
+		server       string // substring of the RateLimit reason; "" = no server limit
+		usage        bool
+	}{
+		{"claude per-minute 429, x-should-retry false", "claude", []string{perMinute}, "per-minute rate limit", false},
+		{"claude 429 after the CLI's own retries, x-should-retry true", "claude", []string{retried, retried, perMinute}, "Request rejected (429)", false},
+		{"claude 429 with no words", "claude", []string{`{"type":"result","is_error":true,"api_error_status":429,"result":""}`}, "API error 429", false},
+		{"claude 529 overloaded", "claude", []string{`{"type":"result","is_error":true,"api_error_status":529,"result":"API Error: Repeated 529 Overloaded errors"}`}, "Overloaded", false},
+		{"codex high demand", "codex", []string{`{"type":"error","message":"We're currently experiencing high demand, which may cause temporary errors."}`,
+			`{"type":"turn.failed","error":{"message":"We're currently experiencing high demand, which may cause temporary errors."}}`}, "high demand", false},
+		{"codex TPM rate limit", "codex", []string{`{"type":"turn.failed","error":{"message":"Rate limit reached for gpt-5 in organization org-x on tokens per min (TPM): Limit 30000, Used 29000, Requested 2000. Please try again in 2s."}}`}, "tokens per min", false},
+		{"claude usage limit without a reset stays a usage limit", "claude", []string{`{"type":"result","is_error":true,"api_error_status":429,"result":"API Error: Request rejected (429) · The usage limit has been reached"}`}, "", true},
+		{"claude hit your limit", "claude", []string{`{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"result":"API Error: Request rejected (429) · You've hit your limit · resets 8pm (Europe/Berlin)"}`}, "", true},
+		{"claude subscription window rejected", "claude", []string{`{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":1777400000,"rateLimitType":"five_hour"}}`, retried,
+			`{"type":"result","is_error":true,"api_error_status":429,"result":"API Error: Request rejected (429)"}`}, "", true},
+		{"codex usage_limit_reached", "codex", []string{`{"type":"usage_limit_reached","resets_at":1777400000}`}, "", true},
+		{"claude success", "claude", []string{`{"type":"result","is_error":false,"result":"rate limit reached for the demo"}`}, "", false},
+		{"codex agent text", "codex", []string{`{"type":"item.completed","item":{"type":"agent_message","text":"high demand: 429 Too Many Requests"}}`}, "", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := NewParser(c.engine)
+			for _, l := range c.lines {
+				p.Line([]byte(l))
+			}
+			w := NewLimitWatch(c.engine)
+			for _, s := range p.Outcome().Signals {
+				w.Line(s.Raw)
+			}
+			_, usage := w.Limit(limitNow, time.Hour)
+			why, server := w.RateLimit()
+			if usage != c.usage {
+				t.Fatalf("usage limit %v, want %v", usage, c.usage)
+			}
+			if server != (c.server != "") || !strings.Contains(why, c.server) {
+				t.Fatalf("server rate limit %v %q, want %q", server, why, c.server)
+			}
+		})
+	}
+}

@@ -1,8 +1,13 @@
 package soldier
 
 import (
+	"os"
+	"path/filepath"
+
 	"math"
 	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/doc"
@@ -12,9 +17,11 @@ import (
 
 // Money and limits, the soldier's side (SPEC §10.7, §10.8): claude gets the
 // task's budget as --max-budget-usd and a run it stopped for the budget is
-// BudgetExceeded (terminal); a run the engine ended on a usage or rate
-// limit is published as failed with error_reason UsageLimited and
-// resets_at, which the king turns into a pause instead of a failure.
+// BudgetExceeded (terminal); a run the engine ended on a usage limit is
+// published as failed with error_reason UsageLimited and resets_at, which
+// the king turns into a pause instead of a failure; a run ended by the
+// server's rate limit (a 429 naming no usage limit) is run again after a
+// backoff inside the attempt, never a pause (SPEC §12.4).
 
 // loadManifest is the general's manifest, nil when it does not load (a
 // petition's, a test's general with no file).
@@ -116,4 +123,84 @@ func codexCost(sys *config.System, eng string, u *doc.Usage) *float64 {
 		float64(u.CacheReadInputTokens)*p.CachedInputPerMTok + float64(u.OutputTokens)*p.OutputPerMTok) / 1e6
 	c = math.Round(c*1e8) / 1e8
 	return &c
+}
+
+// DefaultRateLimitBackoff is the wait before each re-run of an engine that
+// ended on a server rate limit (SPEC §12.4; RunOptions.RateLimitBackoff):
+// the attempt's timeout, enforced by the general, still bounds the whole;
+// past the last, the attempt fails as a retryable EngineError.
+func DefaultRateLimitBackoff() []time.Duration {
+	return []time.Duration{30 * time.Second, time.Minute, 2 * time.Minute, 4 * time.Minute}
+}
+
+// rateLimited reports whether a failed run ended on a server rate limit
+// (not a usage limit: applyMoney made those UsageLimited), with the
+// engine's words.
+func rateLimited(raw map[string]any, eng string, po *engine.Outcome, stderrTail string) (string, bool) {
+	if !engineFailure(raw) || po == nil || (eng != config.EngineClaude && eng != config.EngineCodex) {
+		return "", false
+	}
+	w := engine.NewLimitWatch(eng)
+	for _, s := range po.Signals {
+		w.Line(s.Raw)
+	}
+	w.Text(stderrTail)
+	return w.RateLimit()
+}
+
+// resumable is the session a re-run continues: claude's when its
+// transcript was written, codex's thread when one was started; "" for a
+// fresh run.
+func resumable(eng string, env []string, workdir, session string) string {
+	if session == "" || engine.CheckSessionID(eng, session) != nil {
+		return ""
+	}
+	if eng == config.EngineClaude {
+		p := filepath.Join(engine.ClaudeProjectDir(engine.ClaudeConfigDir(env), workdir), session+".jsonl")
+		if _, err := os.Stat(p); err != nil {
+			return ""
+		}
+	}
+	return session
+}
+
+// continuePrompt writes the prompt of a re-run that resumes the session a
+// rate limit interrupted.
+func continuePrompt(l layout.Layout, task string) (string, error) {
+	p := l.ResultSpent(task) + ".continue.md"
+	return p, atomicfile.WriteFile(p, []byte(continueText), 0o600)
+}
+
+const continueText = "The model API rate-limited the previous turn. Continue the task where you left off, and end with the result as instructed.\n"
+
+// carried adds the spend of a rate-limited attempt's earlier runs to its
+// re-run's parser, so the spent record and the result count the attempt
+// whole.
+type carried struct {
+	engine.Parser
+	usage *doc.Usage
+	cost  *float64
+}
+
+// wrap returns p carrying c's spend (p itself when c is nil).
+func (c *carried) wrap(p engine.Parser) engine.Parser {
+	if c == nil || (c.usage == nil && c.cost == nil) {
+		return p
+	}
+	return &carried{Parser: p, usage: c.usage, cost: c.cost}
+}
+
+func (c *carried) Outcome() *engine.Outcome {
+	o := c.Parser.Outcome()
+	if c.usage != nil {
+		o.Usage = c.usage.Add(o.Usage)
+	}
+	if c.cost != nil {
+		sum := *c.cost
+		if o.CostUSD != nil {
+			sum += *o.CostUSD
+		}
+		o.CostUSD = &sum
+	}
+	return o
 }

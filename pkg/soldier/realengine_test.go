@@ -28,6 +28,8 @@ type realRig struct {
 	home   string
 	env    []string
 	engine string
+	// backoff is RunOptions.RateLimitBackoff (nil: the default).
+	backoff []time.Duration
 }
 
 func newRealRig(t *testing.T, eng string) *realRig {
@@ -57,7 +59,7 @@ func (r *realRig) run(task, prompt, workdir, resume string) *Outcome {
 	l := layout.New(r.base)
 	os.Remove(l.ResultRaw(task))
 	out, err := Run(context.Background(), RunOptions{Params: spawn.Params{BaseDir: r.base, TaskID: task, General: "gen-x",
-		PromptFile: p, Workdir: workdir, SoldierID: "soldier-1-" + task[len(task)-3:], Resume: resume}, System: r.sys, Environ: r.env})
+		PromptFile: p, Workdir: workdir, SoldierID: "soldier-1-" + task[len(task)-3:], Resume: resume}, System: r.sys, Environ: r.env, RateLimitBackoff: r.backoff})
 	if err != nil {
 		r.t.Fatal(err)
 	}

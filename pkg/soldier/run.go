@@ -48,6 +48,9 @@ type RunOptions struct {
 	// Log receives what the soldier itself has to say (a publication it
 	// retries, a forged raw result); nil: slog.Default().
 	Log *slog.Logger
+	// RateLimitBackoff is the wait before each re-run after a server rate
+	// limit; nil: DefaultRateLimitBackoff.
+	RateLimitBackoff []time.Duration
 }
 
 // Outcome reports what Run published.
@@ -76,6 +79,10 @@ var ErrInterrupted = errors.New("soldier interrupted by a signal")
 // is the agent's forgery and is replaced; a publication that cannot be
 // written (a full disk) is retried until ctx ends (see publisher.publish).
 func Run(ctx context.Context, o RunOptions) (*Outcome, error) {
+	backoff := o.RateLimitBackoff
+	if backoff == nil {
+		backoff = DefaultRateLimitBackoff()
+	}
 	if err := o.Check(); err != nil {
 		return nil, fmt.Errorf("soldier run: %w", err)
 	}
@@ -153,41 +160,85 @@ func Run(ctx context.Context, o RunOptions) (*Outcome, error) {
 		defer os.Remove(spec.SchemaFile)
 		defer os.Remove(spec.LastMessageFile)
 	}
-	inv, err := engine.Build(spec)
-	if err != nil {
-		reason := doc.ReasonEngineError
-		switch {
-		case errors.Is(err, engine.ErrMissing):
-			reason = doc.ReasonEngineMissing
-		case errors.Is(err, engine.ErrBadSession):
-			reason = doc.ReasonSessionLost
-		}
-		out.Raw = failed(task, reason, err.Error())
-		return out, pub.publish(ctx, out.Raw)
-	}
-
 	env := engineEnv(l, o, hb, m)
-	parser := engine.NewParser(inv.Engine)
-	code, stderrTail, runErr := execute(ctx, l, o, inv, env, parser, hb)
-	po := parser.Outcome()
-	out.Engine = po
-	if errors.Is(runErr, ErrInterrupted) {
-		// Killed from outside (the general's timeout, a dead-general
-		// cleanup, an operator): whoever killed the soldier writes its
-		// result; publishing EngineError here would race a Timeout.
-		return out, runErr
+	var (
+		inv   *engine.Invocation
+		po    *engine.Outcome
+		prior *carried // what the runs before a rate limit's re-run spent
+	)
+	for retry := 0; ; retry++ {
+		var err error
+		inv, err = engine.Build(spec)
+		if err != nil {
+			reason := doc.ReasonEngineError
+			switch {
+			case errors.Is(err, engine.ErrMissing):
+				reason = doc.ReasonEngineMissing
+			case errors.Is(err, engine.ErrBadSession):
+				reason = doc.ReasonSessionLost
+			}
+			out.Raw = failed(task, reason, err.Error())
+			return out, pub.publish(ctx, out.Raw)
+		}
+		parser := prior.wrap(engine.NewParser(inv.Engine))
+		code, stderrTail, runErr := execute(ctx, l, o, inv, env, parser, hb)
+		po = parser.Outcome()
+		out.Engine = po
+		if errors.Is(runErr, ErrInterrupted) {
+			// Killed from outside (the general's timeout, a dead-general
+			// cleanup, an operator): whoever killed the soldier writes its
+			// result; publishing EngineError here would race a Timeout.
+			return out, runErr
+		}
+		out.ExitCode = code
+		if po.SessionID != "" {
+			out.SessionID = po.SessionID
+		}
+		if out.SessionID != "" && po.SessionID != "" {
+			// codex's thread id appears only now; claude echoes ours.
+			_ = atomicfile.WriteFile(l.ResultSessionID(task), []byte(out.SessionID+"\n"), 0o600)
+		}
+		ro := o
+		ro.Resume = spec.Resume
+		out.Raw = resultOf(task, ro, inv, spec, po, code, stderrTail, runErr, staging)
+		applyMoney(out.Raw, inv.Engine, po, stderrTail, time.Now(), o.System.UsageLimitFallback())
+		why, ok := rateLimited(out.Raw, inv.Engine, po, stderrTail)
+		if !ok {
+			break
+		}
+		if retry >= len(backoff) {
+			out.Raw["error"] = redactBound(fmt.Sprintf("server rate limit, still after %d re-runs: %s", retry, why))
+			out.Raw["summary"] = out.Raw["error"]
+			break
+		}
+		// A server rate limit is weather: wait and run again inside this
+		// attempt (its timeout still bounds it), never a pause of the
+		// engine, never a retry the king counts (SPEC §12.4).
+		wait := backoff[retry]
+		pub.log.Warn("server rate limit: running the engine again after a backoff",
+			"task", task, "engine", inv.Engine, "backoff", wait.String(), "reason", redactBound(why))
+		select {
+		case <-ctx.Done():
+			return out, ErrInterrupted
+		case <-time.After(wait):
+		}
+		prior = &carried{usage: po.Usage, cost: po.CostUSD}
+		spec.Resume, spec.SessionID = resumable(inv.Engine, env, o.Workdir, out.SessionID), ""
+		if spec.Resume == "" && inv.Engine == config.EngineClaude {
+			out.SessionID = engine.NewSessionID()
+			spec.SessionID = out.SessionID
+			_ = atomicfile.WriteFile(l.ResultSessionID(task), []byte(out.SessionID+"\n"), 0o600)
+		}
+		if spec.Resume != "" {
+			// The conversation goes on where the limit stopped it.
+			cont, err := continuePrompt(l, task)
+			if err != nil {
+				break
+			}
+			defer os.Remove(cont)
+			spec.PromptFile = cont
+		}
 	}
-	out.ExitCode = code
-	if po.SessionID != "" {
-		out.SessionID = po.SessionID
-	}
-	if out.SessionID != "" && po.SessionID != "" {
-		// codex's thread id appears only now; claude echoes ours.
-		_ = atomicfile.WriteFile(l.ResultSessionID(task), []byte(out.SessionID+"\n"), 0o600)
-	}
-
-	out.Raw = resultOf(task, o, inv, spec, po, code, stderrTail, runErr, staging)
-	applyMoney(out.Raw, inv.Engine, po, stderrTail, time.Now(), o.System.UsageLimitFallback())
 	if out.SessionID != "" {
 		out.Raw["session_id"] = out.SessionID
 	}
@@ -220,6 +271,13 @@ func resultOf(task string, o RunOptions, inv *engine.Invocation, spec engine.Spe
 	}
 	var structErr error
 	raw, stageErr := readStaging(staging, task)
+	if inv.Engine == config.EngineClaude && po.Ended && po.IsError {
+		// claude's is_error is its failure signal whatever the exit code
+		// and subtype (it can end is_error with exit 0): what the agent
+		// left before the engine failed is not this attempt's result
+		// (SPEC §12.4).
+		structured, raw, stageErr = nil, nil, nil
+	}
 	if len(structured) > 0 {
 		sraw, err := fromStructured(task, structured)
 		if err == nil {
