@@ -15,7 +15,7 @@ import (
 // cost, terminal and error_reason are the soldier's to fill, never trusted
 // from the agent.
 var agentFields = []string{"status", "summary", "error", "question", "reason",
-	"memory_updates", "notify_channel", "proclamation", "metrics", "track_conversation"}
+	"memory_updates", "notify_channel", "proclamation", "metrics", "track_conversation", "outputs"}
 
 // agentStatuses are the statuses an agent may report (killed is ours).
 var agentStatuses = []any{ResultSuccess, ResultFailed, ResultNeedsHuman, ResultSkipped}

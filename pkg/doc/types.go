@@ -330,6 +330,64 @@ type RawResult struct {
 	// §10.6), for failed attempts too; CostUSD is nil when unpriced.
 	Usage   *Usage   `json:"usage,omitempty"`
 	CostUSD *float64 `json:"cost_usd,omitempty"`
+	// Outputs are the side effects the agent asks Kingdom to carry out
+	// after its soldier exits, in this order (SPEC §12.3): the agent
+	// holds no write token.
+	Outputs []Output `json:"outputs,omitempty"`
+}
+
+// Output kinds (SPEC §12.3).
+const (
+	OutputGitHubReview      = "github.review"
+	OutputGitHubComment     = "github.comment"
+	OutputGitHubPush        = "github.push"
+	OutputGitHubPullRequest = "github.pull_request"
+	OutputJiraComment       = "jira.comment"
+)
+
+// OutputKinds are every output kind, in the order they are documented.
+var OutputKinds = []string{OutputGitHubReview, OutputGitHubComment, OutputGitHubPush, OutputGitHubPullRequest, OutputJiraComment}
+
+// Output is one side effect an agent asks for. Kind says which fields
+// count: github.review {event, body, comments}, github.comment {body},
+// github.push {branch_suffix, message}, github.pull_request {title,
+// body}, jira.comment {body}; the others are ignored.
+type Output struct {
+	Kind         string          `json:"kind"`
+	Event        string          `json:"event,omitempty"` // COMMENT or REQUEST_CHANGES
+	Body         string          `json:"body,omitempty"`
+	Comments     []ReviewComment `json:"comments,omitempty"`
+	BranchSuffix string          `json:"branch_suffix,omitempty"`
+	Message      string          `json:"message,omitempty"`
+	Title        string          `json:"title,omitempty"`
+}
+
+// ReviewComment is one line comment of a github.review output.
+type ReviewComment struct {
+	Path string `json:"path"`
+	Line int    `json:"line"`
+	Body string `json:"body"`
+}
+
+// Output outcome states. An outcome is recorded pending (asked),
+// started (its call is under way) and ends done, refused or failed.
+const (
+	OutcomePending = "pending"
+	OutcomeStarted = "started"
+	OutcomeDone    = "done"
+	OutcomeRefused = "refused"
+	OutcomeFailed  = "failed"
+)
+
+// OutputOutcome is what became of one output: done with its link,
+// refused with the reason, or failed with the error.
+type OutputOutcome struct {
+	Index  int    `json:"index"`
+	Kind   string `json:"kind"`
+	State  string `json:"state"`
+	Link   string `json:"link,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	Error  string `json:"error,omitempty"`
 }
 
 // Usage is the token usage of one engine run (SPEC §10.6).
@@ -378,6 +436,10 @@ type Result struct {
 	// Host is the host that ran the attempt (PostgreSQL mode; empty in
 	// file mode): a resume of its question runs there (SPEC §11.7).
 	Host string `json:"host,omitempty"`
+	// OutputOutcomes say what became of each of RawResult.Outputs, in
+	// their order (SPEC §12.3): the task's thread and task.completed
+	// list them.
+	OutputOutcomes []OutputOutcome `json:"output_outcomes,omitempty"`
 }
 
 // InboxEvent is inbox/*.json as other tools drop it (SPEC §9.20).

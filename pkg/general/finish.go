@@ -13,6 +13,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/engine"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
 const maxRawBytes = 1 << 20
@@ -113,6 +114,19 @@ func (g *General) finish(ctx context.Context, t *schema.Task, sid string, starte
 	if ids.Valid(sid) {
 		final.SoldierID = sid
 	}
+	// SPEC §12.3: the outputs run before the result is published, so the
+	// king's message in the task's thread can name each outcome.
+	outcomes, err := g.runOutputs(ctx, t, ws, r)
+	if errors.Is(err, store.ErrFenced) {
+		g.lost(ctx, t, ws, fmt.Errorf("%w: %w", errLost, err))
+		return
+	} else if err != nil {
+		// The raw result stays; the records let the next try go on from
+		// where this one stopped.
+		g.strand(stranded{t: t, sid: sid, started: started, ws: ws}, err)
+		return
+	}
+	final.OutputOutcomes = outcomes
 	keepConversation(g.o.Manifest.TrackConversation, t, &final, ws.RepoDir)
 	final.Host = g.o.Host
 	var cp *schema.Checkpoint
@@ -143,7 +157,7 @@ func (g *General) finish(ctx context.Context, t *schema.Task, sid string, starte
 	// §10.6: the attempt's own figures (the king sums them per task).
 	g.emit("soldier.completed", map[string]any{"task_id": t.ID, "soldier_id": sid, "status": r.Status,
 		"error_reason": r.ErrorReason, "retry_count": t.RetryCount, "duration_seconds": final.DurationSeconds,
-		"cost_usd": r.CostUSD, "usage": r.Usage})
+		"cost_usd": r.CostUSD, "usage": r.Usage, "outputs": final.OutputOutcomes})
 	g.log.Info("task finished", "task", t.ID, "status", r.Status, "reason", r.ErrorReason)
 	// §9.9: the task dir goes with the final result, unless a human is
 	// asked (the resume runs in it and removes it at its end), a

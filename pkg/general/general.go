@@ -18,6 +18,18 @@
 // running attempts: the king only records them; the general that owns the
 // soldier kills it (cancel.go).
 //
+// The agent holds no keys (SPEC §12.3). For a pull request the general
+// prepares what the agent would have fetched: the worktree is the PR's
+// head with the base branch fetched beside it, the instruction files
+// (CLAUDE.md, AGENTS.md, .claude/, .codex/, .mcp.json) are the base
+// branch's, and the PR's title, body, changed files and comments are in
+// the task file and the prompt, fenced as untrusted text
+// (pullrequest.go). What the agent wants done outside its worktree it
+// asks for as outputs in its result; after a successful soldier the
+// general carries them out once with the write token, within the
+// manifest's outputs caps and while it holds the claim, and puts each
+// outcome into the final result (outputs.go, push.go, pkg/outputs).
+//
 //	g, err := general.New(general.Options{Layout: l, Manifest: m, System: sys, Tmux: tc, Store: st, Host: host, ...})
 //	runner.Run(ctx, runner.Options{Role: m.Name, Watches: g.Watches(), ...}, g)
 package general
@@ -27,6 +39,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sort"
 	"sync"
 	"time"
@@ -37,6 +50,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/outputs"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/runner"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
@@ -74,6 +88,11 @@ type Options struct {
 	// HostMaxSoldiers is king.yaml concurrency.host_max_soldiers: no claim
 	// while this host runs that many soldiers (0 = no cap).
 	HostMaxSoldiers int
+	// Services are the GitHub and Jira the general reads a pull request
+	// from and carries the agent's outputs out on, with the write token
+	// (SPEC §12.3); nil: outputs.Load (the sentinel's sentinel.yaml and
+	// the tokens of kingdom.env, read from the environment).
+	Services *outputs.Services
 }
 
 // General is one general's runtime; it implements runner.Role, Starter and
@@ -88,7 +107,8 @@ type General struct {
 	baseMu sync.Mutex
 	base   context.Context // Start's; nil before (a --once tick's is used)
 
-	kv kv.KV
+	kv       kv.KV
+	services outputs.Services
 	// fenced: this host's lease is stale (cluster.go); fenceMu serialises
 	// selfFence (Start's timer and Tick both run it).
 	fenceMu sync.Mutex
@@ -137,7 +157,11 @@ func New(o Options) (*General, error) {
 	if o.PollInterval <= 0 {
 		o.PollInterval = time.Second
 	}
-	return &General{
+	if o.Services == nil {
+		svc := outputs.Load(o.Layout, os.Getenv)
+		o.Services = &svc
+	}
+	return &General{services: *o.Services,
 		o: o, name: o.Manifest.Name,
 		tasks:    queue.OnStore(o.Store, o.Layout, layout.QTasks, o.Events, o.Host),
 		kv:       kv.OnStore(o.Store),

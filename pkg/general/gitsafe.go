@@ -16,9 +16,10 @@ import (
 // remote.*.uploadpack, credential helpers, filter drivers, ...). The git the
 // general runs must run none of them, and holds no Slack or Jira token:
 //   - gitEnv drops every secret variable but the GitHub tokens (the
-//     credential helper below needs them; soldiers get them anyway), makes
-//     git read no system or global config, and sets the only credential
-//     helper;
+//     credential helper below answers git with them, from the general's
+//     environment: never in a URL or a config file, and never in a
+//     soldier's), makes git read no system or global config, and sets the
+//     only credential helper;
 //   - gitSafetyArgs turn hooks and the fsmonitor off on the command line
 //     (which beats every config file) and forbid the ext:: transport;
 //   - restoreCloneConfig rewrites the base clone's .git/config to the one

@@ -17,6 +17,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/outputs"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/store"
@@ -77,6 +78,9 @@ type env struct {
 	// staleLease stops the ticks of tickUntil from renewing the host lease
 	// (a test of the self-fence).
 	staleLease bool
+	// svc are the GitHub and Jira the general reads and writes (nil: none
+	// reachable, so no test reaches out by accident).
+	svc *outputs.Services
 }
 
 type envOpt func(*env)
@@ -118,6 +122,14 @@ func newEnvTB(t testing.TB, opts ...envOpt) *env {
 	e.writeSystem()
 	renewLease(t, e, time.Now())
 	return e
+}
+
+// services are e.svc, or a GitHub nobody answers at.
+func (e *env) services() *outputs.Services {
+	if e.svc != nil {
+		return e.svc
+	}
+	return &outputs.Services{GitHubAPI: "http://127.0.0.1:1"}
 }
 
 // store is the env's store: the files store of its base dir unless a test
@@ -180,7 +192,7 @@ func (e *env) start() *General {
 		tm = e.tm
 	}
 	g, err := New(Options{Layout: e.l, Manifest: e.m, System: e.sys, Tmux: tm, Clock: e.clk,
-		SpawnBin: spawnBin, PollInterval: 20 * time.Millisecond, Trace: e.traceHook(), Store: e.store(), Host: e.host,
+		SpawnBin: spawnBin, PollInterval: 20 * time.Millisecond, Trace: e.traceHook(), Store: e.store(), Host: e.host, Services: e.services(),
 		Events: eventlog.NewEmitter(e.l.EventsLog(), e.l.RotateLock(), e.m.Name, nil)})
 	if err != nil {
 		e.t.Fatal(err)

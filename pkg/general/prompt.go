@@ -129,6 +129,9 @@ func (g *General) loadTemplate() string {
 func (g *General) BuildPrompt(t *schema.Task, ws workspace) (string, error) {
 	var b strings.Builder
 	b.WriteString(Render(g.loadTemplate(), Vars{TaskID: t.ID, Repo: ws.Repo, Type: t.Type, RepoDir: ws.RepoDir, Payload: t.Payload}))
+	if ws.PR != nil {
+		b.WriteString(ws.PR.promptSection())
+	}
 	l := g.o.Layout
 	sections := []struct{ title, dir, only string }{
 		{"Shared memory", l.MemoryShared(), ""},

@@ -33,6 +33,10 @@ type workspace struct {
 	Clone   string // base clone, "" for none
 	// Borrowed is set when RepoDir belongs to another task (resume, §9.8).
 	Borrowed bool
+	// PR is the pull request a github.pr.* task's worktree checks out
+	// (pullrequest.go); nil for other tasks and once the workspace is
+	// made (the task file keeps it).
+	PR *PullRequest
 }
 
 func (g *General) taskRepo(t *schema.Task) (string, error) {
@@ -100,8 +104,15 @@ func (g *General) prepareWorkspace(ctx context.Context, t *schema.Task) (workspa
 			if err := layout.EnsureDir(ws.RepoDir); err != nil {
 				return ws, err
 			}
-		} else if err := g.addWorktree(ctx, ws); err != nil {
-			return ws, err
+		} else {
+			pr, err := g.pullRequestOf(ctx, t, ws.Repo)
+			if err != nil {
+				return ws, err
+			}
+			ws.PR = pr
+			if err := g.addWorktree(ctx, ws); err != nil {
+				return ws, err
+			}
 		}
 	}
 	return ws, g.writeTaskFiles(t, ws)
@@ -117,12 +128,26 @@ func (g *General) addWorktree(ctx context.Context, ws workspace) error {
 		if err := g.syncClone(ctx, ws); err != nil {
 			return err
 		}
-		ref := "origin/HEAD"
-		if _, err := git(ctx, ws.Clone, "rev-parse", "--verify", "--quiet", "refs/remotes/origin/HEAD"); err != nil {
-			ref = "HEAD"
+		if ws.PR != nil {
+			if err := g.checkoutPR(ctx, ws, ws.PR); err != nil {
+				return err
+			}
+		} else {
+			ref := "origin/HEAD"
+			if _, err := git(ctx, ws.Clone, "rev-parse", "--verify", "--quiet", "refs/remotes/origin/HEAD"); err != nil {
+				ref = "HEAD"
+			}
+			if _, err := git(ctx, ws.Clone, "worktree", "add", "--detach", "--force", ws.RepoDir, ref); err != nil {
+				return fmt.Errorf("add worktree for %s: %w", ws.Repo, err)
+			}
 		}
-		if _, err := git(ctx, ws.Clone, "worktree", "add", "--detach", "--force", ws.RepoDir, ref); err != nil {
+		// A push's diff is taken against the commit the worktree starts at.
+		head, err := git(ctx, ws.RepoDir, "rev-parse", "HEAD")
+		if err != nil {
 			return fmt.Errorf("add worktree for %s: %w", ws.Repo, err)
+		}
+		if err := writeTaskFile(filepath.Join(ws.TaskDir, baseFile), []byte(strings.TrimSpace(head)+"\n")); err != nil {
+			return err
 		}
 		_ = atomicfile.Touch(layout.CloneUsedMarker(ws.Clone)) // retention.clone_days counts from here
 		return nil
@@ -215,6 +240,9 @@ type TaskFile struct {
 	ResultPath    string `json:"result_path"`
 	HeartbeatPath string `json:"heartbeat_path"`
 	RetryCount    int    `json:"retry_count"`
+	// PullRequest is the PR a github.pr.* task is about, as GitHub has it
+	// (untrusted text, SPEC §12.3).
+	PullRequest *PullRequest `json:"pull_request,omitempty"`
 }
 
 // writeTaskFiles writes the task's instruction files and
@@ -257,7 +285,7 @@ func (g *General) writeTaskFiles(t *schema.Task, ws workspace) error {
 		}
 	}
 	tf := TaskFile{TaskID: t.ID, General: g.name, Type: t.Type, Repo: ws.Repo, RepoDir: ws.RepoDir,
-		ResultPath: l.ResultStaging(t.ID), HeartbeatPath: l.ResultHeartbeat(t.ID), RetryCount: t.RetryCount}
+		ResultPath: l.ResultStaging(t.ID), HeartbeatPath: l.ResultHeartbeat(t.ID), RetryCount: t.RetryCount, PullRequest: ws.PR}
 	b, _ := json.MarshalIndent(tf, "", "  ")
 	return writeTaskFile(filepath.Join(ws.TaskDir, ".kingdom-task.json"), append(b, '\n'))
 }

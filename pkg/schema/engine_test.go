@@ -56,3 +56,38 @@ func TestStripNulls_MakesStrictOutputARawResult(t *testing.T) {
 		t.Fatalf("decode %s: %v", b, err)
 	}
 }
+
+// The agent asks for its side effects in the structured output (SPEC
+// §12.3); the strict form codex needs closes every output object and
+// requires its fields (the agent leaves the unused ones empty).
+func TestEngineResultSchema_OffersOutputs(t *testing.T) {
+	for _, strict := range []bool{false, true} {
+		b, err := EngineResultSchema(strict)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		out, ok := m["properties"].(map[string]any)["outputs"].(map[string]any)
+		if !ok {
+			t.Fatalf("strict=%v: no outputs property", strict)
+		}
+		items := out["items"].(map[string]any)
+		props := items["properties"].(map[string]any)
+		for _, f := range []string{"kind", "event", "body", "comments", "branch_suffix", "message", "title"} {
+			if _, ok := props[f]; !ok {
+				t.Errorf("strict=%v: output field %s missing", strict, f)
+			}
+		}
+		if strict {
+			if items["additionalProperties"] != false || len(items["required"].([]any)) != len(props) {
+				t.Errorf("strict output item not closed: %v", items)
+			}
+			if !strings.Contains(string(b), `"enum":["COMMENT","REQUEST_CHANGES",""]`) {
+				t.Errorf("strict schema lost the review event enum: %s", b)
+			}
+		}
+	}
+}

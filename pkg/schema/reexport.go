@@ -19,6 +19,9 @@ type (
 	InboxEvent        = docpkg.InboxEvent
 	Kind              = docpkg.Kind
 	Message           = docpkg.Message
+	Output            = docpkg.Output
+	OutputOutcome     = docpkg.OutputOutcome
+	ReviewComment     = docpkg.ReviewComment
 	PetitionResult    = docpkg.PetitionResult
 	Proclamation      = docpkg.Proclamation
 	RawResult         = docpkg.RawResult
@@ -64,6 +67,16 @@ const (
 	MessageThreadReply       = docpkg.MessageThreadReply
 	MessageThreadStart       = docpkg.MessageThreadStart
 	MessageThreadUpdate      = docpkg.MessageThreadUpdate
+	OutcomeDone              = docpkg.OutcomeDone
+	OutcomeFailed            = docpkg.OutcomeFailed
+	OutcomePending           = docpkg.OutcomePending
+	OutcomeRefused           = docpkg.OutcomeRefused
+	OutcomeStarted           = docpkg.OutcomeStarted
+	OutputGitHubComment      = docpkg.OutputGitHubComment
+	OutputGitHubPullRequest  = docpkg.OutputGitHubPullRequest
+	OutputGitHubPush         = docpkg.OutputGitHubPush
+	OutputGitHubReview       = docpkg.OutputGitHubReview
+	OutputJiraComment        = docpkg.OutputJiraComment
 	PriorityHigh             = docpkg.PriorityHigh
 	PriorityLow              = docpkg.PriorityLow
 	PriorityNormal           = docpkg.PriorityNormal
@@ -111,6 +124,9 @@ var (
 	ErrInvalid = docpkg.ErrInvalid
 	ErrNotJSON = docpkg.ErrNotJSON
 )
+
+// OutputKinds are every output kind (doc.OutputKinds).
+var OutputKinds = docpkg.OutputKinds
 
 // Kinds lists every document kind.
 func Kinds() []Kind { return docpkg.Kinds() }

@@ -148,6 +148,9 @@ var badFixtures = map[string]string{
 	"task--missing-retry-count.json":                `at '': missing property 'retry_count'`,
 	"task--negative-retry-count.json":               `at '/retry_count': minimum: got -1, want 0`,
 	"task--thread-without-ts.json":                  `at '/thread': missing property 'thread_ts'`,
+	"raw-result--output-approve.json":               `at '/outputs/0/event'`,
+	"raw-result--output-unknown-kind.json":          `at '/outputs/0/kind'`,
+	"result--outcome-bad-state.json":                `at '/output_outcomes/0/state'`,
 }
 
 func TestValidate_RejectsBadFixtures(t *testing.T) {
