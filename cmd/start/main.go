@@ -1,5 +1,6 @@
 // Command start is the kingdom's launcher and watchdog (what the systemd
-// unit runs), with the subcommands stop, status and doctor.
+// unit runs), with the operator's subcommands (stop, status, doctor, pause,
+// resume, unpark, tasks, events, hosts, restart, task cancel).
 package main
 
 import (
@@ -34,7 +35,7 @@ func main() {
 		Commands: []*cli.Command{
 			{Name: "stop", Usage: "stop a running installation", Flags: []cli.Flag{app.BaseDirFlag()}, Action: stopCmd},
 			{Name: "status", Usage: "roles, heartbeats, queues, soldiers, health and why work waits on one screen; " +
-				"exits 0 all well, 1 degraded (a general down, health yellow/orange, paused, start not running), 2 down (sentinel, king, envoy or chamberlain down, or health red)",
+				"exits 0 all well, 1 degraded (a general down, health yellow/orange, paused, a park, start not running), 2 down (sentinel, king, envoy or chamberlain down, or health red)",
 				Flags: []cli.Flag{app.BaseDirFlag(), &cli.BoolFlag{Name: "json", Usage: "print a JSON document (with the verdict)"}}, Action: statusCmd},
 			{Name: "doctor", Usage: "check prerequisites, with a fix for each failure", Flags: []cli.Flag{app.BaseDirFlag()}, Action: doctorCmd},
 			{Name: "pause", Usage: "admit no new task (events wait, schedules are held); running soldiers finish", Flags: []cli.Flag{app.BaseDirFlag()},
@@ -46,6 +47,8 @@ func main() {
 				Action: func(ctx context.Context, c *cli.Command) error {
 					return controlCmd(ctx, c, control.Request{Action: control.ActionResume, Engine: c.String("engine")})
 				}},
+			{Name: "unpark", Usage: "lift a breaker's park now: a general's (its canary is not awaited) or a source item's (its window is not awaited)",
+				ArgsUsage: operator.UnparkUsage, Flags: []cli.Flag{app.BaseDirFlag()}, Action: unparkCmd},
 			{Name: "tasks", Usage: "list tasks: state, general, attempt, age, cost (finished ones of the last 24 h)", Flags: []cli.Flag{
 				app.BaseDirFlag(),
 				&cli.BoolFlag{Name: "json", Usage: "print a JSON array"},
@@ -209,6 +212,14 @@ func cancelCmd(ctx context.Context, c *cli.Command) error {
 		return &app.CodeError{Code: app.ExitUsage, Err: errors.New("usage: start task cancel <task-id>")}
 	}
 	return controlCmd(ctx, c, control.Request{Action: control.ActionCancel, TaskID: c.Args().First()})
+}
+
+func unparkCmd(ctx context.Context, c *cli.Command) error {
+	req, err := operator.UnparkRequest(c.Args().Slice())
+	if err != nil {
+		return &app.CodeError{Code: app.ExitUsage, Err: err}
+	}
+	return controlCmd(ctx, c, req)
 }
 
 func tasksCmd(ctx context.Context, c *cli.Command) error {

@@ -104,6 +104,9 @@ func (rep *Report) Table(w io.Writer) error {
 	if pa := rep.Paused; pa != nil {
 		p("\nPAUSED\tthe kingdom, since %s by %s: no new task starts until `start resume`", fmtLocal(pa.Since), pa.By)
 	}
+	for _, pk := range rep.Parks {
+		p("\nPARKED\t%s", parkReason(pk))
+	}
 	for _, name := range slices.Sorted(maps.Keys(rep.Watchers)) {
 		if w := rep.Watchers[name]; w.Failing() {
 			p("\nWATCHER\t%s failing: %d polls in a row (last: %s)", name, w.ConsecutiveFailures, redact.Clip(w.LastError, 120))

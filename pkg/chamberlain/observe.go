@@ -14,6 +14,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/health"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/parks"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
 	"github.com/kingdom-dev/kingdom/pkg/store"
@@ -88,6 +89,9 @@ type Report struct {
 	// Paused is the operator's pause (state/king/paused.json), nil when
 	// the kingdom is not paused.
 	Paused *control.Pause
+	// Parks are the breaker's parks (pkg/parks, SPEC §12.4): each a
+	// warning of the verdict. Its one Slack alert is the king's.
+	Parks []parks.Park
 	// Watchers is the sentinel's record of its watchers' polls.
 	Watchers map[string]watchstatus.Watcher
 	// WatchersErr: watchers.json did not load, so Watchers says nothing
@@ -377,7 +381,8 @@ func (r *Role) observeTokens(now time.Time, rep *Report) {
 	rep.Tokens, rep.TokenErr = r.tokens, r.tokenErr
 }
 
-// observeOperator reads the pause and the sentinel's watcher record.
+// observeOperator reads the pause, the parks and the sentinel's watcher
+// record.
 func (r *Role) observeOperator(ctx context.Context, rep *Report) {
 	if rep.StoreErr == nil {
 		p, err := control.ReadPause(ctx, r.kv)
@@ -385,6 +390,9 @@ func (r *Role) observeOperator(ctx context.Context, rep *Report) {
 			rep.Errors = append(rep.Errors, err.Error())
 		}
 		rep.Paused = p
+		if rep.Parks, err = parks.List(ctx, r.kv); err != nil {
+			rep.Errors = append(rep.Errors, err.Error())
+		}
 	}
 	ws, err := watchstatus.Load(watchstatus.Path(r.l))
 	if err != nil {

@@ -7,20 +7,22 @@ import (
 	"strings"
 
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/parks"
 	"github.com/kingdom-dev/kingdom/pkg/redact"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // Exit codes of chamberlain --once (SPEC §10.12).
 const (
 	VerdictOK       = 0 // all well
-	VerdictDegraded = 1 // yellow/orange health, a general down, a watcher failing, the kingdom paused
+	VerdictDegraded = 1 // yellow/orange health, a general down, a watcher failing, the kingdom paused, a park
 	VerdictDown     = 2 // red health, or sentinel, king, envoy or chamberlain down
 	VerdictUnknown  = 3 // cannot evaluate (no base dir, bad config, no metrics)
 )
 
 // ExitCodesHelp names the exit codes for --help.
 const ExitCodesHelp = "chamberlain --once exits 0 when all is well, 1 degraded (health yellow or orange, a general down, " +
-	"a watcher failing on every poll, the kingdom paused by `start pause`, a host lost past store.takeover_seconds, or the " +
+	"a watcher failing on every poll, the kingdom paused by `start pause`, a general or item parked by the breaker, a host lost past store.takeover_seconds, or the " +
 	"event log held back by an open transaction), 2 down (health red, the store unreachable, or sentinel, king, " +
 	"envoy or chamberlain down), 3 when it cannot evaluate (no installation, a configuration that does not load, no metrics)."
 
@@ -34,8 +36,8 @@ var coreRoles = map[string]bool{
 
 // Verdict is the judgement of the whole kingdom: resource health, every
 // role `start` should run (sentinel, king, envoy, chamberlain and one
-// general per installed manifest), the sentinel's watchers and the
-// operator's pause. chamberlain --once --json prints it beside the
+// general per installed manifest), the sentinel's watchers, the
+// operator's pause and the breaker's parks. chamberlain --once --json prints it beside the
 // resources document (SPEC §11.5).
 type Verdict struct {
 	Exit int `json:"exit"`
@@ -158,7 +160,50 @@ func (rep *Report) Verdict() Verdict {
 		}
 		raise(VerdictDegraded, Problem{Check: "kingdom", Reason: reason})
 	}
+	for _, p := range rep.Parks {
+		// A warning, never down: the breaker holds back work that burns
+		// money in a loop; the rest of the kingdom runs.
+		raise(VerdictDegraded, Problem{Check: "park", Reason: parkReason(p)})
+	}
 	return v
+}
+
+// parkReason is a park with its evidence on one line: "general gen-pr
+// parked since …: <reason>; last: task-… EngineError: exit 1; canary after
+// …; `start unpark gen-pr` lifts it".
+func parkReason(p parks.Park) string {
+	s := fmt.Sprintf("%s %s parked since %s: %s", p.Kind, p.Name, fmtLocal(schema.FormatTime(p.Since)), p.Reason)
+	var last []string
+	for _, a := range p.Evidence.Last {
+		l := a.TaskID
+		if why := strings.TrimSpace(a.Status + " " + a.ErrorReason); why != "" {
+			l += " " + why
+		}
+		if a.Error != "" {
+			l += ": " + redact.Clip(a.Error, 80)
+		}
+		last = append(last, l)
+	}
+	if len(last) > 3 {
+		last = last[len(last)-3:]
+	}
+	if len(last) > 0 {
+		s += "; last: " + strings.Join(last, ", ")
+	}
+	until := fmtLocal(schema.FormatTime(p.Until))
+	switch {
+	case p.Kind == parks.Item:
+		s += "; its window ends " + until
+	case p.Canary != "":
+		s += "; canary " + p.Canary + " runs"
+	default:
+		s += "; one canary after " + until
+	}
+	unpark := "start unpark " + p.Name
+	if p.Kind == parks.Item {
+		unpark = "start unpark item " + p.Name
+	}
+	return s + "; `" + unpark + "` lifts it"
 }
 
 // line is the verdict as one line of the table.

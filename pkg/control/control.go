@@ -1,5 +1,5 @@
 // Package control is the operator's channel to the king (SPEC §10.11):
-// `start pause|resume [--engine E]|task cancel` drop a request file into
+// `start pause|resume [--engine E]|task cancel|unpark` drop a request file into
 // state/king/control/, the king acts on it in its next tick (it watches the
 // directory) and answers in state/king/control/replies/<id>.json. The king
 // owns the state the requests change: state/king/paused.json while paused and
@@ -23,10 +23,12 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
+	"github.com/kingdom-dev/kingdom/pkg/parks"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
@@ -46,9 +48,13 @@ const (
 // Request is state/king/control/<id>.json.
 type Request struct {
 	ID      string `json:"id"`
-	Action  string `json:"action"`             // pause | resume | cancel | cancel_event
+	Action  string `json:"action"`             // pause | resume | cancel | cancel_event | unpark
 	TaskID  string `json:"task_id,omitempty"`  // cancel only
 	EventID string `json:"event_id,omitempty"` // cancel_event only
+	// Target names the park an unpark lifts, as parks.Target reads it:
+	// "general:gen-pr", "item:gh:acme:web:12", "gen-pr", an item key or
+	// "acme/web#12". Unpark only.
+	Target string `json:"target,omitempty"`
 	// Engine narrows a resume to one engine's usage-limit pause (SPEC
 	// §10.8); a resume without it lifts the operator's pause and every
 	// engine pause.
@@ -103,8 +109,22 @@ func (r *Request) Validate() error {
 		if err := ids.Check(r.EventID); err != nil {
 			return fmt.Errorf("cancel_event: event_id: %w", err)
 		}
+	case ActionUnpark:
+		if strings.TrimSpace(r.Target) == "" {
+			return errors.New("unpark: target: name the park (a general, or item <key>)")
+		}
+		key, err := parks.Target(r.Target)
+		if err != nil {
+			return fmt.Errorf("unpark: target: %w", err)
+		}
+		if _, name, _ := strings.Cut(key, ":"); name == "" {
+			return fmt.Errorf("unpark: target %q names no general or item", r.Target)
+		}
 	default:
-		return fmt.Errorf("unknown action %q (pause, resume, cancel or cancel_event)", r.Action)
+		return fmt.Errorf("unknown action %q (pause, resume, cancel, cancel_event or unpark)", r.Action)
+	}
+	if r.Target != "" && r.Action != ActionUnpark {
+		return fmt.Errorf("%s: target %q: only unpark takes a target", r.Action, r.Target)
 	}
 	return nil
 }

@@ -60,3 +60,47 @@ func TestRequest_CancelEventNeedsASafeEventID(t *testing.T) {
 		}
 	}
 }
+
+// An unpark names its park (SPEC §12.4) in a form parks.Target reads;
+// without one, or with an unsafe one, it is refused, and no other action
+// takes a target.
+func TestRequest_UnparkNeedsATarget(t *testing.T) {
+	for _, c := range []struct {
+		r  Request
+		ok bool
+	}{
+		{Request{Action: ActionUnpark, Target: "gen-pr"}, true},
+		{Request{Action: ActionUnpark, Target: "general:gen-pr"}, true},
+		{Request{Action: ActionUnpark, Target: "item:gh:acme:web:12"}, true},
+		{Request{Action: ActionUnpark, Target: "gh:acme:web:12"}, true},
+		{Request{Action: ActionUnpark, Target: "acme/web#12"}, true},
+		{Request{Action: ActionUnpark}, false},
+		{Request{Action: ActionUnpark, Target: "  "}, false},
+		{Request{Action: ActionUnpark, Target: "general:"}, false},
+		{Request{Action: ActionUnpark, Target: "../etc/passwd"}, false},
+		{Request{Action: ActionUnpark, Target: "gen-pr", Engine: "codex"}, false},
+		{Request{Action: ActionPause, Target: "gen-pr"}, false},
+		{Request{Action: ActionCancel, TaskID: "task-20261121-001", Target: "gen-pr"}, false},
+	} {
+		if err := c.r.Validate(); (err == nil) != c.ok {
+			t.Errorf("Validate(%+v) = %v, want ok %v", c.r, err, c.ok)
+		}
+	}
+	l := layout.New(t.TempDir())
+	s := filesKV(t, l)
+	if _, err := Submit(t.Context(), s, Request{Action: ActionUnpark, By: "alice"}, time.Unix(1, 0)); err == nil {
+		t.Error("Submit queued an unpark without a target")
+	}
+	id, err := Submit(t.Context(), s, Request{Action: ActionUnpark, Target: "acme/web#12", By: "alice"}, time.Unix(1, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(l.KingControlDir(), id+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(b, &raw); err != nil || raw["action"] != ActionUnpark || raw["target"] != "acme/web#12" {
+		t.Errorf("submitted request %s: %v", b, err)
+	}
+}

@@ -14,13 +14,14 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/health"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/parks"
 	"github.com/kingdom-dev/kingdom/pkg/spend"
 	"github.com/kingdom-dev/kingdom/pkg/status"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
 // metrics is /metrics. Gauges (queue depths, soldiers, health, roles,
-// engine pauses) are read from disk at each scrape; counters (tasks by
+// engine pauses, parks) are read from disk at each scrape; counters (tasks by
 // outcome, durations, cost, tokens, alerts, engine pauses, internal events)
 // move as the store's event log grows, counted from its start (on one
 // machine: the current events.log) when the server starts. The registry is the server's own, so
@@ -55,6 +56,8 @@ var (
 	descHostUp    = prometheus.NewDesc(ns+"_host_up", "1 while the host renews its lease within store.self_fence_seconds (one machine: always 1).", []string{"host"}, nil)
 	descHostAge   = prometheus.NewDesc(ns+"_host_renewal_age_seconds", "Seconds since the host last renewed its lease (the store's clock).", []string{"host"}, nil)
 	descLeader    = prometheus.NewDesc(ns+"_leader_epoch", "The epoch of each leader role, labelled with the host that leads it.", []string{"role", "host"}, nil)
+	descParks     = prometheus.NewDesc(ns+"_parks", "Parks of the breaker (SPEC §12.4) by kind: general, item.", []string{"kind"}, nil)
+	descPark      = prometheus.NewDesc(ns+"_park_info", "1 for each park of the breaker; its fingerprint is a general's (general|status|reason class).", []string{"kind", "name", "fingerprint"}, nil)
 	descDamaged   = prometheus.NewDesc(ns+"_spend_ledger_damaged_lines", "Records of today's spend ledger that cannot be read (0 when whole); while a daily budget is set no task starts until it is repaired.", nil, nil)
 )
 
@@ -180,7 +183,7 @@ func (m *metrics) taskFigures(data gjson.Result) {
 type gauges struct{ m *metrics }
 
 func (g gauges) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descQueue, descSoldiers, descHealth, descRoleUp, descRoleAge, descPaused, descCostToday, descBudget, descDamaged, descHostUp, descHostAge, descLeader, descVerdict} {
+	for _, d := range []*prometheus.Desc{descQueue, descSoldiers, descHealth, descRoleUp, descRoleAge, descPaused, descCostToday, descBudget, descDamaged, descHostUp, descHostAge, descLeader, descVerdict, descParks, descPark} {
 		ch <- d
 	}
 }
@@ -230,6 +233,16 @@ func (g gauges) Collect(ch chan<- prometheus.Metric) {
 			v = 1
 		}
 		ch <- prometheus.MustNewConstMetric(descPaused, prometheus.GaugeValue, v, p.Engine)
+	}
+	if ps, err := parks.List(ctx, s.kv); err == nil {
+		n := map[string]int{parks.General: 0, parks.Item: 0}
+		for _, p := range ps {
+			n[p.Kind]++
+			ch <- prometheus.MustNewConstMetric(descPark, prometheus.GaugeValue, 1, p.Kind, p.Name, p.Evidence.Fingerprint)
+		}
+		for kind, c := range n {
+			ch <- prometheus.MustNewConstMetric(descParks, prometheus.GaugeValue, float64(c), kind)
+		}
 	}
 	if s.o.Cluster != nil {
 		c := s.o.Cluster.Read(ctx)

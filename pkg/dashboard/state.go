@@ -46,6 +46,8 @@ type State struct {
 	WaitsOmitted int               `json:"waits_omitted"`
 	Pause        PauseInfo         `json:"pause"`
 	EnginePause  []EnginePauseInfo `json:"engine_pause"`
+	// Parks are the breaker's parks with their evidence (parks.go).
+	Parks []ParkInfo `json:"parks"`
 	// Cluster is the store's hosts and leaders (absent without
 	// Options.Cluster).
 	Cluster *ClusterInfo `json:"cluster,omitempty"`
@@ -317,6 +319,9 @@ func (s *Server) Snapshot(ctx context.Context) (*State, error) {
 	st.Waits, st.WaitsOmitted = waitInfos(rec)
 	st.Pause = readPause(ctx, s.kv)
 	st.EnginePause = readEnginePause(ctx, s.kv, now)
+	if st.Parks, err = readParks(ctx, s.kv); err != nil {
+		st.Errors = append(st.Errors, err.Error())
+	}
 	if s.o.Cluster != nil {
 		var errs []string
 		st.Cluster, errs = clusterInfo(ctx, s.o.Cluster)

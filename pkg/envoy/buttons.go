@@ -608,29 +608,9 @@ func (e *Envoy) submitControl(ctx context.Context, req control.Request) error {
 	return err
 }
 
-// unparkRequest is control.Request with the park it lifts: pkg/control
-// names it "target" (SPEC §12.4) but its Request type has no field for it
-// yet.
-type unparkRequest struct {
-	control.Request
-	Target string `json:"target"`
-}
-
 // submitUnpark queues `start unpark <target>` as the operator would.
 func (e *Envoy) submitUnpark(ctx context.Context, id, target, by string) error {
-	ctx, cancel := context.WithTimeout(ctx, e.st.timeout)
-	defer cancel()
-	s := kv.OnStore(e.st.st)
-	for _, ns := range []string{kv.NSControl, kv.NSReplies} {
-		if _, err := s.Get(ctx, ns, id); err == nil {
-			return nil
-		} else if !errors.Is(err, kv.ErrNotFound) {
-			return err
-		}
-	}
-	req := unparkRequest{Request: control.Request{ID: id, Action: control.ActionUnpark, By: by,
-		CreatedAt: schema.FormatTime(e.clock.Now())}, Target: target}
-	return kv.PutJSON(ctx, s, kv.NSControl, id, req)
+	return e.submitControl(ctx, control.Request{ID: id, Action: control.ActionUnpark, Target: target, By: by})
 }
 
 // retrigger re-runs a failed task: its source event admitted again under

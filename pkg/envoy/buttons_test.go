@@ -329,9 +329,17 @@ func TestButtons_UnparkGoesThroughControl(t *testing.T) {
 	h.click("UALICE", p, ActionUnpark)
 	waitUntil(t, "the unpark request", func() bool { return len(h.requests()) == 1 })
 	qs, _ := control.Requests(t.Context(), kv.OnStore(h.e.st.st))
-	var req map[string]any
+	var req control.Request
 	json.Unmarshal(qs[0].Data, &req)
-	if req["action"] != control.ActionUnpark || req["target"] != "general:gen-pr" || req["by"] != "slack:UALICE" {
-		t.Errorf("request = %v", req)
+	if req.Action != control.ActionUnpark || req.Target != "general:gen-pr" || req.By != "slack:UALICE" || req.ID != qs[0].Key {
+		t.Errorf("request = %+v", req)
+	}
+	// The king validates what it reads back: the button's request passes.
+	if err := req.Validate(); err != nil {
+		t.Errorf("the button's request does not validate: %v", err)
+	}
+	// A second run of the action (after a crash) queues nothing more.
+	if err := h.e.submitUnpark(t.Context(), req.ID, "general:gen-pr", "slack:UALICE"); err != nil || len(h.requests()) != 1 {
+		t.Errorf("second submit: %v, %d requests", err, len(h.requests()))
 	}
 }

@@ -68,12 +68,7 @@ func (k *King) applyPause(adm *admission) {
 func (k *King) handleControl(q control.Queued) error {
 	var req control.Request
 	err := json.Unmarshal(q.Data, &req)
-	// An unpark names its park in "target" (breaker.go), which act checks.
-	var ext struct {
-		Target string `json:"target"`
-	}
-	json.Unmarshal(q.Data, &ext)
-	if err == nil && req.Action != control.ActionUnpark {
+	if err == nil {
 		err = req.Validate()
 	}
 	stem := q.Key
@@ -85,14 +80,14 @@ func (k *King) handleControl(q control.Queued) error {
 		rep = control.Reply{ID: stem, OK: false, Message: "request refused: " + err.Error()}
 		k.log.Warn("control request refused", "request", stem, "err", err)
 	} else {
-		rep = k.act(&req, ext.Target)
+		rep = k.act(&req)
 	}
 	rep.At = schema.FormatTime(k.now())
 	return control.Answer(k.ctx(), k.kv, q.Key, rep)
 }
 
 // act carries out one valid request.
-func (k *King) act(req *control.Request, target string) control.Reply {
+func (k *King) act(req *control.Request) control.Reply {
 	rep := control.Reply{ID: req.ID, Action: req.Action, TaskID: req.TaskID}
 	by := firstNonEmpty(req.By, "operator")
 	var err error
@@ -107,7 +102,7 @@ func (k *King) act(req *control.Request, target string) control.Reply {
 		rep.EventID = req.EventID
 		rep.Message, err = k.cancelEvent(req.EventID, by)
 	case control.ActionUnpark:
-		rep.Message, err = k.unpark(target, by)
+		rep.Message, err = k.unpark(req.Target, by)
 	}
 	if err != nil {
 		rep.Message = err.Error()

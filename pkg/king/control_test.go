@@ -165,3 +165,30 @@ func TestControl_BadRequestIsAnsweredAndRemoved(t *testing.T) {
 		t.Fatalf("reply %+v, %v", rep, err)
 	}
 }
+
+// An unpark filed through control.Submit with the typed Target lifts the
+// park; one filed raw without a target is refused by Validate and lifts
+// nothing.
+func TestControl_UnparkReadsTheTypedTarget(t *testing.T) {
+	f := parkFixture(t)
+	id := "ctl-1-notarget"
+	if err := kv.PutJSON(t.Context(), kv.OnStore(f.st), kv.NSControl, id,
+		map[string]any{"id": id, "action": control.ActionUnpark, "by": "mallory"}); err != nil {
+		t.Fatal(err)
+	}
+	f.tick()
+	rep, err := control.WaitReply(t.Context(), kv.OnStore(f.st), id, 0)
+	if err != nil || rep.OK || !strings.Contains(rep.Message, "request refused") || !strings.Contains(rep.Message, "target") {
+		t.Fatalf("unpark without a target: %+v %v", rep, err)
+	}
+	if len(f.parks()) != 1 {
+		t.Fatalf("an unpark without a target lifted a park: %+v", f.parks())
+	}
+	rep = f.request(control.Request{Action: control.ActionUnpark, Target: "general:gen-pr", By: "alice@host"})
+	if !rep.OK || !strings.Contains(rep.Message, "unparked general gen-pr") {
+		t.Fatalf("reply %+v", rep)
+	}
+	if len(f.parks()) != 0 {
+		t.Fatalf("parks = %+v", f.parks())
+	}
+}

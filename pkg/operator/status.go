@@ -29,6 +29,7 @@ type Status struct {
 	Discarded int
 	Money     *MoneyStatus // spend and engine pauses (money.go)
 	Waiting   *Waiting     // why work is held (waiting.go)
+	Parks     *Parks       // the breaker's parks with their evidence (parks.go)
 	// Threshold is the chamberlain's heartbeat threshold (statusdoc.go);
 	// At is when the status was read.
 	Threshold time.Duration
@@ -42,7 +43,7 @@ type Status struct {
 }
 
 // ReadStatus gathers the status without changing anything. The queue
-// depths, the pauses, the waits, the spend and the cluster are the shared
+// depths, the pauses, the waits, the parks, the spend and the cluster are the shared
 // store's (OpenShared): a store that cannot be opened leaves them unknown,
 // each with its error, and the rest (this host's roles, soldiers, health)
 // is still shown.
@@ -61,7 +62,7 @@ func ReadStatus(ctx context.Context, l layout.Layout, tc *tmux.Client, now time.
 		k, _ = status.Read(ctx, l, noSessions{}, now, sh.Queues)
 	}
 	st := &Status{Kingdom: *k, TmuxErr: tmuxErr, Discarded: countDiscarded(l), Money: readMoney(ctx, sh, now),
-		Waiting: readWaiting(ctx, sh.KV), Threshold: heartbeatThreshold(l), At: now, Cluster: &Cluster{Err: openErr}}
+		Waiting: readWaiting(ctx, sh.KV), Parks: readParks(ctx, sh.KV), Threshold: heartbeatThreshold(l), At: now, Cluster: &Cluster{Err: openErr}}
 	st.Paused, _ = control.ReadPause(ctx, sh.KV)
 	if openErr != nil {
 		st.QueuesErr = openErr
@@ -124,6 +125,7 @@ func (s *Status) Print(w io.Writer) {
 	s.printOperator(w)
 	s.Money.print(w)
 	s.Waiting.print(w, s.At)
+	s.Parks.print(w, s.At)
 	if s.HealthErr != nil {
 		fmt.Fprintf(w, "health: unknown (%v)\n", s.HealthErr)
 		return

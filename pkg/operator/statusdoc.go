@@ -18,7 +18,7 @@ import (
 // §10.12) so one monitoring rule reads both.
 const (
 	StatusOK       = 0 // every role up, health green
-	StatusDegraded = 1 // a general down, health yellow/orange (or stale), start not running, or paused
+	StatusDegraded = 1 // a general down, health yellow/orange (or stale), start not running, paused, or a park
 	StatusDown     = 2 // sentinel, king, envoy or chamberlain down, or health red
 )
 
@@ -70,8 +70,8 @@ func (s *Status) roleDown(r RoleStatus) string {
 }
 
 // Verdict judges the status as chamberlain --once does: a core role down
-// or red health is 2; a general down, yellow/orange/stale health, a pause
-// or no watchdog is 1.
+// or red health is 2; a general down, yellow/orange/stale health, a pause,
+// a park (a warning: the breaker at work) or no watchdog is 1.
 func (s *Status) Verdict() Verdict {
 	v := Verdict{Problems: []Problem{}}
 	raise := func(code int, p Problem) {
@@ -113,6 +113,7 @@ func (s *Status) Verdict() Verdict {
 	if s.Paused != nil {
 		raise(StatusDegraded, Problem{Check: "kingdom", Reason: "paused: no new task starts until `start resume`"})
 	}
+	s.Parks.problems(raise)
 	s.Cluster.problems(raise)
 	return v
 }
@@ -150,6 +151,8 @@ type StatusDoc struct {
 	// WaitsUpdatedAt is when the king last wrote its record (null: never).
 	WaitsUpdatedAt *string `json:"waits_updated_at"`
 	Discarded      int     `json:"events_discarded_today"`
+	// Parks are the breaker's parks (SPEC §12.4) with their evidence.
+	Parks []ParkDoc `json:"parks"`
 	// Hosts and Leaders are store.kind postgres's (SPEC §11.7): every host
 	// of the registry, and who leads each leader role. Always [] in the
 	// files mode.
@@ -267,6 +270,10 @@ func (s *Status) Document(now time.Time) StatusDoc {
 	}
 	if s.QueuesErr != nil {
 		d.Errors = append(d.Errors, "queues: "+s.QueuesErr.Error())
+	}
+	var perr error
+	if d.Parks, perr = s.Parks.docs(); perr != nil {
+		d.Errors = append(d.Errors, perr.Error())
 	}
 	if m := s.Money; m != nil {
 		for _, eng := range sortedEngines(m.Paused) {
