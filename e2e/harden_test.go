@@ -254,8 +254,9 @@ func TestKingdom_TruncatedRegistryKillsNoLiveSoldier(t *testing.T) {
 	}
 }
 
-// Issue #13 item 4 on the real binaries: the envoy's state directory sits on
-// a 2 MiB tmpfs that fills up. The envoy posts nothing it cannot record
+// Issue #13 item 4 on the real binaries: the directory where the envoy
+// records its deliveries (the files store's kv namespace deliveries) sits
+// on a 2 MiB tmpfs that fills up. The envoy posts nothing it cannot record
 // (before: the same message every tick), alerts once, and posts the message
 // exactly once when space comes back.
 func TestKingdom_EnvoyOnAFullDiskPostsNothingItCannotRecord(t *testing.T) {
@@ -270,7 +271,7 @@ func TestKingdom_EnvoyOnAFullDiskPostsNothingItCannotRecord(t *testing.T) {
 		"config/envoy.yaml":    "slack:\n  api_url: " + slack.APIURL() + "\n  default_channel: C0KINGDOM\n  allowed_users: [UHUMAN]\nintervals:\n  outbound_seconds: 1\n",
 		"config/kingdom.env":   "SLACK_BOT_TOKEN=xoxb-e2e-bot\nSLACK_APP_TOKEN=xapp-e2e-app\n",
 	})
-	envoyState := k.L.RoleStateDir(layout.RoleEnvoy)
+	envoyState := filepath.Join(k.L.StateDir(), "store", "kv", "deliveries")
 	os.MkdirAll(envoyState, 0o700)
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", envoyState).CombinedOutput(); err != nil {
 		t.Skipf("cannot mount a tmpfs (needs root): %v: %s", err, out)
@@ -281,8 +282,8 @@ func TestKingdom_EnvoyOnAFullDiskPostsNothingItCannotRecord(t *testing.T) {
 	if err := slack.WaitConnected(30 * time.Second); err != nil {
 		t.Fatalf("envoy never connected: %v", err)
 	}
-	// Fill the envoy's filesystem.
-	filler := filepath.Join(envoyState, "filler")
+	// Fill the envoy's filesystem (a dot-file: no delivery record).
+	filler := filepath.Join(envoyState, ".filler")
 	f, err := os.Create(filler)
 	if err != nil {
 		t.Fatal(err)

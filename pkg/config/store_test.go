@@ -117,3 +117,13 @@ func TestSecretEnvNames_IncludeTheDSNVariable(t *testing.T) {
 		t.Errorf("without system.yaml: %v, want KINGDOM_PG_DSN", names)
 	}
 }
+
+// An engine's model key may be both kept out of tmux (secret_env) and
+// passed to the soldier (env_passthrough): that is what it is for.
+func TestSystem_ModelKeyMayBeASecretAndPassedThrough(t *testing.T) {
+	p := writeFile(t, t.TempDir(), "config/"+SystemFile,
+		"runtime:\n  secret_env: [CLAUDE_CODE_OAUTH_TOKEN, DEPLOY_KEY]\n  env_passthrough: [PATH, CLAUDE_CODE_OAUTH_TOKEN]\n")
+	if _, err := LoadSystem(p); err != nil {
+		t.Fatalf("a model key in secret_env and env_passthrough: %v", err)
+	}
+}

@@ -116,6 +116,10 @@ func ModelCredentialEnv(engine string) []string {
 	return nil
 }
 
+func isModelCredential(name string) bool {
+	return slices.Contains(ModelCredentialEnv(EngineClaude), name) || slices.Contains(ModelCredentialEnv(EngineCodex), name)
+}
+
 // CommandEngine runs any argv with Placeholders substituted.
 type CommandEngine struct {
 	Argv []string `yaml:"argv"`
@@ -198,6 +202,9 @@ func (s *System) Validate() error {
 		case IsServiceCredential(name):
 			// SPEC §12.3: the agent holds no keys.
 			p.add(key, "expected a variable that is not a GitHub, Jira or Slack credential (the agent holds no keys; a read-only GitHub token goes in a manifest's github.read_token_env), got %q", name)
+		case isModelCredential(name):
+			// An engine's model key may be a secret_env too (kept out of
+			// tmux): passing it to the soldier is what it is for.
 		case slices.Contains(s.Runtime.SecretEnv, name) || name == s.Store.DSNEnv || name == DefaultDSNEnv:
 			p.add(key, "expected a variable that is not a secret (runtime.secret_env or store.dsn_env names it), got %q", name)
 		}

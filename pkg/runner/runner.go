@@ -516,7 +516,18 @@ func watch(ctx context.Context, o Options, notify func()) (*fsnotify.Watcher, er
 
 func sweepOwnTemps(o Options) {
 	n := 0
-	for _, d := range o.Layout.Dirs() {
+	dirs := o.Layout.Dirs()
+	// The store's own directories (its journal, key-value namespaces and
+	// a day's spend entries) are made as they are needed: walk them.
+	for _, root := range []string{filepath.Join(o.Layout.StateDir(), "store"), o.Layout.SpendDir()} {
+		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() && p != o.Layout.SpendDir() {
+				dirs = append(dirs, p)
+			}
+			return nil
+		})
+	}
+	for _, d := range dirs {
 		m, _ := atomicfile.SweepDeadPidTemps(d, o.Role)
 		n += m
 	}

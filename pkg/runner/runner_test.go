@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -459,5 +460,36 @@ func TestRunner_UnreachableStoreIsWaitedOutNotCounted(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A killed writer's temps in the store's own directories (its journal's
+// and a key-value namespace's) are swept when the role starts again, as
+// those of the layout's fixed directories are.
+func TestRunner_SweepsDeadTempsInTheStoresDirectories(t *testing.T) {
+	l := layout.New(t.TempDir())
+	dead := filepath.Join(l.StateDir(), "store", "kv", "deliveries", ".tmp-envoy-999999999-abc")
+	spend := filepath.Join(l.SpendDir(), "2026-12-01", ".tmp-envoy-999999999-def")
+	live := filepath.Join(l.StateDir(), "store", ".tmp-envoy-"+strconv.Itoa(os.Getpid())+"-ghi")
+	for _, p := range []string{dead, spend, live} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := runner.Run(context.Background(), runner.Options{Role: "envoy", Layout: l, Once: true},
+		tickFunc(func(context.Context) error { return nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{dead, spend} {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: a dead writer's temp was kept (%v)", p, err)
+		}
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("a live writer's temp was removed: %v", err)
 	}
 }
