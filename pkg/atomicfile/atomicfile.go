@@ -236,3 +236,17 @@ func syncDir(dir string) {
 		d.Close()
 	}
 }
+
+// SyncDir fsyncs a directory, making the renames and removals in it
+// durable.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync dir %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync dir %s: %w", dir, err)
+	}
+	return nil
+}

@@ -69,23 +69,3 @@ func BenchmarkLimit_DurablePut(b *testing.B) {
 	}
 }
 
-// BenchmarkLimit_GroupPut100: 100 durable files in one group commit;
-// reported per file (µs/file). This is the group-commit limit the king's
-// and the sentinel's batches are compared with.
-func BenchmarkLimit_GroupPut100(b *testing.B) {
-	dir := b.TempDir()
-	i := 0
-	for b.Loop() {
-		var g Group
-		for range 100 {
-			if _, err := g.Write(filepath.Join(dir, fmt.Sprint(i)), limitData, 0o600, true); err != nil {
-				b.Fatal(err)
-			}
-			i++
-		}
-		if err := g.Commit(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*100), "µs/file")
-}

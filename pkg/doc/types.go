@@ -9,20 +9,6 @@ const (
 	PriorityLow    = "low"
 )
 
-// PriorityRank orders priorities for queues: high 0, normal 1, low 2, and
-// anything else 3 (after every known priority).
-func PriorityRank(p string) int {
-	switch p {
-	case PriorityHigh:
-		return 0
-	case PriorityNormal:
-		return 1
-	case PriorityLow:
-		return 2
-	}
-	return 3
-}
-
 // Event sources.
 const (
 	SourceGitHub   = "github"
@@ -127,16 +113,25 @@ const (
 	// lease for takeover_seconds; the task runs again elsewhere as a new
 	// attempt (PostgreSQL mode, SPEC §11.7). Retryable.
 	ReasonHostLost = "HostLost"
+	// ReasonStalled: the breaker killed an attempt that made no progress
+	// (no engine event, no worktree change) for no_progress_minutes
+	// (SPEC §12.4). Retried, once: the king fails a second Stalled.
+	ReasonStalled = "Stalled"
+	// ReasonRunaway: the breaker killed an attempt whose cost or tokens
+	// since its last progress passed burn_usd / burn_tokens (SPEC §12.4).
+	// Terminal.
+	ReasonRunaway = "Runaway"
 )
 
 // DefaultTerminal reports whether a failure with this reason fails the task
 // at once rather than being retried (SPEC §9.6). An agent's own failure is
 // terminal because its side effects (a posted review) must not repeat; only
-// EngineError and SoldierDied are retryable. Unknown reasons are terminal:
-// retrying what we do not understand risks repeating side effects.
+// EngineError, SoldierDied, HostLost and Stalled (once, by the king) are
+// retryable. Unknown reasons are terminal: retrying what we do not
+// understand risks repeating side effects.
 func DefaultTerminal(reason string) bool {
 	switch reason {
-	case ReasonEngineError, ReasonSoldierDied, ReasonHostLost:
+	case ReasonEngineError, ReasonSoldierDied, ReasonHostLost, ReasonStalled:
 		return false
 	}
 	return true

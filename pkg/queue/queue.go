@@ -26,7 +26,6 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
-	"sort"
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
@@ -286,9 +285,6 @@ type Entry struct {
 // Decode unmarshals the entry's data into v.
 func (e Entry) Decode(v any) error { return json.Unmarshal(e.Data, v) }
 
-// PriorityRank orders priorities: high 0, normal 1, low 2, anything else 3.
-func PriorityRank(p string) int { return store.PriorityRank(p) }
-
 // List returns the documents of state ordered by priority (high → normal →
 // low), then created_at (oldest first), then id (SPEC §9.23). A document
 // outside rejected/ that its kind's schema refuses, or whose id is not its
@@ -316,21 +312,6 @@ func (q *Queue) List(state string) ([]Entry, error) {
 			Data: d.Data, Checked: state != layout.Rejected})
 	}
 	return out, nil
-}
-
-// SortEntries orders entries as List does (SPEC §9.23): priority (high →
-// normal → low), then created_at (oldest first), then id.
-func SortEntries(out []Entry) {
-	sort.SliceStable(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if ra, rb := PriorityRank(a.Priority), PriorityRank(b.Priority); ra != rb {
-			return ra < rb
-		}
-		if !a.CreatedAt.Equal(b.CreatedAt) {
-			return a.CreatedAt.Before(b.CreatedAt)
-		}
-		return a.ID < b.ID
-	})
 }
 
 // IDs returns the ids in state, unchecked (List and Count check them).

@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 )
 
 func TestEngineResultSchema_DerivedFromRawResult(t *testing.T) {
 	for _, strict := range []bool{false, true} {
-		b, err := EngineResultSchema(strict)
+		b, err := doc.EngineResultSchema(strict)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -50,7 +52,7 @@ func TestEngineResultSchema_DerivedFromRawResult(t *testing.T) {
 
 func TestStripNulls_MakesStrictOutputARawResult(t *testing.T) {
 	m := map[string]any{"task_id": "task-20260101-001", "status": "success", "summary": "ok", "question": nil, "proclamation": nil}
-	StripNulls(m)
+	doc.StripNulls(m)
 	b, _ := json.Marshal(m)
 	if _, err := DecodeRawResult(b); err != nil {
 		t.Fatalf("decode %s: %v", b, err)
@@ -62,7 +64,7 @@ func TestStripNulls_MakesStrictOutputARawResult(t *testing.T) {
 // requires its fields (the agent leaves the unused ones empty).
 func TestEngineResultSchema_OffersOutputs(t *testing.T) {
 	for _, strict := range []bool{false, true} {
-		b, err := EngineResultSchema(strict)
+		b, err := doc.EngineResultSchema(strict)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -91,9 +91,11 @@ const (
 	ReasonInvalidResult      = docpkg.ReasonInvalidResult
 	ReasonNoResult           = docpkg.ReasonNoResult
 	ReasonPromptTooLarge     = docpkg.ReasonPromptTooLarge
+	ReasonRunaway            = docpkg.ReasonRunaway
 	ReasonSessionLost        = docpkg.ReasonSessionLost
 	ReasonHostLost           = docpkg.ReasonHostLost
 	ReasonSoldierDied        = docpkg.ReasonSoldierDied
+	ReasonStalled            = docpkg.ReasonStalled
 	ReasonTimeout            = docpkg.ReasonTimeout
 	ReasonUsageLimited       = docpkg.ReasonUsageLimited
 	ResultFailed             = docpkg.ResultFailed
@@ -131,13 +133,6 @@ var OutputKinds = docpkg.OutputKinds
 // Kinds lists every document kind.
 func Kinds() []Kind { return docpkg.Kinds() }
 
-// PriorityRank orders priorities for queues (doc.PriorityRank).
-func PriorityRank(p string) int { return docpkg.PriorityRank(p) }
-
-// DefaultTerminal reports whether a failure with this reason ends the task
-// at once, unless the result says otherwise (doc.DefaultTerminal).
-func DefaultTerminal(reason string) bool { return docpkg.DefaultTerminal(reason) }
-
 // FormatTime renders t as a Kingdom timestamp (doc.FormatTime).
 func FormatTime(t time.Time) string { return docpkg.FormatTime(t) }
 
@@ -149,11 +144,3 @@ func StringPtr(s string) *string { return docpkg.StringPtr(s) }
 
 // Deref returns *p, or "" when p is nil (doc.Deref).
 func Deref(p *string) string { return docpkg.Deref(p) }
-
-// EngineResultSchema is the JSON Schema of an agent's structured output
-// (doc.EngineResultSchema).
-func EngineResultSchema(strict bool) ([]byte, error) { return docpkg.EngineResultSchema(strict) }
-
-// StripNulls removes the top-level nulls of strict structured output
-// (doc.StripNulls).
-func StripNulls(m map[string]any) { docpkg.StripNulls(m) }

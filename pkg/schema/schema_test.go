@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/schemas"
@@ -337,7 +338,7 @@ func TestDefaultTerminal(t *testing.T) {
 		schema.ReasonEngineError: false, schema.ReasonSoldierDied: false,
 		"": true, "SomethingNew": true,
 	} {
-		if got := schema.DefaultTerminal(reason); got != want {
+		if got := doc.DefaultTerminal(reason); got != want {
 			t.Errorf("DefaultTerminal(%q) = %v, want %v", reason, got, want)
 		}
 	}
@@ -358,14 +359,6 @@ func TestRawResult_TerminalOverridesDefault(t *testing.T) {
 		r := schema.RawResult{ErrorReason: c.reason, Terminal: c.terminal}
 		if got := r.IsTerminal(); got != c.want {
 			t.Errorf("%s terminal=%v: got %v, want %v", c.reason, c.terminal, got, c.want)
-		}
-	}
-}
-
-func TestPriorityRank(t *testing.T) {
-	for p, want := range map[string]int{"high": 0, "normal": 1, "low": 2, "": 3, "urgent": 3} {
-		if got := schema.PriorityRank(p); got != want {
-			t.Errorf("PriorityRank(%q) = %d, want %d", p, got, want)
 		}
 	}
 }

@@ -56,3 +56,21 @@ func TestOpenReadOnly_ReadsAndWritesNothing(t *testing.T) {
 		t.Fatalf("Emit = %v, want ErrReadOnly", err)
 	}
 }
+
+// Deleting a key of a namespace that has no directory yet is no error.
+func TestDelete_InANamespaceNeverWrittenIsNoError(t *testing.T) {
+	s, err := Open(layout.New(t.TempDir()), "test-host")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	err = s.Update(context.Background(), func(tx store.Tx) error {
+		if err := tx.Delete("deliveries", "msg-1"); err != nil {
+			return err
+		}
+		return tx.Delete("buttons", "btn-1")
+	})
+	if err != nil {
+		t.Fatalf("delete in a namespace never written: %v", err)
+	}
+}

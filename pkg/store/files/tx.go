@@ -98,7 +98,9 @@ func (s *Store) apply(ops []op) error {
 		}
 	}
 	for d := range dirs {
-		if err := atomicfile.SyncDir(d); err != nil {
+		// A Delete of a key whose namespace never had a file names a
+		// directory that does not exist: nothing changed there.
+		if err := atomicfile.SyncDir(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
 	}
