@@ -215,7 +215,7 @@ func TestKingdom_TruncatedRegistryKillsNoLiveSoldier(t *testing.T) {
 		// Orphan grace 0: an unregistered soldier session is killed at once.
 		// A loaded test machine must not hold admission (health red).
 		"config/chamberlain.yaml": "monitoring:\n  interval_seconds: 1\nsessions:\n  orphan_grace_minutes: 0\n" +
-			"thresholds:\n  cpu_yellow: 98\n  cpu_orange: 99\n  cpu_red: 100\n  memory_yellow: 95\n  memory_orange: 98\n  memory_red: 99\n",
+			"thresholds:\n  cpu_yellow: 100\n  cpu_orange: 100\n  cpu_red: 100\n  memory_yellow: 95\n  memory_orange: 98\n  memory_red: 99\n",
 		"config/generals/gen-dev.yaml": "name: gen-dev\ndescription: test work\ntimeout_seconds: 300\nmax_concurrent: 2\nsubscribes: [\"test.*\"]\n",
 	})
 	k.Start()

@@ -255,7 +255,7 @@ watchdog:
 		// second attempt (and a third limit as a ❌).
 		"config/king.yaml":  "retry:\n  max_attempts: 1\n  backoff_seconds: 1\n  max_backoff_seconds: 2\nconcurrency:\n  max_soldiers: 20\n",
 		"config/envoy.yaml": fmt.Sprintf("slack:\n  api_url: %q\n  default_channel: C0KINGDOM\n  allowed_users: [UHUMAN]\nintervals:\n  outbound_seconds: 1\n", slack.APIURL()),
-		"config/chamberlain.yaml": "monitoring:\n  interval_seconds: 1\nthresholds:\n  cpu_yellow: 99.97\n  cpu_orange: 99.98\n  cpu_red: 99.99\n  memory_yellow: 95\n  memory_orange: 98\n  memory_red: 99\n" +
+		"config/chamberlain.yaml": "monitoring:\n  interval_seconds: 1\nthresholds:\n  cpu_yellow: 100\n  cpu_orange: 100\n  cpu_red: 100\n  memory_yellow: 95\n  memory_orange: 98\n  memory_red: 99\n" +
 			"token_limits:\n  enabled: false\n",
 		"config/generals/gen-claude.yaml":         "name: gen-claude\ndescription: \"Claude worker.\"\nengine: claude\ntimeout_seconds: 240\nmax_concurrent: 10\nsubscribes: [\"test.claude\"]\n",
 		"config/generals/gen-codex.yaml":          "name: gen-codex\ndescription: \"Codex worker.\"\nengine: codex\ntimeout_seconds: 240\nmax_concurrent: 4\nsubscribes: [\"test.codex\"]\n",

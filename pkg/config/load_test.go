@@ -83,7 +83,7 @@ func TestDefaults_AreValid(t *testing.T) {
 func TestDefaults_MatchSpec(t *testing.T) {
 	s := DefaultSystem()
 	if s.Runtime.Engine != "claude" || s.Runtime.Claude.Command != "claude" || s.Runtime.Codex.Command != "codex" ||
-		!reflect.DeepEqual(s.Runtime.Claude.Args, []string{"--permission-mode", "acceptEdits", "--allowedTools", "Bash(git:*),Bash(gh:*)"}) ||
+		!reflect.DeepEqual(s.Runtime.Claude.Args, []string{"--permission-mode", "acceptEdits", "--allowedTools", "Bash(git:*)"}) ||
 		!reflect.DeepEqual(s.Runtime.Codex.Args, []string{"--sandbox", "workspace-write"}) ||
 		s.Git.CloneURL != "https://github.com/{repo}.git" || s.WatchdogInterval() != time.Minute ||
 		s.Watchdog.CrashLoop.MaxRestarts != 5 || s.CrashLoopWindow() != 10*time.Minute || s.StopGrace() != 10*time.Second ||

@@ -81,11 +81,12 @@ type CodexPricing struct {
 
 // DefaultClaudeArgs work as root and as a dedicated user (SPEC §10.4):
 // bypassPermissions is refused as root, acceptEdits lets the agent edit
-// files in its cwd, and the allowed Bash patterns let a review agent run
-// git and gh (gh with no token, or the manifest's read-only
-// github.read_token_env). The result comes back as structured output, so
-// nothing must be written outside the cwd.
-var DefaultClaudeArgs = []string{"--permission-mode", "acceptEdits", "--allowedTools", "Bash(git:*),Bash(gh:*)"}
+// files in its cwd, and the allowed Bash pattern lets it run git. Not gh:
+// the agent holds no GitHub write token and asks for side effects as
+// outputs of its result, which the general carries out (SPEC §12.3). The
+// result comes back as structured output, so nothing must be written
+// outside the cwd.
+var DefaultClaudeArgs = []string{"--permission-mode", "acceptEdits", "--allowedTools", "Bash(git:*)"}
 
 // DefaultCodexArgs let the agent write in its cwd (the task's repo); the
 // codex default is read-only. The sandbox has no network: Kingdom adds

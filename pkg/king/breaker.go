@@ -291,7 +291,7 @@ var uncounted = map[string]bool{schema.ReasonCancelled: true, schema.ReasonHostL
 var reasonClasses = map[string]bool{schema.ReasonAgentFailed: true, schema.ReasonEngineError: true,
 	schema.ReasonEngineMissing: true, schema.ReasonEngineRefused: true, schema.ReasonSoldierDied: true,
 	schema.ReasonTimeout: true, schema.ReasonInvalidResult: true, schema.ReasonPromptTooLarge: true,
-	schema.ReasonNoResult: true, "Stalled": true, "Runaway": true}
+	schema.ReasonNoResult: true, schema.ReasonStalled: true, schema.ReasonRunaway: true}
 
 // fingerprint is a failure's (general, status, error_reason class); ok
 // is false for a failure the breaker does not count.

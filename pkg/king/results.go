@@ -170,7 +170,11 @@ func (k *King) finishInto(cs *[]completion, t *schema.Task, res *schema.Result) 
 	k.noteFailure(t, res) // breaker.go
 	// A parked general's canary is never retried: its failure parks the
 	// general again (breaker.go).
-	if retryable(res, t.RetryCount, k.cfg.Retry.MaxAttempts) && !k.isCanary(t) {
+	stalled, err := k.stalledBefore(t, res)
+	if err != nil {
+		return err // the ledger answers on a later tick
+	}
+	if retryable(res, t.RetryCount, k.cfg.Retry.MaxAttempts, stalled) && !k.isCanary(t) {
 		return k.retry(t, res)
 	}
 	if !failedOutcome(res.Status) {
@@ -205,6 +209,11 @@ func (k *King) finishInto(cs *[]completion, t *schema.Task, res *schema.Result) 
 			"retry_count": t.RetryCount, "terminal": res.IsTerminal(), "duration_seconds": res.DurationSeconds, "general": general,
 		})
 	}
+	if len(res.OutputOutcomes) > 0 {
+		// What became of the agent's outputs (SPEC §12.3), with the
+		// task's outcome.
+		c.data["outputs"] = res.OutputOutcomes
+	}
 	*cs = append(*cs, c)
 	return nil
 }
@@ -234,6 +243,7 @@ func (k *King) finalMessages(t *schema.Task, res *schema.Result, final string, t
 		ctx["error"] = redact.Clip(res.Error, 3000)
 		ctx["retry_count"] = t.RetryCount
 	}
+	content += outcomeLines(res.OutputOutcomes)
 	m := &schema.Message{
 		ID: msgFinalID(t.ID, final), Type: schema.MessageNotification, TaskID: strPtr(t.ID),
 		Channel: res.NotifyChannel, Urgency: schema.UrgencyNormal, Content: content, Context: ctx,
@@ -251,6 +261,27 @@ func (k *King) finalMessages(t *schema.Task, res *schema.Result, final string, t
 		})
 	}
 	return ms
+}
+
+// outcomeLines lists what became of the agent's outputs (SPEC §12.3), one
+// line each after the final message's first ("github.review: <link>",
+// "github.push refused: <reason>", "jira.comment failed: <error>"; the
+// result's schema allows no other state), in plain text: the envoy
+// escapes it.
+func outcomeLines(outs []schema.OutputOutcome) string {
+	var b strings.Builder
+	for _, o := range outs {
+		b.WriteString("\n")
+		switch o.State {
+		case schema.OutcomeDone:
+			fmt.Fprintf(&b, "%s: %s", o.Kind, redact.Clip(firstNonEmpty(o.Link, "done"), 500))
+		case schema.OutcomeRefused:
+			fmt.Fprintf(&b, "%s refused: %s", o.Kind, redact.Clip(o.Reason, 500))
+		case schema.OutcomeFailed:
+			fmt.Fprintf(&b, "%s failed: %s", o.Kind, redact.Clip(o.Error, 500))
+		}
+	}
+	return b.String()
 }
 
 // questionMessage asks the human in the task's thread; reply_context is what
@@ -371,15 +402,57 @@ func (k *King) completed(t *schema.Task, status, evType string, data map[string]
 	k.log.Info("task finished", "task", t.ID, "general", t.TargetGeneral, "status", status)
 }
 
-// retryable is the error policy (seed 004, SPEC §4.4): a failed or killed
-// attempt (or one of an unknown status) runs again unless its reason is
-// terminal or the task has used its retry.max_attempts.
-func retryable(res *schema.Result, retryCount, maxAttempts int) bool {
+// retryable is the error policy (seed 004, SPEC §4.4, §12.4): a failed or
+// killed attempt (or one of an unknown status) runs again unless its
+// reason is terminal or the task has used its retry.max_attempts. The
+// breaker's kills go further, whatever the result says: a Runaway never
+// runs again, and a Stalled runs again once (stalledBefore: an earlier
+// attempt of the task stalled too).
+func retryable(res *schema.Result, retryCount, maxAttempts int, stalledBefore bool) bool {
 	switch res.Status {
 	case schema.ResultSuccess, schema.ResultSkipped, schema.ResultNeedsHuman:
 		return false
 	}
+	switch res.ErrorReason {
+	case schema.ReasonRunaway:
+		return false
+	case schema.ReasonStalled:
+		if stalledBefore {
+			return false
+		}
+	}
 	return !res.IsTerminal() && retryCount < maxAttempts
+}
+
+// stalledBefore reports, for a Stalled attempt of t, whether an earlier
+// attempt of t stalled too. The spend ledger knows: every attempt is
+// recorded there, with its error_reason, before it is acted on
+// (recordAttempts). A ledger that cannot be read is an error (the result
+// waits for a later tick); damaged entries are skipped.
+func (k *King) stalledBefore(t *schema.Task, res *schema.Result) (bool, error) {
+	if res.ErrorReason != schema.ReasonStalled || t.RetryCount == 0 {
+		return false, nil
+	}
+	created, _ := schema.ParseTime(t.CreatedAt)
+	var stalled bool
+	var errs []error
+	days := spend.StoreDays(k.kv)
+	spend.TaskTotals(created, k.now(), 31, func(date string) spend.Totals {
+		d, err := days.Load(k.ctx(), date)
+		if err != nil && !errors.Is(err, spend.ErrDamaged) {
+			errs = append(errs, err)
+		}
+		for _, e := range d.Attempts {
+			if e.Task == t.ID && e.Attempt < t.RetryCount && e.ErrorReason == schema.ReasonStalled {
+				stalled = true
+			}
+		}
+		return spend.Totals{}
+	})
+	if stalled {
+		return true, nil // whatever else could not be read
+	}
+	return false, errors.Join(errs...)
 }
 
 // backoff is the delay before attempt retryCount+1: backoff_seconds ·

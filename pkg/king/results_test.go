@@ -186,7 +186,7 @@ func TestBackoff_DoublesUpToTheCap(t *testing.T) {
 }
 
 func TestRetryable_ErrorPolicy(t *testing.T) {
-	yes := true
+	yes, no := true, false
 	for _, c := range []struct {
 		name     string
 		status   string
@@ -207,11 +207,119 @@ func TestRetryable_ErrorPolicy(t *testing.T) {
 		{"invalid result is terminal", schema.ResultFailed, schema.ReasonInvalidResult, nil, 0, false},
 		{"engine missing is terminal", schema.ResultFailed, schema.ReasonEngineMissing, nil, 0, false},
 		{"marked terminal by the result", schema.ResultFailed, schema.ReasonEngineError, &yes, 0, false},
+		{"a first stall: retried", schema.ResultKilled, schema.ReasonStalled, nil, 1, true},
+		{"a stall past the attempts", schema.ResultKilled, schema.ReasonStalled, nil, 2, false},
+		{"runaway is terminal", schema.ResultKilled, schema.ReasonRunaway, nil, 0, false},
+		{"runaway is terminal whatever the result says", schema.ResultKilled, schema.ReasonRunaway, &no, 0, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			res := &schema.Result{RawResult: schema.RawResult{Status: c.status, ErrorReason: c.reason, Terminal: c.terminal}}
-			eq(t, "retryable", retryable(res, c.attempt, 2), c.want)
+			eq(t, "retryable", retryable(res, c.attempt, 2, false), c.want)
 		})
+	}
+	// A second stall is terminal, even marked retryable; stalledBefore
+	// says nothing about any other reason.
+	second := &schema.Result{RawResult: schema.RawResult{Status: schema.ResultKilled, ErrorReason: schema.ReasonStalled, Terminal: &no}}
+	eq(t, "second stall", retryable(second, 1, 5, true), false)
+	other := &schema.Result{RawResult: schema.RawResult{Status: schema.ResultKilled, ErrorReason: schema.ReasonSoldierDied}}
+	eq(t, "soldier died after a stall", retryable(other, 1, 5, true), true)
+}
+
+// A Stalled attempt runs again once (SPEC §12.4), whatever
+// retry.max_attempts allows: the second is terminal. A stall after other
+// failures is still a first.
+func TestKing_StalledRetriedOnceThenTerminal(t *testing.T) {
+	f := started(t)
+	f.cfg.Retry.MaxAttempts = 5
+	f.cfg.Retry.BackoffSeconds = 0
+	for attempt, reason := range []string{schema.ReasonSoldierDied, schema.ReasonStalled} {
+		f.finalResult(task1, map[string]any{"status": "killed", "error": "no progress",
+			"error_reason": reason, "retry_count": attempt})
+		f.tick()
+		eqList(t, fmt.Sprintf("tasks/pending after a %s", reason), f.ids(layout.QTasks, layout.Pending), task1)
+		f.claim(task1)
+	}
+	f.finalResult(task1, map[string]any{"status": "killed", "error": "no progress again",
+		"error_reason": schema.ReasonStalled, "retry_count": 2})
+	f.tick()
+	eqList(t, "tasks/completed", f.ids(layout.QTasks, layout.Completed), task1)
+	eq(t, "retries", len(f.internal("task.retry_scheduled")), 2)
+	fl := f.internal("task.failed")
+	if len(fl) != 1 {
+		t.Fatalf("task.failed = %d", len(fl))
+	}
+	eq(t, "error_reason", data(fl[0])["error_reason"], any(schema.ReasonStalled))
+	eq(t, "retry_count", data(fl[0])["retry_count"], any(float64(2)))
+	if m := f.message("msg-" + task1 + "-failed"); !strings.Contains(m.Content, "3 attempts") {
+		t.Errorf("content %q", m.Content)
+	}
+}
+
+// A Runaway attempt is never retried (SPEC §12.4), even when its result
+// calls it retryable.
+func TestKing_RunawayIsTerminal(t *testing.T) {
+	f := started(t)
+	f.cfg.Retry.MaxAttempts = 5
+	f.finalResult(task1, map[string]any{"status": "killed", "error": "burned $12 without progress",
+		"error_reason": schema.ReasonRunaway, "terminal": false})
+	f.tick()
+	eqList(t, "tasks/completed", f.ids(layout.QTasks, layout.Completed), task1)
+	eq(t, "retries", len(f.internal("task.retry_scheduled")), 0)
+	fl := f.internal("task.failed")
+	if len(fl) != 1 || data(fl[0])["error_reason"] != schema.ReasonRunaway {
+		t.Fatalf("task.failed = %+v", fl)
+	}
+}
+
+var outcomes = []any{
+	map[string]any{"index": 0, "kind": "github.review", "state": "done", "link": "https://github.com/acme/web/pull/7#pullrequestreview-1"},
+	map[string]any{"index": 1, "kind": "github.push", "state": "refused", "reason": "touches a protected path: .github/workflows/ci.yml"},
+	map[string]any{"index": 2, "kind": "jira.comment", "state": "failed", "error": "jira: 503 Service Unavailable"},
+}
+
+const outcomeText = "\ngithub.review: https://github.com/acme/web/pull/7#pullrequestreview-1" +
+	"\ngithub.push refused: touches a protected path: .github/workflows/ci.yml" +
+	"\njira.comment failed: jira: 503 Service Unavailable"
+
+// Each output's outcome (its link, the reason it was refused, its error)
+// is in the task's thread and in task.completed (SPEC §12.3).
+func TestKing_OutputOutcomesInTheThreadAndTheEvent(t *testing.T) {
+	for _, c := range []struct {
+		status, final, evType string
+	}{
+		{"success", "done", "task.completed"},
+		{"failed", "failed", "task.failed"},
+	} {
+		t.Run(c.status, func(t *testing.T) {
+			f := started(t)
+			r := map[string]any{"status": c.status, "summary": "reviewed", "output_outcomes": outcomes}
+			if c.status == "failed" {
+				r["error"], r["error_reason"] = "gave up", schema.ReasonAgentFailed
+			}
+			f.finalResult(task1, r)
+			f.tick()
+			m := f.message("msg-" + task1 + "-" + c.final)
+			if !strings.HasSuffix(m.Content, outcomeText) {
+				t.Errorf("content %q, want it to end with %q", m.Content, outcomeText)
+			}
+			evs := f.internal(c.evType)
+			if len(evs) != 1 {
+				t.Fatalf("%s = %d", c.evType, len(evs))
+			}
+			got, _ := jsonMarshal(data(evs[0])["outputs"])
+			want, _ := jsonMarshal(outcomes)
+			eq(t, "outputs", string(got), string(want))
+		})
+	}
+	// Without outputs, neither says anything of them.
+	f := started(t)
+	f.finalResult(task1, map[string]any{"status": "success", "summary": "LGTM"})
+	f.tick()
+	if m := f.message("msg-" + task1 + "-done"); strings.Contains(m.Content, "\n") {
+		t.Errorf("content %q", m.Content)
+	}
+	if _, ok := data(f.internal("task.completed")[0])["outputs"]; ok {
+		t.Error("task.completed has outputs")
 	}
 }
 
