@@ -173,7 +173,7 @@ func denialFix(ds []Denial, sysFile string) string {
 	if len(pats) > 0 {
 		list := strings.Join(pats, ",")
 		fixes = append(fixes, "allow it in runtime.claude.args of "+sysFile+": add "+list+
-			" to the --allowedTools list (comma-separated, e.g. --allowedTools \"Bash(git:*),Bash(gh:*),"+list+"\")")
+			" to the --allowedTools list (comma-separated, e.g. --allowedTools \"Bash(git:*),"+list+"\")")
 	}
 	if len(dirs) > 0 {
 		fixes = append(fixes, "let it reach the paths: add --add-dir "+strings.Join(dirs, " --add-dir ")+" to runtime.claude.args of "+sysFile)

@@ -368,7 +368,7 @@ func TestClassify_DenialsAndTheirFix(t *testing.T) {
 		"no result blocked by a Bash pattern": {0, &Outcome{Ended: true, FinalText: "I could not read the task id.",
 			Denials: []Denial{{Tool: "Bash", Arg: "printenv KINGDOM_TASK_ID"}}}, schema.ReasonNoResult,
 			[]string{"permission denied: Bash(printenv KINGDOM_TASK_ID)", "its last words: I could not read the task id.",
-				"runtime.claude.args", `--allowedTools "Bash(git:*),Bash(gh:*),Bash(printenv:*)"`}, nil},
+				"runtime.claude.args", `--allowedTools "Bash(git:*),Bash(printenv:*)"`}, nil},
 		"long last words keep the fix within the bound": {0, &Outcome{Ended: true, FinalText: long,
 			Denials: []Denial{{Tool: "Bash", Arg: "FOO=1 make test"}}}, schema.ReasonNoResult,
 			[]string{"Bash(make:*)"}, nil},
