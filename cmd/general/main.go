@@ -62,7 +62,7 @@ func main() {
 			g, err := general.New(general.Options{
 				Layout: l, Manifest: m, System: sys, Log: env.Log, Events: env.Events,
 				Tmux: env.Tmux, Clock: env.Clock, SpawnBin: spawn.FindBinary(l), SessionEnv: sessEnv,
-				HostMaxSoldiers: king.Concurrency.HostMaxSoldiers, Store: st, Host: env.HostID,
+				HostMaxSoldiers: king.Concurrency.HostMaxSoldiers, Breaker: king.Breaker, Store: st, Host: env.HostID,
 			})
 			if err != nil {
 				return err

@@ -58,25 +58,25 @@ func (g *General) enforceCancels(ctx context.Context) {
 		if rec == nil || rec.RetryCount != s.t.RetryCount {
 			continue
 		}
-		g.stopSoldier(ctx, s, schema.ResultFailed, schema.ReasonCancelled, "cancelled by "+rec.By)
+		g.stopSoldier(ctx, s, syntheticRaw(s.t.ID, schema.ResultFailed, schema.ReasonCancelled, "cancelled by "+rec.By))
 	}
 }
 
-// stopSoldier ends a running soldier for a reason of the general's: the
-// raw result first (no-replace; written before the kill, so the watcher
+// stopSoldier ends a running soldier for a reason of the general's (a
+// cancel, a self-fence, a brake): the raw result r first (no-replace; written before the kill, so the watcher
 // never takes the soldier's end for a death without a result), then its
 // tmux session, its process tree and what its agent detached (the sweep
 // by KINGDOM_TASK_ID and KINGDOM_BASE_DIR the soldier itself does). A
 // soldier whose own result got there first and is not a failure has
 // finished: it is left alone.
-func (g *General) stopSoldier(ctx context.Context, s soldier, status, reason, msg string) {
+func (g *General) stopSoldier(ctx context.Context, s soldier, r schema.RawResult) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if alive, err := g.o.Tmux.Has(ctx, s.sid); err != nil || !alive {
 		return // gone already: its watcher settles the attempt
 	}
 	raw := g.o.Layout.ResultRaw(s.t.ID)
-	if !g.synthetic(s.t.ID, status, reason, msg) {
+	if !g.writeSynthetic(r) {
 		if st := rawStatus(raw); st == schema.ResultSuccess || st == schema.ResultSkipped || st == schema.ResultNeedsHuman {
 			return // the attempt finished before the kill
 		}
@@ -92,8 +92,8 @@ func (g *General) stopSoldier(ctx context.Context, s soldier, status, reason, ms
 	// The kill above may beat the soldier's own sweep of what its agent
 	// detached (`setsid cmd &`).
 	proctree.Sweep(map[string]string{layout.EnvBase: g.o.Layout.Base, layout.EnvTaskID: s.t.ID})
-	g.emit("soldier.killed", map[string]any{"task_id": s.t.ID, "soldier_id": s.sid, "general": g.name, "reason": reason})
-	g.log.Info("soldier killed", "task", s.t.ID, "soldier", s.sid, "reason", reason, "processes", len(tree))
+	g.emit("soldier.killed", map[string]any{"task_id": s.t.ID, "soldier_id": s.sid, "general": g.name, "reason": r.ErrorReason})
+	g.log.Info("soldier killed", "task", s.t.ID, "soldier", s.sid, "reason", r.ErrorReason, "processes", len(tree))
 }
 
 // rawStatus is the status of a raw result file, "" when unreadable.

@@ -152,7 +152,7 @@ func (g *General) selfFence(ctx context.Context) bool {
 	// The kills first: a cut-off host's event log may not answer.
 	msg := fmt.Sprintf("host %s could not renew its lease for %ds: soldier killed", g.o.Host, g.o.System.Store.SelfFenceSeconds)
 	for _, s := range g.soldiers() {
-		g.stopSoldier(ctx, s, schema.ResultKilled, schema.ReasonHostLost, msg)
+		g.stopSoldier(ctx, s, syntheticRaw(s.t.ID, schema.ResultKilled, schema.ReasonHostLost, msg))
 	}
 	if changed {
 		g.emit("general.fenced", map[string]any{"general": g.name, "host": g.o.Host})

@@ -4,9 +4,11 @@
 // the manifest's max_concurrent counted across every host, and only while
 // this host's own health admits the task (claim.go). A task goroutine
 // prepares the workspace (§9.9), renders the prompt, spawns a soldier in tmux
-// (pkg/soldier), watches it (result, death, timeout with heartbeat extension)
-// and writes the final result. The runner's loop keeps ticking meanwhile, so
-// the heartbeat stays fresh during long soldiers. The general never moves a
+// (pkg/soldier), watches it (result, death, timeout with heartbeat
+// extension, and the brakes of king.yaml breaker: no progress is Stalled,
+// burn is Runaway; brakes.go) and writes the final result. The runner's
+// loop keeps ticking meanwhile, so the heartbeat stays fresh during long
+// soldiers. The general never moves a
 // task out of in_progress/ (§9.4; the king does), but to give back at once a
 // claim beyond the cap.
 //
@@ -88,6 +90,9 @@ type Options struct {
 	// HostMaxSoldiers is king.yaml concurrency.host_max_soldiers: no claim
 	// while this host runs that many soldiers (0 = no cap).
 	HostMaxSoldiers int
+	// Breaker is king.yaml breaker: the no-progress and burn brakes of
+	// every attempt (brakes.go); its zero value brakes nothing.
+	Breaker config.KingBreaker
 	// Services are the GitHub and Jira the general reads a pull request
 	// from and carries the agent's outputs out on, with the write token
 	// (SPEC §12.3); nil: outputs.Load (the sentinel's sentinel.yaml and
@@ -135,9 +140,6 @@ type General struct {
 func New(o Options) (*General, error) {
 	if o.Manifest == nil {
 		return nil, errors.New("general: no manifest")
-	}
-	if o.Store == nil {
-		return nil, errors.New("general: no store")
 	}
 	if o.System == nil {
 		o.System = config.DefaultSystem()

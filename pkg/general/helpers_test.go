@@ -81,6 +81,9 @@ type env struct {
 	// svc are the GitHub and Jira the general reads and writes (nil: none
 	// reachable, so no test reaches out by accident).
 	svc *outputs.Services
+	// brk is king.yaml breaker as the general is given it (zero: no
+	// brakes).
+	brk config.KingBreaker
 }
 
 type envOpt func(*env)
@@ -192,7 +195,7 @@ func (e *env) start() *General {
 		tm = e.tm
 	}
 	g, err := New(Options{Layout: e.l, Manifest: e.m, System: e.sys, Tmux: tm, Clock: e.clk,
-		SpawnBin: spawnBin, PollInterval: 20 * time.Millisecond, Trace: e.traceHook(), Store: e.store(), Host: e.host, Services: e.services(),
+		SpawnBin: spawnBin, PollInterval: 20 * time.Millisecond, Trace: e.traceHook(), Store: e.store(), Host: e.host, Services: e.services(), Breaker: e.brk,
 		Events: eventlog.NewEmitter(e.l.EventsLog(), e.l.RotateLock(), e.m.Name, nil)})
 	if err != nil {
 		e.t.Fatal(err)

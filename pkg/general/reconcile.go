@@ -97,7 +97,7 @@ func (g *General) reconcile(ctx context.Context) error {
 			}
 			sid := reg.ID
 			g.start(ctx, task, func(ctx context.Context) {
-				if g.watch(ctx, task, sid, started, proctree.Identity{}) {
+				if g.watch(ctx, task, sid, started, proctree.Identity{}, ws.RepoDir) {
 					g.finish(ctx, task, sid, started, ws)
 				}
 			})

@@ -110,7 +110,7 @@ func (g *General) runTask(ctx context.Context, t *schema.Task) {
 	g.trace(t.ID, "running")
 	g.emit("soldier.spawned", map[string]any{"task_id": t.ID, "soldier_id": sid, "general": g.name, "retry_count": t.RetryCount})
 	g.log.Info("soldier spawned", "task", t.ID, "soldier", sid)
-	if !g.watch(ctx, t, sid, spawnedAt, proc) {
+	if !g.watch(ctx, t, sid, spawnedAt, proc, ws.RepoDir) {
 		return // shutting down: the restarted general re-attaches (§9.4)
 	}
 	g.finish(ctx, t, sid, started, ws)
@@ -128,8 +128,18 @@ func (g *General) cancelled(ctx context.Context, t *schema.Task) bool {
 // synthetic writes a raw result the general decided (no-replace: a result
 // the soldier published first wins, §9.5). false: a raw result was there.
 func (g *General) synthetic(task, status, reason, msg string) bool {
+	return g.writeSynthetic(syntheticRaw(task, status, reason, msg))
+}
+
+// syntheticRaw is the raw result of a failure the general decided.
+func syntheticRaw(task, status, reason, msg string) schema.RawResult {
 	msg = redact.String(msg)
-	r := schema.RawResult{TaskID: task, Status: status, Summary: msg, Error: msg, ErrorReason: reason}
+	return schema.RawResult{TaskID: task, Status: status, Summary: msg, Error: msg, ErrorReason: reason}
+}
+
+// writeSynthetic is synthetic for a raw result of the general's.
+func (g *General) writeSynthetic(r schema.RawResult) bool {
+	task := r.TaskID
 	b, err := jsonIndent(r)
 	if err == nil {
 		err = atomicfile.CreateNoReplace(g.o.Layout.ResultRaw(task), b, 0o600)
@@ -157,17 +167,19 @@ func lexists(path string) bool {
 }
 
 // watch follows soldier sid until its raw result exists (published by the
-// soldier or synthesised here on death or timeout). It returns false when
-// ctx ended first.
+// soldier or synthesised here on death, timeout or a brake: no progress,
+// burn; brakes.go). It returns false when ctx ended first.
 //
 // proc is the soldier's process when known (zero after a restart): a
-// soldier seen to end by itself is not killed through tmux.
-func (g *General) watch(ctx context.Context, t *schema.Task, sid string, spawnedAt time.Time, proc proctree.Identity) bool {
+// soldier seen to end by itself is not killed through tmux. workdir is
+// the attempt's worktree (the engine's cwd).
+func (g *General) watch(ctx context.Context, t *schema.Task, sid string, spawnedAt time.Time, proc proctree.Identity, workdir string) bool {
 	l := g.o.Layout
 	raw, hb := l.ResultRaw(t.ID), l.ResultHeartbeat(t.ID)
 	timeout := g.o.Manifest.Timeout()
 	deadline, hardCap := spawnedAt.Add(timeout), spawnedAt.Add(2*timeout)
 	var lastMtime, lastBeat time.Time
+	brk := newBrakes(g.o.Breaker, workdir, l.ResultSpent(t.ID), g.o.Clock.Now())
 	tick := time.NewTicker(g.o.PollInterval)
 	defer tick.Stop()
 	published, unsubscribe := g.subscribeRaw(ctx, t.ID)
@@ -206,8 +218,9 @@ func (g *General) watch(ctx context.Context, t *schema.Task, sid string, spawned
 		now := g.o.Clock.Now()
 		// Heartbeat freshness is judged on our clock: we note when we saw
 		// its mtime change, so clock skew and injected clocks agree.
+		event := false
 		if st, err := os.Stat(hb); err == nil && !st.ModTime().Equal(lastMtime) {
-			lastMtime, lastBeat = st.ModTime(), now
+			lastMtime, lastBeat, event = st.ModTime(), now, true
 		}
 		if now.After(deadline) {
 			if !lastBeat.IsZero() && now.Sub(lastBeat) <= heartbeatFresh && deadline.Before(hardCap) {
@@ -226,6 +239,17 @@ func (g *General) watch(ctx context.Context, t *schema.Task, sid string, spawned
 				g.trace(t.ID, "raw")
 				break
 			}
+		}
+		if reason, msg := brk.check(now, event); reason != "" {
+			// Killed as a cancel kills; the next look sees the raw result
+			// (the publication wakes it).
+			r := syntheticRaw(t.ID, schema.ResultFailed, reason, "soldier "+sid+" stopped: "+msg)
+			if reason == schema.ReasonRunaway {
+				terminal := true
+				r.Terminal = &terminal
+			}
+			g.log.Warn("soldier stopped by a brake", "task", t.ID, "soldier", sid, "reason", reason, "why", msg)
+			g.stopSoldier(ctx, soldier{t: t, sid: sid}, r)
 		}
 		g.trace(t.ID, "poll")
 		select {

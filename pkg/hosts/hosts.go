@@ -27,9 +27,6 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
-// Host is one row of the registry (store.Store.Hosts).
-type Host = store.Host
-
 // SelfFence reports whether a host must stop claiming and kill its
 // soldiers: its last successful renewal (lastRenewOK, zero if none since
 // it started) is selfFence old or older. A host that never renewed has no
@@ -45,7 +42,7 @@ func SelfFence(lastRenewOK, now time.Time, selfFence time.Duration) bool {
 // TakeoverDue reports whether h has been silent for takeover: its age when
 // listed plus the time since (by the reader's clock). A negative gap (now
 // before ListedAt) counts as none.
-func TakeoverDue(h Host, now time.Time, takeover time.Duration) bool {
+func TakeoverDue(h store.Host, now time.Time, takeover time.Duration) bool {
 	silent := h.Age
 	if since := now.Sub(h.ListedAt); since > 0 {
 		silent += since

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/internal/testkit/pgtest"
+	"github.com/kingdom-dev/kingdom/pkg/store"
 	"github.com/kingdom-dev/kingdom/pkg/store/pg"
 )
 
@@ -55,7 +56,7 @@ func TestTakeoverDue(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			h := Host{ID: "h", Age: tc.age, ListedAt: listed}
+			h := store.Host{ID: "h", Age: tc.age, ListedAt: listed}
 			if got := TakeoverDue(h, tc.now, takeover); got != tc.want {
 				t.Errorf("TakeoverDue(age %v, %v after listing) = %v, want %v", tc.age, tc.now.Sub(listed), got, tc.want)
 			}

@@ -24,7 +24,7 @@ const DefaultTakeover = 600 * time.Second
 
 // HostLister reads the hosts registry (store.Store.Hosts).
 type HostLister interface {
-	Hosts(ctx context.Context, selfFence time.Duration) ([]hosts.Host, error)
+	Hosts(ctx context.Context, selfFence time.Duration) ([]store.Host, error)
 }
 
 func (k *King) initCluster(o Options) {

@@ -128,9 +128,6 @@ type King struct {
 // New builds a King. It loads the manifests once; later ticks reload them
 // when a file in config/generals changes.
 func New(o Options) (*King, error) {
-	if o.Store == nil {
-		return nil, errors.New("king: no store")
-	}
 	if o.Config == nil {
 		o.Config = config.DefaultKing()
 	}

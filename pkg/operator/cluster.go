@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/app"
-	"github.com/kingdom-dev/kingdom/pkg/hosts"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 )
@@ -23,7 +22,7 @@ type Cluster struct {
 	// Takeover is store.takeover_seconds: another host silent this long
 	// is lost (the king has failed its tasks HostLost) until forgotten.
 	Takeover time.Duration
-	Hosts    []hosts.Host
+	Hosts    []store.Host
 	Leaders  map[string]store.LeaderInfo
 	Err      error // the store could not be read
 }
@@ -88,7 +87,7 @@ func (c *Cluster) problems(raise func(int, Problem)) {
 }
 
 // lost: h has not renewed for longer than store.takeover_seconds.
-func (c *Cluster) lost(h hosts.Host) bool { return !h.Alive && c.Takeover > 0 && h.Age > c.Takeover }
+func (c *Cluster) lost(h store.Host) bool { return !h.Alive && c.Takeover > 0 && h.Age > c.Takeover }
 
 func (c *Cluster) print(w io.Writer) {
 	if c == nil {

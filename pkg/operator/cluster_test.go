@@ -11,7 +11,6 @@ import (
 	"github.com/kingdom-dev/kingdom/internal/testkit/pgtest"
 	"github.com/kingdom-dev/kingdom/pkg/app"
 	"github.com/kingdom-dev/kingdom/pkg/config"
-	"github.com/kingdom-dev/kingdom/pkg/hosts"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/status"
 	"github.com/kingdom-dev/kingdom/pkg/store"
@@ -140,7 +139,7 @@ func TestClusterVerdict_UnreadableAndStaleHost(t *testing.T) {
 	for _, r := range app.LeaderRoles {
 		held[r] = store.LeaderInfo{Holder: "box-b", Held: true}
 	}
-	st.Cluster = &Cluster{HostID: "box-a", Leaders: held, Hosts: []hosts.Host{{ID: "box-a", Alive: false}, {ID: "box-b", Alive: true}}}
+	st.Cluster = &Cluster{HostID: "box-a", Leaders: held, Hosts: []store.Host{{ID: "box-a", Alive: false}, {ID: "box-b", Alive: true}}}
 	v = st.Verdict()
 	if v.Exit != StatusDegraded || !strings.Contains(problemsOf(v), "box-a: no renewal") {
 		t.Fatalf("stale host: %d %s", v.Exit, problemsOf(v))

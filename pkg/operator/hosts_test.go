@@ -13,7 +13,6 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/app"
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/config"
-	"github.com/kingdom-dev/kingdom/pkg/hosts"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/status"
 	"github.com/kingdom-dev/kingdom/pkg/store"
@@ -25,7 +24,7 @@ import (
 // until it is forgotten; one merely silent (within takeover) is not.
 func TestVerdict_LostHostUntilForgotten(t *testing.T) {
 	st := &Status{Kingdom: status.Kingdom{StartPID: 1}, Threshold: time.Minute}
-	st.Cluster = &Cluster{HostID: "box-a", Takeover: 10 * time.Minute, Leaders: heldLeaders(), Hosts: []hosts.Host{
+	st.Cluster = &Cluster{HostID: "box-a", Takeover: 10 * time.Minute, Leaders: heldLeaders(), Hosts: []store.Host{
 		{ID: "box-a", Alive: true}, {ID: "box-b", Age: time.Hour}, {ID: "box-c", Age: 6 * time.Minute}}}
 	v := st.Verdict()
 	ps := problemsOf(v)

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/kingdom-dev/kingdom/pkg/hosts"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
@@ -24,7 +23,7 @@ type Leader struct {
 // Cluster is what the store shows beyond this host: every host of the
 // registry (on one machine, this one) and the leader of each leader role.
 type Cluster struct {
-	Hosts   []hosts.Host
+	Hosts   []store.Host
 	Leaders []Leader
 	// Errs: parts that could not be read (the rest is still shown).
 	Errs []error
@@ -33,7 +32,7 @@ type Cluster struct {
 // ClusterSource reads the cluster. Leaders is nil when the source offers
 // no way to list its leaders.
 type ClusterSource struct {
-	Hosts   func(ctx context.Context) ([]hosts.Host, error)
+	Hosts   func(ctx context.Context) ([]store.Host, error)
 	Leaders func(ctx context.Context) ([]Leader, error)
 }
 
@@ -45,7 +44,7 @@ var ErrNoLeaders = errors.New("the store lists no leaders")
 // held now).
 func StoreCluster(st store.Store, selfFence time.Duration) *ClusterSource {
 	return &ClusterSource{
-		Hosts: func(ctx context.Context) ([]hosts.Host, error) { return st.Hosts(ctx, selfFence) },
+		Hosts: func(ctx context.Context) ([]store.Host, error) { return st.Hosts(ctx, selfFence) },
 		Leaders: func(ctx context.Context) ([]Leader, error) {
 			m, err := st.Leaders(ctx)
 			if err != nil {
