@@ -193,7 +193,8 @@ var healthLevels = map[string]float64{health.Green: 0, health.Yellow: 1, health.
 func (g gauges) Collect(ch chan<- prometheus.Metric) {
 	s := g.m.s
 	now := s.clk.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// Collect has no caller's context (prometheus): the server's bounds it.
+	ctx, cancel := context.WithTimeout(s.baseCtx(), 10*time.Second)
 	defer cancel()
 	var lister status.Lister = noSessions{}
 	if s.o.Tmux != nil {

@@ -132,8 +132,17 @@ type Server struct {
 	follow sync.Once
 
 	mu      sync.Mutex
+	base    context.Context // Start's: metrics collection and log lines outlive no server
 	clients int
 	addr    string
+}
+
+// baseCtx is Start's context: /metrics is collected only while Start's
+// server serves it.
+func (s *Server) baseCtx() context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.base
 }
 
 // ErrTokenRequired: the listen address is outside loopback and no token is
@@ -223,6 +232,9 @@ func (s *Server) Addr() string {
 // chamberlain's health duties down with it: the failure is logged and the
 // bind retried every Options.RetryBind until it succeeds.
 func (s *Server) Start(ctx context.Context) error {
+	s.mu.Lock()
+	s.base = ctx
+	s.mu.Unlock()
 	s.Follow(ctx)
 	ln, err := s.listen()
 	if err == nil {
@@ -280,7 +292,7 @@ func (s *Server) serve(ctx context.Context, ln net.Listener) {
 	}
 	go func() {
 		<-ctx.Done()
-		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		shut, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		srv.Shutdown(shut)
 	}()

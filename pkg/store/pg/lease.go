@@ -49,7 +49,9 @@ func (s *Store) Lead(ctx context.Context, name string) (store.Lease, error) {
 		every = time.Second
 	}
 	l := &lease{s: s, name: name, epoch: epoch, lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
-	go l.watch(c, every)
+	// The lease outlives Lead's call: its pings keep the caller's values,
+	// not its deadline.
+	go l.watch(context.WithoutCancel(ctx), c, every)
 	return l, nil
 }
 
@@ -72,14 +74,14 @@ func (l *lease) Lost() <-chan struct{} { return l.lost }
 // watch pings the session every period; the first failure means the lock
 // may be gone (the server frees it when it sees the session end), so the
 // lease is lost at once.
-func (l *lease) watch(c *pgx.Conn, every time.Duration) {
+func (l *lease) watch(base context.Context, c *pgx.Conn, every time.Duration) {
 	defer close(l.done)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-l.stop:
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			ctx, cancel := context.WithTimeout(base, 5*time.Second)
 			// Unlock before closing: the server frees a closed session's
 			// locks only when its backend has exited, a moment after Close
 			// returns, and a successor asking at once must not be refused.
@@ -89,12 +91,12 @@ func (l *lease) watch(c *pgx.Conn, every time.Duration) {
 			l.markLost()
 			return
 		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), every+2*time.Second)
+			ctx, cancel := context.WithTimeout(base, every+2*time.Second)
 			err := c.Ping(ctx)
 			cancel()
 			if err != nil {
 				l.markLost()
-				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				ctx, cancel := context.WithTimeout(base, time.Second)
 				c.Close(ctx)
 				cancel()
 				return

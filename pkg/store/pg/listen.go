@@ -61,7 +61,7 @@ func (s *Store) listen(ctx context.Context, out chan<- string) {
 					break
 				}
 			}
-			closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+			closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 			c.Close(closeCtx)
 			cancel()
 		}
@@ -81,7 +81,7 @@ func (s *Store) listenConn(ctx context.Context) (*pgx.Conn, error) {
 		return nil, fmt.Errorf("listen: connect: %w", err)
 	}
 	if _, err := c.Exec(ctx, "LISTEN "+channel); err != nil {
-		closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		c.Close(closeCtx)
 		cancel()
 		return nil, fmt.Errorf("listen: %w", err)
