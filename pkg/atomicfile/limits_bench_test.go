@@ -68,4 +68,3 @@ func BenchmarkLimit_DurablePut(b *testing.B) {
 		i++
 	}
 }
-

@@ -109,9 +109,10 @@ type Role struct {
 	tasks    *queue.Queue
 	kv       kv.KV
 
-	st    store.Store
-	host  string
-	lease store.Lease // the cluster lease while held
+	st           store.Store
+	host         string
+	lease        store.Lease // the cluster lease while held
+	leaseRenewed time.Time   // its last Renew
 
 	// the cluster duties' place in the event log: cur is just past the
 	// last event consumed, savedCur what the store holds (consume).

@@ -34,6 +34,7 @@ func (r *Role) leadCluster(ctx context.Context) bool {
 			r.log.Warn("cluster duties lost to another host", "epoch", r.lease.Epoch())
 			r.lease = nil
 		default:
+			r.renewCluster(ctx)
 			return true
 		}
 	}
@@ -52,6 +53,20 @@ func (r *Role) leadCluster(ctx context.Context) bool {
 	r.curLoaded = false
 	r.log.Info("leading the cluster duties", "epoch", l.Epoch(), "host", r.host)
 	return true
+}
+
+// renewCluster renews the cluster duties' lease at most every
+// store.RenewEvery: one not renewed for store.leader_stall_seconds is
+// deposed by another host.
+func (r *Role) renewCluster(ctx context.Context) {
+	if time.Since(r.leaseRenewed) < store.RenewEvery {
+		return
+	}
+	if err := r.lease.Renew(ctx); err != nil {
+		r.log.Warn("renew the cluster duties' lease", "err", err)
+		return
+	}
+	r.leaseRenewed = time.Now()
 }
 
 // clusterKind: alerts of this kind are the cluster's (from the event log

@@ -70,15 +70,30 @@ func (g *General) enforceCancels(ctx context.Context) {
 // soldier whose own result got there first and is not a failure has
 // finished: it is left alone.
 func (g *General) stopSoldier(ctx context.Context, s soldier, r schema.RawResult) {
+	if g.killSoldier(ctx, s, r) {
+		g.emitKilled(s, r)
+	}
+}
+
+// emitKilled records a kill killSoldier made.
+func (g *General) emitKilled(s soldier, r schema.RawResult) {
+	g.emit("soldier.killed", map[string]any{"task_id": s.t.ID, "soldier_id": s.sid, "general": g.name, "reason": r.ErrorReason})
+}
+
+// killSoldier is stopSoldier without its event: it touches nothing but
+// this host (tmux, processes, the raw result file), so a host cut off from
+// its store kills every soldier at once, before the first event-log write
+// that may hang. It reports whether it killed.
+func (g *General) killSoldier(ctx context.Context, s soldier, r schema.RawResult) bool {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if alive, err := g.o.Tmux.Has(ctx, s.sid); err != nil || !alive {
-		return // gone already: its watcher settles the attempt
+		return false // gone already: its watcher settles the attempt
 	}
 	raw := g.o.Layout.ResultRaw(s.t.ID)
 	if !g.writeSynthetic(r) {
 		if st := rawStatus(raw); st == schema.ResultSuccess || st == schema.ResultSkipped || st == schema.ResultNeedsHuman {
-			return // the attempt finished before the kill
+			return false // the attempt finished before the kill
 		}
 	}
 	var tree []proctree.Proc
@@ -92,8 +107,8 @@ func (g *General) stopSoldier(ctx context.Context, s soldier, r schema.RawResult
 	// The kill above may beat the soldier's own sweep of what its agent
 	// detached (`setsid cmd &`).
 	proctree.Sweep(map[string]string{layout.EnvBase: g.o.Layout.Base, layout.EnvTaskID: s.t.ID})
-	g.emit("soldier.killed", map[string]any{"task_id": s.t.ID, "soldier_id": s.sid, "general": g.name, "reason": r.ErrorReason})
 	g.log.Info("soldier killed", "task", s.t.ID, "soldier", s.sid, "reason", r.ErrorReason, "processes", len(tree))
+	return true
 }
 
 // rawStatus is the status of a raw result file, "" when unreadable.

@@ -7,10 +7,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/control"
+	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/proctree"
@@ -199,4 +201,58 @@ func TestGeneral_SelfFenceRunsWithoutATick(t *testing.T) {
 	if r := e.g.readRaw(id); r.Status != schema.ResultKilled || r.ErrorReason != schema.ReasonHostLost {
 		t.Fatalf("raw result = %s/%s, want killed/HostLost", r.Status, r.ErrorReason)
 	}
+}
+
+// heldKills is a store whose event log takes soldier.killed only when the
+// test lets it (a host cut off from its database: each write waits).
+type heldKills struct {
+	store.Store
+	first chan struct{} // closed at the first soldier.killed
+	once  sync.Once
+	gate  chan struct{}
+}
+
+func (h *heldKills) Emit(ctx context.Context, typ, actor string, data any) error {
+	if typ == "soldier.killed" {
+		h.once.Do(func() { close(h.first) })
+		select {
+		case <-h.gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return h.Store.Emit(ctx, typ, actor, data)
+}
+
+// A fenced host kills every soldier before its first event-log write: a
+// write that hangs on an unreachable store must not keep the next soldier
+// alive past takeover_seconds.
+func TestGeneral_SelfFenceKillsEverySoldierBeforeAnyEvent(t *testing.T) {
+	e := newEnv(t)
+	h := &heldKills{Store: e.store(), first: make(chan struct{}), gate: make(chan struct{})}
+	e.ev = eventlog.NewStoreEmitter(h, e.m.Name)
+	dir := t.TempDir()
+	withAgentScript(t, e, fmt.Sprintf("echo $$ > %s/agent-$KINGDOM_TASK_ID.pid\nsleep 600\n", dir))
+	e.m.MaxConcurrent = 2
+	e.start()
+	ids := []string{"task-20260101-001", "task-20260101-002"}
+	for _, id := range ids {
+		e.task(id)
+	}
+	pid := func(id string) int { return readPID(filepath.Join(dir, "agent-"+id+".pid")) }
+	e.tickUntil("both agents running", func() bool { return pid(ids[0]) != 0 && pid(ids[1]) != 0 })
+	agents := []int{pid(ids[0]), pid(ids[1])}
+	renewLease(t, e, time.Now().Add(-e.sys.Store.SelfFence()-time.Second))
+	e.staleLease = true
+	go e.g.selfFence(t.Context())
+	select {
+	case <-h.first:
+	case <-time.After(2 * time.Minute): // a deadline against a hang, not a measure
+		t.Fatal("no soldier.killed was ever emitted")
+	}
+	for _, a := range agents {
+		awaitDead(t, "an agent of the fenced host, at its first event", a)
+	}
+	close(h.gate)
+	e.g.Wait()
 }

@@ -151,8 +151,22 @@ func (g *General) selfFence(ctx context.Context) bool {
 	}
 	// The kills first: a cut-off host's event log may not answer.
 	msg := fmt.Sprintf("host %s could not renew its lease for %ds: soldier killed", g.o.Host, g.o.System.Store.SelfFenceSeconds)
+	// Every kill before any event: each event-log write of a host cut off
+	// from its store may wait out the call timeout, and the soldiers must
+	// be dead before takeover_seconds (SPEC §12.2).
+	type kill struct {
+		s soldier
+		r schema.RawResult
+	}
+	var killed []kill
 	for _, s := range g.soldiers() {
-		g.stopSoldier(ctx, s, syntheticRaw(s.t.ID, schema.ResultKilled, schema.ReasonHostLost, msg))
+		r := syntheticRaw(s.t.ID, schema.ResultKilled, schema.ReasonHostLost, msg)
+		if g.killSoldier(ctx, s, r) {
+			killed = append(killed, kill{s, r})
+		}
+	}
+	for _, k := range killed {
+		g.emitKilled(k.s, k.r)
 	}
 	if changed {
 		g.emit("general.fenced", map[string]any{"general": g.name, "host": g.o.Host})

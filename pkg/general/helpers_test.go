@@ -75,6 +75,8 @@ type env struct {
 	tm     *tmux.Client // nil: the shared test client
 	st     store.Store  // nil until e.store() opens the files store (pg_test.go sets a PostgreSQL one)
 	host   string
+	// ev is the general's emitter (nil: one on the base dir's events.log).
+	ev *eventlog.Emitter
 	// staleLease stops the ticks of tickUntil from renewing the host lease
 	// (a test of the self-fence).
 	staleLease bool
@@ -187,6 +189,13 @@ func jsonList(a []string) string {
 }
 
 // start builds the general (after the test tuned e.m / e.sys).
+func (e *env) emitter() *eventlog.Emitter {
+	if e.ev != nil {
+		return e.ev
+	}
+	return eventlog.NewEmitter(e.l.EventsLog(), e.l.RotateLock(), e.m.Name, nil)
+}
+
 func (e *env) start() *General {
 	e.t.Helper()
 	e.writeSystem()
@@ -196,7 +205,7 @@ func (e *env) start() *General {
 	}
 	g, err := New(Options{Layout: e.l, Manifest: e.m, System: e.sys, Tmux: tm, Clock: e.clk,
 		SpawnBin: spawnBin, PollInterval: 20 * time.Millisecond, Trace: e.traceHook(), Store: e.store(), Host: e.host, Services: e.services(), Breaker: e.brk,
-		Events: eventlog.NewEmitter(e.l.EventsLog(), e.l.RotateLock(), e.m.Name, nil)})
+		Events: e.emitter()})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -616,7 +616,7 @@ const stallGrace = 5 * time.Second
 // run hundreds of times a second in a burst; the stall window is minutes).
 type renewal struct{ last time.Time }
 
-const renewEvery = 5 * time.Second
+const renewEvery = store.RenewEvery
 
 func (r *renewal) step(ctx context.Context, o Options, l store.Lease) {
 	if !r.last.IsZero() && time.Since(r.last) < renewEvery {

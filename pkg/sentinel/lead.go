@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/store"
 )
@@ -26,8 +27,9 @@ type pollers struct {
 	st  store.Store
 	log *slog.Logger
 
-	mu    sync.Mutex
-	lease store.Lease
+	mu      sync.Mutex
+	lease   store.Lease
+	renewed time.Time // the lease's last Renew
 }
 
 // lead returns the context the pollers run under this tick, or ok false
@@ -57,6 +59,15 @@ func (p *pollers) lead(ctx context.Context) (pctx context.Context, done func(), 
 		}
 		p.lease = l
 		p.log.Info("pollers' lease taken: this host polls GitHub and Jira", "epoch", l.Epoch())
+	}
+	// A lease that stops being renewed is deposed by another host after
+	// store.leader_stall_seconds: each tick that runs the pollers says so.
+	if time.Since(p.renewed) >= store.RenewEvery {
+		if err := p.lease.Renew(ctx); err != nil {
+			p.log.Warn("renew the pollers' lease", "err", err)
+		} else {
+			p.renewed = time.Now()
+		}
 	}
 	lost := p.lease.Lost()
 	pctx, cancel := context.WithCancel(ctx)

@@ -129,6 +129,10 @@ type Event struct {
 	Data   json.RawMessage
 }
 
+// RenewEvery is how often a holder renews its lease (Lease.Renew): well
+// inside the shortest store.leader_stall_seconds (10 s).
+const RenewEvery = 5 * time.Second
+
 // Lease is a held leadership.
 type Lease interface {
 	Name() string

@@ -55,7 +55,7 @@ type Store struct {
 	seen   *seenIndex     // seen.go
 	log    *eventlog.File // logs/events.log
 
-	mu   sync.Mutex // one writer per process; tx.lock orders processes
+	mu   sync.Mutex     // one writer per process; tx.lock orders processes
 	lock *lockfile.File // nil when read-only
 	ro   bool           // OpenReadOnly
 
