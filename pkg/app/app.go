@@ -198,9 +198,6 @@ func SetupWith(role, baseFlag string, stdout io.Writer) (*Env, error) {
 	}, nil
 }
 
-// Postgres reports whether the store is PostgreSQL (store.kind postgres).
-func (e *Env) Postgres() bool { return e.System.Store.Kind == config.StorePostgres }
-
 // Close closes the store if it was opened (Main does it on exit too).
 func (e *Env) Close() error { return e.Store.Close() }
 

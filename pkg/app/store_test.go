@@ -46,8 +46,8 @@ func TestSetup_FilesStoreOpensOnFirstUseOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if env.HostID != "box-1" || env.Postgres() {
-		t.Fatalf("host %q postgres %v, want box-1 in files mode", env.HostID, env.Postgres())
+	if env.HostID != "box-1" || (env.System.Store.Kind == config.StorePostgres) {
+		t.Fatalf("host %q postgres %v, want box-1 in files mode", env.HostID, (env.System.Store.Kind == config.StorePostgres))
 	}
 	storeDir := l.StateDir() + "/store"
 	if _, err := os.Stat(storeDir); !errors.Is(err, os.ErrNotExist) {
@@ -111,8 +111,8 @@ func TestSetup_PostgresLeaderRolesLeadByLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if !a.Postgres() || a.HostID != "box-a" {
-		t.Fatalf("postgres %v host %q", a.Postgres(), a.HostID)
+	if !(a.System.Store.Kind == config.StorePostgres) || a.HostID != "box-a" {
+		t.Fatalf("postgres %v host %q", (a.System.Store.Kind == config.StorePostgres), a.HostID)
 	}
 	if _, err := testPool(ctx, a.Store); err != nil {
 		t.Fatalf("pool: %v", err)
