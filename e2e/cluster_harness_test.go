@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -14,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/kingdom-dev/kingdom/internal/testkit/pgtest"
 	"github.com/kingdom-dev/kingdom/internal/testkit/tcpproxy"
@@ -77,6 +81,14 @@ type Cluster struct {
 type clusterOpts struct {
 	hosts   int
 	proxied int // index of the host behind a tcpproxy; -1 for none
+	// selfFence and takeover replace clusterSelfFence and clusterTakeover
+	// when set; leaderStall sets store.leader_stall_seconds.
+	selfFence, takeover, leaderStall int
+	// crashLoop keeps the default crash-loop guard (5 deaths in 10
+	// minutes), so a role dying on the weather is given up as it would be
+	// in production; otherwise the guard is 1000 deaths, for the chaos
+	// tests' own kills.
+	crashLoop bool
 }
 
 // clusterFiles returns a kingdom's config with the command engine at
@@ -127,11 +139,23 @@ func newCluster(t *testing.T, o clusterOpts) *Cluster {
 	}
 	t.Cleanup(func() { st.Close() })
 	c.St = st
+	fence, takeover := clusterSelfFence, clusterTakeover
+	if o.selfFence > 0 {
+		fence, takeover = o.selfFence, o.takeover
+	}
 	for i := 0; i < o.hosts; i++ {
 		id := fmt.Sprintf("h%d", i+1)
 		storeYAML := fmt.Sprintf("store:\n  kind: postgres\n  host_id: %s\n  self_fence_seconds: %d\n  takeover_seconds: %d\n",
-			id, clusterSelfFence, clusterTakeover)
-		h := &clusterHost{Kingdom: NewKingdom(t, clusterFiles(soldier, storeYAML)), ID: id}
+			id, fence, takeover)
+		if o.leaderStall > 0 {
+			storeYAML += fmt.Sprintf("  leader_stall_seconds: %d\n", o.leaderStall)
+		}
+		files := clusterFiles(soldier, storeYAML)
+		if o.crashLoop {
+			files["config/system.yaml"] = strings.Replace(files["config/system.yaml"],
+				"  crash_loop:\n    max_restarts: 1000\n    window_minutes: 10\n", "", 1)
+		}
+		h := &clusterHost{Kingdom: NewKingdom(t, files), ID: id}
 		hostDSN := dsn
 		if i == o.proxied {
 			h.Proxy = tcpproxy.Start(t, srv.Addr())
@@ -464,3 +488,161 @@ func (c *Cluster) allDone(events []string) bool {
 	}
 	return true
 }
+
+// Once runs `chamberlain --once --json` on host i as its operator would
+// (the host's environment, its base dir and tmux socket) and returns its
+// combined output and exit code.
+func (c *Cluster) Once(i int) (string, int) {
+	c.t.Helper()
+	h := c.Hosts[i]
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "chamberlain"), "--once", "--json")
+	cmd.Env = append(append(cleanEnv(), "KINGDOM_TMUX_SOCKET="+h.Tmux.Socket, "KINGDOM_BASE_DIR="+h.L.Base), h.Env...)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return string(out), ee.ExitCode()
+	}
+	if err != nil {
+		c.t.Fatalf("run chamberlain --once on %s: %v", h.ID, err)
+	}
+	return string(out), 0
+}
+
+// GivenUp returns every sign that start gave a role up on some host: its
+// "role keeps dying" lines (start.out, logs/system.log) and the event
+// log's system.crash_loop rows.
+func (c *Cluster) GivenUp() []string {
+	var out []string
+	for _, h := range c.Hosts {
+		for _, f := range []string{filepath.Join(h.L.Base, "start.out"), h.L.SystemLog()} {
+			b, _ := os.ReadFile(f)
+			for _, line := range strings.Split(string(b), "\n") {
+				if strings.Contains(line, "role keeps dying") {
+					out = append(out, h.ID+": "+line)
+				}
+			}
+		}
+	}
+	for _, e := range c.EventsOf("system.crash_loop") {
+		out = append(out, "event log: "+e.Type+" "+string(e.Data))
+	}
+	return out
+}
+
+// LogLines returns the lines of host i's logs/system.log holding every
+// one of subs.
+func (c *Cluster) LogLines(i int, subs ...string) []string {
+	b, _ := os.ReadFile(c.Hosts[i].L.SystemLog())
+	var out []string
+next:
+	for _, line := range strings.Split(string(b), "\n") {
+		for _, s := range subs {
+			if !strings.Contains(line, s) {
+				continue next
+			}
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+// EventsOf returns the event log's rows of type typ (none when the store
+// does not answer).
+func (c *Cluster) EventsOf(typ string) []store.Event {
+	var out []store.Event
+	cur := ""
+	for {
+		evs, err := c.St.Events(context.Background(), store.Cursor(cur), 500)
+		if err != nil || len(evs) == 0 {
+			return out
+		}
+		for _, e := range evs {
+			if e.Type == typ {
+				out = append(out, e)
+			}
+		}
+		cur = string(evs[len(evs)-1].Cursor)
+	}
+}
+
+// eventTime parses an event's store-stamped ts.
+func eventTime(e store.Event) time.Time {
+	ts, _ := time.Parse(time.RFC3339Nano, e.TS)
+	return ts
+}
+
+// FirstAfter returns the earliest row of type typ stamped after t (zero
+// when none yet).
+func (c *Cluster) FirstAfter(typ string, t time.Time) time.Time {
+	var first time.Time
+	for _, e := range c.EventsOf(typ) {
+		if ts := eventTime(e); ts.After(t) && (first.IsZero() || ts.Before(first)) {
+			first = ts
+		}
+	}
+	return first
+}
+
+// appHostRE takes the host out of an application_name
+// (kingdom-<role>@<host>, its listener's with "/listen" after it).
+var appHostRE = regexp.MustCompile(`@([^/@]+)(/listen)?$`)
+
+// Connections counts the server connections to the cluster's database per
+// host, by application_name (the test's own and unnamed ones under "?").
+func (c *Cluster) Connections() (map[string]int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, c.DSN)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT coalesce(application_name, '') FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid()`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var app string
+		if err := rows.Scan(&app); err != nil {
+			return nil, err
+		}
+		host := "?"
+		if m := appHostRE.FindStringSubmatch(app); m != nil {
+			host = m[1]
+		}
+		out[host]++
+	}
+	return out, rows.Err()
+}
+
+// logConnections logs the connections per host as a figure.
+func (c *Cluster) logConnections(when string) {
+	c.t.Helper()
+	n, err := c.Connections()
+	if err != nil {
+		c.t.Logf("count connections %s: %v", when, err)
+		return
+	}
+	c.t.Logf("FIGURE: server connections per host %s: %v (by application_name; ? is the test's own and unnamed)", when, n)
+}
+
+// SoldierSessions returns host i's soldier tmux sessions.
+func (c *Cluster) SoldierSessions(i int) []string {
+	ss, _ := c.Hosts[i].Tmux.List(context.Background())
+	var out []string
+	for _, s := range ss {
+		if strings.HasPrefix(s.Name, "soldier-") {
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}
+
+// Completed counts the completed tasks (-1 when the store does not
+// answer).
+func (c *Cluster) Completed() int { return c.Count(layout.QTasks, layout.Completed) }

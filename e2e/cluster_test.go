@@ -102,6 +102,7 @@ func TestCluster_LeaderFailoverAfterSIGKILL(t *testing.T) {
 	warm := []string{"evt-warm"}
 	c.Drop(0, "evt-warm", nil)
 	c.Eventually("the warm-up event", time.Minute, func() bool { return c.allDone(warm) })
+	c.logConnections("on an idle cluster")
 
 	old := c.Leader(layout.RoleKing)
 	i := c.HostIndex(old)
@@ -138,8 +139,11 @@ func TestCluster_LeaderFailoverAfterSIGKILL(t *testing.T) {
 		}
 		return false
 	})
-	t.Logf("FIGURE leader failover after SIGKILL: lease taken %v, first dispatch %v after the kill (by %s)",
+	t.Logf("FIGURE: leader failover after SIGKILL: lease taken %v, first dispatch %v after the kill (by %s)",
 		leaseAt.Round(time.Millisecond), dispatchAt.Round(time.Millisecond), c.Leader(layout.RoleKing))
+	c.Eventually("the ✅ of the event dropped at the kill", time.Minute, func() bool { return c.allDone([]string{"evt-after-kill"}) })
+	t.Logf("FIGURE: a new event's ✅ during a failover (dropped at the SIGKILL of the leading king and envoy): %v after the kill",
+		time.Since(killed).Round(time.Millisecond))
 	c.Eventually("every event to complete", 2*time.Minute, func() bool { return c.allDone(append(warm, events...)) })
 	time.Sleep(3 * time.Second)
 	c.checkExactlyOnce(append(warm, events...))
@@ -188,7 +192,7 @@ func TestCluster_PartitionSelfFenceAndTakeover(t *testing.T) {
 		}
 		return false
 	})
-	t.Logf("FIGURE leader failover after a cut link: %v", failover.Round(time.Millisecond))
+	t.Logf("FIGURE: leader failover after a cut link: %v", failover.Round(time.Millisecond))
 
 	c.Eventually("the task to run again elsewhere and finish", 2*time.Minute, func() bool {
 		r := c.Result(task)
@@ -456,8 +460,8 @@ func TestCluster_IdleLatency(t *testing.T) {
 		fileLat = append(fileLat, time.Since(dropped))
 		time.Sleep(2 * time.Second)
 	}
-	t.Logf("FIGURE event→✅ on an idle cluster (3 hosts, PostgreSQL): median %v of %v", median(pgLat), pgLat)
-	t.Logf("FIGURE event→✅ on an idle file-mode kingdom: median %v of %v", median(fileLat), fileLat)
+	t.Logf("FIGURE: event→✅ on an idle cluster (3 hosts, PostgreSQL): median %v of %v", median(pgLat), pgLat)
+	t.Logf("FIGURE: event→✅ on an idle file-mode kingdom: median %v of %v", median(fileLat), fileLat)
 }
 
 func median(ds []time.Duration) time.Duration {

@@ -124,11 +124,25 @@ func New(t testing.TB) *Server {
 // again on the same data dir and port; it returns once the server accepts
 // connections again, after crash recovery.
 func (s *Server) Restart() error {
+	if err := s.Down(); err != nil {
+		return err
+	}
+	return s.Up()
+}
+
+// Down stops the server at once (pg_ctl stop -m immediate: every session
+// is cut without a clean shutdown) and keeps its data dir and port, so Up
+// brings the same database back: a database outage.
+func (s *Server) Down() error {
 	if out, err := s.run("pg_ctl", "-D", s.data, "-m", "immediate", "-w", "stop"); err != nil {
 		return fmt.Errorf("pg_ctl stop: %w: %s", err, out)
 	}
-	return s.serve()
+	return nil
 }
+
+// Up starts a server Down stopped, on the same data dir and port; it
+// returns once the server accepts connections again, after crash recovery.
+func (s *Server) Up() error { return s.serve() }
 
 // DB creates a fresh database for t on the shared server and returns its
 // DSN. The database is dropped when t ends.

@@ -92,3 +92,36 @@ func TestRestart_CrashesAndComesBackWithTheData(t *testing.T) {
 		t.Errorf("WithKeepalives = %s", got)
 	}
 }
+
+func TestDownUp_RefusesWhileDownThenServesTheSameDatabase(t *testing.T) {
+	ctx := context.Background()
+	s := New(t)
+	dsn := s.DB(t)
+	c, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Exec(ctx, "CREATE TABLE kept (i int); INSERT INTO kept VALUES (9)"); err != nil {
+		t.Fatal(err)
+	}
+	c.Close(ctx)
+	if err := s.Down(); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := pgx.Connect(ctx, dsn); err == nil {
+		c.Close(ctx)
+		t.Fatal("connected to a server that is down")
+	}
+	if err := s.Up(); err != nil {
+		t.Fatal(err)
+	}
+	c, err = pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("connect after Up: %v", err)
+	}
+	defer c.Close(ctx)
+	var i int
+	if err := c.QueryRow(ctx, "SELECT i FROM kept").Scan(&i); err != nil || i != 9 {
+		t.Fatalf("row after Up: %d, %v", i, err)
+	}
+}

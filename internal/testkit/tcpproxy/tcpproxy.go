@@ -4,8 +4,9 @@
 //
 //	p := tcpproxy.Start(t, "127.0.0.1:5432")
 //	dsn := strings.Replace(dsn, "127.0.0.1:5432", p.Addr(), 1)
-//	p.Cut()  // every connection drops; new ones are closed at once
-//	p.Heal() // new connections are forwarded again
+//	p.Cut()     // every connection drops; new ones are closed at once
+//	p.Silence() // nothing answers: bytes are dropped, connections hang
+//	p.Heal()    // new connections are forwarded again
 package tcpproxy
 
 import (
@@ -20,10 +21,11 @@ type Proxy struct {
 	ln     net.Listener
 	target string
 
-	mu    sync.Mutex
-	cut   bool
-	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
+	mu     sync.Mutex
+	cut    bool
+	silent bool
+	conns  map[net.Conn]struct{}
+	wg     sync.WaitGroup
 }
 
 // Start listens on 127.0.0.1:0 and forwards to target until t ends.
@@ -54,11 +56,36 @@ func (p *Proxy) Cut() {
 	}
 }
 
-// Heal forwards new connections again.
+// Silence partitions the link silently, as a dropped route does: every
+// connection stays open but the bytes sent either way are dropped, and
+// connections made meanwhile are accepted and never answered. A client
+// notices only by its own timeouts (TCP keepalives to the proxy are still
+// answered). A side that closes its connection still closes the other
+// side's: the server frees a session its client gave up at once, as it
+// would only after its own keepalives across a real dropped route.
+func (p *Proxy) Silence() {
+	p.mu.Lock()
+	p.silent = true
+	p.mu.Unlock()
+}
+
+// Heal forwards new connections again. After a Silence every connection
+// open now is closed first: bytes were dropped from its streams.
 func (p *Proxy) Heal() {
 	p.mu.Lock()
-	p.cut = false
-	p.mu.Unlock()
+	defer p.mu.Unlock()
+	if p.silent {
+		for c := range p.conns {
+			c.Close()
+		}
+	}
+	p.cut, p.silent = false, false
+}
+
+func (p *Proxy) isSilent() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.silent
 }
 
 // Close stops the proxy and drops every connection.
@@ -105,6 +132,12 @@ func (p *Proxy) serve(client net.Conn) {
 		return
 	}
 	defer p.untrack(client)
+	if p.isSilent() {
+		// Never answered: held until the client gives up or Heal or
+		// Close drops it.
+		io.Copy(io.Discard, client)
+		return
+	}
 	server, err := net.Dial("tcp", p.target)
 	if err != nil {
 		return
@@ -116,7 +149,18 @@ func (p *Proxy) serve(client net.Conn) {
 	defer p.untrack(server)
 	done := make(chan struct{}, 2)
 	pipe := func(dst, src net.Conn) {
-		io.Copy(dst, src)
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 && !p.isSilent() {
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					break
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
 		// One direction ended: end both, as a dropped link would.
 		dst.Close()
 		src.Close()

@@ -80,3 +80,40 @@ func TestProxy_CutDropsAndRefusesHealForwards(t *testing.T) {
 		t.Fatalf("after Heal: %v", err)
 	}
 }
+
+func TestProxy_SilenceHangsBothWaysHealClosesAndForwards(t *testing.T) {
+	p := Start(t, echo(t))
+	live, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	r := bufio.NewReader(live)
+	live.SetDeadline(time.Now().Add(2 * time.Second))
+	live.Write([]byte("a\n"))
+	if _, err := r.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+
+	p.Silence()
+	live.SetDeadline(time.Now().Add(500 * time.Millisecond))
+	live.Write([]byte("b\n"))
+	if _, err := r.ReadString('\n'); err == nil {
+		t.Fatal("an answer came through a silenced link")
+	} else if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+		t.Fatalf("a silenced connection ended (%v), want it to hang", err)
+	}
+	// A new connection is accepted and never answered.
+	if err := roundTrip(p.Addr()); err == nil {
+		t.Fatal("a new connection was answered while silenced")
+	}
+
+	p.Heal()
+	live.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := r.ReadString('\n'); err == nil {
+		t.Fatal("a connection silenced mid-stream survived Heal")
+	}
+	if err := roundTrip(p.Addr()); err != nil {
+		t.Fatalf("after Heal: %v", err)
+	}
+}
