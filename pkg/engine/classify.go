@@ -65,12 +65,42 @@ var refusals = []refusal{
 	{config.EngineClaude, lazyRE(`(?i)credit balance is too low`), func(f string) string {
 		return "the account has no credit left: add credits to the account or switch engine (the general's engine, or runtime.engine in " + f + ")"
 	}},
+	// codex refuses a config.toml it cannot load before doing any work
+	// (exit 1, nothing on stdout; ENGINES.md): retrying meets the same file.
+	{config.EngineCodex, codexConfigRefused, codexConfigFix},
 	{config.EngineCodex, lazyRE(`error: unexpected argument|error: invalid value|error: unrecognized subcommand`), func(f string) string {
 		return "remove or correct the flag in runtime.codex.args of " + f
 	}},
 	{config.EngineCodex, lazyRE(`(?i)missing environment variable: .?OPENAI_API_KEY|not logged in|codex login|401 unauthorized|incorrect api key`), func(f string) string {
 		return credentialsFix(config.EngineCodex, f)
 	}},
+}
+
+// codexConfigRefused matches codex refusing its configuration: `Error:
+// approval_policy = "untrusted" is no longer supported; remove this
+// setting` (exec), `Error loading config.toml: …` / `Error loading
+// configuration: …` (an unknown variant, a removed `wire_api = "chat"`),
+// `unknown configuration field`.
+var codexConfigRefused = lazyRE(`(?im)error loading config(uration|\.toml)|failed to load configuration|^error: .*\bis no longer supported|unknown configuration field`)
+
+// codexConfigFix is the fix of a refused codex configuration, at run time
+// and in `start doctor` alike.
+func codexConfigFix(sysFile string) string {
+	return "correct the setting codex names in the config.toml of the user Kingdom runs as ($CODEX_HOME/config.toml, else ~/.codex/config.toml) or in the -c overrides of runtime.codex.args in " + sysFile + ", then run `start doctor`"
+}
+
+// Missing is the failure of an engine whose executable is not found
+// (EngineMissing): err is Build's ErrMissing, pathEnv the PATH that was
+// searched; the fix names that PATH, runtime.<engine>.command of sysFile
+// and how to install the CLI (SPEC §10.4).
+func Missing(eng string, err error, pathEnv, sysFile string) Failure {
+	words := err.Error()
+	if pathEnv == "" {
+		words += " (PATH is empty)"
+	} else {
+		words += " on the PATH " + pathEnv
+	}
+	return Failure{Reason: doc.ReasonEngineMissing, Words: words, Fix: installFix(eng, sysFile)}
 }
 
 // sessionGone matches an engine saying the resumed session does not exist.

@@ -33,8 +33,9 @@ type DoctorEnv struct {
 const versionTimeout = 20 * time.Second
 
 // Doctor checks engine eng as the soldiers will run it: the binary runs
-// (`--version`), claude's bypass mode is not asked for as root, and
-// credentials are present (an API key variable that reaches the engine, or
+// (`--version`), codex loads its configuration (a refused config.toml is
+// found before any task meets it), claude's bypass mode is not asked for
+// as root, and credentials are present (an API key variable that reaches the engine, or
 // the CLI's own login), and the kingdom user's claude settings.json, which
 // soldiers never load, is named as overridden (SPEC §12.3). Each failure
 // says how to fix it.
@@ -57,7 +58,7 @@ func Doctor(ctx context.Context, sys *config.System, eng string, e DoctorEnv) []
 	}
 	path, err := exec.LookPath(command)
 	if command == "" || err != nil {
-		add("binary", false, command+" not found", installFix(eng, command, e.SysFile))
+		add("binary", false, command+" not found on the PATH "+os.Getenv("PATH"), installFix(eng, e.SysFile))
 		return cs
 	}
 	if eng == config.EngineCommand {
@@ -72,9 +73,15 @@ func Doctor(ctx context.Context, sys *config.System, eng string, e DoctorEnv) []
 	out, verr := cmd.CombinedOutput()
 	first := strings.TrimSpace(string(bytes.SplitN(out, []byte("\n"), 2)[0]))
 	if verr != nil {
-		add("binary", false, path+" --version: "+verr.Error()+": "+first, installFix(eng, command, e.SysFile))
+		add("binary", false, path+" --version: "+verr.Error()+": "+first, installFix(eng, e.SysFile))
 	} else {
 		add("binary", true, path+" ("+first+")", "")
+	}
+	if eng == config.EngineCodex {
+		// First after the binary: a refused configuration fails every
+		// task before the engine does any work.
+		ok, info, fix := codexConfig(ctx, path, rt, e)
+		add("configuration", ok, info, fix)
 	}
 	if eng == config.EngineClaude {
 		bypass := BypassRequested(rt.Claude.Args)
@@ -90,6 +97,48 @@ func Doctor(ctx context.Context, sys *config.System, eng string, e DoctorEnv) []
 		}
 	}
 	return cs
+}
+
+// codexConfig loads codex's configuration as the soldiers' codex will:
+// `codex login status` reads config.toml (with the -c overrides of
+// runtime.codex.args) and refuses it in the words `codex exec` would,
+// without a model call; `--version` reads no configuration.
+func codexConfig(ctx context.Context, path string, rt config.Runtime, e DoctorEnv) (bool, string, string) {
+	env := Env(config.EngineCodex, e.Environ, rt.EnvPassthrough, nil)
+	file := "config.toml"
+	if h := CodexHome(env); h != "" {
+		file = filepath.Join(h, "config.toml")
+	}
+	vctx, cancel := context.WithTimeout(ctx, versionTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(vctx, path, append(configOverrides(rt.Codex.Args), "login", "status")...)
+	cmd.Env = env
+	out, _ := cmd.CombinedOutput()
+	if !codexConfigRefused().Match(out) {
+		return true, file + " loads (codex login status)", ""
+	}
+	var said []string
+	for _, l := range strings.Split(string(out), "\n") {
+		// codex warns about PATH aliases under /tmp on every run.
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "WARNING:") {
+			said = append(said, l)
+		}
+	}
+	return false, file + " refused: " + Bound(strings.Join(said, " ")), codexConfigFix(e.SysFile)
+}
+
+// configOverrides are the `-c key=value` pairs of codex args.
+func configOverrides(args []string) []string {
+	var kv []string
+	for i, a := range args {
+		switch {
+		case (a == "-c" || a == "--config") && i+1 < len(args):
+			kv = append(kv, "-c", args[i+1])
+		case strings.HasPrefix(a, "-c="), strings.HasPrefix(a, "--config="):
+			kv = append(kv, "-c", a[strings.Index(a, "=")+1:])
+		}
+	}
+	return kv
 }
 
 // userSettings reads the kingdom user's ~/.claude/settings.json, which
@@ -140,14 +189,17 @@ func BypassRequested(args []string) bool {
 	return false
 }
 
-func installFix(eng, command, sysFile string) string {
+// installFix is the fix of a missing engine binary, at run time and in
+// `start doctor` alike.
+func installFix(eng, sysFile string) string {
+	const onPath = "add its directory to the PATH of the user Kingdom runs as (PATH in kingdom.env)"
 	switch eng {
 	case config.EngineClaude:
-		return "install the claude CLI (npm install -g @anthropic-ai/claude-code) or set runtime.claude.command in " + sysFile
+		return onPath + ", set runtime.claude.command in " + sysFile + " to its absolute path, or install the claude CLI (npm install -g @anthropic-ai/claude-code)"
 	case config.EngineCodex:
-		return "install the codex CLI (npm install -g @openai/codex) or set runtime.codex.command in " + sysFile
+		return onPath + ", set runtime.codex.command in " + sysFile + " to its absolute path, or install the codex CLI (npm install -g @openai/codex)"
 	}
-	return "install " + command + " or fix runtime.command.argv in " + sysFile
+	return onPath + ", or fix runtime.command.argv in " + sysFile + " (an absolute path, or install the program)"
 }
 
 func getenv(env []string, k string) string {

@@ -170,14 +170,17 @@ func Run(ctx context.Context, o RunOptions) (*Outcome, error) {
 		var err error
 		inv, err = engine.Build(spec)
 		if err != nil {
-			reason := doc.ReasonEngineError
+			reason, msg := doc.ReasonEngineError, err.Error()
 			switch {
 			case errors.Is(err, engine.ErrMissing):
-				reason = doc.ReasonEngineMissing
+				// Build searched this process's PATH: the ❌ names it
+				// and the fix.
+				f := engine.Missing(o.Engine, err, os.Getenv("PATH"), "system.yaml")
+				reason, msg = f.Reason, redactBound(f.Message())
 			case errors.Is(err, engine.ErrBadSession):
 				reason = doc.ReasonSessionLost
 			}
-			out.Raw = failed(task, reason, err.Error())
+			out.Raw = failed(task, reason, msg)
 			return out, pub.publish(ctx, out.Raw)
 		}
 		parser := prior.wrap(engine.NewParser(inv.Engine))
