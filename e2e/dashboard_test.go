@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/kingdom-dev/kingdom/pkg/control"
+	"github.com/kingdom-dev/kingdom/pkg/dashboard"
 	"github.com/kingdom-dev/kingdom/pkg/enginepause"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
@@ -91,6 +92,29 @@ http:
 	})
 }
 
+// dashboardToken is the token the chamberlain keeps in the tree: a
+// loopback port asks for it (another local account cannot read the tree).
+func dashboardToken(t *testing.T, k *Kingdom) string {
+	t.Helper()
+	b, err := os.ReadFile(dashboard.TokenFile(k.L))
+	if err != nil {
+		t.Fatalf("the dashboard's token: %v", err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// authGet is GET url with the dashboard's token.
+func authGet(t *testing.T, url, token string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
 // dashboardURL reads the address the chamberlain bound from system.log.
 func dashboardURL(k *Kingdom) string {
 	re := regexp.MustCompile(`dashboard on (http://127\.0\.0\.1:\d+/)`)
@@ -119,6 +143,13 @@ func TestDashboard_BrowserSeesTheKingdomLive(t *testing.T) {
 	k.Start()
 	k.WaitRoles("sentinel", "king", "envoy", "chamberlain", "gen-web")
 	url := dashboardURL(k)
+	token := dashboardToken(t, k)
+	// Without the token the port serves nothing of the kingdom.
+	if resp, err := http.Get(url + "api/v1/state"); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("state without the token: %v %v, want 401", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 
 	profile := t.TempDir()
 	opts := []chromedp.ExecAllocatorOption{
@@ -193,7 +224,7 @@ func TestDashboard_BrowserSeesTheKingdomLive(t *testing.T) {
 
 	// A marker set now must survive: the page is never reloaded below.
 	if err := chromedp.Do(ctx,
-		chromedp.Navigate(url),
+		chromedp.Navigate(url+"?token="+token), // sets the cookie, redirects to the page
 		chromedp.WaitVisible(chromedp.CSS("#roles tbody tr")),
 		chromedp.Evaluate[chromedp.Void](`window.__noReload = 42`),
 	); err != nil {
@@ -245,10 +276,7 @@ func TestDashboard_BrowserSeesTheKingdomLive(t *testing.T) {
 	t.Logf("dashboard screenshot: %s", shot)
 
 	// The metrics of the same kingdom moved with these tasks.
-	resp, err := http.Get(url + "metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := authGet(t, url+"metrics", token)
 	defer resp.Body.Close()
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(resp.Body)
@@ -268,10 +296,7 @@ func TestDashboard_BrowserSeesTheKingdomLive(t *testing.T) {
 	}
 
 	// The JSON behind the page matches its documented schema.
-	sr, err := http.Get(url + "api/v1/state")
-	if err != nil {
-		t.Fatal(err)
-	}
+	sr := authGet(t, url+"api/v1/state", token)
 	body, _ := io.ReadAll(sr.Body)
 	sr.Body.Close()
 	if err := schema.Validate(schema.KindState, body); err != nil {

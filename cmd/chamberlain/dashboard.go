@@ -31,6 +31,8 @@ func (w withDashboard) Start(ctx context.Context) error {
 }
 
 // dashboardRole adds the dashboard when chamberlain.yaml http.listen is set.
+// A TCP port asks for the token in $http.token_env, else for the one the
+// dashboard keeps in the tree (dashboard.TokenFile, made on first start).
 // A listen address outside loopback without a token in $http.token_env is a
 // configuration error: the chamberlain refuses to start (exit 2).
 func dashboardRole(env *app.Env, cfg chamberlain.Config, role *chamberlain.Role, st store.Store) (runner.Role, error) {

@@ -9,19 +9,22 @@ import (
 )
 
 // HTTP is chamberlain.yaml http: the dashboard (SPEC §10.16). Off while
-// Listen is empty. A listen address outside loopback also needs the token
-// named by TokenEnv; that is checked when the chamberlain starts, since the
-// token lives in the environment.
+// Listen is empty. Every TCP port asks for a bearer token, loopback too (a
+// port is open to every local account; the base dir's 0700 is not): the
+// one named by TokenEnv, else the one the dashboard keeps in the tree
+// (0600). A listen address outside loopback needs the TokenEnv one; that is
+// checked when the chamberlain starts, since the token lives in the
+// environment.
 type HTTP struct {
 	// Listen is host:port, e.g. 127.0.0.1:8765, or ListenUnix for a unix
 	// socket under the base dir that only the kingdom's user can open
 	// ("" = no dashboard).
 	Listen string `yaml:"listen"`
-	// TokenEnv names the environment variable holding the bearer token.
+	// TokenEnv names the environment variable holding the bearer token
+	// (unset: the tree's own token, $BASE_DIR/state/chamberlain/dashboard-token).
 	TokenEnv string `yaml:"token_env" check:"nonempty"`
-	// RequireToken asks for the token on loopback and the socket too: a
-	// loopback port is open to every local account, the base dir's mode
-	// does not cover it.
+	// RequireToken asks for the token on the unix socket too; a TCP port
+	// always asks.
 	RequireToken bool `yaml:"require_token"`
 	// AllowedHosts are further names a request's Host header may carry
 	// (beside the listen host, loopback addresses and localhost), e.g. the
@@ -84,8 +87,8 @@ func validHostname(h string) bool {
 	return true
 }
 
-// ErrTokenRequired: the dashboard's listen address is outside loopback, or
-// http.require_token is set, and no bearer token is set.
+// ErrTokenRequired: the dashboard's listen address is outside loopback and
+// no bearer token is set in the environment.
 var ErrTokenRequired = errors.New("a bearer token is required")
 
 // IsLoopback reports whether host names only this machine (127.0.0.0/8,
@@ -98,9 +101,10 @@ func IsLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// CheckListen validates a dashboard listen address against its token: a
-// loopback host or the unix socket may go without one; any other address
-// may not (SPEC §10.16). tokenEnv names the variable for the message.
+// CheckListen validates a dashboard listen address against the token from
+// the environment: a loopback host (which then uses the tree's token) or
+// the unix socket may go without one; any other address may not (SPEC
+// §10.16). tokenEnv names the variable for the message.
 func CheckListen(listen, token, tokenEnv string) error {
 	if listen == ListenUnix {
 		return nil
@@ -118,16 +122,11 @@ func CheckListen(listen, token, tokenEnv string) error {
 	return fmt.Errorf("http.listen %q is not a loopback address: set a bearer token in %s, or listen on 127.0.0.1: %w", listen, tokenWhere(tokenEnv), ErrTokenRequired)
 }
 
-// Check is CheckListen plus http.require_token: with it set the token is
-// needed on loopback and the socket too.
+// Check is CheckListen of h's address. Loopback and http.require_token go
+// without the environment's token: the dashboard then keeps its own in the
+// tree.
 func (h HTTP) Check(token string) error {
-	if err := CheckListen(h.Listen, token, h.TokenEnv); err != nil {
-		return err
-	}
-	if h.RequireToken && token == "" {
-		return fmt.Errorf("http.require_token is set: set a bearer token in %s: %w", tokenWhere(h.TokenEnv), ErrTokenRequired)
-	}
-	return nil
+	return CheckListen(h.Listen, token, h.TokenEnv)
 }
 
 func tokenWhere(tokenEnv string) string {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/clock"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
 )
 
 // lockedBuf is a log sink shared by the server's goroutines.
@@ -47,7 +49,7 @@ func statusFor(t *testing.T, url, path, host string) int {
 	req.Host = host
 	tr := &http.Transport{DisableKeepAlives: true}
 	defer tr.CloseIdleConnections()
-	resp, err := (&http.Client{Transport: tr}).Do(req)
+	resp, err := (&http.Client{Transport: treeAuth{tr}}).Do(req)
 	if err != nil {
 		t.Fatalf("GET %s (Host %q): %v", path, host, err)
 	}
@@ -191,11 +193,33 @@ func TestUnixSocket_OwnerOnlyAndStaleReplaced(t *testing.T) {
 	}
 }
 
-// http.require_token: no token, no dashboard, on loopback too.
-func TestRequireToken_AlsoOnLoopbackAndSocket(t *testing.T) {
-	for _, listen := range []string{"127.0.0.1:0", "unix"} {
-		if _, err := New(Options{Layout: newBase(t), Listen: listen, RequireToken: true}); !errors.Is(err, ErrTokenRequired) {
-			t.Errorf("%s with require_token and no token: %v", listen, err)
+// http.require_token: the socket asks for the token too (the tree's when
+// $http.token_env is unset); an explicit token is asked on loopback.
+func TestRequireToken_AlsoOnTheSocket(t *testing.T) {
+	l := newBase(t)
+	startServer(t, Options{Layout: l, Listen: "unix", RequireToken: true})
+	tok, err := readToken(TokenFile(l))
+	if err != nil {
+		t.Fatalf("require_token without $token_env made no tree token: %v", err)
+	}
+	client := &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", l.DashboardSocket())
+		},
+		DisableKeepAlives: true,
+	}}
+	for auth, want := range map[string]int{"": http.StatusUnauthorized, "Bearer wrong": http.StatusUnauthorized, "Bearer " + tok: http.StatusOK} {
+		req, _ := http.NewRequest("GET", "http://localhost/api/v1/state", nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("socket with Authorization %q: %d, want %d", auth, resp.StatusCode, want)
 		}
 	}
 	_, url := startServer(t, Options{Layout: newBase(t), RequireToken: true, Token: "tok-9"})
@@ -204,6 +228,124 @@ func TestRequireToken_AlsoOnLoopbackAndSocket(t *testing.T) {
 	}
 	if code, _ := get(t, url+"/api/v1/state", "Authorization", "Bearer tok-9"); code != http.StatusOK {
 		t.Errorf("loopback with the token: %d", code)
+	}
+}
+
+// The default (a loopback port, no $token_env) is no side door: another
+// local account can connect to the port but not read the tree, so the
+// dashboard asks for a token kept in the tree (0600), made on first start
+// and kept across restarts. Without it every path answers 401 and nothing
+// of the kingdom; with it (Bearer, Basic, or ?token= once, which sets an
+// HttpOnly SameSite=Strict cookie) the page and its data are served.
+func TestAuth_DefaultLoopbackAsksForTheTreeToken(t *testing.T) {
+	l := newBase(t)
+	q := filesQueue(t, l, layout.QTasks)
+	if err := q.Put(layout.Completed, "task-dm", validTask("task-dm", "slack.dm",
+		map[string]any{"text": "secret DM text", "channel": "D1"}, "completed")); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(withStore(t, Options{Layout: l, Listen: "127.0.0.1:0", Tmux: noTmux{}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + s.Addr()
+	fi, err := os.Lstat(TokenFile(l))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("token file %s: %v %v, want mode 0600", TokenFile(l), fi, err)
+	}
+	tok, err := readToken(TokenFile(l))
+	if err != nil || len(tok) < 32 {
+		t.Fatalf("token %q: %v", tok, err)
+	}
+	// What another account can do: connect, without the token.
+	for _, p := range []string{"/", "/api/v1/state", "/api/v1/events", "/metrics", "/?token=wrong"} {
+		for _, auth := range []string{"", "Bearer wrong"} {
+			req, _ := http.NewRequest("GET", url+p, nil)
+			if auth != "" {
+				req.Header.Set("Authorization", auth)
+			}
+			resp, err := (&http.Client{Transport: &http.Transport{}}).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized || strings.Contains(string(b), "secret DM") || strings.Contains(string(b), "task-dm") {
+				t.Errorf("%s with Authorization %q: %d %q, want 401 and nothing of the kingdom", p, auth, resp.StatusCode, b)
+			}
+		}
+	}
+	if code, body := get(t, url+"/api/v1/state", "Authorization", "Bearer "+tok); code != http.StatusOK || !strings.Contains(body, "secret DM text") {
+		t.Errorf("state with the tree token: %d %.200s", code, body)
+	}
+
+	// A browser: ?token= once sets the cookie and drops the token from
+	// the address; the page's own requests then carry only the cookie.
+	noFollow := &http.Client{Transport: &http.Transport{}, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noFollow.Get(url + "/?token=" + tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var ck *http.Cookie
+	for _, c := range resp.Cookies() {
+		if c.Name == tokenCookie {
+			ck = c
+		}
+	}
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/" || ck == nil ||
+		!ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode || strings.Contains(ck.Value, tok) {
+		t.Fatalf("/?token=: %d Location %q cookie %+v, want 303 to / with an HttpOnly SameSite=Strict cookie not holding the token", resp.StatusCode, resp.Header.Get("Location"), ck)
+	}
+	for _, p := range []string{"/", "/api/v1/state", "/metrics"} {
+		req, _ := http.NewRequest("GET", url+p, nil)
+		req.AddCookie(&http.Cookie{Name: ck.Name, Value: ck.Value})
+		resp, err := noFollow.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("%s with the cookie: %d", p, resp.StatusCode)
+		}
+	}
+	req, _ := http.NewRequest("GET", url+"/api/v1/state", nil)
+	req.AddCookie(&http.Cookie{Name: tokenCookie, Value: strings.Repeat("0", 64)})
+	if resp, err := noFollow.Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("a forged cookie: %v %v, want 401", resp, err)
+	}
+
+	// A restart keeps the token (an open page keeps working).
+	again, err := New(withStore(t, Options{Layout: l, Listen: "127.0.0.1:0", Tmux: noTmux{}}))
+	if err != nil || again.o.Token != tok {
+		t.Fatalf("second start: token changed or %v", err)
+	}
+	// A token file others could read is refused, never served with.
+	os.Chmod(TokenFile(l), 0o644)
+	if _, err := New(withStore(t, Options{Layout: l, Listen: "127.0.0.1:0"})); err == nil || !strings.Contains(err.Error(), "0600") {
+		t.Errorf("a 0644 token file: %v, want a refusal", err)
+	}
+}
+
+// As another local account (nobody), the token file cannot be read: the
+// tree's 0700 is what keeps the port closed to it. Needs root to switch.
+func TestAuth_TreeTokenUnreadableByAnotherAccount(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run a command as nobody")
+	}
+	l := newBase(t)
+	if _, err := TreeToken(l); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("cat", TokenFile(l))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	if out, err := cmd.CombinedOutput(); err == nil {
+		t.Fatalf("nobody read the dashboard token: %q", out)
 	}
 }
 
@@ -259,7 +401,7 @@ func TestConnCap_IdleFloodLeavesDescriptorsForTheTick(t *testing.T) {
 	var keep []net.Conn
 	for _, c := range conns {
 		c.SetDeadline(time.Now().Add(20 * time.Second)) // a safety net, not a measurement
-		io.WriteString(c, "GET /api/v1/state HTTP/1.1\r\nHost: localhost\r\n\r\n")
+		io.WriteString(c, "GET /api/v1/state HTTP/1.1\r\nHost: localhost\r\n"+authLine(s.Addr())+"\r\n")
 		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 		var ne net.Error
 		switch {
@@ -316,7 +458,7 @@ func tryGet(addr string) (int, error) {
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(10 * time.Second))
-	io.WriteString(c, "GET /api/v1/state HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+	io.WriteString(c, "GET /api/v1/state HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"+authLine(addr)+"\r\n")
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
 		return 0, err
@@ -335,7 +477,7 @@ func TestIdleTimeout_ClosesAQuietKeepAlive(t *testing.T) {
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(20 * time.Second)) // a safety net, not a measurement
-	io.WriteString(c, "GET /api/v1/state HTTP/1.1\r\nHost: localhost\r\n\r\n")
+	io.WriteString(c, "GET /api/v1/state HTTP/1.1\r\nHost: localhost\r\n"+authLine(s.Addr())+"\r\n")
 	br := bufio.NewReader(c)
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {

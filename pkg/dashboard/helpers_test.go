@@ -7,10 +7,12 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/clock"
+	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
@@ -34,8 +36,49 @@ type noTmux struct{}
 
 func (noTmux) List(context.Context) ([]tmux.Session, error) { return nil, nil }
 
+// treeTokens maps the address of a server startServer started with the
+// tree's own token to that token: the package's plain requests (http.Get,
+// get, openSSE) carry it, as a browser carries the cookie, so the tests of
+// what the dashboard serves need not each send it. Requests that set their
+// own Authorization, and servers given an explicit Token, are left alone.
+var treeTokens sync.Map
+
+type treeAuth struct{ next http.RoundTripper }
+
+func (a treeAuth) RoundTrip(r *http.Request) (*http.Response, error) {
+	if tok, ok := treeTokens.Load(r.URL.Host); ok && r.Header.Get("Authorization") == "" {
+		r = r.Clone(r.Context())
+		r.Header.Set("Authorization", "Bearer "+tok.(string))
+	}
+	return a.next.RoundTrip(r)
+}
+
+func init() { http.DefaultTransport = treeAuth{http.DefaultTransport} }
+
+// trustTree lets the package's plain requests to addr carry l's tree token.
+func trustTree(t testing.TB, l layout.Layout, addr string) string {
+	t.Helper()
+	tok, err := readToken(TokenFile(l))
+	if err != nil {
+		t.Fatalf("the tree's dashboard token: %v", err)
+	}
+	treeTokens.Store(addr, tok)
+	t.Cleanup(func() { treeTokens.Delete(addr) })
+	return tok
+}
+
+// authLine is the Authorization header line for hand-written requests to
+// addr ("" when the server asks for no token).
+func authLine(addr string) string {
+	if tok, ok := treeTokens.Load(addr); ok {
+		return "Authorization: Bearer " + tok.(string) + "\r\n"
+	}
+	return ""
+}
+
 // startServer serves the dashboard on a free loopback port until the test
-// ends and returns its base URL.
+// ends and returns its base URL. Without o.Token the port asks for the
+// tree's token, which the package's plain requests then carry (treeAuth).
 func startServer(t testing.TB, o Options) (*Server, string) {
 	t.Helper()
 	if o.Listen == "" {
@@ -52,6 +95,9 @@ func startServer(t testing.TB, o Options) (*Server, string) {
 	t.Cleanup(cancel)
 	if err := s.Start(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if o.Token == "" && o.Listen != config.ListenUnix {
+		trustTree(t, o.Layout, s.Addr())
 	}
 	return s, "http://" + s.Addr()
 }

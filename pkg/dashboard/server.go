@@ -7,20 +7,26 @@
 // Drive it with s, err := dashboard.New(opts) — which refuses a listen
 // address outside loopback without a bearer token — then s.Start(ctx),
 // which binds the address (or the unix socket layout.DashboardSocket) and
-// serves until ctx ends. Besides that socket it only reads the runtime
-// tree and the store (Options.Store, required).
+// serves until ctx ends. Besides that socket and its own token file
+// (TokenFile) it only reads the runtime tree and the store (Options.Store,
+// required).
 //
 // What guards it: a request whose Host header names neither the listen
 // host, a loopback address, localhost nor an http.allowed_hosts entry gets
-// 421 (a DNS-rebinding page carries its own name); the token when one is
-// set; at most MaxConns open connections, so idle or slow clients cannot
-// take the descriptors the chamberlain's health duties need.
+// 421 (a DNS-rebinding page carries its own name); the bearer token on
+// every TCP port, loopback included (a port is open to every local
+// account, the tree's 0700 is not): the configured one, else the one kept
+// in the tree (TreeToken), so what the files deny another account the
+// port denies too; the unix socket needs none (its mode is the tree's)
+// unless RequireToken; at most MaxConns open connections, so idle or slow
+// clients cannot take the descriptors the chamberlain's health duties need.
 package dashboard
 
 import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"log"
 	"log/slog"
@@ -65,12 +71,14 @@ type Options struct {
 	// Listen is host:port ("127.0.0.1:8765"; port 0 picks a free one) or
 	// config.ListenUnix for the socket layout.DashboardSocket.
 	Listen string
-	// Token is the bearer token ("" = none; only allowed on loopback and
-	// the socket, and not with RequireToken).
+	// Token is the bearer token from $TokenEnv. "" on a TCP port (or with
+	// RequireToken) means the tree's own token, TreeToken; "" on a
+	// non-loopback address is refused.
 	Token string
 	// TokenEnv names where Token came from, for error messages.
 	TokenEnv string
-	// RequireToken asks for the token on loopback and the socket too.
+	// RequireToken asks for the token on the unix socket too (a TCP port
+	// always asks).
 	RequireToken bool
 	// AllowedHosts are further names the Host header may carry.
 	AllowedHosts []string
@@ -121,6 +129,8 @@ type Server struct {
 	metrics *metrics
 	mux     *http.ServeMux
 	tokenH  [32]byte
+	// tokenFile is where the token came from when the tree keeps it.
+	tokenFile string
 	// hosts are the Host names accepted besides loopback addresses;
 	// anyIP accepts every address literal (a wildcard listen host).
 	hosts map[string]bool
@@ -163,6 +173,14 @@ func New(o Options) (*Server, error) {
 	if err := h.Check(o.Token); err != nil {
 		return nil, err
 	}
+	var tokenFile string
+	if o.Token == "" && (o.Listen != config.ListenUnix || o.RequireToken) {
+		tok, err := TreeToken(o.Layout)
+		if err != nil {
+			return nil, err
+		}
+		o.Token, tokenFile = tok, TokenFile(o.Layout)
+	}
 	if o.MaxClients <= 0 {
 		o.MaxClients = DefaultMaxClients
 	}
@@ -196,7 +214,7 @@ func New(o Options) (*Server, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{o: o, l: o.Layout, clk: o.Clock, log: o.Log, notify: newNotifier(), kv: kv.OnStore(o.Store),
+	s := &Server{o: o, l: o.Layout, tokenFile: tokenFile, clk: o.Clock, log: o.Log, notify: newNotifier(), kv: kv.OnStore(o.Store),
 		queues: map[string]*queue.Queue{}}
 	for _, kind := range status.QueueKinds {
 		s.queues[kind] = queue.OnStore(o.Store, o.Layout, kind, nil, "")
@@ -305,7 +323,11 @@ func (s *Server) serve(ctx context.Context, ln net.Listener) {
 		s.log.Info("dashboard on unix socket " + s.addr)
 		return
 	}
-	s.log.Info("dashboard on http://" + s.addr + "/")
+	where := "the token in $" + s.o.TokenEnv
+	if s.tokenFile != "" {
+		where = "the token in " + s.tokenFile
+	}
+	s.log.Info("dashboard on http://" + s.addr + "/ (open it with ?token= and " + where + ", or send Authorization: Bearer)")
 }
 
 // Follow starts the background readers of the events log (the streams'
@@ -318,9 +340,12 @@ func (s *Server) Follow(ctx context.Context) {
 	})
 }
 
-// auth requires the bearer token when one is set. HTTP Basic with the
-// token as password is accepted too, so a browser can open the page (it
-// asks once, then sends it with the page's own requests).
+// auth requires the bearer token when one is set (every TCP port; the
+// socket only with RequireToken). It is accepted as Authorization: Bearer,
+// as HTTP Basic's password (a browser asks once), or as ?token= once: that
+// sets an HttpOnly SameSite=Strict cookie the page's own requests carry,
+// and the page's address is answered with a redirect that drops the token
+// from the address bar and the history.
 func (s *Server) auth(next http.Handler) http.Handler {
 	if s.o.Token == "" {
 		return next
@@ -330,23 +355,51 @@ func (s *Server) auth(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		if q := r.URL.Query(); q.Has("token") && s.tokenOK(q.Get("token")) {
+			http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: hex.EncodeToString(s.tokenH[:]), Path: "/",
+				HttpOnly: true, SameSite: http.SameSiteStrictMode})
+			if r.URL.Path == "/" {
+				q.Del("token")
+				u := *r.URL
+				u.RawQuery = q.Encode()
+				w.Header().Set("Cache-Control", "no-store")
+				http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
+				return
+			}
+			next.ServeHTTP(w, r)
+			return
+		}
 		w.Header().Add("WWW-Authenticate", `Bearer realm="kingdom"`)
 		w.Header().Add("WWW-Authenticate", `Basic realm="kingdom"`)
-		http.Error(w, "unauthorized: send Authorization: Bearer <token>", http.StatusUnauthorized)
+		msg := "unauthorized: send Authorization: Bearer <token>, or open /?token=<token>"
+		if s.tokenFile != "" {
+			msg += " (the token is in " + s.tokenFile + ", readable by the kingdom's user only)"
+		}
+		http.Error(w, msg, http.StatusUnauthorized)
 	})
 }
 
+// authorized reports whether r carries the token in its Authorization
+// header or the cookie.
 func (s *Server) authorized(r *http.Request) bool {
 	h := r.Header.Get("Authorization")
-	var given string
 	if t, ok := cutPrefixFold(h, "Bearer "); ok {
-		given = strings.TrimSpace(t)
-	} else if _, pw, ok := r.BasicAuth(); ok {
-		given = pw
-	} else {
-		return false
+		return s.tokenOK(strings.TrimSpace(t))
 	}
-	// Hashing first makes the compare constant-time in the length too.
+	if _, pw, ok := r.BasicAuth(); ok {
+		return s.tokenOK(pw)
+	}
+	if c, err := r.Cookie(tokenCookie); err == nil {
+		// The cookie holds the token's hash (any token fits a cookie).
+		g, err := hex.DecodeString(c.Value)
+		return err == nil && subtle.ConstantTimeCompare(g, s.tokenH[:]) == 1
+	}
+	return false
+}
+
+// tokenOK compares given with the token; hashing first makes the compare
+// constant-time in the length too.
+func (s *Server) tokenOK(given string) bool {
 	g := sha256.Sum256([]byte(given))
 	return subtle.ConstantTimeCompare(g[:], s.tokenH[:]) == 1
 }

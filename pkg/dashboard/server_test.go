@@ -337,6 +337,7 @@ func TestStart_PortTakenIsRetriedNotFatal(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond) // the retry runs in the background
 	}
+	trustTree(t, l, addr)
 	if code, _ := get(t, "http://"+addr+"/api/v1/state"); code != 200 {
 		t.Fatalf("state after the late bind: %d", code)
 	}

@@ -23,6 +23,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/dashboard"
+	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
 )
 
@@ -106,10 +108,12 @@ func runDemo(base, bin string, timeout time.Duration) error {
 		return err
 	}
 
-	if err := waitDashboard(ctx); err != nil {
+	dashURL := "http://" + dashboardAddr + "/?token=<the token in " + dashboard.TokenFile(layout.New(base)) + ">"
+	if tok, err := waitDashboard(ctx, base); err != nil {
 		say("dashboard: not answering at http://%s/ yet (%v); see %s/logs/system.log", dashboardAddr, err, base)
 	} else {
-		say("dashboard: http://%s/ (live; also /api/v1/state, /api/v1/events, /metrics)", dashboardAddr)
+		dashURL = "http://" + dashboardAddr + "/?token=" + tok
+		say("dashboard: %s (live; also /api/v1/state, /api/v1/events, /metrics with Authorization: Bearer %s)", dashURL, tok)
 	}
 
 	// Inbox files may not claim to come from GitHub, Jira, Slack or a
@@ -164,35 +168,43 @@ func runDemo(base, bin string, timeout time.Duration) error {
 	summary(base)
 	fmt.Printf(`
 The kingdom keeps running. Look around:
-  http://%[4]s/    the dashboard (open it in a browser)
+  %[4]s    the dashboard (open it in a browser)
   tmux -L %[1]s attach -t king    (Ctrl-b d to detach; the roles: sentinel, king, envoy, chamberlain, gen-pr, gen-herald, gen-dev)
   %[2]s/chamberlain --once --base-dir %[3]s
   %[2]s/start status --base-dir %[3]s
   cat %[3]s/logs/envoy-console.log
 Stop it with:  make demo-stop
-`, socket, bin, base, dashboardAddr)
+`, socket, bin, base, dashURL)
 	return nil
 }
 
-// waitDashboard waits until the chamberlain's dashboard answers.
-func waitDashboard(ctx context.Context) error {
+// waitDashboard waits until the chamberlain's dashboard answers with the
+// token it keeps in the tree (a loopback port asks for it) and returns the
+// token.
+func waitDashboard(ctx context.Context, base string) (string, error) {
 	c := &http.Client{Timeout: 2 * time.Second}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		resp, err := c.Get("http://" + dashboardAddr + "/api/v1/state")
+		b, err := os.ReadFile(dashboard.TokenFile(layout.New(base)))
+		tok := strings.TrimSpace(string(b))
 		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
+			req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+dashboardAddr+"/api/v1/state", nil)
+			req.Header.Set("Authorization", "Bearer "+tok)
+			var resp *http.Response
+			if resp, err = c.Do(req); err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					return tok, nil
+				}
+				err = fmt.Errorf("HTTP %d", resp.StatusCode)
 			}
-			err = fmt.Errorf("HTTP %d", resp.StatusCode)
 		}
 		if time.Now().After(deadline) {
-			return err
+			return "", err
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return "", ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -208,13 +220,14 @@ func stopQuiet(base, bin string) {
 }
 
 // dropSecrets keeps real tokens out of the demo: envoy runs in console mode
-// and no watcher talks to GitHub or Jira.
+// and no watcher talks to GitHub or Jira; the dashboard uses the token it
+// keeps in the demo's tree, which the demo prints.
 func dropSecrets(env []string) []string {
 	out := env[:0]
 	for _, kv := range env {
 		k, _, _ := strings.Cut(kv, "=")
 		switch k {
-		case "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "GH_TOKEN", "GITHUB_TOKEN", "JIRA_API_TOKEN", "JIRA_USER_EMAIL", "JIRA_URL":
+		case "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "GH_TOKEN", "GITHUB_TOKEN", "JIRA_API_TOKEN", "JIRA_USER_EMAIL", "JIRA_URL", "KINGDOM_HTTP_TOKEN":
 			continue
 		}
 		out = append(out, kv)
@@ -254,7 +267,7 @@ watchdog:
 		"config/chamberlain.yaml": "monitoring:\n  interval_seconds: 10\n" +
 			"# The demo shares the machine with whatever else runs: CPU never holds work here.\n" +
 			"thresholds:\n  cpu_yellow: 100\n  cpu_orange: 100\n  cpu_red: 100\n  memory_yellow: 95\n  memory_orange: 98\n  memory_red: 99\n" +
-			"# The dashboard, on loopback only (no token needed there).\n" +
+			"# The dashboard, on loopback only, with the token it keeps in the tree.\n" +
 			"http:\n  listen: " + dashboardAddr + "\n",
 		"config/generals/gen-dev.yaml": `name: gen-dev
 description: "Demo developer general: handles deploy requests and Jira tickets."
