@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/slack-go/slack"
@@ -49,11 +50,12 @@ import (
 // "slack:<user>" for cancel and unpark, as `start task cancel` and
 // `start unpark`; an admitted event for the answer and the retry), each
 // under an id derived from the record, so that running it again is a
-// no-op; the record is marked done and the message updated in place
-// (chat.update) to say who did what, without its buttons. A record used
+// no-op; the record is marked done, the message updated in place
+// (chat.update) to say who did what, without its buttons, and the record
+// marked updated by the next tick. A record used
 // but not done (the envoy died between the swap and the action) is
-// finished by the next tick: a click is done once, or refused, never
-// twice.
+// finished by the next tick (never while this process's click is still
+// carrying it out): a click is done once, or refused, never twice.
 
 // NSButtons is the store namespace of the button records (in file mode
 // state/store/kv/buttons/).
@@ -118,6 +120,7 @@ type buttonRecord struct {
 	Reply     string   `json:"reply,omitempty"`    // answer: the submitted text
 	ReplyTS   string   `json:"reply_ts,omitempty"` // answer: the reply's synthetic ts
 	Done      bool     `json:"done,omitempty"`     // the action ran
+	Updated   bool     `json:"updated,omitempty"`  // its message says so
 }
 
 // buttonsFor returns the actions m's post carries (in order) and the park
@@ -514,35 +517,74 @@ func (e *Envoy) useButton(ctx context.Context, id, user, reply, channel, ts stri
 			}
 		}
 		out = r
-		return put(r)
+		if err := put(r); err != nil {
+			return err
+		}
+		// In the swap's transaction: a click used is in the event log even
+		// when the envoy dies before its action.
+		actor := "envoy"
+		if e.em != nil {
+			actor = e.em.Actor()
+		}
+		return tx.Emit("slack.button", actor, map[string]any{"button": id, "action": r.Action, "task_id": r.TaskID, "by": "slack:" + user})
 	})
-	if err == nil {
-		e.em.Emit("slack.button", map[string]any{"button": id, "action": out.Action, "task_id": out.TaskID, "by": "slack:" + user})
-	}
 	return out, err
 }
 
+// carrying holds the ids of the buttons whose action a goroutine of this
+// process is carrying out: the socket's click and the tick's
+// finishButtons must not both run one (each action is idempotent, but
+// the message would be updated twice and the work done twice). Button ids
+// are random, so envoys of one process (tests) do not meet here.
+var carrying sync.Map
+
+// updatedHere holds the ids of the buttons whose message this process
+// updated, for the next tick to mark their records updated (outside the
+// click's goroutine).
+var updatedHere sync.Map
+
 // carryOut runs a used button's action, marks it done and updates its
-// message. An action that fails stays not done: the next tick tries it
-// again (finishButtons).
+// message, unless another goroutine is at it or did it meanwhile. An
+// action that fails stays not done: the next tick tries it again
+// (finishButtons).
 func (e *Envoy) carryOut(ctx context.Context, r buttonRecord) {
-	if err := e.act(ctx, r); err != nil {
-		e.log.Error("button action not carried out; retried next tick", "button", r.ID, "action", r.Action, "err", err)
+	if _, busy := carrying.LoadOrStore(r.ID, true); busy {
 		return
 	}
-	if _, err := e.swapButton(ctx, r.ID, func(x *buttonRecord) error {
-		x.Done = true
-		return nil
-	}); err != nil {
-		e.log.Warn("button not marked done", "button", r.ID, "err", err)
+	defer carrying.Delete(r.ID)
+	cur, err := e.loadButton(ctx, r.ID)
+	if err != nil {
+		e.log.Warn("button record not read; its action is left to the next tick", "button", r.ID, "err", err)
+		return
+	}
+	if cur.State != btnUsed || cur.Done && (cur.Updated || cur.TS == "") {
+		return
+	}
+	r = cur
+	if !r.Done {
+		if err := e.act(ctx, r); err != nil {
+			e.log.Error("button action not carried out; retried next tick", "button", r.ID, "action", r.Action, "err", err)
+			return
+		}
+		if _, err := e.swapButton(ctx, r.ID, func(x *buttonRecord) error {
+			x.Done = true
+			return nil
+		}); err != nil {
+			e.log.Warn("button not marked done", "button", r.ID, "err", err)
+			return
+		}
 	}
 	if r.TS == "" {
 		return
 	}
-	// The text is the posted one (already escaped); the line is ours.
+	// The text is the posted one (already escaped); the line is ours. The
+	// next tick marks the record updated; an envoy that dies before
+	// updates the message again (the same text) after its relaunch, never
+	// leaves it with its buttons.
 	if err := e.poster.Update(ctx, r.Channel, r.TS, strings.TrimRight(r.Text, "\n")+"\n"+didLine(r)); err != nil {
 		e.log.Warn("message not updated after a button", "button", r.ID, "err", redact(err))
 	}
+	updatedHere.Store(r.ID, true)
 }
 
 // didLine says who did what, under the message.
@@ -744,8 +786,9 @@ func (e *Envoy) closeTaskButtons(ctx context.Context, task, finalMsg string) {
 }
 
 // finishButtons carries out the buttons used but not done (the envoy died
-// between the swap and the action) and forgets records a day past their
-// expiry.
+// between the swap and the action), updates the messages of those done
+// but not yet updated (it died before the update), and forgets records a
+// day past their expiry.
 func (e *Envoy) finishButtons(ctx context.Context) error {
 	c, cancel := context.WithTimeout(ctx, e.st.timeout)
 	vals, err := e.st.st.Values(c, NSButtons)
@@ -760,7 +803,20 @@ func (e *Envoy) finishButtons(ctx context.Context) error {
 		if json.Unmarshal(vals[k], &r) != nil {
 			continue
 		}
-		if r.State == btnUsed && !r.Done {
+		if _, ok := updatedHere.Load(r.ID); ok && r.Updated {
+			updatedHere.Delete(r.ID)
+		} else if ok && r.Done {
+			if _, err := e.swapButton(ctx, r.ID, func(x *buttonRecord) error {
+				x.Updated = true
+				return nil
+			}); err != nil {
+				e.log.Warn("button not marked updated", "button", r.ID, "err", err)
+				continue
+			}
+			updatedHere.Delete(r.ID)
+			continue
+		}
+		if r.State == btnUsed && (!r.Done || !r.Updated && r.TS != "") {
 			e.carryOut(ctx, r)
 			continue
 		}
