@@ -462,7 +462,11 @@ watchdog:
 			case n <= 1:
 				return modelfake.Reply{ToolName: "shell", ToolInput: map[string]any{"command": "git --version"}, InputTokens: 2000, OutputTokens: 300}
 			case n == 2:
-				return modelfake.APIError(529, "overloaded_error", "Overloaded")
+				// A server error, not a rate limit (a 429/529 is re-run
+				// inside the attempt now): the king's retry runs attempt 2.
+				rep := modelfake.APIError(500, "api_error", "Internal server error")
+				rep.Headers = map[string]string{"x-should-retry": "false"}
+				return rep
 			}
 			return modelfake.Reply{ToolName: "StructuredOutput", ToolInput: map[string]any{"status": "success", "summary": "costed twice"}, InputTokens: 1000, OutputTokens: 100}
 		})

@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -47,6 +49,22 @@ func newFakeGitHub(t *testing.T) *fakeGitHub {
 		w.Header().Set("Content-Type", "application/json; charset=utf-8")
 		json.NewEncoder(w).Encode(g.notes)
 	})
+	// The pull request a review request names: what the general reads to
+	// prepare the worktree (its head is refs/pull/<n>/head of the bare
+	// repository, made by newConnectedKingdom).
+	mux.HandleFunc("GET /repos/{owner}/{name}/pulls/{n}", func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(r.PathValue("n"))
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"number": n, "title": "Fix the flaky uploader", "body": "Retries the upload.",
+			"state": "open", "user": map[string]any{"login": "octo"}, "head": map[string]any{"ref": "fix-uploader"}, "base": map[string]any{"ref": "main"}})
+	})
+	for _, list := range []string{"GET /repos/{owner}/{name}/pulls/{n}/files", "GET /repos/{owner}/{name}/pulls/{n}/comments",
+		"GET /repos/{owner}/{name}/pulls/{n}/reviews", "GET /repos/{owner}/{name}/issues/{n}/comments"} {
+		mux.HandleFunc(list, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, "[]")
+		})
+	}
 	mux.HandleFunc("PATCH /notifications/threads/{id}", func(w http.ResponseWriter, r *http.Request) {
 		g.mu.Lock()
 		g.marked = append(g.marked, r.PathValue("id"))
@@ -135,6 +153,11 @@ func newConnectedKingdom(t *testing.T, override ...map[string]string) *connected
 	t.Cleanup(slack.Close)
 	remotes := t.TempDir()
 	makeBareRepo(t, filepath.Join(remotes, "acme", "widgets.git"))
+	// The pull request #42 the review request names: its head is main's
+	// commit (GitHub serves it as refs/pull/42/head).
+	if out, err := exec.Command("git", "-C", filepath.Join(remotes, "acme", "widgets.git"), "update-ref", "refs/pull/42/head", "refs/heads/main").CombinedOutput(); err != nil {
+		t.Fatalf("make refs/pull/42/head: %v: %s", err, out)
+	}
 	files := map[string]string{
 		"config/system.yaml": fmt.Sprintf(`runtime:
   engine: claude
