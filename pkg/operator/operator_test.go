@@ -143,3 +143,35 @@ func TestTasks_AClaimedTaskIsInProgressWhateverItsFileSays(t *testing.T) {
 		t.Fatalf("statuses %v: want the claimed one in_progress and the retrying one kept", got)
 	}
 }
+
+// A cancelled task says who cancelled it (an operator, or slack:<user> from
+// a button), in the table and in --json.
+func TestTasks_CancelledSaysBy(t *testing.T) {
+	l := layout.New(t.TempDir())
+	l.Ensure()
+	now := time.Date(2026, 11, 24, 20, 0, 0, 0, time.UTC)
+	q := filesQueue(t, l, layout.QTasks)
+	const id = "task-20261124-001"
+	tk := schema.Task{ID: id, EventID: "evt-1", TargetGeneral: "gen-pr", Type: "t", Payload: map[string]any{}, Priority: "normal",
+		CreatedAt: schema.FormatTime(now.Add(-time.Minute)), Status: "failed"}
+	if err := q.Put(layout.Completed, id, tk); err != nil {
+		t.Fatal(err)
+	}
+	atomicfile.WriteJSON(l.ResultFinal(id), map[string]any{"task_id": id, "error_reason": "Cancelled"})
+	sh := filesShared(t, l)
+	if err := control.WriteCancelled(t.Context(), sh.KV, control.Cancelled{TaskID: id, Was: layout.InProgress, By: "slack:UHUMAN", At: schema.FormatTime(now)}); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := ListTasks(t.Context(), sh, now, RecentWindow)
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("rows %v, %v", rows, err)
+	}
+	if rows[0].CancelledBy != "slack:UHUMAN" {
+		t.Errorf("cancelled_by %q, want slack:UHUMAN", rows[0].CancelledBy)
+	}
+	var out bytes.Buffer
+	PrintTasks(&out, rows, nil)
+	if !strings.Contains(out.String(), "(Cancelled by slack:UHUMAN)") {
+		t.Errorf("table:\n%s", out.String())
+	}
+}

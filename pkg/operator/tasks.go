@@ -37,9 +37,12 @@ type TaskRow struct {
 	// CostUSD is the task's spend over its attempts (the king's ledger in
 	// the store), else the final result's figure; null when no attempt was
 	// priced.
-	CostUSD   *float64 `json:"cost_usd"`
-	Reason    string   `json:"error_reason,omitempty"`
-	NotBefore string   `json:"not_before,omitempty"`
+	CostUSD *float64 `json:"cost_usd"`
+	Reason  string   `json:"error_reason,omitempty"`
+	// CancelledBy is who asked for the cancel (an operator's user, or
+	// slack:<user> from a button), when the task was cancelled.
+	CancelledBy string `json:"cancelled_by,omitempty"`
+	NotBefore   string `json:"not_before,omitempty"`
 	// Waiting says why a pending task does not start yet (tasks_wait.go).
 	Waiting *TaskWait `json:"waiting,omitempty"`
 	// Host is the host that runs the task (its claim's holder), ran it
@@ -100,8 +103,13 @@ func ListTasks(ctx context.Context, sh *Shared, now time.Time, window time.Durat
 			if c := ledger.taskCost(t.ID, created, now); c != nil {
 				r.CostUSD = c
 			}
-			if rec := control.ReadCancelled(ctx, sh.KV, t.ID); rec != nil && r.Reason == "" && finished {
-				r.Reason = schema.ReasonCancelled
+			if rec := control.ReadCancelled(ctx, sh.KV, t.ID); rec != nil && finished {
+				if r.Reason == "" {
+					r.Reason = schema.ReasonCancelled
+				}
+				if r.Reason == schema.ReasonCancelled {
+					r.CancelledBy = rec.By
+				}
 			}
 			rows = append(rows, r)
 		}
@@ -160,7 +168,11 @@ func PrintTasks(w io.Writer, rows []TaskRow, paused *control.Pause) error {
 		}
 		outcome := r.Status
 		if r.Reason != "" {
-			outcome += " (" + r.Reason + ")"
+			outcome += " (" + r.Reason
+			if r.CancelledBy != "" {
+				outcome += " by " + r.CancelledBy
+			}
+			outcome += ")"
 		}
 		if r.Waiting != nil {
 			outcome = "waiting: " + r.Waiting.Text
