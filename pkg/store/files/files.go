@@ -55,9 +55,10 @@ type Store struct {
 	seen   *seenIndex     // seen.go
 	log    *eventlog.File // logs/events.log
 
-	mu   sync.Mutex     // one writer per process; tx.lock orders processes
-	lock *lockfile.File // nil when read-only
-	ro   bool           // OpenReadOnly
+	mu     sync.Mutex     // one writer per process; tx.lock orders processes
+	lock   *lockfile.File // nil when read-only
+	ro     bool           // OpenReadOnly
+	closed bool           // Close ran (under mu)
 
 	cmu  sync.Mutex // the event-log reader below
 	rd   *logCursor
@@ -130,11 +131,20 @@ func (s *Store) Close() error {
 	}
 	s.cmu.Unlock()
 	s.log.Close()
+	// After the transaction in flight, if any: a caller closing the store
+	// while another goroutine still writes gets that write whole, and
+	// every later one ErrClosed.
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
 	if s.lock == nil {
 		return nil
 	}
 	return s.lock.Close()
 }
+
+// ErrClosed: a write on a closed store.
+var ErrClosed = errors.New("the files store is closed")
 
 func (s *Store) journal() string { return filepath.Join(s.dir, "journal.json") }
 
@@ -146,6 +156,9 @@ func (s *Store) locked(fn func() error) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
 	if err := s.lock.Lock(); err != nil {
 		return err
 	}

@@ -74,3 +74,33 @@ func TestDelete_InANamespaceNeverWrittenIsNoError(t *testing.T) {
 		t.Fatalf("delete in a namespace never written: %v", err)
 	}
 }
+
+// Close waits for a transaction in flight and refuses the writes after it.
+func TestClose_WaitsForTheWriteInFlightAndRefusesLaterOnes(t *testing.T) {
+	s, err := Open(layout.New(t.TempDir()), "test-host")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Update(context.Background(), func(tx store.Tx) error {
+			close(in)
+			<-release
+			return tx.Set("sequences", "x", []byte("1"))
+		})
+	}()
+	<-in
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("the write in flight: %v", err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Update(context.Background(), func(tx store.Tx) error { return tx.Set("sequences", "y", []byte("1")) }); !errors.Is(err, ErrClosed) {
+		t.Fatalf("a write after Close: %v, want ErrClosed", err)
+	}
+}
