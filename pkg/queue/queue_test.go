@@ -289,8 +289,10 @@ func helperWriter() {
 	fmt.Println("writing")
 	for i := 0; ; i++ {
 		id := fmt.Sprintf("evt-%d-%d", os.Getpid(), i)
-		q.Put(layout.Pending, id, schema.Event{ID: id, Type: "test", Source: schema.SourceInbox, Payload: map[string]any{"text": payload},
-			Priority: schema.PriorityNormal, CreatedAt: "2026-11-21T10:00:00Z", Status: schema.EventPending})
+		if q.Put(layout.Pending, id, schema.Event{ID: id, Type: "test", Source: schema.SourceInbox, Payload: map[string]any{"text": payload},
+			Priority: schema.PriorityNormal, CreatedAt: "2026-11-21T10:00:00Z", Status: schema.EventPending}) == nil && i == 0 {
+			fmt.Println("wrote")
+		}
 	}
 }
 
@@ -313,6 +315,13 @@ func TestQueue_SIGKILLedWriterLeavesNoPartialFile(t *testing.T) {
 		buf := make([]byte, 8)
 		if _, err := io.ReadAtLeast(out, buf, 7); err != nil {
 			t.Fatalf("writer never started: %v", err)
+		}
+		if i == 0 {
+			// The first writer is killed only after a whole file, so the
+			// run proves something however slow the machine is.
+			if _, err := io.ReadAtLeast(out, buf[:6], 6); err != nil {
+				t.Fatalf("the first writer never wrote a file: %v", err)
+			}
 		}
 		time.Sleep(time.Duration(1+(i*7)%20) * time.Millisecond)
 		c.Process.Signal(syscall.SIGKILL)
