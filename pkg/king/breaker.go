@@ -309,11 +309,23 @@ func fingerprint(general, status, reason string) (fp string, ok bool) {
 	return general + "|" + status + "|" + class, true
 }
 
+// orphanedBeforeSoldier: the general died between claiming the attempt
+// and spawning its soldier, and its restart wrote SoldierDied for it. No
+// agent ran and nothing was spent: the crash was Kingdom's, not the
+// general's engine's, so the breaker does not count it (a crash loop of
+// the role itself is the chamberlain's to see, not a reason to park).
+func orphanedBeforeSoldier(res *schema.Result) bool {
+	return res.ErrorReason == schema.ReasonSoldierDied && res.SoldierID == ""
+}
+
 // noteFailure counts a failed attempt of t's general and parks the general
 // when failure_threshold of the last hour's failures share its fingerprint.
 func (k *King) noteFailure(t *schema.Task, res *schema.Result) {
 	n := k.cfg.Breaker.FailureThreshold
 	if n <= 0 || !failedOutcome(res.Status) {
+		return
+	}
+	if orphanedBeforeSoldier(res) {
 		return
 	}
 	fp, ok := fingerprint(t.TargetGeneral, res.Status, res.ErrorReason)

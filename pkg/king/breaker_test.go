@@ -491,3 +491,40 @@ func TestBreaker_CancelledCanaryIsReplaced(t *testing.T) {
 		t.Errorf("evt-5 is not the new canary: %+v", ps)
 	}
 }
+
+// A general killed between claiming an attempt and spawning its soldier
+// leaves a SoldierDied with no soldier: Kingdom's crash, nothing spent,
+// never counted. A soldier that died on its own counts as any failure.
+func TestBreaker_AttemptOrphanedBeforeItsSoldierIsNotCounted(t *testing.T) {
+	f := newFixture(t, genPR)
+	f.cfg.Breaker.FailureThreshold = 3
+	f.cfg.Retry.MaxAttempts = 0
+	n := 0
+	die := func(soldier string) {
+		n++
+		id := fmt.Sprintf("evt-%d", n)
+		f.event(id, "github.pr.review_requested", "normal")
+		f.tick()
+		ev, _ := f.eventFile(layout.Dispatched, id)
+		f.claim(ev.TaskID)
+		r := map[string]any{"status": schema.ResultKilled, "error_reason": schema.ReasonSoldierDied,
+			"error": "general restarted and found no live soldier for the task"}
+		if soldier != "" {
+			r["soldier_id"] = soldier
+		}
+		f.finalResult(ev.TaskID, r)
+		f.tick()
+	}
+	for range 4 {
+		die("")
+	}
+	if len(f.parks()) != 0 {
+		t.Fatalf("attempts orphaned before their soldier parked the general: %+v", f.parks())
+	}
+	for i := range 3 {
+		die(fmt.Sprintf("soldier-1700000000-%08d", i))
+	}
+	if ps := f.parks(); len(ps) != 1 || ps[0].Evidence.Fingerprint != "gen-pr|killed|SoldierDied" {
+		t.Fatalf("three soldiers dead on their own did not park the general: %+v", ps)
+	}
+}
