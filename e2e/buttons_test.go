@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/internal/testkit/slackfake"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/envoy"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // The buttons of the envoy's messages (SPEC §12.5), from outside: the fake
@@ -89,7 +89,7 @@ func TestButtons_EndToEnd(t *testing.T) {
 		var resume string
 		k.Eventually("the resume task to finish", 180*time.Second, func() bool {
 			for _, tk := range k.TaskList(layout.Completed) {
-				if tk.Type == schema.TaskTypeResume && fmt.Sprint(tk.Payload["original_task_id"]) == first {
+				if tk.Type == doc.TaskTypeResume && fmt.Sprint(tk.Payload["original_task_id"]) == first {
 					resume = tk.ID
 					return k.Msgs.Exists(layout.Sent, "msg-"+resume+"-done")
 				}
@@ -110,7 +110,7 @@ func TestButtons_EndToEnd(t *testing.T) {
 		if firstCall.SessionID == "" || resumeCall.Resume != firstCall.SessionID || !slices.Contains(resumeCall.Args, "--resume") {
 			t.Fatalf("resume argv %q (resume %q), want --resume %q", resumeCall.Args, resumeCall.Resume, firstCall.SessionID)
 		}
-		if res := k.Result(resume); res == nil || res.Status != schema.ResultSuccess || res.SessionID != firstCall.SessionID {
+		if res := k.Result(resume); res == nil || res.Status != doc.ResultSuccess || res.SessionID != firstCall.SessionID {
 			t.Fatalf("resume result %+v", res)
 		}
 		k.Eventually("one ✅ in the thread", 30*time.Second, func() bool { return k.countPosts(ch, thread, "✅") >= 1 })
@@ -150,7 +150,7 @@ func TestButtons_EndToEnd(t *testing.T) {
 		var resumes int
 		for _, st := range layout.QueueStates[layout.QTasks] {
 			for _, tk := range k.TaskList(st) {
-				if tk.Type == schema.TaskTypeResume && fmt.Sprint(tk.Payload["original_task_id"]) == first {
+				if tk.Type == doc.TaskTypeResume && fmt.Sprint(tk.Payload["original_task_id"]) == first {
 					resumes++
 				}
 			}
@@ -171,7 +171,7 @@ func TestButtons_EndToEnd(t *testing.T) {
 		k.waitTask(task, layout.Completed)
 		// The same records as `start task cancel`: failed/Cancelled, by the
 		// Slack user.
-		if r := k.Result(task); r == nil || r.Status != schema.ResultFailed || r.ErrorReason != schema.ReasonCancelled || r.Error != "cancelled by slack:UHUMAN" {
+		if r := k.Result(task); r == nil || r.Status != doc.ResultFailed || r.ErrorReason != doc.ReasonCancelled || r.Error != "cancelled by slack:UHUMAN" {
 			t.Fatalf("cancelled task's result %+v", r)
 		}
 		k.Eventually("the thread start updated in place", 30*time.Second, func() bool {
@@ -205,7 +205,7 @@ func TestButtons_EndToEnd(t *testing.T) {
 				row = r
 			}
 		}
-		if row["state"] != layout.Completed || row["error_reason"] != schema.ReasonCancelled {
+		if row["state"] != layout.Completed || row["error_reason"] != doc.ReasonCancelled {
 			t.Errorf("start tasks --json row of %s: %v", task, row)
 		}
 		// `start tasks` names no canceller (for `start task cancel` either):
@@ -235,7 +235,7 @@ func TestButtons_EndToEnd(t *testing.T) {
 		}
 		rerun := k.taskOf("evt-retry-" + retry)
 		k.waitTask(rerun, layout.Completed)
-		if r := k.Result(rerun); r == nil || r.Status != schema.ResultSuccess {
+		if r := k.Result(rerun); r == nil || r.Status != doc.ResultSuccess {
 			t.Fatalf("re-run's result %+v", r)
 		}
 		if p := taskPayload(k.Kingdom, rerun); p["retry_of"] != task || p["retried_by"] != "slack:UHUMAN" {
@@ -342,7 +342,7 @@ func (c *connectedKingdom) killAfterClick(t *testing.T, ev string, afterSwap boo
 		t.Fatal(err)
 	}
 	c.waitTask(task, layout.Completed)
-	if r := c.Result(task); r == nil || r.ErrorReason != schema.ReasonCancelled {
+	if r := c.Result(task); r == nil || r.ErrorReason != doc.ReasonCancelled {
 		t.Fatalf("task's result %+v, want Cancelled", r)
 	}
 	c.Eventually("the thread start updated in place", 60*time.Second, func() bool {
@@ -489,7 +489,7 @@ func (c *connectedKingdom) distinctEvents(typ, key, val string) int {
 func (c *connectedKingdom) retriesOf(task string) int {
 	n := 0
 	for _, st := range layout.QueueStates[layout.QEvents] {
-		for _, ev := range decodeAll[schema.Event](c.Events, st) {
+		for _, ev := range decodeAll[doc.Event](c.Events, st) {
 			if ev.Payload["retry_of"] == task {
 				n++
 			}

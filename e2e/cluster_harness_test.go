@@ -21,9 +21,9 @@ import (
 
 	"github.com/kingdom-dev/kingdom/internal/testkit/pgtest"
 	"github.com/kingdom-dev/kingdom/internal/testkit/tcpproxy"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/proctree"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 	"github.com/kingdom-dev/kingdom/pkg/store/pg"
 )
@@ -247,7 +247,7 @@ func (c *Cluster) Drop(i int, id string, payload map[string]any) {
 
 // clusterTask is a task document as the store holds it.
 type clusterTask struct {
-	schema.Task
+	doc.Task
 	State string
 	Claim store.Claim
 }
@@ -261,7 +261,7 @@ func (c *Cluster) Tasks() []clusterTask {
 			c.t.Fatalf("list tasks/%s: %v", st, err)
 		}
 		for _, d := range docs {
-			var tk schema.Task
+			var tk doc.Task
 			if err := json.Unmarshal(d.Data, &tk); err != nil {
 				c.t.Errorf("task %s in %s: %v", d.ID, st, err)
 				continue
@@ -291,12 +291,12 @@ func (c *Cluster) Count(q, state string) int {
 }
 
 // Result returns a task's final result from the store (nil when none).
-func (c *Cluster) Result(task string) *schema.Result {
+func (c *Cluster) Result(task string) *doc.Result {
 	b, err := c.St.Value(context.Background(), "results", task)
 	if err != nil {
 		return nil
 	}
-	var r schema.Result
+	var r doc.Result
 	if json.Unmarshal(b, &r) != nil {
 		return nil
 	}

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/proctree"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
@@ -196,7 +196,7 @@ func TestCluster_PartitionSelfFenceAndTakeover(t *testing.T) {
 
 	c.Eventually("the task to run again elsewhere and finish", 2*time.Minute, func() bool {
 		r := c.Result(task)
-		return r != nil && r.Status == schema.ResultSuccess
+		return r != nil && r.Status == doc.ResultSuccess
 	})
 	dead := watch.Stop()
 	var runs []run
@@ -278,7 +278,7 @@ func TestCluster_ResumeRunsOnTheAskingHost(t *testing.T) {
 			if r.End.IsZero() {
 				continue
 			}
-			if res := c.Result(r.Task); res != nil && res.Status == schema.ResultNeedsHuman {
+			if res := c.Result(r.Task); res != nil && res.Status == doc.ResultNeedsHuman {
 				asked[r.Task] = r.Host
 			}
 		}
@@ -303,7 +303,7 @@ func TestCluster_ResumeRunsOnTheAskingHost(t *testing.T) {
 	resumes := map[string]string{} // original task → resume task
 	c.Eventually("the three resumes to complete", 2*time.Minute, func() bool {
 		for _, tk := range c.Tasks() {
-			if tk.Type == schema.TaskTypeResume && tk.State == layout.Completed {
+			if tk.Type == doc.TaskTypeResume && tk.State == layout.Completed {
 				resumes[tk.OriginalTaskID] = tk.ID
 			}
 		}
@@ -323,7 +323,7 @@ func TestCluster_ResumeRunsOnTheAskingHost(t *testing.T) {
 			t.Errorf("resume %s (host %q) of %s (host %q) ran on %q, want %s where the question was asked",
 				res, pinned[res], task, pinned[task], ranOn[res], host)
 		}
-		if r := c.Result(res); r == nil || r.Status != schema.ResultSuccess {
+		if r := c.Result(res); r == nil || r.Status != doc.ResultSuccess {
 			t.Errorf("resume %s result %+v, want success", res, r)
 		}
 	}
@@ -357,7 +357,7 @@ func TestCluster_CancelAcrossHosts(t *testing.T) {
 	t.Logf("soldier killed %v after the cancel", time.Since(cancelled).Round(time.Millisecond))
 	c.Eventually("the task to end Cancelled", time.Minute, func() bool {
 		res := c.Result(r.Task)
-		return res != nil && res.Status == schema.ResultFailed && res.ErrorReason == schema.ReasonCancelled
+		return res != nil && res.Status == doc.ResultFailed && res.ErrorReason == doc.ReasonCancelled
 	})
 	time.Sleep(3 * time.Second) // no retry may follow
 	if runs := c.Runs(); len(runs) != 1 {

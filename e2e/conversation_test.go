@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/internal/testkit/slackfake"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
@@ -79,7 +80,7 @@ func TestConversation_FollowUpInTheDMThreadContinuesIt(t *testing.T) {
 		t.Fatalf("follow-up event %s with reply_context %v", ev.Type, rc)
 	}
 	tk := k.TaskForEvent(replyID)
-	if tk.Type != schema.TaskTypeResume || tk.TargetGeneral != "gen-herald" || tk.SessionID != sess {
+	if tk.Type != doc.TaskTypeResume || tk.TargetGeneral != "gen-herald" || tk.SessionID != sess {
 		t.Fatalf("follow-up task %+v", tk)
 	}
 	var call struct {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/dashboard"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/enginepause"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
@@ -299,7 +300,7 @@ func TestDashboard_BrowserSeesTheKingdomLive(t *testing.T) {
 	sr := authGet(t, url+"api/v1/state", token)
 	body, _ := io.ReadAll(sr.Body)
 	sr.Body.Close()
-	if err := schema.Validate(schema.KindState, body); err != nil {
+	if err := schema.Validate(doc.KindState, body); err != nil {
 		t.Fatalf("/api/v1/state does not match schemas/state.json: %v", err)
 	}
 }

@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/internal/testkit/slackfake"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
 	"github.com/kingdom-dev/kingdom/pkg/proctree"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // Issue #13 item 7, on the real binaries: a sentinel frozen (stopped) keeps
@@ -302,8 +302,8 @@ func TestKingdom_EnvoyOnAFullDiskPostsNothingItCannotRecord(t *testing.T) {
 	f.Close()
 	before := len(slack.Calls("chat.postMessage"))
 	id := "msg-e2e-disk-1"
-	m := schema.Message{ID: id, Type: schema.MessageNotification, Urgency: schema.UrgencyNormal, Content: "hello from a full disk",
-		Context: map[string]any{}, CreatedAt: schema.FormatTime(time.Now()), Status: schema.MessagePending}
+	m := doc.Message{ID: id, Type: doc.MessageNotification, Urgency: doc.UrgencyNormal, Content: "hello from a full disk",
+		Context: map[string]any{}, CreatedAt: doc.FormatTime(time.Now()), Status: doc.MessagePending}
 	if err := k.Msgs.PutOnce(layout.Pending, id, m); err != nil {
 		t.Fatal(err)
 	}

@@ -16,10 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	filestore "github.com/kingdom-dev/kingdom/pkg/store/files"
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
 )
@@ -226,13 +226,13 @@ func (k *Kingdom) InternalEvents() []eventlog.Event {
 }
 
 // Messages returns the messages in a state, decoded.
-func (k *Kingdom) Messages(state string) []schema.Message {
-	return decodeAll[schema.Message](k.Msgs, state)
+func (k *Kingdom) Messages(state string) []doc.Message {
+	return decodeAll[doc.Message](k.Msgs, state)
 }
 
 // TaskList returns every task file in a state, decoded.
-func (k *Kingdom) TaskList(state string) []schema.Task {
-	return decodeAll[schema.Task](k.Tasks, state)
+func (k *Kingdom) TaskList(state string) []doc.Task {
+	return decodeAll[doc.Task](k.Tasks, state)
 }
 
 func decodeAll[T any](q *queue.Queue, state string) []T {
@@ -248,7 +248,7 @@ func decodeAll[T any](q *queue.Queue, state string) []T {
 }
 
 // TaskForEvent finds the task created for an event in any state.
-func (k *Kingdom) TaskForEvent(eventID string) *schema.Task {
+func (k *Kingdom) TaskForEvent(eventID string) *doc.Task {
 	for _, st := range layout.QueueStates[layout.QTasks] {
 		for _, t := range k.TaskList(st) {
 			if t.EventID == eventID {
@@ -261,12 +261,12 @@ func (k *Kingdom) TaskForEvent(eventID string) *schema.Task {
 }
 
 // Result reads the final result of a task.
-func (k *Kingdom) Result(task string) *schema.Result {
+func (k *Kingdom) Result(task string) *doc.Result {
 	b, err := os.ReadFile(k.L.ResultFinal(task))
 	if err != nil {
 		return nil
 	}
-	var r schema.Result
+	var r doc.Result
 	if json.Unmarshal(b, &r) != nil {
 		return nil
 	}

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/internal/testkit/modelfake"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // resumeAfterLimit: a question's resume that meets a usage limit waits for
@@ -36,7 +36,7 @@ func resumeAfterLimit(t *testing.T, k *Kingdom, gate *limitGate, model *modelfak
 		return true
 	})
 	first := k.Result(task)
-	if first == nil || first.Status != schema.ResultNeedsHuman || first.SessionID == "" {
+	if first == nil || first.Status != doc.ResultNeedsHuman || first.SessionID == "" {
 		t.Fatalf("first result %+v, want needs_human with a session", first)
 	}
 
@@ -57,10 +57,10 @@ func resumeAfterLimit(t *testing.T, k *Kingdom, gate *limitGate, model *modelfak
 		}
 		time.Sleep(500 * time.Millisecond) // the envoy posts the question, then awaits the reply
 	}
-	var resume *schema.Task
+	var resume *doc.Task
 	k.Eventually("the resume held by the limit", limitWait, func() bool {
 		for _, tk := range k.TaskList(layout.Pending) {
-			if tk.Type == schema.TaskTypeResume && tk.OriginalTaskID == task && tk.NotBefore != "" {
+			if tk.Type == doc.TaskTypeResume && tk.OriginalTaskID == task && tk.NotBefore != "" {
 				tk := tk
 				resume = &tk
 				return true
@@ -75,7 +75,7 @@ func resumeAfterLimit(t *testing.T, k *Kingdom, gate *limitGate, model *modelfak
 		return k.Tasks.Exists(layout.Completed, resume.ID)
 	})
 	r := k.Result(resume.ID)
-	if r == nil || r.Status != schema.ResultSuccess || !strings.Contains(r.Summary, "resumed after the reset") {
+	if r == nil || r.Status != doc.ResultSuccess || !strings.Contains(r.Summary, "resumed after the reset") {
 		t.Fatalf("resume result %+v, want success after the reset (not SessionLost)", r)
 	}
 	if r.SessionID != first.SessionID {

@@ -29,9 +29,9 @@ import (
 
 	"github.com/kingdom-dev/kingdom/internal/testkit/modelfake"
 	"github.com/kingdom-dev/kingdom/internal/testkit/slackfake"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // limitReply is how the gate answers a limited request.
@@ -199,8 +199,8 @@ func allEvents(k *Kingdom, typ string) []eventlog.Event {
 }
 
 // allMessages are the messages in every state.
-func allMessages(k *Kingdom) []schema.Message {
-	var out []schema.Message
+func allMessages(k *Kingdom) []doc.Message {
+	var out []doc.Message
 	for _, st := range layout.QueueStates[layout.QMessages] {
 		out = append(out, k.Messages(st)...)
 	}
@@ -330,7 +330,7 @@ watchdog:
 	// and its retry_count unchanged.
 	taskOf := map[string]string{}
 	for _, s := range scens {
-		var tk *schema.Task
+		var tk *doc.Task
 		k.Eventually(s.marker+" back in pending/ with not_before", limitWait, func() bool {
 			for _, p := range k.TaskList(layout.Pending) {
 				if p.EventID == evOf[s.marker] && p.NotBefore != "" {
@@ -345,7 +345,7 @@ watchdog:
 		if tk.RetryCount != 0 {
 			t.Errorf("%s: retry_count %d after a usage limit, want 0", s.marker, tk.RetryCount)
 		}
-		nb, err := schema.ParseTime(tk.NotBefore)
+		nb, err := doc.ParseTime(tk.NotBefore)
 		if err != nil {
 			t.Fatalf("%s: not_before %q: %v", s.marker, tk.NotBefore, err)
 		}
@@ -371,7 +371,7 @@ watchdog:
 				Until string `json:"until"`
 			}
 			json.Unmarshal(b, &pf)
-			u, err := schema.ParseTime(pf[eng].Until)
+			u, err := doc.ParseTime(pf[eng].Until)
 			until = u
 			return err == nil
 		})
@@ -398,7 +398,7 @@ watchdog:
 			return true
 		})
 		r := k.Result(task)
-		if r == nil || r.Status != schema.ResultSuccess || r.RetryCount != 0 {
+		if r == nil || r.Status != doc.ResultSuccess || r.RetryCount != 0 {
 			t.Errorf("%s: final result %+v, want success at retry_count 0", s.marker, r)
 		}
 		for _, at := range gate.requests(s.marker) {

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/proctree"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // holdSoldier is the command engine of the operator tests: a task whose
@@ -84,7 +84,7 @@ func (k *Kingdom) taskState(id string) string {
 	return st
 }
 
-func (k *Kingdom) waitTask(id, state string) *schema.Task {
+func (k *Kingdom) waitTask(id, state string) *doc.Task {
 	k.t.Helper()
 	k.Eventually(id+" in "+state, 180*time.Second, func() bool { return k.taskState(id) == state })
 	for _, t := range k.TaskList(state) {
@@ -112,7 +112,7 @@ func TestOperator_PauseHoldsNewWorkWhileRunningSoldiersFinish(t *testing.T) {
 	k.Eventually("evt-ops-b queued", 30*time.Second, func() bool { return k.Events.Exists(layout.Pending, "evt-ops-b") })
 	os.WriteFile(filepath.Join(k.L.Base, "release-"+a), nil, 0o600)
 	k.waitTask(a, layout.Completed)
-	if r := k.Result(a); r == nil || r.Status != schema.ResultSuccess {
+	if r := k.Result(a); r == nil || r.Status != doc.ResultSuccess {
 		t.Fatalf("the running soldier did not finish: %+v", r)
 	}
 	// The king ticked for a's result after the pause: b is still waiting.
@@ -159,7 +159,7 @@ func TestOperator_CancelPendingAndRunningTasks(t *testing.T) {
 		t.Fatalf("cancel pending: exit %d\n%s", code, out)
 	}
 	te := k.waitTask(e, layout.Completed)
-	if te.Status != schema.ResultFailed {
+	if te.Status != doc.ResultFailed {
 		t.Errorf("cancelled pending task status %q", te.Status)
 	}
 	f := k.taskOf("evt-ops-f") // the slot it held is free
@@ -170,13 +170,13 @@ func TestOperator_CancelPendingAndRunningTasks(t *testing.T) {
 	}
 	k.Eventually("the soldier's child process to die", 30*time.Second, func() bool { return !proctree.Alive(child) })
 	k.waitTask(c, layout.Completed)
-	if r := k.Result(c); r == nil || r.Status != schema.ResultFailed || r.ErrorReason != schema.ReasonCancelled {
+	if r := k.Result(c); r == nil || r.Status != doc.ResultFailed || r.ErrorReason != doc.ReasonCancelled {
 		t.Fatalf("running task's final result %+v", r)
 	}
 	k.waitTask(f, layout.Completed) // gen-ops is free again
 
 	for _, id := range []string{c, e} {
-		var m *schema.Message
+		var m *doc.Message
 		k.Eventually("⛔ for "+id, 30*time.Second, func() bool {
 			for _, mm := range k.Messages(layout.Sent) {
 				if mm.ID == "msg-"+id+"-failed" {

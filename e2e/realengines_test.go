@@ -20,9 +20,9 @@ import (
 
 	"github.com/kingdom-dev/kingdom/internal/testkit/modelfake"
 	"github.com/kingdom-dev/kingdom/internal/testkit/slackfake"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/engine"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // realKingdom is a kingdom whose soldiers run a real CLI.
@@ -153,7 +153,7 @@ func (k *realKingdom) final(t *testing.T, task, kind string) string {
 	id := "msg-" + task + "-" + kind
 	k.Eventually(id+" sent", realWait, func() bool { return k.Msgs.Exists(layout.Sent, id) })
 	b, _ := k.Msgs.Read(layout.Sent, id)
-	var m schema.Message
+	var m doc.Message
 	json.Unmarshal(b, &m)
 	// Sent means posted: the text is what the fake Slack received.
 	posted := false
@@ -211,7 +211,7 @@ func (k *realKingdom) reply(t *testing.T, task, text string) string {
 	k.Eventually("the resume task of "+task, realWait, func() bool {
 		for _, st := range []string{layout.Pending, layout.InProgress, layout.Completed} {
 			for _, tk := range k.TaskList(st) {
-				if tk.Type == schema.TaskTypeResume && tk.OriginalTaskID == task {
+				if tk.Type == doc.TaskTypeResume && tk.OriginalTaskID == task {
 					resume = tk.ID
 					return true
 				}
@@ -310,7 +310,7 @@ func (k *realKingdom) scenarios(t *testing.T) {
 		if !strings.Contains(failed, "NoResult") || !strings.Contains(failed, "found no pull request to review") {
 			t.Fatalf("❌ %q", failed)
 		}
-		if r := k.Result(task); r == nil || r.ErrorReason != schema.ReasonNoResult || r.RetryCount != 0 || k.attempts(task) != 1 {
+		if r := k.Result(task); r == nil || r.ErrorReason != doc.ReasonNoResult || r.RetryCount != 0 || k.attempts(task) != 1 {
 			t.Fatalf("result %+v after %d attempts, want one NoResult attempt", r, k.attempts(task))
 		}
 	})

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // The weather tests (SPEC §12.2): a database that goes away and comes
@@ -202,7 +202,7 @@ func TestCluster_PartitionLongerThanSelfFence(t *testing.T) {
 
 	c.Eventually("the three tasks to run again elsewhere and succeed", 3*time.Minute, func() bool {
 		for task := range tasks {
-			if r := c.Result(task); r == nil || r.Status != schema.ResultSuccess {
+			if r := c.Result(task); r == nil || r.Status != doc.ResultSuccess {
 				return false
 			}
 		}

@@ -8,9 +8,8 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/app"
 	"github.com/kingdom-dev/kingdom/pkg/chamberlain"
 	"github.com/kingdom-dev/kingdom/pkg/dashboard"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/runner"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
-	"github.com/kingdom-dev/kingdom/pkg/status"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
@@ -45,7 +44,7 @@ func dashboardRole(env *app.Env, cfg chamberlain.Config, role *chamberlain.Role,
 		RequireToken: h.RequireToken, AllowedHosts: h.AllowedHosts,
 		MaxClients: h.MaxClients, MaxConns: h.MaxConnections, HeartbeatThreshold: cfg.Chamberlain.HeartbeatThreshold(),
 		Budget: cfg.Budget, Clock: env.Clock, Tmux: env.Tmux, Log: env.Log,
-		Store: st, Cluster: status.StoreCluster(st, env.System.Store.SelfFence()),
+		Store: st, Cluster: &env.System.Store,
 		Verdict: func() *dashboard.Verdict { return verdictOf(role.Latest()) },
 	}
 	srv, err := dashboard.New(o)
@@ -62,7 +61,7 @@ func verdictOf(rep *chamberlain.Report) *dashboard.Verdict {
 		return nil
 	}
 	v := rep.Verdict()
-	out := &dashboard.Verdict{At: schema.FormatTime(rep.Time), Exit: v.Exit, Problems: []string{}, Roles: map[string]string{}}
+	out := &dashboard.Verdict{At: doc.FormatTime(rep.Time), Exit: v.Exit, Problems: []string{}, Roles: map[string]string{}}
 	for _, p := range v.Problems {
 		out.Problems = append(out.Problems, p.String())
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/chamberlain"
 	"github.com/kingdom-dev/kingdom/pkg/control"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
@@ -72,7 +73,7 @@ func TestOnce_NoDaemonRefreshesResources(t *testing.T) {
 	if code > 2 {
 		t.Fatalf("exit %d: %s", code, out)
 	}
-	if err := schema.Validate(schema.KindResources, []byte(out)); err != nil {
+	if err := schema.Validate(doc.KindResources, []byte(out)); err != nil {
 		t.Fatalf("--json output is not a resources document: %v\n%s", err, out)
 	}
 	var doc struct{ Health string }
@@ -141,7 +142,7 @@ func TestOnce_ReadOnlyBesideDaemon(t *testing.T) {
 func TestOnce_BesideDaemonUsesTheDaemonsFreshCPUSample(t *testing.T) {
 	l := setup(t)
 	doc := fmt.Sprintf(`{"timestamp":%q,"system":{"cpu_percent":73.5,"memory_percent":1,"disk_percent":1,"load_average":[0,0,0]},"sessions":{"soldiers_active":0,"soldiers_max":4,"list":[]},"health":"yellow"}`,
-		schema.FormatTime(time.Now().Add(-5*time.Second)))
+		doc.FormatTime(time.Now().Add(-5*time.Second)))
 	if err := os.WriteFile(l.Resources(), []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +218,7 @@ func TestOnce_AForgottenPauseIsNamedAndDegrades(t *testing.T) {
 	if code != 0 || strings.Contains(out, "PAUSED") {
 		t.Fatalf("before the pause: exit %d, want 0 and no pause\n%s", code, out)
 	}
-	if err := atomicfile.WriteJSON(l.KingPaused(), control.Pause{Since: schema.FormatTime(time.Now().Add(-26 * time.Hour)), By: "alice@host"}); err != nil {
+	if err := atomicfile.WriteJSON(l.KingPaused(), control.Pause{Since: doc.FormatTime(time.Now().Add(-26 * time.Hour)), By: "alice@host"}); err != nil {
 		t.Fatal(err)
 	}
 	out, code = runOnce(t, "--base-dir", l.Base, "--once")
@@ -228,7 +229,7 @@ func TestOnce_AForgottenPauseIsNamedAndDegrades(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("--json paused: exit %d, want 1\n%s", code, out)
 	}
-	if err := schema.Validate(schema.KindCheck, []byte(out)); err != nil {
+	if err := schema.Validate(doc.KindCheck, []byte(out)); err != nil {
 		t.Fatalf("--json output does not fit schemas/check.json: %v\n%s", err, out)
 	}
 	var doc struct {

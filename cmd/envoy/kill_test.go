@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // The real daemon SIGKILLed again and again while it works through a
@@ -35,8 +35,8 @@ func TestEnvoyBinary_SIGKILLDuringABacklogLosesNothing(t *testing.T) {
 	pending := l.QueueState(layout.QMessages, layout.Pending)
 	put := func(i int, kind, typ string, at time.Time) {
 		task := fmt.Sprintf("task-20261121-%03d", i)
-		m := schema.Message{ID: "msg-" + task + "-" + kind, Type: typ, TaskID: &task, Urgency: "normal",
-			Content: kind + " of " + task, CreatedAt: schema.FormatTime(at), Status: "pending"}
+		m := doc.Message{ID: "msg-" + task + "-" + kind, Type: typ, TaskID: &task, Urgency: "normal",
+			Content: kind + " of " + task, CreatedAt: doc.FormatTime(at), Status: "pending"}
 		b, _ := json.Marshal(m)
 		tmp := filepath.Join(pending, ".tmp-test")
 		os.WriteFile(tmp, b, 0o600)
@@ -44,8 +44,8 @@ func TestEnvoyBinary_SIGKILLDuringABacklogLosesNothing(t *testing.T) {
 	}
 	t0 := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	for i := range tasks {
-		put(i, "start", schema.MessageThreadStart, t0.Add(time.Duration(2*i)*time.Second))
-		put(i, "update", schema.MessageThreadUpdate, t0.Add(time.Duration(2*i+1)*time.Second))
+		put(i, "start", doc.MessageThreadStart, t0.Add(time.Duration(2*i)*time.Second))
+		put(i, "update", doc.MessageThreadUpdate, t0.Add(time.Duration(2*i+1)*time.Second))
 	}
 	posted := func() int {
 		b, _ := os.ReadFile(l.EnvoyConsoleLog())

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/internal/testkit/slackfake"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
@@ -55,9 +56,9 @@ func TestEnvoyBinary_ConsoleRoundTrip(t *testing.T) {
 	os.WriteFile(l.ConfigFile("envoy.yaml"), []byte("slack:\n  default_channel: COPS\n"), 0o600)
 	task := "task-20261121-001"
 	repo := "acme/web"
-	msg := schema.Message{ID: "msg-" + task + "-question", Type: schema.MessageHumanInputRequest, TaskID: &task,
+	msg := doc.Message{ID: "msg-" + task + "-question", Type: doc.MessageHumanInputRequest, TaskID: &task,
 		Urgency: "normal", Content: "Which branch?", CreatedAt: "2026-11-21T10:00:00Z", Status: "pending",
-		ReplyContext: &schema.ReplyContext{General: "gen-pr", SessionID: "s1", Repo: &repo, TaskID: task}}
+		ReplyContext: &doc.ReplyContext{General: "gen-pr", SessionID: "s1", Repo: &repo, TaskID: task}}
 	b, _ := json.Marshal(msg)
 	os.WriteFile(filepath.Join(l.QueueState(layout.QMessages, layout.Pending), msg.ID+".json"), b, 0o600)
 
@@ -163,9 +164,9 @@ func TestEnvoyBinary_DaemonAgainstFakeSlack(t *testing.T) {
 	}
 
 	task := "task-20261121-001"
-	msg := schema.Message{ID: "msg-" + task + "-start", Type: schema.MessageThreadStart, TaskID: &task, Urgency: "normal",
+	msg := doc.Message{ID: "msg-" + task + "-start", Type: doc.MessageThreadStart, TaskID: &task, Urgency: "normal",
 		Content: "Reviewing", CreatedAt: "2026-11-21T10:00:00Z", Status: "pending",
-		SourceRef: &schema.SourceRef{Channel: "D1", TS: "1700000000.000100"}}
+		SourceRef: &doc.SourceRef{Channel: "D1", TS: "1700000000.000100"}}
 	b, _ := json.Marshal(msg)
 	tmp := filepath.Join(l.QueueState(layout.QMessages, layout.Pending), ".tmp-test")
 	os.WriteFile(tmp, b, 0o600)
@@ -231,7 +232,7 @@ func TestEnvoyBinary_ConsoleDMBecomesASlackDMEvent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ev.Type != "slack.channel.message" || ev.Source != schema.SourceSlack || ev.Payload["text"] != "what can you do?" ||
+	if ev.Type != "slack.channel.message" || ev.Source != doc.SourceSlack || ev.Payload["text"] != "what can you do?" ||
 		ev.Payload["channel"] != "D-CONSOLE" || ev.Payload["user_id"] != "console" {
 		t.Errorf("event = %s", eb)
 	}
@@ -251,8 +252,8 @@ func TestEnvoyBinary_ConsoleWithoutChannelAndRetry(t *testing.T) {
 		t.Fatal(err)
 	}
 	task := "task-20261121-001"
-	done := schema.FinalDone
-	put := func(state string, m schema.Message, fields map[string]any) {
+	done := doc.FinalDone
+	put := func(state string, m doc.Message, fields map[string]any) {
 		b, _ := json.Marshal(m)
 		var doc map[string]any
 		json.Unmarshal(b, &doc)
@@ -262,11 +263,11 @@ func TestEnvoyBinary_ConsoleWithoutChannelAndRetry(t *testing.T) {
 		b, _ = json.Marshal(doc)
 		os.WriteFile(filepath.Join(l.QueueState(layout.QMessages, state), m.ID+".json"), b, 0o600)
 	}
-	put(layout.Pending, schema.Message{ID: "msg-" + task + "-start", Type: schema.MessageThreadStart, TaskID: &task,
+	put(layout.Pending, doc.Message{ID: "msg-" + task + "-start", Type: doc.MessageThreadStart, TaskID: &task,
 		Urgency: "normal", Content: "🎯 Reviewing acme/web#7", CreatedAt: "2026-11-21T10:00:00Z", Status: "pending"}, nil)
-	put(layout.Pending, schema.Message{ID: "msg-" + task + "-done", Type: schema.MessageNotification, TaskID: &task,
+	put(layout.Pending, doc.Message{ID: "msg-" + task + "-done", Type: doc.MessageNotification, TaskID: &task,
 		Urgency: "normal", Content: "Review posted", CreatedAt: "2026-11-21T10:01:00Z", Status: "pending", Final: &done}, nil)
-	put(layout.Failed, schema.Message{ID: "msg-20261121-long", Type: schema.MessageReport, Urgency: "normal",
+	put(layout.Failed, doc.Message{ID: "msg-20261121-long", Type: doc.MessageReport, Urgency: "normal",
 		Content: "weekly report", CreatedAt: "2026-11-21T09:00:00Z", Status: "failed"}, map[string]any{"error": "msg_too_long"})
 
 	out, code := runBin(t, bin, nil, "--base-dir", base, "--once")

@@ -21,6 +21,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
+	"github.com/kingdom-dev/kingdom/pkg/logging"
 	"github.com/kingdom-dev/kingdom/pkg/operator"
 	"github.com/kingdom-dev/kingdom/pkg/start"
 	"github.com/kingdom-dev/kingdom/pkg/store"
@@ -149,7 +150,7 @@ func stopCmd(ctx context.Context, c *cli.Command) error {
 	// No start running: stop any role sessions left behind, and say which.
 	tc := app.Tmux(l)
 	fmt.Printf("start is not running; stopping any role sessions left on tmux socket %s\n", tc.Path())
-	stopped, err := start.StopRoles(ctx, tc, 10*time.Second, app.Discard())
+	stopped, err := start.StopRoles(ctx, tc, 10*time.Second, logging.Discard())
 	for _, s := range stopped {
 		fmt.Printf("stopped %s (pid %d)\n", s.Name, s.PID)
 	}

@@ -10,9 +10,9 @@ import (
 	"github.com/kingdom-dev/kingdom/internal/testkit/pgtest"
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/control"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/operator"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
@@ -45,8 +45,8 @@ func TestStartCommands_PostgresFromAnotherHost(t *testing.T) {
 	}
 	defer h1.Close()
 	id := "task-20261124-001"
-	tk := schema.Task{ID: id, EventID: "evt-1", TargetGeneral: "gen-pr", Type: "github.pr.review_requested",
-		Payload: map[string]any{}, Priority: "normal", CreatedAt: schema.FormatTime(time.Now().Add(-time.Minute)), Status: layout.Pending}
+	tk := doc.Task{ID: id, EventID: "evt-1", TargetGeneral: "gen-pr", Type: "github.pr.review_requested",
+		Payload: map[string]any{}, Priority: "normal", CreatedAt: doc.FormatTime(time.Now().Add(-time.Minute)), Status: layout.Pending}
 	tasks := h1.Queues[layout.QTasks]
 	if err := tasks.PutOnce(layout.Pending, id, tk); err != nil {
 		t.Fatal(err)

@@ -338,6 +338,3 @@ func MainFunc(name string, run func(ctx context.Context) error) {
 	}
 	os.Exit(code)
 }
-
-// Discard returns a logger that drops everything.
-func Discard() *slog.Logger { return slog.New(slog.DiscardHandler) }

@@ -9,11 +9,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // Alert kinds (the <kind> of msg-chamberlain-<kind>-<key>-<unix>).
@@ -120,7 +120,7 @@ func (a *alerter) evaluate(now time.Time, kinds []string, conds []condition) err
 			act.ClearedAt = &t
 		case now.Sub(*act.ClearedAt) >= RecoverAfter:
 			content := fmt.Sprintf("Recovered: %s (lasted %s)", act.Content, act.ClearedAt.Sub(act.Since).Round(time.Second))
-			if err := a.send(KindRecovered, act.Kind+"-"+act.Key, schema.UrgencyNormal, content, now); err != nil {
+			if err := a.send(KindRecovered, act.Kind+"-"+act.Key, doc.UrgencyNormal, content, now); err != nil {
 				errs = append(errs, err.Error())
 				continue
 			}
@@ -147,7 +147,7 @@ func containsStr(xs []string, s string) bool {
 // queue/messages/pending after validating it against the message schema.
 func (r *Role) putMessage(ctx context.Context, typ, kind, key, urgency, content string, ctxData map[string]any, at time.Time) error {
 	id := messageID(kind, key, at)
-	m := schema.Message{
+	m := doc.Message{
 		ID:        id,
 		Type:      typ,
 		TaskID:    nil,
@@ -155,8 +155,8 @@ func (r *Role) putMessage(ctx context.Context, typ, kind, key, urgency, content 
 		Content:   content,
 		Context:   ctxData,
 		SourceRef: nil,
-		CreatedAt: schema.FormatTime(at),
-		Status:    schema.MessagePending,
+		CreatedAt: doc.FormatTime(at),
+		Status:    doc.MessagePending,
 	}
 	b, err := encodeMessage(m)
 	if err != nil {

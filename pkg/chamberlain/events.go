@@ -9,10 +9,10 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/chamberlain/report"
 	"github.com/kingdom-dev/kingdom/pkg/control"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/redact"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
@@ -34,7 +34,7 @@ func (r *Role) consume(ctx context.Context) error {
 		}
 		r.cur, r.savedCur, r.curLoaded = store.Cursor(b), store.Cursor(b), true
 	}
-	defer func() { r.stats.UpdatedAt = schema.FormatTime(r.clk.Now()) }()
+	defer func() { r.stats.UpdatedAt = doc.FormatTime(r.clk.Now()) }()
 	for {
 		ectx, cancel := context.WithTimeout(ctx, eventlog.StoreTimeout)
 		evs, err := r.st.Events(ectx, r.cur, eventBatch)
@@ -118,12 +118,12 @@ func (r *Role) anomalies(ctx context.Context, now time.Time) (conds []condition,
 	an := &r.anomaly
 	for actor, n := range an.Consecutive {
 		if n >= r.c.Anomaly.ConsecutiveFailures {
-			conds = append(conds, condition{Kind: KindFailures, Key: actor, Urgency: schema.UrgencyNormal,
+			conds = append(conds, condition{Kind: KindFailures, Key: actor, Urgency: doc.UrgencyNormal,
 				Content: fmt.Sprintf("[anomaly] %s failed %d tasks in a row — a problem in its domain?", actor, n)})
 		}
 	}
 	for actor, msg := range an.Unwritable {
-		conds = append(conds, condition{Kind: KindResults, Key: actor, Urgency: schema.UrgencyHigh,
+		conds = append(conds, condition{Kind: KindResults, Key: actor, Urgency: doc.UrgencyHigh,
 			Content: fmt.Sprintf("[urgent] %s cannot write task results (%s): finished agents wait for the write, none runs again; free disk space", actor, redact.Clip(msg, 200))})
 	}
 	hourAgo := now.Add(-time.Hour)
@@ -135,7 +135,7 @@ func (r *Role) anomalies(ctx context.Context, now time.Time) (conds []condition,
 	}
 	an.Timeouts = kept
 	if len(kept) >= r.c.Anomaly.TimeoutSpike {
-		conds = append(conds, condition{Kind: KindTimeouts, Key: "last-hour", Urgency: schema.UrgencyNormal,
+		conds = append(conds, condition{Kind: KindTimeouts, Key: "last-hour", Urgency: doc.UrgencyNormal,
 			Content: fmt.Sprintf("[anomaly] %d soldier timeouts in the last hour — the system may be overloaded", len(kept))})
 	}
 	if control.Paused(ctx, r.kv) {

@@ -3,7 +3,6 @@ package chamberlain
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/kingdom-dev/kingdom/pkg/chamberlain/report"
 	"os"
 	"os/exec"
 	"strconv"
@@ -11,9 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/chamberlain/report"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
+
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 func readStats(t *testing.T, e *env) report.Stats {
@@ -165,8 +166,8 @@ func TestEvents_StaleEventWarnedOnce(t *testing.T) {
 	e := newEnv(t, time.Date(2026, 11, 21, 12, 0, 0, 0, time.Local))
 	eq := e.queue(layout.QEvents)
 	for _, id := range []string{"evt-inbox-a-1", "evt-inbox-b-1"} {
-		if err := eq.Put(layout.Pending, id, schema.Event{ID: id, Type: "x", Source: "inbox", Priority: "normal",
-			CreatedAt: schema.FormatTime(e.clk.Now()), Status: "pending"}); err != nil {
+		if err := eq.Put(layout.Pending, id, doc.Event{ID: id, Type: "x", Source: "inbox", Priority: "normal",
+			CreatedAt: doc.FormatTime(e.clk.Now()), Status: "pending"}); err != nil {
 			t.Fatal(err)
 		}
 		e.emitAs("event.detected", "sentinel", map[string]any{"event_id": id, "source": "inbox", "event_type": "x"})
@@ -288,8 +289,8 @@ func TestEvents_ManyStaleEventsShareOneMessage(t *testing.T) {
 	eq := e.queue(layout.QEvents)
 	for i := 0; i < 40; i++ {
 		id := fmt.Sprintf("evt-inbox-held-%02d", i)
-		if err := eq.Put(layout.Pending, id, schema.Event{ID: id, Type: "x", Source: "inbox", Priority: "low",
-			CreatedAt: schema.FormatTime(e.clk.Now()), Status: "pending"}); err != nil {
+		if err := eq.Put(layout.Pending, id, doc.Event{ID: id, Type: "x", Source: "inbox", Priority: "low",
+			CreatedAt: doc.FormatTime(e.clk.Now()), Status: "pending"}); err != nil {
 			t.Fatal(err)
 		}
 		e.emitAs("event.detected", "sentinel", map[string]any{"event_id": id, "source": "inbox", "event_type": "x"})

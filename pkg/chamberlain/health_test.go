@@ -2,11 +2,13 @@ package chamberlain
 
 import (
 	"encoding/json"
-	"github.com/kingdom-dev/kingdom/pkg/health"
 	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/doc"
+	"github.com/kingdom-dev/kingdom/pkg/health"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
@@ -45,7 +47,7 @@ func TestTick_WritesResourcesAndHealthTransitions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := schema.Validate(schema.KindResources, b); err != nil {
+	if err := schema.Validate(doc.KindResources, b); err != nil {
 		t.Fatalf("resources.json invalid: %v\n%s", err, b)
 	}
 	var res Resources
@@ -99,7 +101,7 @@ func TestTick_DiskWarning(t *testing.T) {
 		t.Fatalf("resource_warning = %v", rw)
 	}
 	ms := e.messages()
-	if len(ms) != 1 || ms[0].Type != schema.MessageNotification || ms[0].Urgency != schema.UrgencyNormal || ms[0].TaskID != nil {
+	if len(ms) != 1 || ms[0].Type != doc.MessageNotification || ms[0].Urgency != doc.UrgencyNormal || ms[0].TaskID != nil {
 		t.Fatalf("disk alert = %+v", ms)
 	}
 	// health is not affected by disk
@@ -126,7 +128,7 @@ func TestAlerts_RedHourAtMostThreeMessages(t *testing.T) {
 		t.Fatalf("%d messages during the red hour, want 2 (enter + one repeat at 30 min)", len(red))
 	}
 	for _, m := range red {
-		if m.Urgency != schema.UrgencyHigh {
+		if m.Urgency != doc.UrgencyHigh {
 			t.Errorf("red alert urgency %s, want high", m.Urgency)
 		}
 	}
@@ -141,7 +143,7 @@ func TestAlerts_RedHourAtMostThreeMessages(t *testing.T) {
 	}
 	var recovered int
 	for _, m := range all {
-		if m.Urgency == schema.UrgencyNormal && len(m.Content) > 10 && m.Content[:10] == "Recovered:" {
+		if m.Urgency == doc.UrgencyNormal && len(m.Content) > 10 && m.Content[:10] == "Recovered:" {
 			recovered++
 		}
 	}

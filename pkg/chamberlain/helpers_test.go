@@ -15,6 +15,7 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/clock"
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
@@ -156,13 +157,13 @@ func (e *env) events(typ string) []eventlog.Event {
 }
 
 // messages returns the pending messages, decoded and schema-checked.
-func (e *env) messages() []schema.Message {
+func (e *env) messages() []doc.Message {
 	e.t.Helper()
 	ents, err := os.ReadDir(e.l.QueueState(layout.QMessages, layout.Pending))
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	var out []schema.Message
+	var out []doc.Message
 	for _, de := range ents {
 		if strings.HasPrefix(de.Name(), ".") {
 			continue

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/clock"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/health"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 func TestDaemonMetrics_FreshDaemonSampleGivesCPUWithoutAWindow(t *testing.T) {
@@ -17,7 +17,7 @@ func TestDaemonMetrics_FreshDaemonSampleGivesCPUWithoutAWindow(t *testing.T) {
 	t0 := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 	clk := clock.NewFake(t0)
 	res := &health.Resources{
-		Timestamp: schema.FormatTime(t0.Add(-20 * time.Second)),
+		Timestamp: doc.FormatTime(t0.Add(-20 * time.Second)),
 		System:    health.SystemStats{CPUPercent: 42.37, MemoryPercent: 10, DiskPercent: 10, LoadAverage: [3]float64{1, 1, 1}},
 		Sessions:  health.SessionStats{List: []string{}},
 		Health:    health.Green,

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/chamberlain/report"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/redact"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/spend"
 )
 
@@ -60,7 +60,7 @@ func (r *Role) moneyAlerts(ctx context.Context, rep *Report, now time.Time) []st
 	var errs []string
 	send := func(kind, key, urgency, content string, data map[string]any) bool {
 		data["kind"], data["key"] = kind, key
-		if err := r.putMessage(ctx, schema.MessageNotification, kind, key, urgency, content, data, now); err != nil {
+		if err := r.putMessage(ctx, doc.MessageNotification, kind, key, urgency, content, data, now); err != nil {
 			errs = append(errs, err.Error())
 			return false
 		}
@@ -73,8 +73,8 @@ func (r *Role) moneyAlerts(ctx context.Context, rep *Report, now time.Time) []st
 		urgency string
 		text    string
 	}{
-		{b.Warning, "warning", schema.UrgencyNormal, "💰 Daily budget at %.0f%%: %s spent today. Normal and low tasks wait once a task's budget would pass the limit."},
-		{b.Exceeded, "exceeded", schema.UrgencyHigh, "💰 Daily budget used up (%.0f%%): %s. No new task starts until the day changes (host local midnight) or the budget is raised."},
+		{b.Warning, "warning", doc.UrgencyNormal, "💰 Daily budget at %.0f%%: %s spent today. Normal and low tasks wait once a task's budget would pass the limit."},
+		{b.Exceeded, "exceeded", doc.UrgencyHigh, "💰 Daily budget used up (%.0f%%): %s. No new task starts until the day changes (host local midnight) or the budget is raised."},
 	} {
 		if !th.on {
 			continue
@@ -96,7 +96,7 @@ func (r *Role) moneyAlerts(ctx context.Context, rep *Report, now time.Time) []st
 		}
 		content := fmt.Sprintf("⏸️ Engine %s paused by a usage limit until %s: %s. Its tasks wait and resume by themselves; nothing fails.",
 			eng, fmtLocal(p.Until), redact.Clip(p.Reason, 300))
-		if send(KindPause, eng, schema.UrgencyNormal, content, map[string]any{"engine": eng, "until": p.Until}) {
+		if send(KindPause, eng, doc.UrgencyNormal, content, map[string]any{"engine": eng, "until": p.Until}) {
 			r.alerts.Active[ak] = &ActiveAlert{Kind: KindPause, Key: eng, Since: now, LastSent: now, Sent: 1, Content: content}
 		}
 	}
@@ -112,7 +112,7 @@ func (r *Role) moneyAlerts(ctx context.Context, rep *Report, now time.Time) []st
 				continue // an unreadable file is no sign the pause ended
 			}
 			content := fmt.Sprintf("▶️ Recovered: engine %s resumed, its usage limit lifted (paused %s).", act.Key, now.Sub(act.Since).Round(time.Second))
-			if send(KindRecovered, KindPause+"-"+act.Key, schema.UrgencyNormal, content, map[string]any{"engine": act.Key}) {
+			if send(KindRecovered, KindPause+"-"+act.Key, doc.UrgencyNormal, content, map[string]any{"engine": act.Key}) {
 				delete(r.alerts.Active, ak)
 			}
 		}
@@ -138,12 +138,12 @@ func (r *Role) ledgerConditions(m *report.Money) []condition {
 	case m.Err != nil:
 		what = fmt.Sprintf("cannot be read (%s)", redact.Clip(m.Err.Error(), 200))
 	}
-	return []condition{{Kind: KindLedger, Key: date, Urgency: schema.UrgencyHigh,
+	return []condition{{Kind: KindLedger, Key: date, Urgency: doc.UrgencyHigh,
 		Content: fmt.Sprintf("[urgent] the spend ledger of %s %s: admission holds while a daily budget is set; repair or remove the damaged lines in %s", date, what, path)}}
 }
 
 func fmtLocal(ts string) string {
-	t, err := schema.ParseTime(ts)
+	t, err := doc.ParseTime(ts)
 	if err != nil {
 		return ts
 	}

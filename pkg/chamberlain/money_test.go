@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/kingdom-dev/kingdom/pkg/chamberlain/report"
-	"github.com/kingdom-dev/kingdom/pkg/health"
 	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kingdom-dev/kingdom/pkg/chamberlain/report"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
+	"github.com/kingdom-dev/kingdom/pkg/health"
 
 	"github.com/kingdom-dev/kingdom/pkg/enginepause"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
@@ -40,8 +42,8 @@ func (e *env) spendAt(at time.Time, entries map[string]spend.Entry) {
 	}
 }
 
-func (e *env) messagesOf(kind string) []schema.Message {
-	var out []schema.Message
+func (e *env) messagesOf(kind string) []doc.Message {
+	var out []doc.Message
 	for _, m := range e.messages() {
 		if m.Context["kind"] == kind {
 			out = append(out, m)
@@ -68,7 +70,7 @@ func TestMoney_TokensAndStatsComeFromTheLedger(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := schema.Validate(schema.KindResources, b); err != nil {
+	if err := schema.Validate(doc.KindResources, b); err != nil {
 		t.Fatalf("resources.json invalid: %v\n%s", err, b)
 	}
 	var res Resources
@@ -161,7 +163,7 @@ func TestMoney_EnginePauseAlertsOnceAndRecovers(t *testing.T) {
 	e := newEnv(t, now)
 	r := e.role(ModeDaemon)
 	until := now.Add(10 * time.Minute)
-	if err := enginepause.Save(t.Context(), kv.OnStore(e.st), enginepause.File{"claude": {Until: schema.FormatTime(until), Reason: "You've hit your limit"}}); err != nil {
+	if err := enginepause.Save(t.Context(), kv.OnStore(e.st), enginepause.File{"claude": {Until: doc.FormatTime(until), Reason: "You've hit your limit"}}); err != nil {
 		t.Fatal(err)
 	}
 	for range 4 {
@@ -171,7 +173,7 @@ func TestMoney_EnginePauseAlertsOnceAndRecovers(t *testing.T) {
 	if n := len(e.messagesOf(KindPause)); n != 1 {
 		t.Fatalf("pause alerts = %d, want 1", n)
 	}
-	if p := r.Last.Resources.EnginePauses["claude"]; p.Until != schema.FormatTime(until) {
+	if p := r.Last.Resources.EnginePauses["claude"]; p.Until != doc.FormatTime(until) {
 		t.Errorf("resources engine_pauses = %+v", r.Last.Resources.EnginePauses)
 	}
 	var out strings.Builder
@@ -208,13 +210,13 @@ func TestMoney_EventsHeldByAPauseAreNotStale(t *testing.T) {
 	e := newEnv(t, now)
 	eq := e.queue(layout.QEvents)
 	id := "evt-inbox-held-1"
-	if err := eq.Put(layout.Pending, id, schema.Event{ID: id, Type: "x", Source: "inbox", Priority: "normal",
-		CreatedAt: schema.FormatTime(now), Status: "pending"}); err != nil {
+	if err := eq.Put(layout.Pending, id, doc.Event{ID: id, Type: "x", Source: "inbox", Priority: "normal",
+		CreatedAt: doc.FormatTime(now), Status: "pending"}); err != nil {
 		t.Fatal(err)
 	}
 	e.emitAs("event.detected", "sentinel", map[string]any{"event_id": id, "source": "inbox", "event_type": "x"})
 	until := now.Add(3 * time.Hour)
-	if err := enginepause.Save(t.Context(), kv.OnStore(e.st), enginepause.File{"claude": {Until: schema.FormatTime(until), Reason: "limit"}}); err != nil {
+	if err := enginepause.Save(t.Context(), kv.OnStore(e.st), enginepause.File{"claude": {Until: doc.FormatTime(until), Reason: "limit"}}); err != nil {
 		t.Fatal(err)
 	}
 	r := e.role(ModeDaemon)
@@ -280,7 +282,7 @@ func TestMoney_DamagedLedgerAlertsUntilRepaired(t *testing.T) {
 		t.Fatalf("ledger alerts while damaged = %d, want 1: %+v", len(ms), ms)
 	}
 	want := "[urgent] the spend ledger of 2026-11-21 has 3 damaged lines: admission holds while a daily budget is set; repair or remove the damaged lines in " + path
-	if ms[0].Content != want || ms[0].Urgency != schema.UrgencyHigh {
+	if ms[0].Content != want || ms[0].Urgency != doc.UrgencyHigh {
 		t.Errorf("alert = %q (%s), want %q (high)", ms[0].Content, ms[0].Urgency, want)
 	}
 
@@ -313,8 +315,8 @@ func TestMoney_EventsHeldByADamagedLedgerAreNotStale(t *testing.T) {
 	_, repair := e.damageLedger(1)
 	eq := e.queue(layout.QEvents)
 	id := "evt-inbox-held-1"
-	if err := eq.Put(layout.Pending, id, schema.Event{ID: id, Type: "x", Source: "inbox", Priority: "normal",
-		CreatedAt: schema.FormatTime(now), Status: "pending"}); err != nil {
+	if err := eq.Put(layout.Pending, id, doc.Event{ID: id, Type: "x", Source: "inbox", Priority: "normal",
+		CreatedAt: doc.FormatTime(now), Status: "pending"}); err != nil {
 		t.Fatal(err)
 	}
 	e.emitAs("event.detected", "sentinel", map[string]any{"event_id": id, "source": "inbox", "event_type": "x"})

@@ -12,10 +12,10 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/chamberlain/report"
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/control"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/health"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/parks"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
@@ -177,7 +177,7 @@ func (r *Role) observe(ctx context.Context, now time.Time) (*Report, error) {
 		}
 		sort.Strings(list)
 		res := &Resources{
-			Timestamp: schema.FormatTime(now),
+			Timestamp: doc.FormatTime(now),
 			System: health.SystemStats{
 				CPUPercent: s.CPU, MemoryPercent: s.Memory, DiskPercent: s.Disk, LoadAverage: s.Load,
 			},

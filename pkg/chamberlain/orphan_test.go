@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
 )
 
@@ -20,8 +20,8 @@ func TestSessions_LiveSoldierOfInProgressTaskIsReRegisteredNotKilled(t *testing.
 	const task = "task-20261121-001"
 	live := e.newSession("soldier-1-live")
 	e.newSession("soldier-2-orphan")
-	tk := schema.Task{ID: task, EventID: "evt-inbox-x", TargetGeneral: "gen-pr", Type: "test.run", Payload: map[string]any{},
-		Priority: "normal", CreatedAt: schema.FormatTime(live.Created), Status: schema.TaskInProgress}
+	tk := doc.Task{ID: task, EventID: "evt-inbox-x", TargetGeneral: "gen-pr", Type: "test.run", Payload: map[string]any{},
+		Priority: "normal", CreatedAt: doc.FormatTime(live.Created), Status: doc.TaskInProgress}
 	if err := e.queue(layout.QTasks).Put(layout.InProgress, task, tk); err != nil {
 		t.Fatal(err)
 	}

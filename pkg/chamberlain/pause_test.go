@@ -7,8 +7,8 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/control"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // Events waiting because the operator paused the kingdom are not an
@@ -17,12 +17,12 @@ import (
 func TestEvents_NoStaleAlertWhilePaused(t *testing.T) {
 	e := newEnv(t, time.Date(2026, 11, 21, 12, 0, 0, 0, time.Local))
 	id := "evt-inbox-a-1"
-	if err := e.queue(layout.QEvents).Put(layout.Pending, id, schema.Event{ID: id, Type: "x", Source: "inbox",
-		Priority: "normal", CreatedAt: schema.FormatTime(e.clk.Now()), Status: "pending"}); err != nil {
+	if err := e.queue(layout.QEvents).Put(layout.Pending, id, doc.Event{ID: id, Type: "x", Source: "inbox",
+		Priority: "normal", CreatedAt: doc.FormatTime(e.clk.Now()), Status: "pending"}); err != nil {
 		t.Fatal(err)
 	}
 	e.emitAs("event.detected", "sentinel", map[string]any{"event_id": id, "source": "inbox", "event_type": "x"})
-	if err := atomicfile.WriteJSON(e.l.KingPaused(), control.Pause{Since: schema.FormatTime(e.clk.Now()), By: "op"}); err != nil {
+	if err := atomicfile.WriteJSON(e.l.KingPaused(), control.Pause{Since: doc.FormatTime(e.clk.Now()), By: "op"}); err != nil {
 		t.Fatal(err)
 	}
 	r := e.role(ModeDaemon)

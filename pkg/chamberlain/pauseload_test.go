@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/enginepause"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // An engine-pause.json that cannot be read says nothing about the pauses:
@@ -17,7 +17,7 @@ func TestMoney_UnreadablePauseFileIsNoRecovery(t *testing.T) {
 	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.Local)
 	e := newEnv(t, now)
 	r := e.role(ModeDaemon)
-	good := enginepause.File{"claude": {Until: schema.FormatTime(now.Add(time.Hour)), Reason: "You've hit your limit"}}
+	good := enginepause.File{"claude": {Until: doc.FormatTime(now.Add(time.Hour)), Reason: "You've hit your limit"}}
 	if err := enginepause.Save(t.Context(), kv.OnStore(e.st), good); err != nil {
 		t.Fatal(err)
 	}

@@ -2,13 +2,13 @@ package chamberlain
 
 import (
 	"encoding/json"
-	"github.com/kingdom-dev/kingdom/pkg/chamberlain/report"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/chamberlain/report"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 )
 
 func TestDaily_JobsRunOnceAtOrAfterTheirHour(t *testing.T) {
@@ -97,18 +97,18 @@ func TestDailyReport_DocumentAndMessage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var doc report.DailyReport
-	if err := json.Unmarshal(b, &doc); err != nil {
+	var rep report.DailyReport
+	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
 	}
 	want := report.DailyReport{Type: "daily_report", Date: "2026-11-21",
 		Tasks: report.Tasks{Created: 3, Completed: 2, Failed: 1, NeedsHuman: 1}, Soldiers: report.Soldiers{Spawned: 3}}
-	if doc.Type != want.Type || doc.Date != want.Date || doc.Tasks != want.Tasks || doc.Soldiers != want.Soldiers || doc.AvgDurationSeconds["gen-pr"] != 420 {
-		t.Fatalf("report = %+v", doc)
+	if rep.Type != want.Type || rep.Date != want.Date || rep.Tasks != want.Tasks || rep.Soldiers != want.Soldiers || rep.AvgDurationSeconds["gen-pr"] != 420 {
+		t.Fatalf("report = %+v", rep)
 	}
-	var reports []schema.Message
+	var reports []doc.Message
 	for _, m := range e.messages() {
-		if m.Type == schema.MessageReport {
+		if m.Type == doc.MessageReport {
 			reports = append(reports, m)
 		}
 	}

@@ -10,10 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/redact"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // act applies the daemon's decisions: orphan kills, the dead-role table,
@@ -35,12 +35,12 @@ func (r *Role) act(ctx context.Context, rep *Report, now time.Time, cluster bool
 	if rep.Resources != nil {
 		kinds = append(kinds, KindHealth, KindDisk)
 		if rep.Health == Red {
-			conds = append(conds, condition{Kind: KindHealth, Key: Red, Urgency: schema.UrgencyHigh,
+			conds = append(conds, condition{Kind: KindHealth, Key: Red, Urgency: doc.UrgencyHigh,
 				Content: fmt.Sprintf("[urgent] System health RED — CPU %.1f%%, memory %.1f%% (red above %.0f%% / %.0f%%)",
 					rep.Sample.CPU, rep.Sample.Memory, r.c.Thresholds.CPURed, r.c.Thresholds.MemoryRed)})
 		}
 		if rep.Sample.Disk > r.c.Thresholds.DiskWarning {
-			conds = append(conds, condition{Kind: KindDisk, Key: "base", Urgency: schema.UrgencyNormal,
+			conds = append(conds, condition{Kind: KindDisk, Key: "base", Urgency: doc.UrgencyNormal,
 				Content: fmt.Sprintf("Disk usage %.1f%% on the filesystem of %s — over the %.0f%% threshold",
 					rep.Sample.Disk, r.l.Base, r.c.Thresholds.DiskWarning)})
 		}
@@ -85,7 +85,7 @@ func (r *Role) act(ctx context.Context, rep *Report, now time.Time, cluster bool
 	al := &alerter{st: &r.alerts, repeat: r.c.AlertRepeat(), send: func(kind, key, urgency, content string, at time.Time) error {
 		data := map[string]any{"kind": kind, "key": key}
 		key, content = r.hostScoped(kind, key, content)
-		return r.putMessage(ctx, schema.MessageNotification, kind, key, urgency, content, data, at)
+		return r.putMessage(ctx, doc.MessageNotification, kind, key, urgency, content, data, at)
 	}}
 	if err := al.evaluate(now, kinds, conds); err != nil {
 		errs = append(errs, err.Error())
@@ -121,7 +121,7 @@ func (r *Role) act(ctx context.Context, rep *Report, now time.Time, cluster bool
 		if len(stale) > 1 {
 			key = fmt.Sprintf("%s-and-%d", stale[0], len(stale)-1)
 		}
-		if err := r.putMessage(ctx, schema.MessageNotification, KindStale, key, schema.UrgencyNormal, content,
+		if err := r.putMessage(ctx, doc.MessageNotification, KindStale, key, doc.UrgencyNormal, content,
 			map[string]any{"kind": KindStale, "event_ids": stale}, now); err != nil {
 			errs = append(errs, err.Error())
 		} else {
@@ -178,7 +178,7 @@ func (r *Role) deadRoles(ctx context.Context, rep *Report, now time.Time) ([]con
 			r.state.Roles[st.Name] = down
 			r.log.Warn(fmt.Sprintf("heartbeat missed: %s (%s > %s)", st.Name, st.Age.Round(time.Second), threshold), "cat", "HEARTBEAT")
 			r.emit("system.heartbeat_missed", map[string]any{
-				"target": st.Name, "last_seen": schema.FormatTime(st.Heartbeat), "threshold_seconds": r.c.Heartbeat.ThresholdSeconds,
+				"target": st.Name, "last_seen": doc.FormatTime(st.Heartbeat), "threshold_seconds": r.c.Heartbeat.ThresholdSeconds,
 			})
 		}
 		restart := r.restartAllowed(st.Name)
@@ -213,21 +213,21 @@ func (r *Role) deadRoles(ctx context.Context, rep *Report, now time.Time) ([]con
 		ago := now.Sub(st.Heartbeat).Round(time.Second)
 		switch {
 		case st.Name == layout.RoleKing:
-			conds = append(conds, condition{Kind: KindRole, Key: st.Name, Urgency: schema.UrgencyHigh,
+			conds = append(conds, condition{Kind: KindRole, Key: st.Name, Urgency: doc.UrgencyHigh,
 				Content: fmt.Sprintf("[urgent] king missed its heartbeat (last %s ago): no events are routed. start relaunches it; check `tmux attach -t king` and logs/system.log", ago)})
 		case restart && now.Sub(down.Since) < r.cfg.WatchdogInterval+r.c.MonitoringInterval():
 			// Give start's watchdog one round to relaunch it before alerting.
 		case strings.HasPrefix(st.Name, "gen-") && givenUp:
-			conds = append(conds, condition{Kind: KindRole, Key: st.Name, Urgency: schema.UrgencyNormal,
+			conds = append(conds, condition{Kind: KindRole, Key: st.Name, Urgency: doc.UrgencyNormal,
 				Content: fmt.Sprintf("%s stopped and was not relaunched (last heartbeat %s ago); its soldiers were killed (%d this round)", st.Name, ago, killed)})
 		case strings.HasPrefix(st.Name, "gen-"):
-			conds = append(conds, condition{Kind: KindRole, Key: st.Name, Urgency: schema.UrgencyNormal,
+			conds = append(conds, condition{Kind: KindRole, Key: st.Name, Urgency: doc.UrgencyNormal,
 				Content: fmt.Sprintf("%s missed its heartbeat (last %s ago); its soldiers keep running until it is relaunched or given up on", st.Name, ago)})
 		case restart:
-			conds = append(conds, condition{Kind: KindRole, Key: st.Name, Urgency: schema.UrgencyNormal,
+			conds = append(conds, condition{Kind: KindRole, Key: st.Name, Urgency: doc.UrgencyNormal,
 				Content: fmt.Sprintf("%s is still down after a watchdog round (last heartbeat %s ago) — manual recovery needed", st.Name, ago)})
 		default:
-			conds = append(conds, condition{Kind: KindRole, Key: st.Name, Urgency: schema.UrgencyNormal,
+			conds = append(conds, condition{Kind: KindRole, Key: st.Name, Urgency: doc.UrgencyNormal,
 				Content: fmt.Sprintf("%s missed its heartbeat (last %s ago) — check `tmux attach -t %s`", st.Name, ago, st.Name)})
 		}
 	}
@@ -244,7 +244,7 @@ func (r *Role) killSoldiersOf(ctx context.Context, g string, rep *Report) (int, 
 		return 0, fmt.Errorf("list in-progress tasks: %w", err)
 	}
 	for _, id := range idl {
-		var t schema.Task
+		var t doc.Task
 		if err := r.tasks.ReadJSON(layout.InProgress, id, &t); err != nil {
 			continue // gone or unreadable: not ours to judge
 		}
@@ -294,7 +294,7 @@ func watcherConditions(rep *Report) []condition {
 		if !w.Failing() {
 			continue
 		}
-		conds = append(conds, condition{Kind: KindWatcher, Key: name, Urgency: schema.UrgencyNormal,
+		conds = append(conds, condition{Kind: KindWatcher, Key: name, Urgency: doc.UrgencyNormal,
 			Content: fmt.Sprintf("Sentinel watcher %s failed its last %d polls: %s. No %s events arrive until it is fixed (a revoked or expired token? see logs/system.log).",
 				name, w.ConsecutiveFailures, redact.Clip(w.LastError, 300), name)})
 	}

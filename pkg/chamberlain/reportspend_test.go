@@ -2,12 +2,13 @@ package chamberlain
 
 import (
 	"encoding/json"
-	"github.com/kingdom-dev/kingdom/pkg/chamberlain/report"
 	"os"
 	"testing"
 	"time"
 
-	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/chamberlain/report"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
+
 	"github.com/kingdom-dev/kingdom/pkg/spend"
 )
 
@@ -24,7 +25,7 @@ func TestDailyReport_SpendCoversTheReportWindow(t *testing.T) {
 	put := func(at time.Time, key string, v float64) {
 		t.Helper()
 		e.spendAt(at, map[string]spend.Entry{key: {Task: key, General: "gen-pr", Engine: "claude", CostUSD: usd(v),
-			Usage: spend.Usage{InputTokens: 10, OutputTokens: 5}, Status: schema.ResultSuccess, At: schema.FormatTime(at)}})
+			Usage: spend.Usage{InputTokens: 10, OutputTokens: 5}, Status: doc.ResultSuccess, At: doc.FormatTime(at)}})
 	}
 	put(day1.Add(-6*time.Hour), "task-20261121-001#0#a", 4) // before day 1's report
 	put(day1.Add(2*time.Hour), "task-20261121-002#0#b", 1)  // 20:00 day 1

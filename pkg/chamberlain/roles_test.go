@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
 )
@@ -91,7 +91,7 @@ func TestHeartbeat_SentinelStillDownAfterWatchdogRoundAlerts(t *testing.T) {
 	e.clk.Advance(e.cfg.WatchdogInterval + e.cfg.Chamberlain.MonitoringInterval())
 	e.tick(r)
 	ms := e.messages()
-	if len(ms) != 1 || !strings.Contains(ms[0].Content, "sentinel") || ms[0].Urgency != schema.UrgencyNormal {
+	if len(ms) != 1 || !strings.Contains(ms[0].Content, "sentinel") || ms[0].Urgency != doc.UrgencyNormal {
 		t.Fatalf("messages = %+v", ms)
 	}
 	if !strings.HasPrefix(ms[0].ID, "msg-chamberlain-role-sentinel-") {
@@ -106,7 +106,7 @@ func TestHeartbeat_KingDeadAlertsHighAtOnce(t *testing.T) {
 	r := e.role(ModeDaemon)
 	e.tick(r)
 	ms := e.messages()
-	if len(ms) != 1 || ms[0].Urgency != schema.UrgencyHigh || !strings.Contains(ms[0].Content, "king") {
+	if len(ms) != 1 || ms[0].Urgency != doc.UrgencyHigh || !strings.Contains(ms[0].Content, "king") {
 		t.Fatalf("messages = %+v", ms)
 	}
 	// Recovery: the king ticks again → one recovered note.
@@ -130,7 +130,7 @@ func TestAlerts_FlappingConditionDoesNotStorm(t *testing.T) {
 			return nil
 		}}
 	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
-	red := []condition{{Kind: KindHealth, Key: "red", Urgency: schema.UrgencyHigh, Content: "red"}}
+	red := []condition{{Kind: KindHealth, Key: "red", Urgency: doc.UrgencyHigh, Content: "red"}}
 	// CPU hovering at the red line for an hour: bad, clear, bad, clear…
 	for i := 0; i < 120; i++ {
 		var conds []condition
@@ -174,8 +174,8 @@ func TestHeartbeat_DeadGeneralSoldiersKilledOthersUntouched(t *testing.T) {
 	writeFile(t, e.l.GeneralManifest("gen-ops"), "name: gen-ops\ndescription: ops\n")
 	tq := e.queue(layout.QTasks)
 	mk := func(task, gen, soldier string) {
-		if err := tq.Put(layout.InProgress, task, schema.Task{ID: task, EventID: "evt-" + task, TargetGeneral: gen, Type: "x",
-			Priority: "normal", CreatedAt: schema.FormatTime(e.clk.Now()), Status: "in_progress"}); err != nil {
+		if err := tq.Put(layout.InProgress, task, doc.Task{ID: task, EventID: "evt-" + task, TargetGeneral: gen, Type: "x",
+			Priority: "normal", CreatedAt: doc.FormatTime(e.clk.Now()), Status: "in_progress"}); err != nil {
 			t.Fatal(err)
 		}
 		writeFile(t, e.l.ResultSoldierID(task), soldier+"\n")
@@ -226,7 +226,7 @@ func TestHeartbeat_DeadGeneralSoldiersKilledOthersUntouched(t *testing.T) {
 		}
 	}
 	ms := e.messages()
-	if len(ms) != 1 || !strings.Contains(ms[0].Content, "gen-pr") || ms[0].Urgency != schema.UrgencyNormal {
+	if len(ms) != 1 || !strings.Contains(ms[0].Content, "gen-pr") || ms[0].Urgency != doc.UrgencyNormal {
 		t.Fatalf("messages = %+v", ms)
 	}
 }

@@ -6,10 +6,10 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/parks"
 	"github.com/kingdom-dev/kingdom/pkg/redact"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // Exit codes of chamberlain --once (SPEC §10.12).
@@ -172,7 +172,7 @@ func (rep *Report) Verdict() Verdict {
 // parked since …: <reason>; last: task-… EngineError: exit 1; canary after
 // …; `start unpark gen-pr` lifts it".
 func parkReason(p parks.Park) string {
-	s := fmt.Sprintf("%s %s parked since %s: %s", p.Kind, p.Name, fmtLocal(schema.FormatTime(p.Since)), p.Reason)
+	s := fmt.Sprintf("%s %s parked since %s: %s", p.Kind, p.Name, fmtLocal(doc.FormatTime(p.Since)), p.Reason)
 	var last []string
 	for _, a := range p.Evidence.Last {
 		l := a.TaskID
@@ -190,7 +190,7 @@ func parkReason(p parks.Park) string {
 	if len(last) > 0 {
 		s += "; last: " + strings.Join(last, ", ")
 	}
-	until := fmtLocal(schema.FormatTime(p.Until))
+	until := fmtLocal(doc.FormatTime(p.Until))
 	switch {
 	case p.Kind == parks.Item:
 		s += "; its window ends " + until

@@ -26,10 +26,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/parks"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // Actions of a Request.
@@ -141,7 +141,7 @@ func Submit(ctx context.Context, s kv.KV, r Request, now time.Time) (string, err
 		return "", fmt.Errorf("control request id: %w", err)
 	}
 	if r.CreatedAt == "" {
-		r.CreatedAt = schema.FormatTime(now)
+		r.CreatedAt = doc.FormatTime(now)
 	}
 	if err := r.Validate(); err != nil {
 		return "", err
@@ -229,7 +229,7 @@ func PruneReplies(ctx context.Context, s kv.KV, cutoff time.Time) error {
 	for id, b := range m {
 		var r Reply
 		if json.Unmarshal(b, &r) == nil {
-			if at, err := schema.ParseTime(r.At); err == nil && !at.Before(cutoff) {
+			if at, err := doc.ParseTime(r.At); err == nil && !at.Before(cutoff) {
 				continue
 			}
 		}

@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/internal/testkit/pgtest"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/store/files"
 	"github.com/kingdom-dev/kingdom/pkg/store/pg"
 )
@@ -43,7 +43,7 @@ func roundTrip(t *testing.T, s kv.KV) {
 	if err != nil || len(qs) != 2 || qs[0].Key != a || qs[1].Key != b {
 		t.Fatalf("requests %v, %v; want %s then %s", qs, err, a, b)
 	}
-	if err := Answer(ctx, s, a, Reply{ID: a, Action: ActionPause, OK: true, At: schema.FormatTime(now)}); err != nil {
+	if err := Answer(ctx, s, a, Reply{ID: a, Action: ActionPause, OK: true, At: doc.FormatTime(now)}); err != nil {
 		t.Fatal(err)
 	}
 	if qs, _ := Requests(ctx, s); len(qs) != 1 || qs[0].Key != b {
@@ -58,7 +58,7 @@ func roundTrip(t *testing.T, s kv.KV) {
 	}
 
 	// Replies nobody read are pruned once older than the cutoff.
-	Answer(ctx, s, b, Reply{ID: b, OK: true, At: schema.FormatTime(now)})
+	Answer(ctx, s, b, Reply{ID: b, OK: true, At: doc.FormatTime(now)})
 	if err := PruneReplies(ctx, s, now); err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func roundTrip(t *testing.T, s kv.KV) {
 	if Paused(ctx, s) {
 		t.Fatal("paused before any pause")
 	}
-	if err := WritePause(ctx, s, Pause{Since: schema.FormatTime(now), By: "alice"}); err != nil {
+	if err := WritePause(ctx, s, Pause{Since: doc.FormatTime(now), By: "alice"}); err != nil {
 		t.Fatal(err)
 	}
 	if p, err := ReadPause(ctx, s); err != nil || p == nil || p.By != "alice" {

@@ -14,9 +14,9 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/health"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/operator"
 	"github.com/kingdom-dev/kingdom/pkg/parks"
 	"github.com/kingdom-dev/kingdom/pkg/spend"
-	"github.com/kingdom-dev/kingdom/pkg/status"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
@@ -196,15 +196,8 @@ func (g gauges) Collect(ch chan<- prometheus.Metric) {
 	// Collect has no caller's context (prometheus): the server's bounds it.
 	ctx, cancel := context.WithTimeout(s.baseCtx(), 10*time.Second)
 	defer cancel()
-	var lister status.Lister = noSessions{}
-	if s.o.Tmux != nil {
-		lister = s.o.Tmux
-	}
-	k, err := status.Read(ctx, s.l, lister, now, s.queues)
-	if err != nil {
-		k, _ = status.Read(ctx, s.l, noSessions{}, now, s.queues)
-	}
-	for _, kind := range status.QueueKinds {
+	k, _ := operator.ReadKingdom(ctx, s.l, s.o.Tmux, now, s.sh.Queues)
+	for _, kind := range operator.QueueKinds {
 		for _, st := range layout.QueueStates[kind] {
 			ch <- prometheus.MustNewConstMetric(descQueue, prometheus.GaugeValue, float64(k.Queues[kind][st]), kind, st)
 		}
@@ -228,14 +221,14 @@ func (g gauges) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descVerdict, prometheus.GaugeValue, float64(v.Exit))
 		}
 	}
-	for _, p := range readEnginePause(ctx, s.kv, now) {
+	for _, p := range readEnginePause(ctx, s.sh.KV, now) {
 		v := 0.0
 		if p.Active {
 			v = 1
 		}
 		ch <- prometheus.MustNewConstMetric(descPaused, prometheus.GaugeValue, v, p.Engine)
 	}
-	if ps, err := parks.List(ctx, s.kv); err == nil {
+	if ps, err := parks.List(ctx, s.sh.KV); err == nil {
 		n := map[string]int{parks.General: 0, parks.Item: 0}
 		for _, p := range ps {
 			n[p.Kind]++
@@ -245,15 +238,14 @@ func (g gauges) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descParks, prometheus.GaugeValue, float64(c), kind)
 		}
 	}
-	if s.o.Cluster != nil {
-		c := s.o.Cluster.Read(ctx)
+	if c, _ := s.cluster(ctx); c != nil {
 		for _, h := range c.Hosts {
 			up := 0.0
 			if h.Alive {
 				up = 1
 			}
 			ch <- prometheus.MustNewConstMetric(descHostUp, prometheus.GaugeValue, up, h.ID)
-			ch <- prometheus.MustNewConstMetric(descHostAge, prometheus.GaugeValue, h.Age.Seconds(), h.ID)
+			ch <- prometheus.MustNewConstMetric(descHostAge, prometheus.GaugeValue, h.RenewalAgeSeconds, h.ID)
 		}
 		for _, l := range c.Leaders {
 			ch <- prometheus.MustNewConstMetric(descLeader, prometheus.GaugeValue, float64(l.Epoch), l.Role, l.Host)

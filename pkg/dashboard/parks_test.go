@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/parks"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
@@ -32,7 +33,7 @@ func TestParks_StatePageAndMetrics(t *testing.T) {
 	_, url := startServer(t, Options{Layout: l})
 
 	_, body := get(t, url+"/api/v1/state")
-	if err := schema.Validate(schema.KindState, []byte(body)); err != nil {
+	if err := schema.Validate(doc.KindState, []byte(body)); err != nil {
 		t.Fatalf("state does not match schemas/state.json: %v\n%s", err, body)
 	}
 	var st State

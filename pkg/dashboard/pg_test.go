@@ -8,12 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/kingdom-dev/kingdom/internal/testkit/pgtest"
+	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
-	"github.com/kingdom-dev/kingdom/pkg/status"
 	"github.com/kingdom-dev/kingdom/pkg/store/pg"
 )
 
@@ -86,25 +85,15 @@ func TestState_PG_ShowsHostsAndLeaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lease.Release()
-	src := status.StoreCluster(st, 5*time.Minute)
-	// The store lists no leaders yet (report): the test reads the table.
-	src.Leaders = func(ctx context.Context) ([]status.Leader, error) {
-		rows, err := st.Pool().Query(ctx, "SELECT name, holder, epoch, acquired_at FROM leaders ORDER BY name")
-		if err != nil {
-			return nil, err
-		}
-		return pgx.CollectRows(rows, func(r pgx.CollectableRow) (status.Leader, error) {
-			var l status.Leader
-			return l, r.Scan(&l.Role, &l.Host, &l.Epoch, &l.Since)
-		})
-	}
-	_, url := startServer(t, Options{Layout: newBase(t), Store: st, Cluster: src})
+	cfg := config.DefaultStore()
+	cfg.HostID = "host-a"
+	_, url := startServer(t, Options{Layout: newBase(t), Store: st, Cluster: &cfg})
 
 	code, body := get(t, url+"/api/v1/state")
 	if code != 200 {
 		t.Fatalf("state: %d %s", code, body)
 	}
-	if err := schema.Validate(schema.KindState, []byte(body)); err != nil {
+	if err := schema.Validate(doc.KindState, []byte(body)); err != nil {
 		t.Fatalf("state does not match schemas/state.json: %v\n%s", err, body)
 	}
 	var s State

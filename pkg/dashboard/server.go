@@ -38,10 +38,8 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/clock"
 	"github.com/kingdom-dev/kingdom/pkg/config"
-	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/queue"
-	"github.com/kingdom-dev/kingdom/pkg/status"
+	"github.com/kingdom-dev/kingdom/pkg/operator"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
@@ -101,15 +99,17 @@ type Options struct {
 	// Budget is king.yaml's budget block (SPEC §10.7; nil limits = none).
 	Budget config.KingBudget
 	Clock  clock.Clock
-	Tmux   status.Lister
+	Tmux   operator.Lister
 	Log    *slog.Logger
 	// Store is the kingdom's store (required): the event stream and the
 	// metrics' counters read its event log, the state its pauses, waits
 	// and spend.
 	Store store.Store
-	// Cluster reads every host and the leader of each leader role for the
-	// state, the page and /metrics (nil: not shown).
-	Cluster *status.ClusterSource
+	// Cluster is system.yaml's store section: with it the state, the page
+	// and /metrics show every host of Store and the leader of each leader
+	// role, read as `start status` reads them (operator.ReadCluster; nil:
+	// not shown).
+	Cluster *config.Store
 	// Verdict returns the chamberlain's latest verdict (nil: none yet; a
 	// nil Verdict: not shown): the state, the page and /metrics name its
 	// problems as chamberlain --once does (a store unreachable, a lost
@@ -121,8 +121,7 @@ type Options struct {
 type Server struct {
 	o       Options
 	l       layout.Layout
-	kv      kv.KV                   // the store's key-value: pauses, waits, spend
-	queues  map[string]*queue.Queue // the store's queues, counted by status
+	sh      *operator.Shared // the store's queues, pauses, waits and spend, as `start status` reads them
 	clk     clock.Clock
 	log     *slog.Logger
 	notify  *notifier
@@ -214,11 +213,8 @@ func New(o Options) (*Server, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{o: o, l: o.Layout, tokenFile: tokenFile, clk: o.Clock, log: o.Log, notify: newNotifier(), kv: kv.OnStore(o.Store),
-		queues: map[string]*queue.Queue{}}
-	for _, kind := range status.QueueKinds {
-		s.queues[kind] = queue.OnStore(o.Store, o.Layout, kind, nil, "")
-	}
+	s := &Server{o: o, l: o.Layout, tokenFile: tokenFile, clk: o.Clock, log: o.Log, notify: newNotifier(),
+		sh: operator.StoreShared(o.Layout, o.Store)}
 	s.hosts, s.anyIP = allowedHosts(o.Listen, o.AllowedHosts)
 	s.httpErrs = &rateLog{to: o.Log, clk: o.Clock, every: logEvery, level: slog.LevelError}
 	s.fullErrs = &rateLog{to: o.Log, clk: o.Clock, every: logEvery, level: slog.LevelWarn}

@@ -22,6 +22,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/control"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
@@ -222,7 +223,7 @@ func TestState_ShowsTasksSoldiersAndOutsideTextVerbatim(t *testing.T) {
 		{Task: "task-20261124-001", Attempt: 1, General: "gen-pr", Engine: "claude", CostUSD: ptr(1.0), Status: "failed"},
 		{Task: "task-20261124-002", Attempt: 0, General: "gen-pr", Engine: "claude", CostUSD: ptr(0.1), Status: "failed"},
 	} {
-		e.At = schema.FormatTime(now)
+		e.At = doc.FormatTime(now)
 		keys, entries = append(keys, spend.Key(e.Task, e.Attempt, strconv.Itoa(i))), append(entries, e)
 	}
 	if _, err := spend.StoreDays(kv.OnStore(storeOf(t, l))).Open(t.Context(), date).Record(keys, entries); err != nil {
@@ -238,7 +239,7 @@ func TestState_ShowsTasksSoldiersAndOutsideTextVerbatim(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("state: %d %s", code, body)
 	}
-	if err := schema.Validate(schema.KindState, []byte(body)); err != nil {
+	if err := schema.Validate(doc.KindState, []byte(body)); err != nil {
 		t.Fatalf("state does not match schemas/state.json: %v\n%s", err, body)
 	}
 	var st State
@@ -345,14 +346,14 @@ func TestStart_PortTakenIsRetriedNotFatal(t *testing.T) {
 
 // validEvent and validTask are schema-valid queue documents: the queue
 // rejects anything else as poison (issue #13).
-func validEvent(id string) schema.Event {
-	return schema.Event{ID: id, Type: "inbox.demo", Source: "inbox", Payload: map[string]any{},
-		Priority: "normal", CreatedAt: schema.FormatTime(time.Now()), Status: "pending"}
+func validEvent(id string) doc.Event {
+	return doc.Event{ID: id, Type: "inbox.demo", Source: "inbox", Payload: map[string]any{},
+		Priority: "normal", CreatedAt: doc.FormatTime(time.Now()), Status: "pending"}
 }
 
 func validTask(id, typ string, payload map[string]any, status string) map[string]any {
-	b, _ := json.Marshal(schema.Task{ID: id, EventID: "evt-" + id, TargetGeneral: "gen-pr", Type: typ, Payload: payload,
-		Priority: "normal", CreatedAt: schema.FormatTime(time.Now()), Status: status})
+	b, _ := json.Marshal(doc.Task{ID: id, EventID: "evt-" + id, TargetGeneral: "gen-pr", Type: typ, Payload: payload,
+		Priority: "normal", CreatedAt: doc.FormatTime(time.Now()), Status: status})
 	var m map[string]any
 	json.Unmarshal(b, &m)
 	return m

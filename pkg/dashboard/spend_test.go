@@ -10,6 +10,7 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/clock"
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
@@ -31,7 +32,7 @@ func ledger(t *testing.T, l layout.Layout, now time.Time, damaged int) {
 	st := storeOf(t, l)
 	date := spend.Date(now)
 	if _, err := spend.StoreDays(kv.OnStore(st)).Open(t.Context(), date).Record([]string{"task-20261124-001#0#a"},
-		[]spend.Entry{{Task: "task-20261124-001", General: "gen-pr", Engine: "claude", CostUSD: ptr(0.5), At: schema.FormatTime(now)}}); err != nil {
+		[]spend.Entry{{Task: "task-20261124-001", General: "gen-pr", Engine: "claude", CostUSD: ptr(0.5), At: doc.FormatTime(now)}}); err != nil {
 		t.Fatal(err)
 	}
 	ns, _ := spend.Namespace(date)
@@ -101,7 +102,7 @@ func TestState_CarriesLedgerDamageAndWhyWorkWaits(t *testing.T) {
 		t.Fatalf("waits = %+v (omitted %d), want 3", st.Waits, st.WaitsOmitted)
 	}
 	want := WaitInfo{EventID: "evt-inbox-1", Reason: "engine_pause", Detail: "engine claude paused by a usage limit",
-		Since: schema.FormatTime(now.Add(-time.Minute)), Until: schema.FormatTime(until)}
+		Since: doc.FormatTime(now.Add(-time.Minute)), Until: doc.FormatTime(until)}
 	if st.Waits[0] != want {
 		t.Errorf("waits[0] = %+v, want %+v", st.Waits[0], want)
 	}
@@ -137,7 +138,7 @@ func state(t *testing.T, url string) State {
 	if code != 200 {
 		t.Fatalf("state: %d %s", code, body)
 	}
-	if err := schema.Validate(schema.KindState, []byte(body)); err != nil {
+	if err := schema.Validate(doc.KindState, []byte(body)); err != nil {
 		t.Fatalf("state does not match schemas/state.json: %v\n%s", err, body)
 	}
 	var st State

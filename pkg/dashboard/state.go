@@ -3,27 +3,27 @@ package dashboard
 import (
 	"context"
 	"encoding/json"
-	"errors"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/kingdom-dev/kingdom/pkg/control"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/enginepause"
 	"github.com/kingdom-dev/kingdom/pkg/health"
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/operator"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/redact"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/spend"
-	"github.com/kingdom-dev/kingdom/pkg/status"
-	"github.com/kingdom-dev/kingdom/pkg/tmux"
 	"github.com/kingdom-dev/kingdom/pkg/waits"
 )
 
@@ -96,21 +96,27 @@ type LeaderInfo struct {
 	Since string `json:"since"`
 }
 
-// clusterInfo reads the cluster for the state document.
-func clusterInfo(ctx context.Context, src *status.ClusterSource) (*ClusterInfo, []string) {
-	c := src.Read(ctx)
+// cluster reads the cluster for the state document and /metrics: every
+// host, the leaders held now (by role), and what could not be read. Nil
+// without Options.Cluster.
+func (s *Server) cluster(ctx context.Context) (*ClusterInfo, []string) {
+	if s.o.Cluster == nil {
+		return nil, nil
+	}
+	c := operator.ReadCluster(ctx, s.o.Store, *s.o.Cluster)
 	ci := &ClusterInfo{Hosts: []HostInfo{}, Leaders: []LeaderInfo{}}
 	for _, h := range c.Hosts {
 		ci.Hosts = append(ci.Hosts, HostInfo{ID: h.ID, RenewalAgeSeconds: h.Age.Seconds(), Alive: h.Alive, Version: h.Version})
 	}
-	for _, l := range c.Leaders {
-		ci.Leaders = append(ci.Leaders, LeaderInfo{Role: l.Role, Host: l.Host, Epoch: l.Epoch, Since: schema.FormatTime(l.Since)})
+	for _, role := range slices.Sorted(maps.Keys(c.Leaders)) {
+		if l := c.Leaders[role]; l.Held {
+			ci.Leaders = append(ci.Leaders, LeaderInfo{Role: role, Host: l.Holder, Epoch: l.Epoch, Since: doc.FormatTime(l.Since)})
+		}
 	}
-	var errs []string
-	for _, err := range c.Errs {
-		errs = append(errs, "cluster "+err.Error())
+	if c.Err != nil {
+		return ci, []string{"cluster: " + c.Err.Error()}
 	}
-	return ci, errs
+	return ci, nil
 }
 
 // StartInfo is the launcher.
@@ -243,7 +249,7 @@ func (s *Server) handleState(w http.ResponseWriter, r *http.Request) {
 func (s *Server) Snapshot(ctx context.Context) (*State, error) {
 	now := s.clk.Now()
 	st := &State{
-		GeneratedAt: schema.FormatTime(now),
+		GeneratedAt: doc.FormatTime(now),
 		Roles:       []RoleInfo{},
 		Soldiers:    []SoldierInfo{},
 		RecentTasks: []TaskInfo{},
@@ -251,17 +257,10 @@ func (s *Server) Snapshot(ctx context.Context) (*State, error) {
 		Waits:       []WaitInfo{},
 		Errors:      []string{},
 	}
-	var k *status.Kingdom
-	var err error
-	if s.o.Tmux != nil {
-		k, err = status.Read(ctx, s.l, s.o.Tmux, now, s.queues)
-	} else {
-		err = errors.New("no tmux client")
-	}
+	k, err := operator.ReadKingdom(ctx, s.l, s.o.Tmux, now, s.sh.Queues)
 	if err != nil {
 		// Without tmux the rest still reads: sessions show as down.
 		st.Errors = append(st.Errors, "tmux sessions: "+err.Error())
-		k, _ = status.Read(ctx, s.l, noSessions{}, now, s.queues)
 	}
 	if k.StartPID > 0 {
 		st.Start = StartInfo{Running: true, PID: k.StartPID}
@@ -283,7 +282,7 @@ func (s *Server) Snapshot(ctx context.Context) (*State, error) {
 	}
 	for _, e := range k.Soldiers {
 		si := SoldierInfo{ID: e.ID, TaskID: e.TaskID, General: e.General,
-			StartedAt: schema.FormatTime(e.StartedAt), ElapsedSeconds: now.Sub(e.StartedAt).Seconds()}
+			StartedAt: doc.FormatTime(e.StartedAt), ElapsedSeconds: now.Sub(e.StartedAt).Seconds()}
 		if t := s.readTask(layout.InProgress, e.TaskID); t != nil {
 			si.Title = t.title()
 		}
@@ -312,30 +311,24 @@ func (s *Server) Snapshot(ctx context.Context) (*State, error) {
 	}
 	st.Spend = SpendInfo{Date: date, Damaged: tot.Damaged}
 	// The king's record is in the store, wherever the leading king runs.
-	rec, err := waits.Read(ctx, s.kv)
+	rec, err := waits.Read(ctx, s.sh.KV)
 	if err != nil {
 		st.Errors = append(st.Errors, "waits: "+err.Error())
 	}
 	st.Waits, st.WaitsOmitted = waitInfos(rec)
-	st.Pause = readPause(ctx, s.kv)
-	st.EnginePause = readEnginePause(ctx, s.kv, now)
-	if st.Parks, err = readParks(ctx, s.kv); err != nil {
+	st.Pause = readPause(ctx, s.sh.KV)
+	st.EnginePause = readEnginePause(ctx, s.sh.KV, now)
+	if st.Parks, err = readParks(ctx, s.sh.KV); err != nil {
 		st.Errors = append(st.Errors, err.Error())
 	}
-	if s.o.Cluster != nil {
-		var errs []string
-		st.Cluster, errs = clusterInfo(ctx, s.o.Cluster)
-		st.Errors = append(st.Errors, errs...)
-	}
+	var errs []string
+	st.Cluster, errs = s.cluster(ctx)
+	st.Errors = append(st.Errors, errs...)
 	if s.o.Verdict != nil {
 		st.Verdict = s.o.Verdict()
 	}
 	return st, nil
 }
-
-type noSessions struct{}
-
-func (noSessions) List(context.Context) ([]tmux.Session, error) { return nil, nil }
 
 func healthInfo(h health.Snapshot) HealthInfo {
 	hi := HealthInfo{Level: h.Health, Reason: h.Reason, Stale: h.Stale, Missing: h.Missing, AgeSeconds: h.Age.Seconds()}
@@ -410,7 +403,7 @@ func readJSON[T any](path string) *T {
 
 // spendDays is where the king keeps the day ledgers: the store (SPEC
 // §11.7), wherever the king runs.
-func (s *Server) spendDays() spend.Days { return spend.StoreDays(s.kv) }
+func (s *Server) spendDays() spend.Days { return spend.StoreDays(s.sh.KV) }
 
 func (s *Server) readTask(state, id string) *taskFile {
 	if !ids.Valid(id) {
@@ -458,7 +451,7 @@ func (s *Server) recentTasks(n int, day *spend.Day) []TaskInfo {
 	})
 	out := make([]TaskInfo, 0, min(n, len(cs)))
 	for _, c := range cs[:min(n, len(cs))] {
-		ti := TaskInfo{ID: c.id, CompletedAt: schema.FormatTime(c.mt)}
+		ti := TaskInfo{ID: c.id, CompletedAt: doc.FormatTime(c.mt)}
 		t := s.readTask(layout.Completed, c.id)
 		if t != nil {
 			ti.General, ti.Type, ti.Title, ti.Outcome = t.TargetGeneral, t.Type, t.title(), t.Status
@@ -554,10 +547,10 @@ func waitInfos(rec waits.Record) ([]WaitInfo, int) {
 			wi.TaskID = w.TaskID
 		}
 		if !w.Since.IsZero() {
-			wi.Since = schema.FormatTime(w.Since)
+			wi.Since = doc.FormatTime(w.Since)
 		}
 		if w.Until != nil && !w.Until.IsZero() {
-			wi.Until = schema.FormatTime(*w.Until)
+			wi.Until = doc.FormatTime(*w.Until)
 		}
 		out = append(out, wi)
 	}

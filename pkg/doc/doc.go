@@ -5,9 +5,9 @@
 // given for an agent's structured output. It validates nothing and links
 // no JSON Schema validator.
 //
-// Readers of another role's file use pkg/schema instead: it re-exports
-// everything here under the same names (type aliases) and adds Validate
-// and the validating Decode* functions. This package exists for the one
+// Readers of another role's file decode it with pkg/schema, which adds
+// Validate and the validating Decode* functions over these types. This
+// package is apart from it for the one
 // process that must start cheaply: soldier-spawn starts once per task and
 // only produces documents (a raw result) that its reader, the general,
 // validates; a JSON Schema validator's initialisation would cost it

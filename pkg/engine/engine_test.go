@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/redact"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 func TestClaudeArgs_ExactInvocation(t *testing.T) {
@@ -195,7 +195,7 @@ func TestClaudeParser_SessionAndResultLine(t *testing.T) {
 	if o.FinalText != `{"general":"gen-pr"}` {
 		t.Errorf("final = %q", o.FinalText)
 	}
-	if o.Usage == nil || *o.Usage != (schema.Usage{InputTokens: 10, OutputTokens: 3, CacheReadInputTokens: 7, CacheCreationInputTokens: 2}) || o.CostUSD == nil || *o.CostUSD != 0.01 {
+	if o.Usage == nil || *o.Usage != (doc.Usage{InputTokens: 10, OutputTokens: 3, CacheReadInputTokens: 7, CacheCreationInputTokens: 2}) || o.CostUSD == nil || *o.CostUSD != 0.01 {
 		t.Errorf("usage = %+v cost %v", o.Usage, o.CostUSD)
 	}
 	if string(o.Structured) != `{"status":"success","summary":"ok"}` {
@@ -244,7 +244,7 @@ func TestCodexParser_ThreadTextUsageAndFailure(t *testing.T) {
 	if o.SessionID != "01a20f2d-4a8a-7990-ac76-a404c2689399" || o.FinalText != "done" || !o.Ended || o.IsError {
 		t.Fatalf("outcome %+v", o)
 	}
-	if *o.Usage != (schema.Usage{InputTokens: 150, OutputTokens: 40, CacheReadInputTokens: 50}) || o.CostUSD != nil {
+	if *o.Usage != (doc.Usage{InputTokens: 150, OutputTokens: 40, CacheReadInputTokens: 50}) || o.CostUSD != nil {
 		t.Fatalf("usage %+v cost %v", o.Usage, o.CostUSD)
 	}
 	q := NewParser("codex")
@@ -267,19 +267,19 @@ func TestClassify(t *testing.T) {
 		reason  string
 		want    string
 	}{
-		"bypass as root":  {"claude", false, 1, &Outcome{}, "--dangerously-skip-permissions cannot be used with root/sudo privileges for security reasons", schema.ReasonEngineRefused, "acceptEdits"},
-		"unknown flag":    {"claude", false, 1, &Outcome{}, "error: unknown option '--bogus'", schema.ReasonEngineRefused, "runtime.claude.args"},
-		"codex bad flag":  {"codex", false, 2, &Outcome{}, "error: unexpected argument '--bogus' found", schema.ReasonEngineRefused, "runtime.codex.args"},
-		"not logged in":   {"claude", false, 1, &Outcome{Ended: true, IsError: true, FinalText: "Not logged in · Please run /login"}, "", schema.ReasonEngineRefused, "ANTHROPIC_API_KEY"},
-		"codex no key":    {"codex", false, 1, &Outcome{Ended: true, IsError: true, Errors: []string{"Missing environment variable: `OPENAI_API_KEY`."}}, "", schema.ReasonEngineRefused, "OPENAI_API_KEY"},
-		"claude lost":     {"claude", true, 1, &Outcome{Ended: true, IsError: true, Subtype: "error_during_execution", Errors: []string{"No conversation found with session ID: x"}}, "", schema.ReasonSessionLost, "No conversation found"},
-		"codex lost":      {"codex", true, 1, &Outcome{}, "Error: thread/resume: thread/resume failed: no rollout found for thread id x", schema.ReasonSessionLost, "no rollout found"},
-		"no result":       {"claude", false, 0, ended, "", schema.ReasonNoResult, "nothing to do"},
-		"never complied":  {"claude", false, 1, &Outcome{Ended: true, IsError: true, Subtype: "error_max_structured_output_retries"}, "", schema.ReasonNoResult, "error_max_structured_output_retries"},
-		"no credit":       {"claude", false, 1, &Outcome{Ended: true, IsError: true, APIErrorStatus: 400, FinalText: "Credit balance is too low"}, "", schema.ReasonEngineRefused, "Credit balance is too low — fix: the account has no credit left: add credits to the account or switch engine"},
-		"api error":       {"claude", false, 1, &Outcome{Ended: true, IsError: true, APIErrorStatus: 500, FinalText: "API Error: 500 Internal server error"}, "", schema.ReasonEngineError, "500 Internal server error"},
-		"crash":           {"codex", false, 139, &Outcome{}, "segfault", schema.ReasonEngineError, "segfault"},
-		"not lost if new": {"claude", false, 1, &Outcome{Ended: true, IsError: true, Errors: []string{"No conversation found with session ID: x"}}, "", schema.ReasonEngineError, "No conversation"},
+		"bypass as root":  {"claude", false, 1, &Outcome{}, "--dangerously-skip-permissions cannot be used with root/sudo privileges for security reasons", doc.ReasonEngineRefused, "acceptEdits"},
+		"unknown flag":    {"claude", false, 1, &Outcome{}, "error: unknown option '--bogus'", doc.ReasonEngineRefused, "runtime.claude.args"},
+		"codex bad flag":  {"codex", false, 2, &Outcome{}, "error: unexpected argument '--bogus' found", doc.ReasonEngineRefused, "runtime.codex.args"},
+		"not logged in":   {"claude", false, 1, &Outcome{Ended: true, IsError: true, FinalText: "Not logged in · Please run /login"}, "", doc.ReasonEngineRefused, "ANTHROPIC_API_KEY"},
+		"codex no key":    {"codex", false, 1, &Outcome{Ended: true, IsError: true, Errors: []string{"Missing environment variable: `OPENAI_API_KEY`."}}, "", doc.ReasonEngineRefused, "OPENAI_API_KEY"},
+		"claude lost":     {"claude", true, 1, &Outcome{Ended: true, IsError: true, Subtype: "error_during_execution", Errors: []string{"No conversation found with session ID: x"}}, "", doc.ReasonSessionLost, "No conversation found"},
+		"codex lost":      {"codex", true, 1, &Outcome{}, "Error: thread/resume: thread/resume failed: no rollout found for thread id x", doc.ReasonSessionLost, "no rollout found"},
+		"no result":       {"claude", false, 0, ended, "", doc.ReasonNoResult, "nothing to do"},
+		"never complied":  {"claude", false, 1, &Outcome{Ended: true, IsError: true, Subtype: "error_max_structured_output_retries"}, "", doc.ReasonNoResult, "error_max_structured_output_retries"},
+		"no credit":       {"claude", false, 1, &Outcome{Ended: true, IsError: true, APIErrorStatus: 400, FinalText: "Credit balance is too low"}, "", doc.ReasonEngineRefused, "Credit balance is too low — fix: the account has no credit left: add credits to the account or switch engine"},
+		"api error":       {"claude", false, 1, &Outcome{Ended: true, IsError: true, APIErrorStatus: 500, FinalText: "API Error: 500 Internal server error"}, "", doc.ReasonEngineError, "500 Internal server error"},
+		"crash":           {"codex", false, 139, &Outcome{}, "segfault", doc.ReasonEngineError, "segfault"},
+		"not lost if new": {"claude", false, 1, &Outcome{Ended: true, IsError: true, Errors: []string{"No conversation found with session ID: x"}}, "", doc.ReasonEngineError, "No conversation"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := Classify(tc.engine, tc.resumed, tc.code, tc.o, tc.stderr, "system.yaml")
@@ -366,17 +366,17 @@ func TestClassify_DenialsAndTheirFix(t *testing.T) {
 		notWant []string
 	}{
 		"no result blocked by a Bash pattern": {0, &Outcome{Ended: true, FinalText: "I could not read the task id.",
-			Denials: []Denial{{Tool: "Bash", Arg: "printenv KINGDOM_TASK_ID"}}}, schema.ReasonNoResult,
+			Denials: []Denial{{Tool: "Bash", Arg: "printenv KINGDOM_TASK_ID"}}}, doc.ReasonNoResult,
 			[]string{"permission denied: Bash(printenv KINGDOM_TASK_ID)", "its last words: I could not read the task id.",
 				"runtime.claude.args", `--allowedTools "Bash(git:*),Bash(printenv:*)"`}, nil},
 		"long last words keep the fix within the bound": {0, &Outcome{Ended: true, FinalText: long,
-			Denials: []Denial{{Tool: "Bash", Arg: "FOO=1 make test"}}}, schema.ReasonNoResult,
+			Denials: []Denial{{Tool: "Bash", Arg: "FOO=1 make test"}}}, doc.ReasonNoResult,
 			[]string{"Bash(make:*)"}, nil},
 		"an error with denials of paths, tools and a question": {1, &Outcome{Ended: true, IsError: true, Subtype: "error_max_turns",
 			Denials: []Denial{{Tool: "Write", Arg: "/etc/kingdom/x.conf"}, {Tool: "WebFetch", Arg: "https://example.com"},
-				{Tool: "Bash", Arg: "(cd /x && rm -rf y)"}, {Tool: "AskUserQuestion", Arg: "Which branch?"}}}, schema.ReasonEngineError,
+				{Tool: "Bash", Arg: "(cd /x && rm -rf y)"}, {Tool: "AskUserQuestion", Arg: "Which branch?"}}}, doc.ReasonEngineError,
 			[]string{"Write(/etc/kingdom/x.conf)", "--add-dir /etc/kingdom to runtime.claude.args", "WebFetch", "needs_human"}, []string{"Bash((cd:*)"}},
-		"no denials, no fix": {0, &Outcome{Ended: true, FinalText: "nothing to do"}, schema.ReasonNoResult, nil, []string{"fix:"}},
+		"no denials, no fix": {0, &Outcome{Ended: true, FinalText: "nothing to do"}, doc.ReasonNoResult, nil, []string{"fix:"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := Classify("claude", false, tc.code, tc.o, "", "system.yaml")
@@ -404,7 +404,7 @@ func TestClassify_IsErrorWithExitZeroIsAFailureInTheEnginesWords(t *testing.T) {
 	p := NewParser("claude")
 	p.Line([]byte(`{"type":"result","subtype":"success","is_error":true,"duration_ms":457,"num_turns":1,"result":"API Error: 500 {\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":\"Internal server error\"}}","session_id":"7300d905-068c-4f29-a2e3-4ae5dff03078","total_cost_usd":0,"usage":{"input_tokens":0,"output_tokens":0},"permission_denials":[],"terminal_reason":"api_error","api_error_status":500,"errors":[]}`))
 	f := Classify("claude", false, 0, p.Outcome(), "", "system.yaml")
-	if f.Reason != schema.ReasonEngineError {
+	if f.Reason != doc.ReasonEngineError {
 		t.Fatalf("reason %s (%q), want EngineError", f.Reason, f.Message())
 	}
 	for _, want := range []string{"is_error", "exited with code 0", "Internal server error", "API error status 500"} {

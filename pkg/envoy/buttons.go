@@ -15,10 +15,10 @@ import (
 	"github.com/slack-go/slack/socketmode"
 
 	"github.com/kingdom-dev/kingdom/pkg/control"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
@@ -125,7 +125,7 @@ type buttonRecord struct {
 
 // buttonsFor returns the actions m's post carries (in order) and the park
 // it would lift.
-func buttonsFor(m *schema.Message, t target) (acts []string, park string) {
+func buttonsFor(m *doc.Message, t target) (acts []string, park string) {
 	key := taskKey(m)
 	if p, _ := m.Context["park"].(string); p != "" {
 		acts = append(acts, ActionUnpark)
@@ -135,11 +135,11 @@ func buttonsFor(m *schema.Message, t target) (acts []string, park string) {
 		return acts, park
 	}
 	switch {
-	case m.Type == schema.MessageHumanInputRequest:
+	case m.Type == doc.MessageHumanInputRequest:
 		acts = append(acts, ActionAnswer, ActionCancel)
-	case m.Type == schema.MessageThreadStart && !t.noPost:
+	case m.Type == doc.MessageThreadStart && !t.noPost:
 		acts = append(acts, ActionCancel)
-	case m.Type == schema.MessageNotification && m.Final != nil && *m.Final == schema.FinalFailed && !isCancelled(m):
+	case m.Type == doc.MessageNotification && m.Final != nil && *m.Final == doc.FinalFailed && !isCancelled(m):
 		acts = append(acts, ActionRetry)
 	}
 	return acts, park
@@ -164,7 +164,7 @@ func consoleCommand(act, task, park string) string {
 
 // makeButtons writes the records of p's buttons and sets p.Buttons. The
 // console prints the commands instead and writes no record.
-func (e *Envoy) makeButtons(ctx context.Context, m *schema.Message, t target, p *post) error {
+func (e *Envoy) makeButtons(ctx context.Context, m *doc.Message, t target, p *post) error {
 	acts, park := buttonsFor(m, t)
 	if len(acts) == 0 {
 		return nil
@@ -184,7 +184,7 @@ func (e *Envoy) makeButtons(ctx context.Context, m *schema.Message, t target, p 
 	if n, ok := m.Context["retry_count"].(float64); ok {
 		attempt = int(n)
 	}
-	if m.Type == schema.MessageThreadStart {
+	if m.Type == doc.MessageThreadStart {
 		attempt = anyAttempt
 	}
 	if ev, _ := m.Context["event_id"].(string); ev != "" {
@@ -203,7 +203,7 @@ func (e *Envoy) makeButtons(ctx context.Context, m *schema.Message, t target, p 
 		recs[i] = buttonRecord{ID: idl[i], Action: a, TaskID: task, RetryCount: attempt, MsgID: m.ID,
 			Channel: t.channel, ThreadTS: t.threadTS, Text: p.Text, Users: users, AllowAll: cfg.Slack.AllowAll,
 			Siblings:  slices.DeleteFunc(slices.Clone(idl), func(s string) bool { return s == idl[i] }),
-			CreatedAt: schema.FormatTime(now), ExpiresAt: schema.FormatTime(now.Add(cfg.ButtonTTL())), State: btnOpen}
+			CreatedAt: doc.FormatTime(now), ExpiresAt: doc.FormatTime(now.Add(cfg.ButtonTTL())), State: btnOpen}
 		if a == ActionUnpark {
 			recs[i].Target = park
 		}
@@ -493,7 +493,7 @@ func (e *Envoy) useButton(ctx context.Context, id, user, reply, channel, ts stri
 		if why := e.refusal(r, user, attempt, now); why != "" {
 			return refused{why}
 		}
-		r.State, r.By, r.At = btnUsed, user, schema.FormatTime(now)
+		r.State, r.By, r.At = btnUsed, user, doc.FormatTime(now)
 		if r.TS == "" && ts != "" {
 			r.Channel, r.TS = channel, ts
 		}
@@ -663,22 +663,22 @@ func (e *Envoy) retrigger(ctx context.Context, r buttonRecord) error {
 	if e.admit.Known(id) {
 		return nil
 	}
-	var t schema.Task
+	var t doc.Task
 	if st, ok := e.tasks.Find(r.TaskID); !ok {
 		return fmt.Errorf("retry %s: task not found", r.TaskID)
 	} else if err := e.tasks.ReadJSON(st, r.TaskID, &t); err != nil {
 		return fmt.Errorf("retry %s: %w", r.TaskID, err)
 	}
-	var src schema.Event
+	var src doc.Event
 	if st, ok := e.events.Find(t.EventID); !ok {
 		return fmt.Errorf("retry %s: source event %s not found", r.TaskID, t.EventID)
 	} else if err := e.events.ReadJSON(st, t.EventID, &src); err != nil {
 		return fmt.Errorf("retry %s: %w", r.TaskID, err)
 	}
 	ev := src
-	ev.ID, ev.Status, ev.TaskID = id, schema.EventPending, ""
-	ev.CreatedAt = schema.FormatTime(e.clock.Now())
-	ev.Priority = schema.PriorityHigh
+	ev.ID, ev.Status, ev.TaskID = id, doc.EventPending, ""
+	ev.CreatedAt = doc.FormatTime(e.clock.Now())
+	ev.Priority = doc.PriorityHigh
 	ev.Payload = maps.Clone(src.Payload)
 	if ev.Payload == nil {
 		ev.Payload = map[string]any{}
@@ -713,7 +713,7 @@ func (e *Envoy) taskAttempt(task string) (int, string) {
 	if !ok {
 		return 0, ""
 	}
-	var t schema.Task
+	var t doc.Task
 	if e.tasks.ReadJSON(st, task, &t) != nil {
 		return 0, ""
 	}
@@ -741,7 +741,7 @@ func (e *Envoy) eventUser(id string) string {
 	if !ok {
 		return ""
 	}
-	var ev schema.Event
+	var ev doc.Event
 	if e.events.ReadJSON(st, id, &ev) != nil {
 		return ""
 	}

@@ -9,9 +9,9 @@ import (
 
 	"github.com/kingdom-dev/kingdom/internal/testkit/slackfake"
 	"github.com/kingdom-dev/kingdom/pkg/control"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // posted returns the fake's message whose text contains s.
@@ -126,7 +126,7 @@ func TestButtons_AnswerOpensModalAndResumes(t *testing.T) {
 		t.Fatalf("question buttons = %v", b)
 	}
 	rec := h.button(qm.Buttons()[ActionAnswer])
-	if rec.TaskID != task || rec.State != btnOpen || rec.TS != qm.TS || rec.ExpiresAt != schema.FormatTime(t0.Add(24*time.Hour)) {
+	if rec.TaskID != task || rec.State != btnOpen || rec.TS != qm.TS || rec.ExpiresAt != doc.FormatTime(t0.Add(24*time.Hour)) {
 		t.Errorf("record = %+v", rec)
 	}
 
@@ -154,7 +154,7 @@ func TestButtons_AnswerOpensModalAndResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	evs := h.waitEvents(1)
-	var ev *schema.Event
+	var ev *doc.Event
 	for _, x := range evs {
 		ev = x
 	}
@@ -226,12 +226,12 @@ func TestButtons_FinalRemovesCancelAndRetryRetriggers(t *testing.T) {
 	h := newHarness(t, setup{})
 	h.startSocket()
 	h.putTask(layout.Completed, task, 0)
-	var tk schema.Task
+	var tk doc.Task
 	if err := h.e.tasks.ReadJSON(layout.Completed, task, &tk); err != nil {
 		t.Fatal(err)
 	}
-	src := schema.Event{ID: tk.EventID, Type: "github.pr.review_requested", Source: "github",
-		Payload: map[string]any{"pr": 7}, Priority: "normal", CreatedAt: schema.FormatTime(t0), Status: schema.EventCompleted}
+	src := doc.Event{ID: tk.EventID, Type: "github.pr.review_requested", Source: "github",
+		Payload: map[string]any{"pr": 7}, Priority: "normal", CreatedAt: doc.FormatTime(t0), Status: doc.EventCompleted}
 	if err := h.e.events.Put(layout.Completed, src.ID, src); err != nil {
 		t.Fatal(err)
 	}

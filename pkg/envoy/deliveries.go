@@ -16,6 +16,7 @@ import (
 
 	"github.com/slack-go/slack"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
@@ -94,7 +95,7 @@ func (st *stateStore) write(ctx context.Context, fn func(store.Tx) error) error 
 func (st *stateStore) putRecord(ctx context.Context, id, state string, d Delivery) error {
 	started := st.started[id]
 	if started == "" {
-		started = schema.FormatTime(st.clock.Now())
+		started = doc.FormatTime(st.clock.Now())
 	}
 	var epoch int64
 	if st.lease != nil {
@@ -268,7 +269,7 @@ const (
 
 // settleDoubt applies the rule for a post an earlier run began (see the
 // top of this file) to message m, posted as p.
-func (e *Envoy) settleDoubt(ctx context.Context, m *schema.Message, p post) (doubtOutcome, string, error) {
+func (e *Envoy) settleDoubt(ctx context.Context, m *doc.Message, p post) (doubtOutcome, string, error) {
 	r, ok := e.st.inDoubt(m.ID)
 	if !ok {
 		return doubtPost, "", nil

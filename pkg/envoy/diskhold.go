@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
@@ -44,7 +44,7 @@ func (e *Envoy) holdForDisk(ctx context.Context, cause error) error {
 		if ch != "" {
 			var t slackText
 			t.markup("🚨 *URGENT* [envoy] cannot record its deliveries (disk full under " + e.l.Base + "? store unreachable?): outbound messages are held until it can. ").data(redact(cause))
-			if _, _, err := e.poster.Post(ctx, post{Channel: ch, Text: t.String(), MsgID: "envoy-disk-alert", Type: schema.MessageNotification}); err != nil {
+			if _, _, err := e.poster.Post(ctx, post{Channel: ch, Text: t.String(), MsgID: "envoy-disk-alert", Type: doc.MessageNotification}); err != nil {
 				e.log.Warn("disk alert not posted", "err", redact(err))
 			}
 		}

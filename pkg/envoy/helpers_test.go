@@ -14,6 +14,7 @@ import (
 	"github.com/kingdom-dev/kingdom/internal/testkit/slackfake"
 	"github.com/kingdom-dev/kingdom/pkg/clock"
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
@@ -152,7 +153,7 @@ func (h *harness) records() map[string]deliveryRecord {
 func message(id, typ, task string) map[string]any {
 	m := map[string]any{
 		"id": id, "type": typ, "urgency": "normal", "content": "content of " + id,
-		"context": map[string]any{}, "source_ref": nil, "created_at": schema.FormatTime(t0), "status": "pending",
+		"context": map[string]any{}, "source_ref": nil, "created_at": doc.FormatTime(t0), "status": "pending",
 	}
 	if task == "" {
 		m["task_id"] = nil
@@ -168,8 +169,8 @@ func (h *harness) put(m map[string]any) {
 	h.t.Helper()
 	// Distinct created_at keeps "oldest first" equal to put order.
 	seq++
-	if m["created_at"] == schema.FormatTime(t0) {
-		m["created_at"] = schema.FormatTime(t0.Add(time.Duration(seq) * time.Second))
+	if m["created_at"] == doc.FormatTime(t0) {
+		m["created_at"] = doc.FormatTime(t0.Add(time.Duration(seq) * time.Second))
 	}
 	if err := h.e.messages.Put(layout.Pending, m["id"].(string), m); err != nil {
 		h.t.Fatal(err)
@@ -214,11 +215,11 @@ func (h *harness) internal(typ string) []map[string]any {
 }
 
 // events returns the queued events (pending) by id.
-func (h *harness) events() map[string]*schema.Event {
+func (h *harness) events() map[string]*doc.Event {
 	h.t.Helper()
 	dir := h.l.QueueState(layout.QEvents, layout.Pending)
 	ents, _ := os.ReadDir(dir)
-	out := map[string]*schema.Event{}
+	out := map[string]*doc.Event{}
 	for _, de := range ents {
 		b, err := os.ReadFile(filepath.Join(dir, de.Name()))
 		if err != nil {
@@ -234,7 +235,7 @@ func (h *harness) events() map[string]*schema.Event {
 }
 
 // waitEvents waits until n events are queued.
-func (h *harness) waitEvents(n int) map[string]*schema.Event {
+func (h *harness) waitEvents(n int) map[string]*doc.Event {
 	h.t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {

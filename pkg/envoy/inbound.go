@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // Event types the envoy produces.
@@ -115,8 +115,8 @@ func (e *Envoy) handleInbound(ctx context.Context, in Inbound) (followUp, error)
 	isReply := in.ThreadTS != "" && in.ThreadTS != in.TS
 	var (
 		typ, id  string
-		priority = schema.PriorityNormal
-		rc       *schema.ReplyContext
+		priority = doc.PriorityNormal
+		rc       *doc.ReplyContext
 		awaited  string // task id whose awaited entry the reply answers
 	)
 	if isReply {
@@ -133,7 +133,7 @@ func (e *Envoy) handleInbound(ctx context.Context, in Inbound) (followUp, error)
 		case isAw:
 			typ, rc, awaited = EventThreadReply, aw.ReplyContext, aw.TaskID
 			if rc == nil {
-				rc = &schema.ReplyContext{TaskID: aw.TaskID}
+				rc = &doc.ReplyContext{TaskID: aw.TaskID}
 			}
 		case isConv && (conv.UserID == "" || conv.UserID == in.User || in.Console):
 			// A conversation continues with the user who started it.
@@ -141,7 +141,7 @@ func (e *Envoy) handleInbound(ctx context.Context, in Inbound) (followUp, error)
 		}
 		if typ == EventThreadReply {
 			id = "evt-slack-reply-" + ids.SlackTS(in.ThreadTS) + "-" + ids.SlackTS(in.TS)
-			priority = schema.PriorityHigh
+			priority = doc.PriorityHigh
 		}
 	}
 	if typ == "" {
@@ -185,8 +185,8 @@ func (e *Envoy) handleInbound(ctx context.Context, in Inbound) (followUp, error)
 		payload["reply_context"] = rc
 		repo = rc.Repo
 	}
-	ev := schema.Event{ID: id, Type: typ, Source: schema.SourceSlack, Repo: repo, Payload: payload,
-		Priority: priority, CreatedAt: schema.FormatTime(now), Status: schema.EventPending}
+	ev := doc.Event{ID: id, Type: typ, Source: doc.SourceSlack, Repo: repo, Payload: payload,
+		Priority: priority, CreatedAt: doc.FormatTime(now), Status: doc.EventPending}
 	if err := e.admit.Admit(id, ev); err != nil {
 		if errors.Is(err, queue.ErrDuplicate) {
 			// A redelivery of a reply admitted before a crash: finish what
@@ -209,7 +209,7 @@ func (e *Envoy) handleInbound(ctx context.Context, in Inbound) (followUp, error)
 		e.forgetEvent(in.EventID)
 		return followUp{}, fmt.Errorf("admit %s: %w", id, err)
 	}
-	e.em.Emit("event.detected", map[string]any{"event_id": id, "event_type": typ, "source": schema.SourceSlack, "priority": priority})
+	e.em.Emit("event.detected", map[string]any{"event_id": id, "event_type": typ, "source": doc.SourceSlack, "priority": priority})
 	e.log.Info("event queued", "event_id", id, "type", typ)
 	if awaited != "" {
 		// The first accepted reply answers the question (SPEC §9.8).

@@ -3,16 +3,17 @@ package envoy
 import (
 	"context"
 	"encoding/json"
-	"github.com/kingdom-dev/kingdom/pkg/config"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
+
 	"github.com/kingdom-dev/kingdom/internal/testkit/slackfake"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 const wait = 5 * time.Second
@@ -166,7 +167,7 @@ func TestInbound_ReplyToAwaitedQuestion(t *testing.T) {
 	if ev == nil {
 		t.Fatalf("events = %v, want %s", keys(evs), id)
 	}
-	if ev.Type != EventThreadReply || ev.Priority != "high" || schema.Deref(ev.Repo) != "acme/web" {
+	if ev.Type != EventThreadReply || ev.Priority != "high" || doc.Deref(ev.Repo) != "acme/web" {
 		t.Errorf("event = %+v", ev)
 	}
 	rc, _ := ev.Payload["reply_context"].(map[string]any)
@@ -364,7 +365,7 @@ func TestConsole_OutboundAndReplyMatchTheRealPath(t *testing.T) {
 	}
 }
 
-func keys(m map[string]*schema.Event) []string {
+func keys(m map[string]*doc.Event) []string {
 	var out []string
 	for k := range m {
 		out = append(out, k)

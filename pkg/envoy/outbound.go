@@ -10,10 +10,10 @@ import (
 
 	"github.com/slack-go/slack"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/logging"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // Reaction names (Slack emoji names, without colons).
@@ -29,18 +29,18 @@ const (
 const ProclamationPrefix = "proclamation-"
 
 var finalEmoji = map[string]string{
-	schema.FinalDone:    "✅",
-	schema.FinalFailed:  "❌",
-	schema.FinalSkipped: "⏭️",
+	doc.FinalDone:    "✅",
+	doc.FinalFailed:  "❌",
+	doc.FinalSkipped: "⏭️",
 }
 
 var finalReaction = map[string]string{
-	schema.FinalDone:    ReactionDone,
-	schema.FinalFailed:  ReactionFailed,
-	schema.FinalSkipped: ReactionSkipped,
+	doc.FinalDone:    ReactionDone,
+	doc.FinalFailed:  ReactionFailed,
+	doc.FinalSkipped: ReactionSkipped,
 }
 
-func parseTime(s string) (time.Time, error) { return schema.ParseTime(s) }
+func parseTime(s string) (time.Time, error) { return doc.ParseTime(s) }
 
 // maxInlineWait is the longest Retry-After waited inside a tick.
 const maxInlineWait = 30 * time.Second
@@ -64,8 +64,8 @@ type target struct {
 
 // taskKey is the message's task id as a thread-mapping key ("" when the
 // message belongs to no mapped task: none, or a proclamation).
-func taskKey(m *schema.Message) string {
-	t := schema.Deref(m.TaskID)
+func taskKey(m *doc.Message) string {
+	t := doc.Deref(m.TaskID)
 	if strings.HasPrefix(t, ProclamationPrefix) {
 		return ""
 	}
@@ -73,10 +73,10 @@ func taskKey(m *schema.Message) string {
 }
 
 // resolve decides where m is posted, from the current state (pure).
-func (e *Envoy) resolve(m *schema.Message, s *State) (target, error) {
+func (e *Envoy) resolve(m *doc.Message, s *State) (target, error) {
 	def := e.config().DefaultChannel()
 	explicit := m.Channel
-	threadTS := schema.Deref(m.ThreadTS)
+	threadTS := doc.Deref(m.ThreadTS)
 	key := taskKey(m)
 	mp, mapped := s.Mappings[key]
 	if key == "" {
@@ -92,7 +92,7 @@ func (e *Envoy) resolve(m *schema.Message, s *State) (target, error) {
 	}
 	var t target
 	switch m.Type {
-	case schema.MessageThreadStart:
+	case doc.MessageThreadStart:
 		switch {
 		case threadTS != "": // resume: map onto the existing thread (SPEC §9.8)
 			src := ""
@@ -109,7 +109,7 @@ func (e *Envoy) resolve(m *schema.Message, s *State) (target, error) {
 		default:
 			t = target{channel: orDefault(explicit)}
 		}
-	case schema.MessageNotification:
+	case doc.MessageNotification:
 		switch {
 		case mapped && (explicit == "" || explicit == mp.Channel):
 			t = target{channel: mp.Channel, threadTS: mp.ThreadTS}
@@ -118,7 +118,7 @@ func (e *Envoy) resolve(m *schema.Message, s *State) (target, error) {
 		default: // notify_channel override, or no thread: a channel message
 			t = target{channel: orDefault(explicit)}
 		}
-	case schema.MessageReport:
+	case doc.MessageReport:
 		t = target{channel: orDefault(explicit), threadTS: threadTS}
 	default: // thread_update, thread_reply, human_input_request
 		switch {
@@ -149,7 +149,7 @@ func (e *Envoy) resolve(m *schema.Message, s *State) (target, error) {
 // text is what is posted for m: the content as data (redacted and escaped,
 // SPEC §10.13), with the completion emoji in front of a final notification
 // as our markup.
-func text(m *schema.Message) string {
+func text(m *doc.Message) string {
 	var t slackText
 	c := m.Content
 	if m.Final != nil && !isCancelled(m) {
@@ -169,7 +169,7 @@ func (e *Envoy) deliver(ctx context.Context, ent queue.Entry) error {
 	// List has validated the file (schema, id = file name) and rejected it
 	// if it failed; decoding it again through the schema would validate it
 	// twice more for nothing.
-	m := new(schema.Message)
+	m := new(doc.Message)
 	err := json.Unmarshal(ent.Data, m)
 	if err == nil && m.ID != ent.ID {
 		err = fmt.Errorf("id %q does not match the file name %s.json", m.ID, ent.ID)
@@ -202,7 +202,7 @@ func (e *Envoy) deliver(ctx context.Context, ent queue.Entry) error {
 		if resolveErr != nil {
 			return e.finish(ctx, ent, m, e.failed(resolveErr))
 		}
-		p := post{Channel: t.channel, ThreadTS: t.threadTS, Text: text(m), MsgID: m.ID, Type: m.Type, TaskID: schema.Deref(m.TaskID)}
+		p := post{Channel: t.channel, ThreadTS: t.threadTS, Text: text(m), MsgID: m.ID, Type: m.Type, TaskID: doc.Deref(m.TaskID)}
 		doubt, foundTS := doubtPost, ""
 		if !t.noPost {
 			if doubt, foundTS, err = e.settleDoubt(ctx, m, p); err != nil {
@@ -243,7 +243,7 @@ func (e *Envoy) deliver(ctx context.Context, ent queue.Entry) error {
 			d = Delivery{Channel: ch, TS: ts, ThreadTS: t.threadTS}
 			e.postedButtons(ctx, p, ch, ts)
 		}
-		d.At = schema.FormatTime(e.clock.Now())
+		d.At = doc.FormatTime(e.clock.Now())
 	}
 
 	var react []reaction
@@ -287,20 +287,20 @@ type reaction struct {
 // bookkeep applies what a delivered message means for the state and returns
 // the reactions to add. It is idempotent: a repeat after a crash rewrites
 // the same entries.
-func (e *Envoy) bookkeep(m *schema.Message, d Delivery, s *State) []reaction {
+func (e *Envoy) bookkeep(m *doc.Message, d Delivery, s *State) []reaction {
 	key := taskKey(m)
 	thread := d.ThreadTS
 	if thread == "" {
 		thread = d.TS // a top-level post starts its own thread
 	}
-	now := schema.FormatTime(e.clock.Now())
+	now := doc.FormatTime(e.clock.Now())
 	var out []reaction
 	switch m.Type {
-	case schema.MessageThreadStart:
+	case doc.MessageThreadStart:
 		if key != "" {
 			s.Mappings[key] = ThreadMapping{Channel: d.Channel, ThreadTS: thread, SourceRef: m.SourceRef, CreatedAt: now}
 		}
-	case schema.MessageHumanInputRequest:
+	case doc.MessageHumanInputRequest:
 		if key != "" {
 			rc := m.ReplyContext
 			if rc != nil {
@@ -318,7 +318,7 @@ func (e *Envoy) bookkeep(m *schema.Message, d Delivery, s *State) []reaction {
 				s.Mappings[key] = ThreadMapping{Channel: d.Channel, ThreadTS: thread, SourceRef: m.SourceRef, CreatedAt: now}
 			}
 		}
-	case schema.MessageNotification:
+	case doc.MessageNotification:
 		if m.Final != nil && key != "" {
 			src := m.SourceRef
 			if mp, ok := s.Mappings[key]; ok && mp.SourceRef != nil {
@@ -332,7 +332,7 @@ func (e *Envoy) bookkeep(m *schema.Message, d Delivery, s *State) []reaction {
 			delete(s.Mappings, key)
 			delete(s.Awaiting, key)
 		}
-	case schema.MessageThreadReply:
+	case doc.MessageThreadReply:
 		if key == "" && m.TaskID == nil && m.SourceRef != nil {
 			// A direct answer to a DM (the king's petition reply) is the
 			// whole of the work on it: 👀 goes.
@@ -352,7 +352,7 @@ func (e *Envoy) bookkeep(m *schema.Message, d Delivery, s *State) []reaction {
 			rc.ThreadTS = thread
 		}
 		s.Conversations[convKey(d.Channel, thread)] = Conversation{Channel: d.Channel, ThreadTS: thread,
-			ReplyContext: &rc, ExpiresAt: schema.FormatTime(e.clock.Now().Add(ttl)), UserID: tc.UserID}
+			ReplyContext: &rc, ExpiresAt: doc.FormatTime(e.clock.Now().Add(ttl)), UserID: tc.UserID}
 	}
 	return out
 }

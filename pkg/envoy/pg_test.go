@@ -13,10 +13,10 @@ import (
 	"github.com/kingdom-dev/kingdom/internal/testkit/slackfake"
 	"github.com/kingdom-dev/kingdom/pkg/clock"
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 	"github.com/kingdom-dev/kingdom/pkg/store/pg"
 )
@@ -104,7 +104,7 @@ func (c *pgCluster) handOver(from, to *pgEnvoy) {
 func (c *pgCluster) put(m map[string]any) {
 	c.t.Helper()
 	seq++
-	m["created_at"] = schema.FormatTime(t0.Add(time.Duration(seq) * time.Second))
+	m["created_at"] = doc.FormatTime(t0.Add(time.Duration(seq) * time.Second))
 	if err := c.msgs.Put(layout.Pending, m["id"].(string), m); err != nil {
 		c.t.Fatal(err)
 	}
@@ -286,7 +286,7 @@ func TestPG_PostInDoubtMissingFromSlackIsPostedOnce(t *testing.T) {
 	id := "msg-009-report"
 	c.put(message(id, "report", ""))
 	c.lead(c.a)
-	rec := `{"host":"host-a","epoch":1,"started_at":"` + schema.FormatTime(time.Unix(1700000000, 0)) + `","state":"posting"}`
+	rec := `{"host":"host-a","epoch":1,"started_at":"` + doc.FormatTime(time.Unix(1700000000, 0)) + `","state":"posting"}`
 	if err := c.a.st.Update(context.Background(), func(tx store.Tx) error {
 		tx.Fence(c.a.lease)
 		return tx.Set(store.NSDeliveries, id, []byte(rec))
@@ -325,7 +325,7 @@ func TestPG_PostInDoubtUnknowableIsNotRepeated(t *testing.T) {
 	id := "msg-010-report"
 	c.put(message(id, "report", ""))
 	c.lead(c.b)
-	rec := `{"host":"host-a","epoch":1,"started_at":"` + schema.FormatTime(time.Unix(1700000000, 0)) + `","state":"posting"}`
+	rec := `{"host":"host-a","epoch":1,"started_at":"` + doc.FormatTime(time.Unix(1700000000, 0)) + `","state":"posting"}`
 	if err := c.b.st.Update(context.Background(), func(tx store.Tx) error {
 		return tx.Set(store.NSDeliveries, id, []byte(rec))
 	}); err != nil {

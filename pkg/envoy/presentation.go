@@ -3,7 +3,7 @@ package envoy
 import (
 	"strings"
 
-	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 )
 
 // Cancelled tasks (SPEC §10.11) end as a failed final whose content the king
@@ -15,13 +15,13 @@ const (
 )
 
 // isCancelled reports whether a final notification is a cancel.
-func isCancelled(m *schema.Message) bool {
-	return m.Final != nil && *m.Final == schema.FinalFailed && strings.HasPrefix(m.Content, cancelledEmoji)
+func isCancelled(m *doc.Message) bool {
+	return m.Final != nil && *m.Final == doc.FinalFailed && strings.HasPrefix(m.Content, cancelledEmoji)
 }
 
 // finalReactionOf is the reaction a final notification puts on the DM that
 // asked.
-func finalReactionOf(m *schema.Message) string {
+func finalReactionOf(m *doc.Message) string {
 	if isCancelled(m) {
 		return ReactionCancelled
 	}
@@ -36,14 +36,14 @@ const (
 )
 
 // withUrgency puts the urgency marker in front of the text.
-func withUrgency(m *schema.Message, text string) string {
+func withUrgency(m *doc.Message, text string) string {
 	switch m.Urgency {
-	case schema.UrgencyUrgent:
+	case doc.UrgencyUrgent:
 		if !strings.HasPrefix(text, urgentPrefix) {
 			return urgentPrefix + text
 		}
-	case schema.UrgencyHigh:
-		if m.Type != schema.MessageHumanInputRequest && !strings.HasPrefix(text, highPrefix) {
+	case doc.UrgencyHigh:
+		if m.Type != doc.MessageHumanInputRequest && !strings.HasPrefix(text, highPrefix) {
 			return highPrefix + text
 		}
 	}

@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
@@ -83,7 +83,7 @@ type outcome struct {
 // final state (durably: a message in sent/ is never posted again), then
 // removes the pending/ copy and emits the event. The directory is the
 // truth; the status field only helps someone reading the file with cat.
-func (e *Envoy) finish(ctx context.Context, ent queue.Entry, m *schema.Message, o outcome) error {
+func (e *Envoy) finish(ctx context.Context, ent queue.Entry, m *doc.Message, o outcome) error {
 	data, err := statusDoc(ent.Data, o.state, o.extra)
 	if err != nil {
 		return fmt.Errorf("finish message %s: %w", ent.ID, err)

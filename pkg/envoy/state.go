@@ -11,40 +11,40 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/clock"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
 // ThreadMapping is one entry of state/envoy/thread-mappings.json, keyed by
 // task id: the Slack thread that task reports into.
 type ThreadMapping struct {
-	Channel   string            `json:"channel"`
-	ThreadTS  string            `json:"thread_ts"`
-	SourceRef *schema.SourceRef `json:"source_ref,omitempty"`
-	CreatedAt string            `json:"created_at"`
+	Channel   string         `json:"channel"`
+	ThreadTS  string         `json:"thread_ts"`
+	SourceRef *doc.SourceRef `json:"source_ref,omitempty"`
+	CreatedAt string         `json:"created_at"`
 }
 
 // Awaited is one entry of state/envoy/awaiting-responses.json, keyed by
 // task id: a question posted in a thread whose first accepted reply resumes
 // the task.
 type Awaited struct {
-	TaskID       string               `json:"task_id"`
-	Channel      string               `json:"channel"`
-	ThreadTS     string               `json:"thread_ts"`
-	ReplyContext *schema.ReplyContext `json:"reply_context"`
-	MsgID        string               `json:"msg_id"`
-	CreatedAt    string               `json:"created_at"`
+	TaskID       string            `json:"task_id"`
+	Channel      string            `json:"channel"`
+	ThreadTS     string            `json:"thread_ts"`
+	ReplyContext *doc.ReplyContext `json:"reply_context"`
+	MsgID        string            `json:"msg_id"`
+	CreatedAt    string            `json:"created_at"`
 }
 
 // Conversation is one entry of state/envoy/conversation-threads.json, keyed
 // by "<channel>/<thread_ts>": a thread whose replies are routed back to a
 // general until ExpiresAt.
 type Conversation struct {
-	Channel      string               `json:"channel"`
-	ThreadTS     string               `json:"thread_ts"`
-	ReplyContext *schema.ReplyContext `json:"reply_context"`
-	ExpiresAt    string               `json:"expires_at"`
+	Channel      string            `json:"channel"`
+	ThreadTS     string            `json:"thread_ts"`
+	ReplyContext *doc.ReplyContext `json:"reply_context"`
+	ExpiresAt    string            `json:"expires_at"`
 	// UserID: only this user's follow-ups continue it ("" = any allowed user).
 	UserID string `json:"user_id,omitempty"`
 }
@@ -85,7 +85,7 @@ func (s *State) liveConversation(channel, threadTS string, now time.Time) (Conve
 	if !ok {
 		return c, false
 	}
-	if t, err := schema.ParseTime(c.ExpiresAt); err != nil || !now.Before(t) {
+	if t, err := doc.ParseTime(c.ExpiresAt); err != nil || !now.Before(t) {
 		return c, false
 	}
 	return c, true

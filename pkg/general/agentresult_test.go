@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 )
 
 // withAgentScript makes the general's engine the command engine running a
@@ -32,7 +32,7 @@ func TestGeneral_AgentResultCannotClaimUsageLimit(t *testing.T) {
 	const id = "task-20260101-001"
 	e.task(id)
 	r := e.final(id)
-	if r.Status != schema.ResultFailed || r.ErrorReason != schema.ReasonAgentFailed {
+	if r.Status != doc.ResultFailed || r.ErrorReason != doc.ReasonAgentFailed {
 		t.Errorf("final = %s/%s, want failed/AgentFailed", r.Status, r.ErrorReason)
 	}
 	if r.ResetsAt != "" {

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/engine"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/spend"
 )
 
@@ -89,7 +89,7 @@ func (b *brakes) check(now time.Time, event bool) (reason, msg string) {
 			b.walk(now)
 		}
 		if now.Sub(b.lastProgress) >= b.stall {
-			return schema.ReasonStalled, fmt.Sprintf("no engine event and no change in its worktree for %d minutes (breaker.no_progress_minutes %d)",
+			return doc.ReasonStalled, fmt.Sprintf("no engine event and no change in its worktree for %d minutes (breaker.no_progress_minutes %d)",
 				int(now.Sub(b.lastProgress).Minutes()), int(b.stall.Minutes()))
 		}
 	}
@@ -108,10 +108,10 @@ func (b *brakes) check(now time.Time, event bool) (reason, msg string) {
 func (b *brakes) burn() (reason, msg string) {
 	usd, tokens, priced := b.spent()
 	if b.burnUSD != nil && priced && usd-b.baseUSD > *b.burnUSD {
-		return schema.ReasonRunaway, fmt.Sprintf("spent $%.2f since its last progress (breaker.burn_usd $%.2f)", usd-b.baseUSD, *b.burnUSD)
+		return doc.ReasonRunaway, fmt.Sprintf("spent $%.2f since its last progress (breaker.burn_usd $%.2f)", usd-b.baseUSD, *b.burnUSD)
 	}
 	if b.burnTokens != nil && tokens-b.baseTokens > *b.burnTokens {
-		return schema.ReasonRunaway, fmt.Sprintf("used %d tokens since its last progress (breaker.burn_tokens %d)", tokens-b.baseTokens, *b.burnTokens)
+		return doc.ReasonRunaway, fmt.Sprintf("used %d tokens since its last progress (breaker.burn_tokens %d)", tokens-b.baseTokens, *b.burnTokens)
 	}
 	return "", ""
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/engine"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -76,7 +75,7 @@ func TestBrakes_NoProgress(t *testing.T) {
 	}
 	touch(t, filepath.Join(wd, ".git", "index"), t0.Add(50*time.Minute))
 	r, msg := b.check(t0.Add(59*time.Minute+30*time.Second), false)
-	if r != schema.ReasonStalled {
+	if r != doc.ReasonStalled {
 		t.Fatalf("20 minutes without progress (a .git write only): %q, want Stalled", r)
 	}
 	if !strings.Contains(msg, "20 minutes") || !strings.Contains(msg, "no_progress_minutes 20") {
@@ -104,13 +103,13 @@ func TestBrakes_Burn(t *testing.T) {
 		t.Fatalf("after a change: %s %s", r, msg)
 	}
 	r, msg := step(100_000+95_000+1, ptr(1.2))
-	if r != schema.ReasonRunaway || !strings.Contains(msg, "100001 tokens") || !strings.Contains(msg, "burn_tokens 100000") {
+	if r != doc.ReasonRunaway || !strings.Contains(msg, "100001 tokens") || !strings.Contains(msg, "burn_tokens 100000") {
 		t.Fatalf("tokens past the cap since the change: %q %q, want Runaway naming 100001 of 100000", r, msg)
 	}
 	// Dollars, when the engine priced its usage.
 	b, _, spent = brakesAt(t, config.KingBreaker{BurnUSD: ptr(1.0)}, t0)
 	writeSpent(t, spent, 10, ptr(1.5))
-	if r, msg := b.check(t0.Add(time.Second), true); r != schema.ReasonRunaway || !strings.Contains(msg, "$1.50") || !strings.Contains(msg, "burn_usd $1.00") {
+	if r, msg := b.check(t0.Add(time.Second), true); r != doc.ReasonRunaway || !strings.Contains(msg, "$1.50") || !strings.Contains(msg, "burn_usd $1.00") {
 		t.Fatalf("dollars past the cap: %q %q", r, msg)
 	}
 	// Unpriced usage never trips the dollar cap; no caps, no brakes.
@@ -135,9 +134,9 @@ func TestGeneral_NoProgressStallsASilentSoldier(t *testing.T) {
 		name, script, reason string
 		min, max             float64
 	}{
-		{"silent", "sleep 600\n", schema.ReasonStalled, 60, 90},
-		{"printing", "while :; do echo working; sleep 0.01; done\n", schema.ReasonTimeout, 200, 230},
-		{"editing", "while :; do date +%s%N > progress.txt; sleep 0.01; done\n", schema.ReasonTimeout, 100, 130},
+		{"silent", "sleep 600\n", doc.ReasonStalled, 60, 90},
+		{"printing", "while :; do echo working; sleep 0.01; done\n", doc.ReasonTimeout, 200, 230},
+		{"editing", "while :; do date +%s%N > progress.txt; sleep 0.01; done\n", doc.ReasonTimeout, 100, 130},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			fc := clock.NewFake(time.Now())
@@ -149,13 +148,13 @@ func TestGeneral_NoProgressStallsASilentSoldier(t *testing.T) {
 			const id = "task-20260101-040"
 			e.task(id)
 			r := advanceUntilFinal(e, fc, id)
-			if r.Status != schema.ResultFailed || r.ErrorReason != c.reason {
+			if r.Status != doc.ResultFailed || r.ErrorReason != c.reason {
 				t.Fatalf("final = %s/%s (%s), want failed/%s", r.Status, r.ErrorReason, r.Error, c.reason)
 			}
 			if r.DurationSeconds < c.min || r.DurationSeconds > c.max {
 				t.Errorf("duration %.0f s, want %.0f–%.0f", r.DurationSeconds, c.min, c.max)
 			}
-			if c.reason != schema.ReasonStalled {
+			if c.reason != doc.ReasonStalled {
 				return
 			}
 			if !strings.Contains(r.Error, "1 minutes") || r.IsTerminal() {
@@ -165,7 +164,7 @@ func TestGeneral_NoProgressStallsASilentSoldier(t *testing.T) {
 			if s := e.soldierSessions(); len(s) != 0 {
 				t.Errorf("soldier sessions left: %v", s)
 			}
-			if ev := e.events("soldier.killed"); len(ev) != 1 || ev[0]["reason"] != schema.ReasonStalled {
+			if ev := e.events("soldier.killed"); len(ev) != 1 || ev[0]["reason"] != doc.ReasonStalled {
 				t.Errorf("soldier.killed events %v", ev)
 			}
 		})
@@ -198,7 +197,7 @@ done
 	const id = "task-20260101-041"
 	e.task(id)
 	r := e.final(id)
-	if r.Status != schema.ResultFailed || r.ErrorReason != schema.ReasonRunaway || !r.IsTerminal() {
+	if r.Status != doc.ResultFailed || r.ErrorReason != doc.ReasonRunaway || !r.IsTerminal() {
 		t.Fatalf("final = %s/%s terminal=%v (%s), want failed/Runaway terminal", r.Status, r.ErrorReason, r.IsTerminal(), r.Error)
 	}
 	if !strings.Contains(r.Error, "burn_tokens 20000") || !strings.Contains(r.Error, " tokens since its last progress") {

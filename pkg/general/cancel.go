@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/control"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/proctree"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // Cancel (SPEC §10.11, §11.7): the king only records an operator's cancel
@@ -23,7 +23,7 @@ import (
 // soldier is the registered soldier of one of this general's running
 // attempts.
 type soldier struct {
-	t   *schema.Task
+	t   *doc.Task
 	sid string
 }
 
@@ -58,7 +58,7 @@ func (g *General) enforceCancels(ctx context.Context) {
 		if rec == nil || rec.RetryCount != s.t.RetryCount {
 			continue
 		}
-		g.stopSoldier(ctx, s, syntheticRaw(s.t.ID, schema.ResultFailed, schema.ReasonCancelled, "cancelled by "+rec.By))
+		g.stopSoldier(ctx, s, syntheticRaw(s.t.ID, doc.ResultFailed, doc.ReasonCancelled, "cancelled by "+rec.By))
 	}
 }
 
@@ -69,14 +69,14 @@ func (g *General) enforceCancels(ctx context.Context) {
 // by KINGDOM_TASK_ID and KINGDOM_BASE_DIR the soldier itself does). A
 // soldier whose own result got there first and is not a failure has
 // finished: it is left alone.
-func (g *General) stopSoldier(ctx context.Context, s soldier, r schema.RawResult) {
+func (g *General) stopSoldier(ctx context.Context, s soldier, r doc.RawResult) {
 	if g.killSoldier(ctx, s, r) {
 		g.emitKilled(s, r)
 	}
 }
 
 // emitKilled records a kill killSoldier made.
-func (g *General) emitKilled(s soldier, r schema.RawResult) {
+func (g *General) emitKilled(s soldier, r doc.RawResult) {
 	g.emit("soldier.killed", map[string]any{"task_id": s.t.ID, "soldier_id": s.sid, "general": g.name, "reason": r.ErrorReason})
 }
 
@@ -84,7 +84,7 @@ func (g *General) emitKilled(s soldier, r schema.RawResult) {
 // this host (tmux, processes, the raw result file), so a host cut off from
 // its store kills every soldier at once, before the first event-log write
 // that may hang. It reports whether it killed.
-func (g *General) killSoldier(ctx context.Context, s soldier, r schema.RawResult) bool {
+func (g *General) killSoldier(ctx context.Context, s soldier, r doc.RawResult) bool {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if alive, err := g.o.Tmux.Has(ctx, s.sid); err != nil || !alive {
@@ -92,7 +92,7 @@ func (g *General) killSoldier(ctx context.Context, s soldier, r schema.RawResult
 	}
 	raw := g.o.Layout.ResultRaw(s.t.ID)
 	if !g.writeSynthetic(r) {
-		if st := rawStatus(raw); st == schema.ResultSuccess || st == schema.ResultSkipped || st == schema.ResultNeedsHuman {
+		if st := rawStatus(raw); st == doc.ResultSuccess || st == doc.ResultSkipped || st == doc.ResultNeedsHuman {
 			return false // the attempt finished before the kill
 		}
 	}

@@ -12,11 +12,11 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/control"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/proctree"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 )
@@ -60,11 +60,11 @@ sleep 600
 	agent, detached := readPID(filepath.Join(dir, "agent.pid")), readPID(filepath.Join(dir, "detached.pid"))
 	sid := sessionOf(e, id)
 	if err := control.WriteCancelled(context.Background(), kv.OnStore(e.store()), control.Cancelled{
-		TaskID: id, RetryCount: 0, Was: layout.InProgress, By: "op", At: schema.FormatTime(time.Now())}); err != nil {
+		TaskID: id, RetryCount: 0, Was: layout.InProgress, By: "op", At: doc.FormatTime(time.Now())}); err != nil {
 		t.Fatal(err)
 	}
 	r := e.final(id)
-	if r.Status != schema.ResultFailed || r.ErrorReason != schema.ReasonCancelled {
+	if r.Status != doc.ResultFailed || r.ErrorReason != doc.ReasonCancelled {
 		t.Fatalf("final = %s/%s (%s), want failed/Cancelled", r.Status, r.ErrorReason, r.Summary)
 	}
 	awaitDead(t, "the agent", agent)
@@ -88,12 +88,12 @@ func TestGeneral_CancelOfAnotherAttemptIsIgnored(t *testing.T) {
 	withAgentScript(t, e, fmt.Sprintf("echo $$ > %s/agent.pid\nsleep 600\n", dir))
 	e.start()
 	const id = "task-20260101-001"
-	e.task(id, func(t *schema.Task) { t.RetryCount = 1 })
+	e.task(id, func(t *doc.Task) { t.RetryCount = 1 })
 	e.tickUntil("the agent running", func() bool { return readPID(filepath.Join(dir, "agent.pid")) != 0 })
 	// The soldier outlives the general (by design): end it with the test.
 	t.Cleanup(func() { tmuxC.Kill(context.Background(), sessionOf(e, id)) })
 	if err := control.WriteCancelled(context.Background(), kv.OnStore(e.store()), control.Cancelled{
-		TaskID: id, RetryCount: 0, Was: layout.InProgress, By: "op", At: schema.FormatTime(time.Now())}); err != nil {
+		TaskID: id, RetryCount: 0, Was: layout.InProgress, By: "op", At: doc.FormatTime(time.Now())}); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {
@@ -131,7 +131,7 @@ func TestGeneral_HostMaxSoldiersHoldsClaims(t *testing.T) {
 	if err := reg.Remove(other.ID); err != nil {
 		t.Fatal(err)
 	}
-	if r := e.final(id); r.Status != schema.ResultSuccess {
+	if r := e.final(id); r.Status != doc.ResultSuccess {
 		t.Fatalf("after a slot freed: %+v", r)
 	}
 	if _, err := os.Stat(e.l.ResultFinal(id)); err != nil {
@@ -159,10 +159,10 @@ func testSelfFence(t *testing.T, e *env) {
 	e.staleLease = true
 	renewLease(t, e, time.Now().Add(-e.sys.Store.SelfFence()-time.Second))
 	e.task(next)
-	var r *schema.Result
+	var r *doc.Result
 	e.tickUntil("the fenced attempt's result", func() bool { r = storedFinal(t, e, id); return r != nil })
 	e.g.Wait()
-	if r.Status != schema.ResultKilled || r.ErrorReason != schema.ReasonHostLost {
+	if r.Status != doc.ResultKilled || r.ErrorReason != doc.ReasonHostLost {
 		t.Fatalf("final = %s/%s, want killed/HostLost", r.Status, r.ErrorReason)
 	}
 	awaitDead(t, "the fenced host's agent", agent)
@@ -176,12 +176,12 @@ func testSelfFence(t *testing.T, e *env) {
 	// Claims resume with the renewal. The next task's cancel record keeps
 	// its soldier from starting (and outliving the test).
 	if err := control.WriteCancelled(context.Background(), e.g.kv, control.Cancelled{
-		TaskID: next, Was: layout.Pending, By: "op", At: schema.FormatTime(time.Now())}); err != nil {
+		TaskID: next, Was: layout.Pending, By: "op", At: doc.FormatTime(time.Now())}); err != nil {
 		t.Fatal(err)
 	}
 	renewLease(t, e, time.Now())
 	e.tickUntil("a claim after renewal", func() bool { r = storedFinal(t, e, next); return r != nil })
-	if r.ErrorReason != schema.ReasonCancelled || r.Host != e.host {
+	if r.ErrorReason != doc.ReasonCancelled || r.Host != e.host {
 		t.Fatalf("%s after renewal: %s/%s on %q, want Cancelled on %s", next, r.Status, r.ErrorReason, r.Host, e.host)
 	}
 }
@@ -198,7 +198,7 @@ func TestGeneral_SelfFenceRunsWithoutATick(t *testing.T) {
 	e.tickUntil("the agent running", func() bool { return readPID(filepath.Join(dir, "agent.pid")) != 0 })
 	renewLease(t, e, time.Now().Add(-e.sys.Store.SelfFence()-time.Second))
 	awaitDead(t, "the fenced host's agent", readPID(filepath.Join(dir, "agent.pid")))
-	if r := e.g.readRaw(id); r.Status != schema.ResultKilled || r.ErrorReason != schema.ReasonHostLost {
+	if r := e.g.readRaw(id); r.Status != doc.ResultKilled || r.ErrorReason != doc.ReasonHostLost {
 		t.Fatalf("raw result = %s/%s, want killed/HostLost", r.Status, r.ErrorReason)
 	}
 }

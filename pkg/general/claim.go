@@ -8,10 +8,10 @@ import (
 	"os"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/health"
 	"github.com/kingdom-dev/kingdom/pkg/hosts"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
@@ -33,9 +33,9 @@ func (g *General) hostHealth() health.Snapshot {
 	}
 	admits := "all"
 	switch {
-	case health.DenyReason(snap.Health, health.TokenUnknown, schema.PriorityHigh) != "":
+	case health.DenyReason(snap.Health, health.TokenUnknown, doc.PriorityHigh) != "":
 		admits = "nothing"
-	case health.DenyReason(snap.Health, health.TokenUnknown, schema.PriorityNormal) != "":
+	case health.DenyReason(snap.Health, health.TokenUnknown, doc.PriorityNormal) != "":
 		admits = "only high priority"
 	}
 	g.mu.Lock()
@@ -85,7 +85,7 @@ var errAtCap = errors.New("max_concurrent reached across the cluster")
 // pending in the same transaction. Every check sees every claim made
 // before it and every give-back of the checks before it, so the attempts
 // that passed a check never number more than the cap.
-func (g *General) claimTask(ctx context.Context, t *schema.Task) error {
+func (g *General) claimTask(ctx context.Context, t *doc.Task) error {
 	c := g.claimOf(t)
 	cctx, cancel := g.callCtx(ctx)
 	defer cancel()
@@ -142,7 +142,7 @@ func (g *General) claimedAttempts(ctx context.Context) (int, error) {
 			TargetGeneral string `json:"target_general"`
 			Status        string `json:"status"`
 		}
-		if json.Unmarshal(d.Data, &head) != nil || head.TargetGeneral != g.name || head.Status == schema.TaskRetrying {
+		if json.Unmarshal(d.Data, &head) != nil || head.TargetGeneral != g.name || head.Status == doc.TaskRetrying {
 			continue
 		}
 		if d.Claim.Holder == "" {

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/health"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
@@ -47,7 +47,7 @@ func captureLog(e *env) *syncBuf {
 
 func writeHealth(t *testing.T, e *env, level string, at time.Time) {
 	t.Helper()
-	r := &health.Resources{Timestamp: schema.FormatTime(at), Health: level, Sessions: health.SessionStats{SoldiersMax: 3}}
+	r := &health.Resources{Timestamp: doc.FormatTime(at), Health: level, Sessions: health.SessionStats{SoldiersMax: 3}}
 	if err := health.Write(e.l.Resources(), r); err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestGeneral_ClaimsOnlyWhileThisHostAdmits(t *testing.T) {
 		t.Errorf("%q logged %d times, want once:\n%s", "health admits nothing", n, logs.b.String())
 	}
 	writeHealth(t, e, health.Green, time.Now())
-	if r := e.final(id); r.Status != schema.ResultSuccess {
+	if r := e.final(id); r.Status != doc.ResultSuccess {
 		t.Fatalf("after the health recovered: %+v", r)
 	}
 	if n := logs.count("health admits again"); n != 1 {
@@ -102,8 +102,8 @@ func TestGeneral_YellowHostClaimsOnlyHighPriority(t *testing.T) {
 	writeHealth(t, e, health.Yellow, time.Now())
 	const normal, high = "task-20260101-001", "task-20260101-002"
 	e.task(normal)
-	e.task(high, func(tk *schema.Task) { tk.Priority = schema.PriorityHigh })
-	if r := e.final(high); r.Status != schema.ResultSuccess {
+	e.task(high, func(tk *doc.Task) { tk.Priority = doc.PriorityHigh })
+	if r := e.final(high); r.Status != doc.ResultSuccess {
 		t.Fatalf("high-priority task on a yellow host: %+v", r)
 	}
 	for range 3 {
@@ -119,11 +119,11 @@ func TestGeneral_YellowHostClaimsOnlyHighPriority(t *testing.T) {
 // requeue does what the king's retry does to a running attempt (HostLost
 // after takeover, say): the task goes back to pending as the next attempt,
 // its claim released, in one transaction.
-func requeue(t *testing.T, e *env, tk *schema.Task) *schema.Task {
+func requeue(t *testing.T, e *env, tk *doc.Task) *doc.Task {
 	t.Helper()
 	next := *tk
 	next.RetryCount++
-	next.Status = schema.TaskPending
+	next.Status = doc.TaskPending
 	b, err := json.Marshal(&next)
 	if err != nil {
 		t.Fatal(err)
@@ -201,7 +201,7 @@ func TestGeneral_LostAttemptSparesTheRetrysWorkspace(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(dir, "release-1"), nil, 0o600)
 	r := e.final(id)
-	if r.Status != schema.ResultSuccess || r.RetryCount != 1 || r.Summary != "run 1" {
+	if r.Status != doc.ResultSuccess || r.RetryCount != 1 || r.Summary != "run 1" {
 		t.Fatalf("final = %+v, want attempt 1's success", r)
 	}
 }
@@ -228,7 +228,7 @@ func TestGeneral_FenceDuringATickStartsAndClaimsNothing(t *testing.T) {
 	}
 	e.g.Wait()
 	r := storedFinal(t, e, first)
-	if r == nil || r.Status != schema.ResultKilled || r.ErrorReason != schema.ReasonHostLost {
+	if r == nil || r.Status != doc.ResultKilled || r.ErrorReason != doc.ReasonHostLost {
 		t.Fatalf("final of %s = %+v, want killed/HostLost", first, r)
 	}
 	if n := lines(filepath.Join(dir, "runs")); n != 0 || len(e.events("soldier.spawned")) != 0 {

@@ -7,10 +7,10 @@ import (
 	"os"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/hosts"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
@@ -31,7 +31,7 @@ var errLost = errors.New("claim lost")
 // (errLost), so it can never overwrite the result of the attempt that runs
 // elsewhere now. The write outlives a shutdown of ctx (bounded by
 // store.call_timeout_seconds): a finished attempt's result is not dropped.
-func (g *General) publish(ctx context.Context, t *schema.Task, cp *schema.Checkpoint, final *schema.Result) error {
+func (g *General) publish(ctx context.Context, t *doc.Task, cp *doc.Checkpoint, final *doc.Result) error {
 	var cb []byte
 	if cp != nil {
 		b, err := kv.EncodeJSON(cp)
@@ -73,7 +73,7 @@ func (g *General) publish(ctx context.Context, t *schema.Task, cp *schema.Checkp
 // (claim), and lost looks at the claim once more before it removes
 // anything: when this host holds a newer attempt of the task (another
 // general process of this name claimed it), its files stay.
-func (g *General) lost(ctx context.Context, t *schema.Task, ws workspace, err error) {
+func (g *General) lost(ctx context.Context, t *doc.Task, ws workspace, err error) {
 	l := g.o.Layout
 	g.log.Warn("task lost to another host; its result is dropped", "task", t.ID, "attempt", t.RetryCount, "err", err)
 	g.emit("general.claim_lost", map[string]any{"task_id": t.ID, "general": g.name, "host": g.o.Host, "retry_count": t.RetryCount})
@@ -94,7 +94,7 @@ func (g *General) lost(ctx context.Context, t *schema.Task, ws workspace, err er
 // newerAttemptHere reports whether this host holds the claim of another
 // attempt of t than t's own (or the store did not answer: nothing is
 // removed then either).
-func (g *General) newerAttemptHere(ctx context.Context, t *schema.Task) bool {
+func (g *General) newerAttemptHere(ctx context.Context, t *doc.Task) bool {
 	ctx, cancel := g.callCtx(context.WithoutCancel(ctx))
 	defer cancel()
 	d, err := g.o.Store.Get(ctx, layout.QTasks, t.ID)
@@ -110,7 +110,7 @@ func (g *General) newerAttemptHere(ctx context.Context, t *schema.Task) bool {
 // heldElsewhere reports whether an in-progress attempt of t is not this
 // host's to settle: its claim names another holder or attempt (or none:
 // its result is written).
-func (g *General) heldElsewhere(ctx context.Context, t *schema.Task) bool {
+func (g *General) heldElsewhere(ctx context.Context, t *doc.Task) bool {
 	ctx, cancel := g.callCtx(ctx)
 	defer cancel()
 	d, err := g.o.Store.Get(ctx, layout.QTasks, t.ID)
@@ -156,11 +156,11 @@ func (g *General) selfFence(ctx context.Context) bool {
 	// be dead before takeover_seconds (SPEC §12.2).
 	type kill struct {
 		s soldier
-		r schema.RawResult
+		r doc.RawResult
 	}
 	var killed []kill
 	for _, s := range g.soldiers() {
-		r := syntheticRaw(s.t.ID, schema.ResultKilled, schema.ReasonHostLost, msg)
+		r := syntheticRaw(s.t.ID, doc.ResultKilled, doc.ReasonHostLost, msg)
 		if g.killSoldier(ctx, s, r) {
 			killed = append(killed, kill{s, r})
 		}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 
 	"github.com/kingdom-dev/kingdom/pkg/engine"
@@ -28,7 +29,7 @@ func jsonIndent(v any) ([]byte, error) {
 
 // readRaw reads and validates the raw result; anything unacceptable becomes
 // a failed/InvalidResult result.
-func (g *General) readRaw(task string) *schema.RawResult {
+func (g *General) readRaw(task string) *doc.RawResult {
 	path := g.o.Layout.ResultRaw(task)
 	b, err := queue.ReadLimited(path, maxRawBytes)
 	if err != nil {
@@ -55,10 +56,10 @@ func (g *General) readRaw(task string) *schema.RawResult {
 	}
 	if r.ErrorReason == "" {
 		switch r.Status {
-		case schema.ResultFailed:
-			r.ErrorReason = schema.ReasonAgentFailed
-		case schema.ResultKilled:
-			r.ErrorReason = schema.ReasonSoldierDied
+		case doc.ResultFailed:
+			r.ErrorReason = doc.ReasonAgentFailed
+		case doc.ResultKilled:
+			r.ErrorReason = doc.ReasonSoldierDied
 		}
 	}
 	return r
@@ -66,25 +67,25 @@ func (g *General) readRaw(task string) *schema.RawResult {
 
 // fromAgent reports whether a published raw result is the agent's own (its
 // staging file or structured output, which soldier-spawn marks with
-// schema.RawOrigin) rather than one the soldier, the general or the king
+// doc.RawOrigin) rather than one the soldier, the general or the king
 // decided.
 func fromAgent(b []byte) bool {
 	var m map[string]json.RawMessage
 	if json.Unmarshal(b, &m) != nil {
 		return false
 	}
-	_, ok := m[schema.RawOrigin]
+	_, ok := m[doc.RawOrigin]
 	return ok
 }
 
-func invalid(task, msg string) *schema.RawResult {
-	return &schema.RawResult{TaskID: task, Status: schema.ResultFailed, Summary: msg, Error: msg, ErrorReason: schema.ReasonInvalidResult}
+func invalid(task, msg string) *doc.RawResult {
+	return &doc.RawResult{TaskID: task, Status: doc.ResultFailed, Summary: msg, Error: msg, ErrorReason: doc.ReasonInvalidResult}
 }
 
 // finish turns the raw result into the final result (§4.5 Finish):
 // validate, memory, checkpoint, final result (write-then-rename), event,
 // workspace cleanup.
-func (g *General) finish(ctx context.Context, t *schema.Task, sid string, started time.Time, ws workspace) {
+func (g *General) finish(ctx context.Context, t *doc.Task, sid string, started time.Time, ws workspace) {
 	l := g.o.Layout
 	if ok, err := g.writePendingRaw(t.ID); !ok {
 		g.strand(stranded{t: t, sid: sid, started: started, ws: ws}, err)
@@ -106,7 +107,7 @@ func (g *General) finish(ctx context.Context, t *schema.Task, sid string, starte
 		}
 	}
 	now := g.o.Clock.Now()
-	final := schema.Result{RawResult: *r, General: g.name, CompletedAt: schema.FormatTime(now), RetryCount: t.RetryCount}
+	final := doc.Result{RawResult: *r, General: g.name, CompletedAt: doc.FormatTime(now), RetryCount: t.RetryCount}
 	final.DurationSeconds = now.Sub(started).Seconds()
 	if final.DurationSeconds < 0 {
 		final.DurationSeconds = 0
@@ -129,10 +130,10 @@ func (g *General) finish(ctx context.Context, t *schema.Task, sid string, starte
 	final.OutputOutcomes = outcomes
 	keepConversation(g.o.Manifest.TrackConversation, t, &final, ws.RepoDir)
 	final.Host = g.o.Host
-	var cp *schema.Checkpoint
-	if r.Status == schema.ResultNeedsHuman {
-		cp = &schema.Checkpoint{TaskID: t.ID, SessionID: r.SessionID, Workdir: ws.RepoDir, Thread: threadOf(t),
-			Question: r.Question, General: g.name, Repo: schema.StringPtr(ws.Repo), Host: g.o.Host}
+	var cp *doc.Checkpoint
+	if r.Status == doc.ResultNeedsHuman {
+		cp = &doc.Checkpoint{TaskID: t.ID, SessionID: r.SessionID, Workdir: ws.RepoDir, Thread: threadOf(t),
+			Question: r.Question, General: g.name, Repo: doc.StringPtr(ws.Repo), Host: g.o.Host}
 	}
 	if err := g.publish(ctx, t, cp, &final); errors.Is(err, errLost) {
 		g.lost(ctx, t, ws, err)
@@ -162,7 +163,7 @@ func (g *General) finish(ctx context.Context, t *schema.Task, sid string, starte
 	// §9.9: the task dir goes with the final result, unless a human is
 	// asked (the resume runs in it and removes it at its end), a
 	// conversation is kept, or a resume will run again in it.
-	if r.Status != schema.ResultNeedsHuman && !final.TrackConversation && !resumeRunsAgain(ws, r) {
+	if r.Status != doc.ResultNeedsHuman && !final.TrackConversation && !resumeRunsAgain(ws, r) {
 		g.removeWorkspace(context.WithoutCancel(ctx), ws)
 	}
 }
@@ -175,18 +176,18 @@ func (g *General) finish(ctx context.Context, t *schema.Task, sid string, starte
 // whether the king's retries are spent; when they are, the task fails for
 // good and the chamberlain's task-dir retention removes the directory (its
 // task is no longer pending or in progress).
-func resumeRunsAgain(ws workspace, r *schema.RawResult) bool {
-	if !ws.Borrowed || (r.Status != schema.ResultFailed && r.Status != schema.ResultKilled) {
+func resumeRunsAgain(ws workspace, r *doc.RawResult) bool {
+	if !ws.Borrowed || (r.Status != doc.ResultFailed && r.Status != doc.ResultKilled) {
 		return false
 	}
-	return r.ErrorReason == schema.ReasonUsageLimited || !r.IsTerminal()
+	return r.ErrorReason == doc.ReasonUsageLimited || !r.IsTerminal()
 }
 
 // keepConversation marks a successful Slack-originated result as a
 // conversation to keep when the manifest asks for it (or the agent did),
 // and records the workdir its follow-up resumes in (kept until retention).
-func keepConversation(manifest bool, t *schema.Task, final *schema.Result, workdir string) {
-	if final.Status != schema.ResultSuccess || threadOf(t) == nil {
+func keepConversation(manifest bool, t *doc.Task, final *doc.Result, workdir string) {
+	if final.Status != doc.ResultSuccess || threadOf(t) == nil {
 		final.TrackConversation = false
 		return
 	}
@@ -200,7 +201,7 @@ func keepConversation(manifest bool, t *schema.Task, final *schema.Result, workd
 
 // threadOf is the Slack thread a task belongs to: a resume task's thread,
 // else a Slack event's message (DM or mention) as the thread parent.
-func threadOf(t *schema.Task) *schema.Thread {
+func threadOf(t *doc.Task) *doc.Thread {
 	if t.Thread != nil {
 		return t.Thread
 	}
@@ -210,7 +211,7 @@ func threadOf(t *schema.Task) *schema.Thread {
 		ts, _ = t.Payload["ts"].(string)
 	}
 	if ch != "" && ts != "" {
-		return &schema.Thread{Channel: ch, ThreadTS: ts}
+		return &doc.Thread{Channel: ch, ThreadTS: ts}
 	}
 	return nil
 }

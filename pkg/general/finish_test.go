@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/clock"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/engine"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
@@ -32,12 +32,12 @@ func TestFinish_TimeoutTakesUsageAndCostFromTheSoldiersRecord(t *testing.T) {
 		return err == nil
 	})
 	cost := 0.0125
-	spent := engine.Spent{Usage: &schema.Usage{InputTokens: 1200, OutputTokens: 340, CacheReadInputTokens: 5000}, CostUSD: &cost}
+	spent := engine.Spent{Usage: &doc.Usage{InputTokens: 1200, OutputTokens: 340, CacheReadInputTokens: 5000}, CostUSD: &cost}
 	if err := engine.WriteSpent(e.l.ResultSpent(id), spent); err != nil {
 		t.Fatal(err)
 	}
 	r := advanceUntilFinal(e, fc, id)
-	if r.Status != schema.ResultFailed || r.ErrorReason != schema.ReasonTimeout {
+	if r.Status != doc.ResultFailed || r.ErrorReason != doc.ReasonTimeout {
 		t.Fatalf("final = %+v, want a Timeout", r)
 	}
 	if r.Usage == nil || *r.Usage != *spent.Usage {
@@ -65,10 +65,10 @@ func TestFinish_StaleAttemptOnFilesIsFenced(t *testing.T) {
 	e := newEnv(t)
 	e.start()
 	const id = "task-20260101-041"
-	cur := e.claimed(id, func(tk *schema.Task) { tk.RetryCount = 1 })
+	cur := e.claimed(id, func(tk *doc.Task) { tk.RetryCount = 1 })
 	stale := *cur
 	stale.RetryCount = 0
-	e.g.synthetic(id, schema.ResultFailed, schema.ReasonEngineError, "went wrong")
+	e.g.synthetic(id, doc.ResultFailed, doc.ReasonEngineError, "went wrong")
 	e.g.finish(t.Context(), &stale, "", time.Now(), workspace{})
 	if _, err := os.Stat(e.l.ResultFinal(id)); err == nil {
 		t.Fatal("the stale attempt's final result was written")

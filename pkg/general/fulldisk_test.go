@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/clock"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
@@ -58,7 +59,7 @@ func TestGeneral_FullDiskFinalResultIsRetriedNextTick(t *testing.T) {
 	e := newEnv(t, withClock(fc))
 	fill, free := fullResultsDir(t, e)
 	const id = "task-20260101-300"
-	e.claimed(id, func(tk *schema.Task) { tk.Status = schema.TaskInProgress })
+	e.claimed(id, func(tk *doc.Task) { tk.Status = doc.TaskInProgress })
 	os.WriteFile(e.l.ResultRaw(id), []byte(`{"task_id":"`+id+`","status":"success","summary":"done before the disk filled"}`), 0o600)
 	fill()
 	g := e.start()
@@ -85,7 +86,7 @@ func TestGeneral_FullDiskFinalResultIsRetriedNextTick(t *testing.T) {
 		t.Fatalf("no final result at the first tick after space came back: %v", err)
 	}
 	r, err := schema.DecodeResult(b)
-	if err != nil || r.Status != schema.ResultSuccess || r.Summary != "done before the disk filled" {
+	if err != nil || r.Status != doc.ResultSuccess || r.Summary != "done before the disk filled" {
 		t.Errorf("final = %+v (%v), want the raw result's success", r, err)
 	}
 	if n := len(e.events("soldier.spawned")); n != 0 {
@@ -120,7 +121,7 @@ func TestGeneral_FullDiskSoldierDeathIsKeptUntilWritable(t *testing.T) {
 	}
 	free()
 	r := e.final(id)
-	if r.Status != schema.ResultKilled || r.ErrorReason != schema.ReasonSoldierDied {
+	if r.Status != doc.ResultKilled || r.ErrorReason != doc.ReasonSoldierDied {
 		t.Errorf("final = %s/%s, want killed/SoldierDied", r.Status, r.ErrorReason)
 	}
 }

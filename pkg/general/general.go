@@ -49,6 +49,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/clock"
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/control"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
@@ -124,7 +125,7 @@ type General struct {
 	// ("" before the first; claim.go).
 	admits string
 	// active holds the attempt each running task goroutine works on.
-	active        map[string]*schema.Task
+	active        map[string]*doc.Task
 	wg            sync.WaitGroup
 	reconciled    bool
 	lastReconcile time.Time
@@ -132,7 +133,7 @@ type General struct {
 	// stranded and pendingRaw are results a full disk kept from being
 	// written (stranded.go); writesFailing is set while any is.
 	stranded      map[string]stranded
-	pendingRaw    map[string]schema.RawResult
+	pendingRaw    map[string]doc.RawResult
 	writesFailing bool
 }
 
@@ -170,8 +171,8 @@ func New(o Options) (*General, error) {
 		reg:      sessions.New(o.Layout),
 		log:      o.Log,
 		wake:     make(chan struct{}, 1),
-		active:   map[string]*schema.Task{},
-		stranded: map[string]stranded{}, pendingRaw: map[string]schema.RawResult{},
+		active:   map[string]*doc.Task{},
+		stranded: map[string]stranded{}, pendingRaw: map[string]doc.RawResult{},
 	}, nil
 }
 
@@ -311,7 +312,7 @@ func (g *General) claim(ctx context.Context) error {
 		return nil // paused by the operator: no new soldier (SPEC §10.11)
 	}
 	snap := g.hostHealth()
-	if !hostAdmits(snap, schema.PriorityHigh) {
+	if !hostAdmits(snap, doc.PriorityHigh) {
 		return nil // this host admits nothing (SPEC §12.2)
 	}
 	// Every tick lists the whole of pending/ (level-triggered, no memory of
@@ -352,7 +353,7 @@ func (g *General) claim(ctx context.Context) error {
 			continue
 		}
 		if t.NotBefore != "" {
-			if nb, err := schema.ParseTime(t.NotBefore); err == nil && nb.After(now) {
+			if nb, err := doc.ParseTime(t.NotBefore); err == nil && nb.After(now) {
 				continue
 			}
 		}
@@ -383,7 +384,7 @@ func (g *General) claim(ctx context.Context) error {
 		// The claim is the state change: the task's directory (or row
 		// state) says in_progress, and its file is not rewritten to say it
 		// again (`start tasks` shows the directory's word).
-		t.Status = schema.TaskInProgress
+		t.Status = doc.TaskInProgress
 		g.start(ctx, t, func(ctx context.Context) { g.runTask(ctx, t) })
 	}
 	return nil
@@ -398,7 +399,7 @@ func (g *General) paused(ctx context.Context) bool {
 
 // claimOf is the claim this host holds on an attempt of t: only it may
 // have its final result accepted.
-func (g *General) claimOf(t *schema.Task) store.Claim {
+func (g *General) claimOf(t *doc.Task) store.Claim {
 	return store.Claim{Holder: g.o.Host, Attempt: t.RetryCount}
 }
 
@@ -429,7 +430,7 @@ func (g *General) hostFull() bool {
 
 // start runs fn for task t in its own goroutine, holding a slot; tick is
 // the context of the tick that starts it.
-func (g *General) start(tick context.Context, t *schema.Task, fn func(ctx context.Context)) {
+func (g *General) start(tick context.Context, t *doc.Task, fn func(ctx context.Context)) {
 	ctx := g.baseCtx(tick)
 	g.mu.Lock()
 	g.active[t.ID] = t

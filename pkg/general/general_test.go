@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/clock"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/proctree"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
@@ -24,7 +25,7 @@ func TestGeneral_SuccessRunsClaudeAndWritesFinalResult(t *testing.T) {
 	e.scenario("", map[string]any{"mode": "success", "session_id": "5e55a0b1-0000-4000-8000-00000000abcd", "memory_updates": []string{"prefer small PRs"}})
 	e.start()
 	payload := map[string]any{"text": "hi {{task_id}} $(touch /tmp/kingdom-pwned) `id` {{payload.text}}", "nested": map[string]any{"k": "v"}}
-	e.task("task-20260101-001", func(t *schema.Task) { t.Payload = payload; t.RetryCount = 0 })
+	e.task("task-20260101-001", func(t *doc.Task) { t.Payload = payload; t.RetryCount = 0 })
 	os.WriteFile(e.l.Template(e.m.Name), []byte("Task {{task_id}} type {{type}}\nText: {{payload.text}}\nNested: {{payload.nested.k}}\nMissing: [{{payload.nope.x}}]\n"), 0o600)
 
 	r := e.final("task-20260101-001")
@@ -152,9 +153,9 @@ func TestGeneral_FailureScenarios(t *testing.T) {
 	cases := []struct {
 		mode, status, reason, errHas string
 	}{
-		{"exit3", "failed", schema.ReasonEngineError, "code 3"},
-		{"garbage", "failed", schema.ReasonInvalidResult, "result"},
-		{"fail", "failed", schema.ReasonAgentFailed, "tests broken"},
+		{"exit3", "failed", doc.ReasonEngineError, "code 3"},
+		{"garbage", "failed", doc.ReasonInvalidResult, "result"},
+		{"fail", "failed", doc.ReasonAgentFailed, "tests broken"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.mode, func(t *testing.T) {
@@ -176,7 +177,7 @@ func TestGeneral_EngineMissing(t *testing.T) {
 	e.start()
 	e.task("task-20260101-003")
 	r := e.final("task-20260101-003")
-	if r.Status != "failed" || r.ErrorReason != schema.ReasonEngineMissing {
+	if r.Status != "failed" || r.ErrorReason != doc.ReasonEngineMissing {
 		t.Fatalf("final = %+v", r)
 	}
 }
@@ -184,14 +185,14 @@ func TestGeneral_EngineMissing(t *testing.T) {
 func TestGeneral_ResumeWithoutItsWorkdirIsSessionLost(t *testing.T) {
 	e := newEnv(t)
 	e.start()
-	e.task("task-20260101-020", func(t *schema.Task) {
-		t.Type = schema.TaskTypeResume
+	e.task("task-20260101-020", func(t *doc.Task) {
+		t.Type = doc.TaskTypeResume
 		t.SessionID = "5e55a0b1-0000-4000-8000-000000000002"
 		t.Workdir = filepath.Join(e.l.TaskDir(e.m.Name, "task-20260101-019"), "repo") // never made, or cleaned
 		t.OriginalTaskID = "task-20260101-019"
 	})
 	r := e.final("task-20260101-020")
-	if r.Status != "failed" || r.ErrorReason != schema.ReasonSessionLost || !strings.Contains(r.Error, "is gone") {
+	if r.Status != "failed" || r.ErrorReason != doc.ReasonSessionLost || !strings.Contains(r.Error, "is gone") {
 		t.Fatalf("final = %+v", r)
 	}
 	if _, err := os.Stat(e.l.TaskDir(e.m.Name, "task-20260101-020")); err == nil {
@@ -203,7 +204,7 @@ func TestGeneral_NeedsHumanKeepsWorkdirAndResumePassesSession(t *testing.T) {
 	e := newEnv(t)
 	e.scenario("task-20260101-010", map[string]any{"mode": "needs_human", "session_id": "5e55a0b1-0000-4000-8000-000000000001"})
 	e.start()
-	e.task("task-20260101-010", func(t *schema.Task) {
+	e.task("task-20260101-010", func(t *doc.Task) {
 		t.Payload = map[string]any{"channel": "D1", "ts": "1700000000.000100", "text": "help"}
 	})
 	r := e.final("task-20260101-010")
@@ -226,8 +227,8 @@ func TestGeneral_NeedsHumanKeepsWorkdirAndResumePassesSession(t *testing.T) {
 	}
 	// The king's resume task carries session and workdir (§9.8).
 	e.scenario("task-20260101-011", map[string]any{"mode": "success"})
-	e.task("task-20260101-011", func(t *schema.Task) {
-		t.Type = schema.TaskTypeResume
+	e.task("task-20260101-011", func(t *doc.Task) {
+		t.Type = doc.TaskTypeResume
 		t.Priority = "high"
 		t.SessionID = cp.SessionID
 		t.Workdir = cp.Workdir
@@ -289,7 +290,7 @@ func TestGeneral_KilledFromOutsideIsSoldierDied(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := e.final("task-20260101-020")
-	if r.Status != "killed" || r.ErrorReason != schema.ReasonSoldierDied {
+	if r.Status != "killed" || r.ErrorReason != doc.ReasonSoldierDied {
 		t.Fatalf("final = %+v", r)
 	}
 	if len(e.events("soldier.killed")) != 1 {
@@ -303,7 +304,7 @@ func TestGeneral_KilledFromOutsideIsSoldierDied(t *testing.T) {
 }
 
 // advanceUntilFinal drives a fake clock in 10 s steps until the final result.
-func advanceUntilFinal(e *env, fc *clock.Fake, id string) *schema.Result {
+func advanceUntilFinal(e *env, fc *clock.Fake, id string) *doc.Result {
 	e.t.Helper()
 	e.tickUntil("soldier session", func() bool { return sessionOf(e, id) != "" })
 	count := func() int { return e.pollCount(id) }
@@ -333,7 +334,7 @@ func TestGeneral_TimeoutWithoutHeartbeat(t *testing.T) {
 	e.start()
 	e.task("task-20260101-030")
 	r := advanceUntilFinal(e, fc, "task-20260101-030")
-	if r.Status != "failed" || r.ErrorReason != schema.ReasonTimeout {
+	if r.Status != "failed" || r.ErrorReason != doc.ReasonTimeout {
 		t.Fatalf("final = %+v", r)
 	}
 	if r.DurationSeconds < 100 || r.DurationSeconds >= 200 {
@@ -354,7 +355,7 @@ func TestGeneral_TimeoutExtendedByHeartbeatUpToTwice(t *testing.T) {
 	e.start()
 	e.task("task-20260101-031")
 	r := advanceUntilFinal(e, fc, "task-20260101-031")
-	if r.Status != "failed" || r.ErrorReason != schema.ReasonTimeout {
+	if r.Status != "failed" || r.ErrorReason != doc.ReasonTimeout {
 		t.Fatalf("final = %+v", r)
 	}
 	if r.DurationSeconds < 200 || r.DurationSeconds > 230 {
@@ -395,7 +396,7 @@ func TestGeneral_PromptTooLargeFailsWithoutSoldier(t *testing.T) {
 	e.start()
 	e.task("task-20260101-050")
 	r := e.final("task-20260101-050")
-	if r.Status != "failed" || r.ErrorReason != schema.ReasonPromptTooLarge {
+	if r.Status != "failed" || r.ErrorReason != doc.ReasonPromptTooLarge {
 		t.Fatalf("final = %+v", r)
 	}
 	if len(e.events("soldier.spawned")) != 0 {
@@ -406,8 +407,8 @@ func TestGeneral_PromptTooLargeFailsWithoutSoldier(t *testing.T) {
 func TestGeneral_SkipsOthersTasksAndFutureNotBefore(t *testing.T) {
 	e := newEnv(t)
 	e.start()
-	e.task("task-20260101-060", func(t *schema.Task) { t.TargetGeneral = "gen-other" })
-	e.task("task-20260101-061", func(t *schema.Task) { t.NotBefore = schema.FormatTime(time.Now().Add(time.Hour)) })
+	e.task("task-20260101-060", func(t *doc.Task) { t.TargetGeneral = "gen-other" })
+	e.task("task-20260101-061", func(t *doc.Task) { t.NotBefore = doc.FormatTime(time.Now().Add(time.Hour)) })
 	if err := e.g.Tick(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -430,11 +431,11 @@ func TestGeneral_PeriodicReconcileFinishesAStrandedTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	put := func(id, status string) {
-		e.claimed(id, func(tk *schema.Task) { tk.Status = status })
+		e.claimed(id, func(tk *doc.Task) { tk.Status = status })
 		os.WriteFile(e.l.ResultRaw(id), []byte(`{"task_id":"`+id+`","status":"success","summary":"done before the crash"}`), 0o600)
 	}
-	put("task-20260101-090", schema.TaskInProgress)
-	put("task-20260101-091", schema.TaskRetrying)
+	put("task-20260101-090", doc.TaskInProgress)
+	put("task-20260101-091", doc.TaskRetrying)
 	g.Tick(context.Background())
 	if _, err := os.Stat(e.l.ResultFinal("task-20260101-090")); err == nil {
 		t.Fatal("reconciled before the period elapsed")

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 )
 
 // TestWorkspace_AgentGitConfigNeverRunsInTheGeneral: an agent in its
@@ -48,8 +48,8 @@ func TestWorkspace_AgentGitConfigNeverRunsInTheGeneral(t *testing.T) {
 	e.m.DefaultRepo = "acme/app"
 	g := e.g0()
 	ctx := context.Background()
-	task := func(id string) *schema.Task {
-		return &schema.Task{ID: id, TargetGeneral: e.m.Name, Type: "test.run", Payload: map[string]any{}}
+	task := func(id string) *doc.Task {
+		return &doc.Task{ID: id, TargetGeneral: e.m.Name, Type: "test.run", Payload: map[string]any{}}
 	}
 	ws1, err := g.prepareWorkspace(ctx, task("task-20260101-900"))
 	if err != nil {
@@ -140,7 +140,7 @@ func TestWorkspace_PrivateCloneOverHTTPUsesGHToken(t *testing.T) {
 	e.m.DefaultRepo = "acme/app"
 	g := e.g0()
 	ctx := context.Background()
-	tk := &schema.Task{ID: "task-20260101-910", TargetGeneral: e.m.Name, Type: "test.run", Payload: map[string]any{}}
+	tk := &doc.Task{ID: "task-20260101-910", TargetGeneral: e.m.Name, Type: "test.run", Payload: map[string]any{}}
 	if _, err := g.prepareWorkspace(ctx, tk); err == nil {
 		t.Fatal("a private clone without a token succeeded: the server does not check auth")
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/kingdom-dev/kingdom/internal/testkit/pgtest"
 	"github.com/kingdom-dev/kingdom/pkg/clock"
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/outputs"
@@ -230,10 +231,10 @@ func (e *env) scenario(task string, sc map[string]any) {
 	}
 }
 
-func (e *env) task(id string, mut ...func(*schema.Task)) *schema.Task {
+func (e *env) task(id string, mut ...func(*doc.Task)) *doc.Task {
 	e.t.Helper()
-	t := &schema.Task{ID: id, EventID: "evt-inbox-" + id, TargetGeneral: e.m.Name, Type: "test.run",
-		Payload: map[string]any{}, Priority: "normal", CreatedAt: schema.FormatTime(time.Now()), Status: "pending"}
+	t := &doc.Task{ID: id, EventID: "evt-inbox-" + id, TargetGeneral: e.m.Name, Type: "test.run",
+		Payload: map[string]any{}, Priority: "normal", CreatedAt: doc.FormatTime(time.Now()), Status: "pending"}
 	for _, f := range mut {
 		f(t)
 	}
@@ -250,7 +251,7 @@ func (e *env) tasks() *queue.Queue {
 
 // claimed puts task id in in_progress as this host's claim of its attempt
 // (a general that ran it before: the reconcile pass settles it).
-func (e *env) claimed(id string, mut ...func(*schema.Task)) *schema.Task {
+func (e *env) claimed(id string, mut ...func(*doc.Task)) *doc.Task {
 	e.t.Helper()
 	t := e.task(id, mut...)
 	if err := e.tasks().ClaimAs(layout.Pending, layout.InProgress, id, store.Claim{Holder: e.host, Attempt: t.RetryCount}); err != nil {
@@ -280,9 +281,9 @@ func (e *env) tickUntil(what string, cond func() bool) {
 	}
 }
 
-func (e *env) final(id string) *schema.Result {
+func (e *env) final(id string) *doc.Result {
 	e.t.Helper()
-	var r *schema.Result
+	var r *doc.Result
 	e.tickUntil("final result of "+id, func() bool {
 		b, err := os.ReadFile(e.l.ResultFinal(id))
 		if err != nil {

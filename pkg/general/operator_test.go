@@ -9,9 +9,9 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/control"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
 )
 
@@ -34,7 +34,7 @@ func TestGeneral_PauseHoldsClaims(t *testing.T) {
 		t.Fatal("a task was claimed while paused")
 	}
 	os.Remove(e.l.KingPaused())
-	if r := e.final("task-20260101-001"); r.Status != schema.ResultSuccess {
+	if r := e.final("task-20260101-001"); r.Status != doc.ResultSuccess {
 		t.Fatalf("after resume: %+v", r)
 	}
 }
@@ -42,24 +42,24 @@ func TestGeneral_PauseHoldsClaims(t *testing.T) {
 // A successful Slack task of a general that keeps conversations keeps its
 // workdir and records it; anything else does not.
 func TestKeepConversation(t *testing.T) {
-	dm := &schema.Task{ID: "task-20260101-001", Payload: map[string]any{"channel": "D1", "ts": "1.2"}}
-	gh := &schema.Task{ID: "task-20260101-002", Payload: map[string]any{}}
+	dm := &doc.Task{ID: "task-20260101-001", Payload: map[string]any{"channel": "D1", "ts": "1.2"}}
+	gh := &doc.Task{ID: "task-20260101-002", Payload: map[string]any{}}
 	for _, c := range []struct {
 		name     string
 		manifest bool
-		task     *schema.Task
+		task     *doc.Task
 		status   string
 		asked    bool
 		want     bool
 	}{
-		{"manifest, DM, success", true, dm, schema.ResultSuccess, false, true},
-		{"agent asked, DM, success", false, dm, schema.ResultSuccess, true, true},
-		{"no one asked", false, dm, schema.ResultSuccess, false, false},
-		{"not from Slack", true, gh, schema.ResultSuccess, true, false},
-		{"failed", true, dm, schema.ResultFailed, false, false},
+		{"manifest, DM, success", true, dm, doc.ResultSuccess, false, true},
+		{"agent asked, DM, success", false, dm, doc.ResultSuccess, true, true},
+		{"no one asked", false, dm, doc.ResultSuccess, false, false},
+		{"not from Slack", true, gh, doc.ResultSuccess, true, false},
+		{"failed", true, dm, doc.ResultFailed, false, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			r := &schema.Result{RawResult: schema.RawResult{Status: c.status, TrackConversation: c.asked}}
+			r := &doc.Result{RawResult: doc.RawResult{Status: c.status, TrackConversation: c.asked}}
 			keepConversation(c.manifest, c.task, r, "/w/repo")
 			if r.TrackConversation != c.want || (r.Workdir == "/w/repo") != c.want {
 				t.Errorf("track %v workdir %q, want %v", r.TrackConversation, r.Workdir, c.want)
@@ -102,12 +102,12 @@ func TestGeneral_CancelDuringWorkspacePreparationLaunchesNothing(t *testing.T) {
 	if err := layout.EnsureDir(e.l.KingCancelledDir()); err != nil {
 		t.Fatal(err)
 	}
-	if err := atomicfile.WriteJSON(e.l.KingCancelled(id), control.Cancelled{TaskID: id, Was: layout.InProgress, By: "op", At: schema.FormatTime(time.Now())}); err != nil {
+	if err := atomicfile.WriteJSON(e.l.KingCancelled(id), control.Cancelled{TaskID: id, Was: layout.InProgress, By: "op", At: doc.FormatTime(time.Now())}); err != nil {
 		t.Fatal(err)
 	}
 	lock.Unlock()
 	r := e.final(id)
-	if r.Status != schema.ResultFailed || r.ErrorReason != schema.ReasonCancelled {
+	if r.Status != doc.ResultFailed || r.ErrorReason != doc.ReasonCancelled {
 		t.Errorf("final = %s/%s, want failed/Cancelled", r.Status, r.ErrorReason)
 	}
 	if n := len(e.events("soldier.spawned")); n != 0 {

@@ -7,9 +7,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/outputs"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
@@ -20,11 +20,11 @@ import (
 // host holds the attempt's claim. The outcomes go into the final result.
 // An error wrapping store.ErrFenced means the claim is gone: nothing more
 // ran, and the attempt is lost.
-func (g *General) runOutputs(ctx context.Context, t *schema.Task, ws workspace, r *schema.RawResult) ([]schema.OutputOutcome, error) {
+func (g *General) runOutputs(ctx context.Context, t *doc.Task, ws workspace, r *doc.RawResult) ([]doc.OutputOutcome, error) {
 	if len(r.Outputs) == 0 {
 		return nil, nil
 	}
-	if r.Status != schema.ResultSuccess {
+	if r.Status != doc.ResultSuccess {
 		return outputs.NotRun(r.Outputs, r.Status), nil
 	}
 	tgt := outputs.Target{TaskID: t.ID, Repo: ws.Repo, PR: payloadInt(t.Payload, "pr_number"),
@@ -42,7 +42,7 @@ func (g *General) runOutputs(ctx context.Context, t *schema.Task, ws workspace, 
 
 // holds reports whether this host still holds the claim of t's attempt
 // (store.ErrFenced when not): a fenced-out attempt's outputs never run.
-func (g *General) holds(ctx context.Context, t *schema.Task) error {
+func (g *General) holds(ctx context.Context, t *doc.Task) error {
 	if g.leaseStale() {
 		return fmt.Errorf("host %s is fenced: %w", g.o.Host, store.ErrFenced)
 	}

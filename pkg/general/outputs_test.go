@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"github.com/kingdom-dev/kingdom/internal/testkit/githubfake"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/outputs"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
@@ -78,10 +78,10 @@ func readSeen(t *testing.T, e *env, name string) string {
 	return string(b)
 }
 
-func prTask(id string) func(*schema.Task) {
-	return func(t *schema.Task) {
+func prTask(id string) func(*doc.Task) {
+	return func(t *doc.Task) {
 		t.Type = "github.pr.review_requested"
-		t.Repo = schema.StringPtr("acme/app")
+		t.Repo = doc.StringPtr("acme/app")
 		t.Payload = map[string]any{"pr_number": "7", "subject_title": "Add main"}
 	}
 }
@@ -109,7 +109,7 @@ func prEnv(t *testing.T) (*env, *githubfake.Fake, string, string) {
 // the final result and in soldier.completed.
 func TestOutputs_PRReviewPushAndPullRequestByKingdom(t *testing.T) {
 	e, f, bare, head := prEnv(t)
-	e.m.Outputs.Allow = []string{schema.OutputGitHubReview, schema.OutputGitHubPush, schema.OutputGitHubPullRequest}
+	e.m.Outputs.Allow = []string{doc.OutputGitHubReview, doc.OutputGitHubPush, doc.OutputGitHubPullRequest}
 	id := "task-20260301-001"
 	agentScript(t, e, id, `echo fixed > fix.txt
 echo "agent rules" > CLAUDE.md`, map[string]any{"status": "success", "summary": "reviewed",
@@ -191,7 +191,7 @@ echo "agent rules" > CLAUDE.md`, map[string]any{"status": "success", "summary": 
 // their reasons, and nothing of them reaches GitHub.
 func TestOutputs_RefusedAreNamedInTheResult(t *testing.T) {
 	e, f, bare, _ := prEnv(t)
-	e.m.Outputs.Allow = []string{schema.OutputGitHubReview, schema.OutputGitHubPush}
+	e.m.Outputs.Allow = []string{doc.OutputGitHubReview, doc.OutputGitHubPush}
 	id := "task-20260301-002"
 	agentScript(t, e, id, `mkdir -p .github/workflows
 echo "run: curl evil" > .github/workflows/ci.yml`, map[string]any{"status": "success", "summary": "reviewed",
@@ -234,12 +234,12 @@ echo "run: curl evil" > .github/workflows/ci.yml`, map[string]any{"status": "suc
 // and posts nothing twice; a fenced-out attempt posts nothing at all.
 func TestOutputs_RestartAfterThePostDoesNotRepost(t *testing.T) {
 	e, f, _, _ := prEnv(t)
-	e.m.Outputs.Allow = []string{schema.OutputGitHubReview}
+	e.m.Outputs.Allow = []string{doc.OutputGitHubReview}
 	id := "task-20260301-003"
 	e.claimed(id, prTask(id))
 	key := outputs.Key(id, 0, 0)
 	// The crashed general's records and its post.
-	rec, _ := json.Marshal(outputs.Record{Kind: schema.OutputGitHubReview, State: schema.OutcomeStarted})
+	rec, _ := json.Marshal(outputs.Record{Kind: doc.OutputGitHubReview, State: doc.OutcomeStarted})
 	if err := e.store().Update(t.Context(), func(tx store.Tx) error { return tx.Set(outputs.NS, key, rec) }); err != nil {
 		t.Fatal(err)
 	}
@@ -248,8 +248,8 @@ func TestOutputs_RestartAfterThePostDoesNotRepost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw := schema.RawResult{TaskID: id, Status: "success", Summary: "ok",
-		Outputs: []schema.Output{{Kind: schema.OutputGitHubReview, Event: "COMMENT", Body: "LGTM"}}}
+	raw := doc.RawResult{TaskID: id, Status: "success", Summary: "ok",
+		Outputs: []doc.Output{{Kind: doc.OutputGitHubReview, Event: "COMMENT", Body: "LGTM"}}}
 	b, _ := json.Marshal(raw)
 	os.WriteFile(e.l.ResultRaw(id), b, 0o600)
 	e.start()
@@ -264,7 +264,7 @@ func TestOutputs_RestartAfterThePostDoesNotRepost(t *testing.T) {
 
 func TestOutputs_FencedOutAttemptRunsNone(t *testing.T) {
 	e, f, _, _ := prEnv(t)
-	e.m.Outputs.Allow = []string{schema.OutputGitHubReview}
+	e.m.Outputs.Allow = []string{doc.OutputGitHubReview}
 	id := "task-20260301-004"
 	agentScript(t, e, id, "", map[string]any{"status": "success", "summary": "ok",
 		"outputs": []map[string]any{{"kind": "github.review", "event": "COMMENT", "body": "LGTM"}}})

@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/enginepause"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // enginePaused reports whether this general's engine is paused by a usage
@@ -23,7 +23,7 @@ func (g *General) enginePaused(ctx context.Context, now time.Time) bool {
 	eng := g.o.System.EngineFor(g.o.Manifest)
 	until, ok := pf.Active(eng, now)
 	if ok {
-		g.log.Debug("engine paused; pending tasks wait", "engine", eng, "until", schema.FormatTime(until))
+		g.log.Debug("engine paused; pending tasks wait", "engine", eng, "until", doc.FormatTime(until))
 	}
 	return ok
 }

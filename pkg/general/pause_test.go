@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/clock"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/enginepause"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // A pending task of a paused engine waits for the pause's end, even when it
@@ -24,7 +24,7 @@ func TestGeneral_PendingTasksWaitForTheirEnginesPause(t *testing.T) {
 	e.start()
 	pause := func(engine string, until time.Time) {
 		t.Helper()
-		if err := enginepause.Save(t.Context(), kv.OnStore(e.store()), enginepause.File{engine: {Until: schema.FormatTime(until), Reason: "limit"}}); err != nil {
+		if err := enginepause.Save(t.Context(), kv.OnStore(e.store()), enginepause.File{engine: {Until: doc.FormatTime(until), Reason: "limit"}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // Every tick lists pending/ afresh: a task addressed to another general is
@@ -19,7 +19,7 @@ func TestGeneral_PendingIsListedEveryTick(t *testing.T) {
 	pending := e.l.QueueState(layout.QTasks, layout.Pending)
 	rejected := e.l.QueueState(layout.QTasks, layout.Rejected)
 	for _, id := range []string{"task-20260101-070", "task-20260101-071"} {
-		e.task(id, func(t *schema.Task) { t.TargetGeneral = "gen-other" })
+		e.task(id, func(t *doc.Task) { t.TargetGeneral = "gen-other" })
 	}
 	if err := e.g.Tick(context.Background()); err != nil {
 		t.Fatal(err)

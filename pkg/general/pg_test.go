@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/internal/testkit/pgtest"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
@@ -34,7 +35,7 @@ func newPGEnv(t *testing.T, dsn, host string) *env {
 }
 
 // storedFinal is the final result of id in the env's store, nil when none.
-func storedFinal(t *testing.T, e *env, id string) *schema.Result {
+func storedFinal(t *testing.T, e *env, id string) *doc.Result {
 	t.Helper()
 	b, err := kv.OnStore(e.store()).Get(context.Background(), kv.NSResults, id)
 	if errors.Is(err, kv.ErrNotFound) {
@@ -83,7 +84,7 @@ func TestGeneral_PG_TwoHostsClaimEachTaskOnce(t *testing.T) {
 	pinned := map[string]bool{}
 	for i := range n {
 		id := fmt.Sprintf("task-20260101-%03d", i+1)
-		es["h1"].task(id, func(tk *schema.Task) {
+		es["h1"].task(id, func(tk *doc.Task) {
 			if i%5 == 0 {
 				tk.Host, pinned[id] = "h2", true
 			}
@@ -128,7 +129,7 @@ func TestGeneral_PG_TwoHostsClaimEachTaskOnce(t *testing.T) {
 			t.Errorf("%s is pinned to h2 but ran on %s", id, got[0])
 		}
 		r := storedFinal(t, es["h1"], id)
-		if r == nil || r.Status != schema.ResultSuccess || r.Host != got[0] {
+		if r == nil || r.Status != doc.ResultSuccess || r.Host != got[0] {
 			t.Errorf("%s: final %+v, want success from host %s", id, r, got[0])
 		}
 	}
@@ -151,11 +152,11 @@ func TestGeneral_PG_FinishByANonHolderIsFenced(t *testing.T) {
 		t.Fatalf("non-holder FinishAs: %v, want ErrFenced", err)
 	}
 	// The same attempt number on the holder's host only.
-	if err := h2.g.publish(context.Background(), tk, nil, &schema.Result{}); !errors.Is(err, errLost) || !errors.Is(err, store.ErrFenced) {
+	if err := h2.g.publish(context.Background(), tk, nil, &doc.Result{}); !errors.Is(err, errLost) || !errors.Is(err, store.ErrFenced) {
 		t.Fatalf("non-holder publish: %v, want errLost wrapping ErrFenced", err)
 	}
 	for _, e := range []*env{h1, h2} {
-		e.g.synthetic(id, schema.ResultFailed, schema.ReasonEngineError, "went wrong")
+		e.g.synthetic(id, doc.ResultFailed, doc.ReasonEngineError, "went wrong")
 	}
 	start := time.Now()
 	h2.g.finish(context.Background(), tk, "", start, workspace{})
@@ -170,7 +171,7 @@ func TestGeneral_PG_FinishByANonHolderIsFenced(t *testing.T) {
 	}
 	h1.g.finish(context.Background(), tk, "", start, workspace{})
 	r := storedFinal(t, h1, id)
-	if r == nil || r.ErrorReason != schema.ReasonEngineError || r.Host != "h1" {
+	if r == nil || r.ErrorReason != doc.ReasonEngineError || r.Host != "h1" {
 		t.Fatalf("holder's final = %+v, want EngineError from h1", r)
 	}
 }

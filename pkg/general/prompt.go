@@ -9,8 +9,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // MaxPromptBytes is the largest prompt a general hands to a soldier.
@@ -126,7 +126,7 @@ func (g *General) loadTemplate() string {
 }
 
 // BuildPrompt renders the task's prompt with memory appended.
-func (g *General) BuildPrompt(t *schema.Task, ws workspace) (string, error) {
+func (g *General) BuildPrompt(t *doc.Task, ws workspace) (string, error) {
 	var b strings.Builder
 	b.WriteString(Render(g.loadTemplate(), Vars{TaskID: t.ID, Repo: ws.Repo, Type: t.Type, RepoDir: ws.RepoDir, Payload: t.Payload}))
 	if ws.PR != nil {

@@ -10,7 +10,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 )
 
 // Kingdom prepares what the agent would have fetched (SPEC §12.3): for a
@@ -72,7 +72,7 @@ var refNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$`)
 
 // pullRequestOf reads the PR a github.pr.* task is about ("", nil for any
 // other task).
-func (g *General) pullRequestOf(ctx context.Context, t *schema.Task, repo string) (*PullRequest, error) {
+func (g *General) pullRequestOf(ctx context.Context, t *doc.Task, repo string) (*PullRequest, error) {
 	n := payloadInt(t.Payload, "pr_number")
 	if n == 0 || repo == "" || !strings.HasPrefix(t.Type, "github.pr.") {
 		return nil, nil

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
@@ -11,18 +12,18 @@ import (
 // schema. soldier-spawn publishes an agent's result (its staging file or
 // structured output) without validating it — it links no validator, as it
 // starts once per task — so this is where a broken agent result is caught.
-// The message names where the result came from (schema.RawOrigin, recorded
+// The message names where the result came from (doc.RawOrigin, recorded
 // by the soldier) and the broken rule, and the attempt's session, usage
 // and cost, which the soldier measured itself, are kept when they pass the
 // schema on their own.
-func invalidRaw(task string, b []byte, err error) *schema.RawResult {
+func invalidRaw(task string, b []byte, err error) *doc.RawResult {
 	var m map[string]json.RawMessage
 	if json.Unmarshal(b, &m) != nil {
 		m = nil
 	}
 	origin := "raw result"
 	var s string
-	if json.Unmarshal(m[schema.RawOrigin], &s) == nil && s != "" {
+	if json.Unmarshal(m[doc.RawOrigin], &s) == nil && s != "" {
 		if len(s) > 300 {
 			s = s[:300] + "…"
 		}
@@ -52,17 +53,17 @@ func invalidRaw(task string, b []byte, err error) *schema.RawResult {
 }
 
 // validFallback is the agent's staging result the soldier published beside
-// a structured output (schema.RawFallback), when it passes the schema: the
+// a structured output (doc.RawFallback), when it passes the schema: the
 // structured output goes first only when valid (SPEC §10.1). The attempt's
 // session, usage and cost, which the soldier measured on the outer result,
 // go with it. nil: no fallback, or it fails too.
-func validFallback(b []byte) *schema.RawResult {
+func validFallback(b []byte) *doc.RawResult {
 	var m map[string]json.RawMessage
-	if json.Unmarshal(b, &m) != nil || len(m[schema.RawFallback]) == 0 {
+	if json.Unmarshal(b, &m) != nil || len(m[doc.RawFallback]) == 0 {
 		return nil
 	}
 	var fb map[string]json.RawMessage
-	if json.Unmarshal(m[schema.RawFallback], &fb) != nil || fb == nil {
+	if json.Unmarshal(m[doc.RawFallback], &fb) != nil || fb == nil {
 		return nil
 	}
 	for _, k := range []string{"session_id", "usage", "cost_usd"} {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
@@ -20,7 +21,7 @@ func TestGeneral_InvalidAgentResultNamesFileAndRuleAndKeepsUsage(t *testing.T) {
 	e.task(id)
 	r := e.final(id)
 	want := "agent result " + e.l.ResultStaging(id) + ": raw-result: at '/status': "
-	if r.Status != schema.ResultFailed || r.ErrorReason != schema.ReasonInvalidResult || !strings.Contains(r.Error, want) {
+	if r.Status != doc.ResultFailed || r.ErrorReason != doc.ReasonInvalidResult || !strings.Contains(r.Error, want) {
 		t.Fatalf("final = status %s reason %s error %q; want failed InvalidResult ~%q", r.Status, r.ErrorReason, r.Error, want)
 	}
 	if r.Usage == nil || r.Usage.InputTokens != 7 || r.Usage.OutputTokens != 3 {
@@ -32,7 +33,7 @@ func TestGeneral_InvalidAgentResultNamesFileAndRuleAndKeepsUsage(t *testing.T) {
 }
 
 func TestInvalidRaw_OriginAndKeptFieldsAreCheckedThemselves(t *testing.T) {
-	err := schema.Validate(schema.KindRawResult, []byte(`{"task_id":"task-20260101-001","status":"done","summary":"x"}`))
+	err := schema.Validate(doc.KindRawResult, []byte(`{"task_id":"task-20260101-001","status":"done","summary":"x"}`))
 	cases := []struct {
 		name, doc, errPrefix string
 		usage                bool
@@ -46,7 +47,7 @@ func TestInvalidRaw_OriginAndKeptFieldsAreCheckedThemselves(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := invalidRaw("task-20260101-001", []byte(c.doc), err)
-			if r.Status != schema.ResultFailed || r.ErrorReason != schema.ReasonInvalidResult ||
+			if r.Status != doc.ResultFailed || r.ErrorReason != doc.ReasonInvalidResult ||
 				!strings.HasPrefix(r.Error, c.errPrefix+err.Error()) || r.Summary != r.Error {
 				t.Errorf("got %+v, want error %q", r, c.errPrefix+err.Error())
 			}
@@ -75,7 +76,7 @@ func TestReadRaw_InvalidStructuredOutputFallsBackToAValidStagingResult(t *testin
 		`"session_id":"5e55a0b1-0000-4000-8000-000000000005","usage":{"input_tokens":4,"output_tokens":2},"fallback":` + fallback + `}`)
 	g := e.start()
 	r := g.readRaw(id)
-	if r.Status != schema.ResultSuccess || r.Summary != "from staging" {
+	if r.Status != doc.ResultSuccess || r.Summary != "from staging" {
 		t.Fatalf("took %s %q, want the valid staging fallback", r.Status, r.Summary)
 	}
 	if r.SessionID != "5e55a0b1-0000-4000-8000-000000000005" || r.Usage == nil || r.Usage.InputTokens != 4 {
@@ -86,7 +87,7 @@ func TestReadRaw_InvalidStructuredOutputFallsBackToAValidStagingResult(t *testin
 		t.Errorf("a valid structured output lost to its fallback: %q", r.Summary)
 	}
 	write(`{"task_id":"` + id + `","status":"done","summary":"structured","origin":"agent structured output","fallback":{"task_id":"` + id + `","status":"nope"}}`)
-	if r := g.readRaw(id); r.ErrorReason != schema.ReasonInvalidResult || !strings.Contains(r.Error, "agent structured output: ") {
+	if r := g.readRaw(id); r.ErrorReason != doc.ReasonInvalidResult || !strings.Contains(r.Error, "agent structured output: ") {
 		t.Errorf("both invalid: %s %q, want InvalidResult naming the structured output", r.ErrorReason, r.Error)
 	}
 }

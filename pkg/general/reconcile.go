@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/proctree"
@@ -30,7 +31,7 @@ func (g *General) reconcile(ctx context.Context) error {
 	l := g.o.Layout
 	for _, e := range entries {
 		t, err := schema.DecodeTask(e.Data)
-		if err != nil || t.TargetGeneral != g.name || t.Status == schema.TaskRetrying {
+		if err != nil || t.TargetGeneral != g.name || t.Status == doc.TaskRetrying {
 			continue // not ours, or the king is re-queueing it
 		}
 		g.mu.Lock()
@@ -108,7 +109,7 @@ func (g *General) reconcile(ctx context.Context) error {
 				_ = g.reg.Remove(reg.ID)
 			}
 			g.log.Warn("task orphaned by a dead general; marking its soldier dead", "task", t.ID)
-			g.synthetic(t.ID, schema.ResultKilled, schema.ReasonSoldierDied, "general restarted and found no live soldier for the task")
+			g.synthetic(t.ID, doc.ResultKilled, doc.ReasonSoldierDied, "general restarted and found no live soldier for the task")
 			g.emit("soldier.killed", map[string]any{"task_id": t.ID, "soldier_id": sid, "general": g.name, "reason": "orphaned"})
 			g.start(ctx, task, func(ctx context.Context) { g.finish(ctx, task, sid, started, ws) })
 		}

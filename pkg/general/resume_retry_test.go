@@ -4,6 +4,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
@@ -16,8 +17,8 @@ func TestResumeRetryableFailureKeepsWorkdir(t *testing.T) {
 		mode, reason string
 		kept         bool
 	}{
-		{"exit3", schema.ReasonEngineError, true},
-		{"usage_limit", schema.ReasonUsageLimited, true},
+		{"exit3", doc.ReasonEngineError, true},
+		{"usage_limit", doc.ReasonUsageLimited, true},
 		{"fail", "", false},
 	}
 	for _, c := range cases {
@@ -25,7 +26,7 @@ func TestResumeRetryableFailureKeepsWorkdir(t *testing.T) {
 			e := newEnv(t)
 			e.scenario("task-20260101-010", map[string]any{"mode": "needs_human", "session_id": "5e55a0b1-0000-4000-8000-000000000001"})
 			e.start()
-			e.task("task-20260101-010", func(t *schema.Task) {
+			e.task("task-20260101-010", func(t *doc.Task) {
 				t.Payload = map[string]any{"channel": "D1", "ts": "1700000000.000100", "text": "help"}
 			})
 			r := e.final("task-20260101-010")
@@ -38,15 +39,15 @@ func TestResumeRetryableFailureKeepsWorkdir(t *testing.T) {
 				t.Fatal(err)
 			}
 			e.scenario("task-20260101-011", map[string]any{"mode": c.mode, "session_id": cp.SessionID})
-			e.task("task-20260101-011", func(t *schema.Task) {
-				t.Type = schema.TaskTypeResume
+			e.task("task-20260101-011", func(t *doc.Task) {
+				t.Type = doc.TaskTypeResume
 				t.SessionID = cp.SessionID
 				t.Workdir = cp.Workdir
 				t.OriginalTaskID = "task-20260101-010"
 				t.Thread = cp.Thread
 			})
 			r2 := e.final("task-20260101-011")
-			if r2.Status != schema.ResultFailed || (c.reason != "" && r2.ErrorReason != c.reason) {
+			if r2.Status != doc.ResultFailed || (c.reason != "" && r2.ErrorReason != c.reason) {
 				t.Fatalf("resume result = %s/%s, want failed/%s", r2.Status, r2.ErrorReason, c.reason)
 			}
 			_, err = os.Stat(cp.Workdir)

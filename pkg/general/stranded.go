@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/redact"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // Writes that must not be lost. When the disk is full (or the results
@@ -21,7 +21,7 @@ import (
 
 // stranded is a finished attempt whose results are not written yet.
 type stranded struct {
-	t       *schema.Task
+	t       *doc.Task
 	sid     string
 	started time.Time
 	ws      workspace
@@ -77,7 +77,7 @@ func (g *General) retryStranded(ctx context.Context) {
 
 // keepPendingRaw remembers a synthetic raw result that could not be
 // written, for finish to write again.
-func (g *General) keepPendingRaw(r schema.RawResult) {
+func (g *General) keepPendingRaw(r doc.RawResult) {
 	g.mu.Lock()
 	g.pendingRaw[r.TaskID] = r
 	g.mu.Unlock()

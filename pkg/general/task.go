@@ -11,10 +11,10 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/control"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/proctree"
 	"github.com/kingdom-dev/kingdom/pkg/redact"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
 	"github.com/kingdom-dev/kingdom/pkg/spawn"
 )
@@ -28,7 +28,7 @@ const (
 )
 
 // runTask is one attempt of t, from workspace to final result.
-func (g *General) runTask(ctx context.Context, t *schema.Task) {
+func (g *General) runTask(ctx context.Context, t *doc.Task) {
 	l := g.o.Layout
 	started := g.o.Clock.Now()
 	// §9.1: nothing of the previous attempt may be mistaken for this one.
@@ -40,29 +40,29 @@ func (g *General) runTask(ctx context.Context, t *schema.Task) {
 	if t.SessionID != "" && t.Workdir != "" && g.resumeWorkdir(t) == "" {
 		// SPEC §10.5: a resume whose working directory is gone has lost its
 		// session (claude keys sessions by cwd; the repo state is gone).
-		g.synthetic(t.ID, schema.ResultFailed, schema.ReasonSessionLost,
+		g.synthetic(t.ID, doc.ResultFailed, doc.ReasonSessionLost,
 			fmt.Sprintf("cannot resume session %s: its working directory %s is gone", t.SessionID, t.Workdir))
 		g.finish(ctx, t, "", started, workspace{})
 		return
 	}
 	ws, err := g.prepareWorkspace(ctx, t)
 	if err != nil {
-		g.synthetic(t.ID, schema.ResultFailed, schema.ReasonEngineError, "prepare workspace: "+err.Error())
+		g.synthetic(t.ID, doc.ResultFailed, doc.ReasonEngineError, "prepare workspace: "+err.Error())
 		g.finish(ctx, t, "", started, ws)
 		return
 	}
 	prompt, err := g.BuildPrompt(t, ws)
 	if err != nil {
-		reason := schema.ReasonEngineError
+		reason := doc.ReasonEngineError
 		if errors.Is(err, ErrPromptTooLarge) {
-			reason = schema.ReasonPromptTooLarge
+			reason = doc.ReasonPromptTooLarge
 		}
-		g.synthetic(t.ID, schema.ResultFailed, reason, err.Error())
+		g.synthetic(t.ID, doc.ResultFailed, reason, err.Error())
 		g.finish(ctx, t, "", started, ws)
 		return
 	}
 	if err := writeTaskFile(l.Prompt(t.ID), []byte(redact.String(prompt))); err != nil {
-		g.synthetic(t.ID, schema.ResultFailed, schema.ReasonEngineError, "write prompt: "+err.Error())
+		g.synthetic(t.ID, doc.ResultFailed, doc.ReasonEngineError, "write prompt: "+err.Error())
 		g.finish(ctx, t, "", started, ws)
 		return
 	}
@@ -71,7 +71,7 @@ func (g *General) runTask(ctx context.Context, t *schema.Task) {
 	spawnedAt := g.o.Clock.Now()
 	// §9.12: register before creating the session, deregister on failure.
 	if err := g.reg.Add(sessions.Entry{ID: sid, TaskID: t.ID, General: g.name, StartedAt: spawnedAt.UTC()}); err != nil {
-		g.synthetic(t.ID, schema.ResultFailed, schema.ReasonEngineError, "register soldier: "+err.Error())
+		g.synthetic(t.ID, doc.ResultFailed, doc.ReasonEngineError, "register soldier: "+err.Error())
 		g.finish(ctx, t, "", started, ws)
 		return
 	}
@@ -81,7 +81,7 @@ func (g *General) runTask(ctx context.Context, t *schema.Task) {
 	// already there (this attempt's end was decided meanwhile) ends it too.
 	if g.cancelled(ctx, t) || exists(l.ResultRaw(t.ID)) {
 		_ = g.reg.Remove(sid)
-		g.synthetic(t.ID, schema.ResultFailed, schema.ReasonCancelled, "cancelled before its soldier started")
+		g.synthetic(t.ID, doc.ResultFailed, doc.ReasonCancelled, "cancelled before its soldier started")
 		g.log.Info("task cancelled before launch", "task", t.ID)
 		g.finish(ctx, t, "", started, ws)
 		return
@@ -90,7 +90,7 @@ func (g *General) runTask(ctx context.Context, t *schema.Task) {
 	// its attempt may be another host's soon (SPEC §11.7 Host loss).
 	if g.leaseStale() {
 		_ = g.reg.Remove(sid)
-		g.synthetic(t.ID, schema.ResultKilled, schema.ReasonHostLost,
+		g.synthetic(t.ID, doc.ResultKilled, doc.ReasonHostLost,
 			fmt.Sprintf("host %s could not renew its lease for %ds: soldier not started", g.o.Host, g.o.System.Store.SelfFenceSeconds))
 		g.finish(ctx, t, "", started, ws)
 		return
@@ -100,7 +100,7 @@ func (g *General) runTask(ctx context.Context, t *schema.Task) {
 	launched, err := spawn.Launch(ctx, g.o.Tmux, g.o.SpawnBin, p, g.o.SessionEnv)
 	if err != nil {
 		_ = g.reg.Remove(sid)
-		g.synthetic(t.ID, schema.ResultFailed, schema.ReasonEngineError, err.Error())
+		g.synthetic(t.ID, doc.ResultFailed, doc.ReasonEngineError, err.Error())
 		g.finish(ctx, t, "", started, ws)
 		return
 	}
@@ -118,7 +118,7 @@ func (g *General) runTask(ctx context.Context, t *schema.Task) {
 
 // cancelled reports whether the operator cancelled this attempt of t (the
 // king's cancel record, kv.NSCancelled, §10.11).
-func (g *General) cancelled(ctx context.Context, t *schema.Task) bool {
+func (g *General) cancelled(ctx context.Context, t *doc.Task) bool {
 	ctx, cancel := g.callCtx(ctx)
 	defer cancel()
 	rec := control.ReadCancelled(ctx, g.kv, t.ID)
@@ -132,13 +132,13 @@ func (g *General) synthetic(task, status, reason, msg string) bool {
 }
 
 // syntheticRaw is the raw result of a failure the general decided.
-func syntheticRaw(task, status, reason, msg string) schema.RawResult {
+func syntheticRaw(task, status, reason, msg string) doc.RawResult {
 	msg = redact.String(msg)
-	return schema.RawResult{TaskID: task, Status: status, Summary: msg, Error: msg, ErrorReason: reason}
+	return doc.RawResult{TaskID: task, Status: status, Summary: msg, Error: msg, ErrorReason: reason}
 }
 
 // writeSynthetic is synthetic for a raw result of the general's.
-func (g *General) writeSynthetic(r schema.RawResult) bool {
+func (g *General) writeSynthetic(r doc.RawResult) bool {
 	task := r.TaskID
 	b, err := jsonIndent(r)
 	if err == nil {
@@ -173,7 +173,7 @@ func lexists(path string) bool {
 // proc is the soldier's process when known (zero after a restart): a
 // soldier seen to end by itself is not killed through tmux. workdir is
 // the attempt's worktree (the engine's cwd).
-func (g *General) watch(ctx context.Context, t *schema.Task, sid string, spawnedAt time.Time, proc proctree.Identity, workdir string) bool {
+func (g *General) watch(ctx context.Context, t *doc.Task, sid string, spawnedAt time.Time, proc proctree.Identity, workdir string) bool {
 	l := g.o.Layout
 	raw, hb := l.ResultRaw(t.ID), l.ResultHeartbeat(t.ID)
 	timeout := g.o.Manifest.Timeout()
@@ -208,7 +208,7 @@ func (g *General) watch(ctx context.Context, t *schema.Task, sid string, spawned
 		if err == nil && !alive {
 			// §9.5: the soldier may have published just before exiting.
 			if !exists(raw) {
-				g.synthetic(t.ID, schema.ResultKilled, schema.ReasonSoldierDied, "soldier session "+sid+" ended without a result")
+				g.synthetic(t.ID, doc.ResultKilled, doc.ReasonSoldierDied, "soldier session "+sid+" ended without a result")
 				g.emit("soldier.killed", map[string]any{"task_id": t.ID, "soldier_id": sid, "general": g.name})
 				g.log.Warn("soldier died without a result", "task", t.ID, "soldier", sid)
 			}
@@ -232,7 +232,7 @@ func (g *General) watch(ctx context.Context, t *schema.Task, sid string, spawned
 			} else {
 				_ = g.o.Tmux.Kill(ctx, sid)
 				msg := fmt.Sprintf("soldier %s exceeded its timeout (%s)", sid, now.Sub(spawnedAt).Round(time.Second))
-				g.synthetic(t.ID, schema.ResultFailed, schema.ReasonTimeout, msg)
+				g.synthetic(t.ID, doc.ResultFailed, doc.ReasonTimeout, msg)
 				g.emit("soldier.timeout", map[string]any{"task_id": t.ID, "soldier_id": sid, "general": g.name,
 					"timeout_seconds": g.o.Manifest.TimeoutSeconds, "elapsed_seconds": now.Sub(spawnedAt).Seconds()})
 				g.log.Warn("soldier timed out", "task", t.ID, "soldier", sid)
@@ -243,8 +243,8 @@ func (g *General) watch(ctx context.Context, t *schema.Task, sid string, spawned
 		if reason, msg := brk.check(now, event); reason != "" {
 			// Killed as a cancel kills; the next look sees the raw result
 			// (the publication wakes it).
-			r := syntheticRaw(t.ID, schema.ResultFailed, reason, "soldier "+sid+" stopped: "+msg)
-			if reason == schema.ReasonRunaway {
+			r := syntheticRaw(t.ID, doc.ResultFailed, reason, "soldier "+sid+" stopped: "+msg)
+			if reason == doc.ReasonRunaway {
 				terminal := true
 				r.Terminal = &terminal
 			}

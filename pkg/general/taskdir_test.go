@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 )
 
 // Every attempt gets a new task dir: whatever an earlier attempt left (an
@@ -16,7 +16,7 @@ import (
 func TestWorkspace_EveryAttemptGetsAFreshTaskDir(t *testing.T) {
 	e := newEnv(t)
 	g := e.start()
-	task := &schema.Task{ID: "task-20260101-300", TargetGeneral: e.m.Name, Type: "test.run",
+	task := &doc.Task{ID: "task-20260101-300", TargetGeneral: e.m.Name, Type: "test.run",
 		Payload: map[string]any{}, Priority: "normal", Status: "in_progress"}
 	dir := e.l.TaskDir(g.name, task.ID)
 	if err := os.MkdirAll(filepath.Join(dir, "repo"), 0o700); err != nil {

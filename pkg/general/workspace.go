@@ -14,9 +14,9 @@ import (
 	"strings"
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 var repoRE = regexp.MustCompile(`^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$`)
@@ -39,8 +39,8 @@ type workspace struct {
 	PR *PullRequest
 }
 
-func (g *General) taskRepo(t *schema.Task) (string, error) {
-	repo := schema.Deref(t.Repo)
+func (g *General) taskRepo(t *doc.Task) (string, error) {
+	repo := doc.Deref(t.Repo)
 	if repo == "" {
 		repo = g.o.Manifest.DefaultRepo
 	}
@@ -54,7 +54,7 @@ func (g *General) taskRepo(t *schema.Task) (string, error) {
 }
 
 // workspaceOf computes the task's workspace paths without touching disk.
-func (g *General) workspaceOf(t *schema.Task) workspace {
+func (g *General) workspaceOf(t *doc.Task) workspace {
 	l := g.o.Layout
 	ws := workspace{TaskDir: l.TaskDir(g.name, t.ID)}
 	ws.RepoDir = filepath.Join(ws.TaskDir, "repo")
@@ -69,7 +69,7 @@ func (g *General) workspaceOf(t *schema.Task) workspace {
 
 // resumeWorkdir returns a resume task's workdir when it is a live task dir
 // of this general (never a path outside the workspace).
-func (g *General) resumeWorkdir(t *schema.Task) string {
+func (g *General) resumeWorkdir(t *doc.Task) string {
 	if t.Workdir == "" {
 		return ""
 	}
@@ -88,7 +88,7 @@ func (g *General) resumeWorkdir(t *schema.Task) string {
 // prepareWorkspace builds the task's workspace: a fresh worktree of the
 // base clone (cloned or fetched first), or the resumed task's workdir, and
 // writes the task files into it.
-func (g *General) prepareWorkspace(ctx context.Context, t *schema.Task) (workspace, error) {
+func (g *General) prepareWorkspace(ctx context.Context, t *doc.Task) (workspace, error) {
 	ws := g.workspaceOf(t)
 	if _, err := g.taskRepo(t); err != nil {
 		return ws, err
@@ -247,7 +247,7 @@ type TaskFile struct {
 
 // writeTaskFiles writes the task's instruction files and
 // .kingdom-task.json.
-func (g *General) writeTaskFiles(t *schema.Task, ws workspace) error {
+func (g *General) writeTaskFiles(t *doc.Task, ws workspace) error {
 	l := g.o.Layout
 	base := readOr(l.WorkspaceClaudeMD(), defaultWorkspaceClaude)
 	claudeExtra := readOr(filepath.Join(l.TemplatesDir(), g.name+"-claude.md"), "")

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
 	"github.com/kingdom-dev/kingdom/pkg/spawn"
 )
@@ -105,8 +105,8 @@ func TestWorkspace_ParallelTasksGetSeparateWorktrees(t *testing.T) {
 	e.m.MaxConcurrent = 2
 	e.scenario("", map[string]any{"mode": "success", "sleep_ms": 800})
 	e.start()
-	e.task("task-20260101-110", func(t *schema.Task) { t.Repo = schema.StringPtr("acme/app") })
-	e.task("task-20260101-111", func(t *schema.Task) { t.Repo = schema.StringPtr("acme/app") })
+	e.task("task-20260101-110", func(t *doc.Task) { t.Repo = doc.StringPtr("acme/app") })
+	e.task("task-20260101-111", func(t *doc.Task) { t.Repo = doc.StringPtr("acme/app") })
 	e.final("task-20260101-110")
 	e.final("task-20260101-111")
 	a, b := e.call("task-20260101-110").Cwd, e.call("task-20260101-111").Cwd
@@ -117,8 +117,8 @@ func TestWorkspace_ParallelTasksGetSeparateWorktrees(t *testing.T) {
 
 func TestReconcile_OrphanedTasksAfterRestart(t *testing.T) {
 	e := newEnv(t)
-	q := func(id string, rc int) *schema.Task {
-		return e.claimed(id, func(tk *schema.Task) { tk.Status, tk.RetryCount = schema.TaskInProgress, rc })
+	q := func(id string, rc int) *doc.Task {
+		return e.claimed(id, func(tk *doc.Task) { tk.Status, tk.RetryCount = doc.TaskInProgress, rc })
 	}
 	// (d) nothing left: SoldierDied.
 	q("task-20260101-200", 1)
@@ -127,8 +127,8 @@ func TestReconcile_OrphanedTasksAfterRestart(t *testing.T) {
 	os.WriteFile(e.l.ResultRaw("task-20260101-201"), []byte(`{"task_id":"task-20260101-201","status":"success","summary":"done before the crash"}`), 0o600)
 	// (b) a final result for this attempt (published: the claim is
 	// released): untouched.
-	if err := e.g0().publish(t.Context(), q("task-20260101-202", 2), nil, &schema.Result{RawResult: schema.RawResult{TaskID: "task-20260101-202",
-		Status: schema.ResultSuccess, Summary: "s"}, General: "gen-test", CompletedAt: "2026-01-01T00:00:00Z", RetryCount: 2}); err != nil {
+	if err := e.g0().publish(t.Context(), q("task-20260101-202", 2), nil, &doc.Result{RawResult: doc.RawResult{TaskID: "task-20260101-202",
+		Status: doc.ResultSuccess, Summary: "s"}, General: "gen-test", CompletedAt: "2026-01-01T00:00:00Z", RetryCount: 2}); err != nil {
 		t.Fatal(err)
 	}
 	final, _ := os.ReadFile(e.l.ResultFinal("task-20260101-202"))
@@ -146,7 +146,7 @@ func TestReconcile_OrphanedTasksAfterRestart(t *testing.T) {
 
 	e.start() // the "restarted" general
 	r0 := e.final("task-20260101-200")
-	if r0.Status != "killed" || r0.ErrorReason != schema.ReasonSoldierDied || r0.RetryCount != 1 {
+	if r0.Status != "killed" || r0.ErrorReason != doc.ReasonSoldierDied || r0.RetryCount != 1 {
 		t.Errorf("orphan: %+v", r0)
 	}
 	if r1 := e.final("task-20260101-201"); r1.Status != "success" || r1.Summary != "done before the crash" {
@@ -276,7 +276,7 @@ func TestWorkspace_RepoAgentsSymlinkIsTheRepos(t *testing.T) {
 func TestReconcile_LiveSoldierMissingFromTruncatedRegistryIsReattached(t *testing.T) {
 	e := newEnv(t)
 	const id = "task-20260101-210"
-	e.claimed(id, func(tk *schema.Task) { tk.Status = schema.TaskInProgress })
+	e.claimed(id, func(tk *doc.Task) { tk.Status = doc.TaskInProgress })
 	e.scenario(id, map[string]any{"mode": "success", "sleep_ms": 3000})
 	os.WriteFile(e.l.Prompt(id), []byte("p"), 0o600)
 	const sid = "soldier-1-live"
@@ -301,7 +301,7 @@ func TestReconcile_LiveSoldierMissingFromTruncatedRegistryIsReattached(t *testin
 		t.Errorf("registry after the reconcile = %+v, want the live soldier re-registered", es)
 	}
 	r := e.final(id)
-	if r.Status != schema.ResultSuccess || r.SoldierID != sid {
+	if r.Status != doc.ResultSuccess || r.SoldierID != sid {
 		t.Errorf("final = %s/%s soldier %s, want success from %s", r.Status, r.ErrorReason, r.SoldierID, sid)
 	}
 	if n := len(e.events("soldier.killed")); n != 0 {

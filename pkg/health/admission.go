@@ -3,7 +3,7 @@ package health
 import (
 	"fmt"
 
-	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 )
 
 // Admit reports whether work of this priority may start under this health
@@ -23,7 +23,7 @@ func Admit(health, tokenStatus, priority string) bool {
 // DenyReason returns why Admit refuses, e.g. "health yellow admits only
 // high priority", or "" when it admits.
 func DenyReason(health, tokenStatus, priority string) string {
-	high := priority == schema.PriorityHigh
+	high := priority == doc.PriorityHigh
 	switch health {
 	case Green:
 	case Yellow:

@@ -75,39 +75,6 @@ type Thresholds struct {
 	DiskWarning float64
 }
 
-// DefaultThresholds are seed 000's defaults: 60/80/90 for CPU and memory,
-// disk warning at 85.
-func DefaultThresholds() Thresholds {
-	return Thresholds{
-		CPUYellow: 60, CPUOrange: 80, CPURed: 90,
-		MemYellow: 60, MemOrange: 80, MemRed: 90,
-		DiskWarning: 85,
-	}
-}
-
-// Validate checks that each metric's limits rise within 0..100.
-func (t Thresholds) Validate() error {
-	check := func(name string, y, o, r float64) error {
-		if !(0 <= y && y <= o && o <= r && r <= 100) {
-			return fmt.Errorf("thresholds %s: want 0 <= yellow (%g) <= orange (%g) <= red (%g) <= 100", name, y, o, r)
-		}
-		return nil
-	}
-	if err := check("cpu", t.CPUYellow, t.CPUOrange, t.CPURed); err != nil {
-		return err
-	}
-	if err := check("memory", t.MemYellow, t.MemOrange, t.MemRed); err != nil {
-		return err
-	}
-	if t.DiskWarning < 0 || t.DiskWarning > 100 {
-		return fmt.Errorf("thresholds disk_warning: %g is not within 0..100", t.DiskWarning)
-	}
-	return nil
-}
-
-// DiskOver reports whether disk usage is strictly above the warning limit.
-func (t Thresholds) DiskOver(disk float64) bool { return disk > t.DiskWarning }
-
 // Evaluate computes the health level from CPU and memory usage: each metric
 // gets the highest level whose limit it strictly exceeds (60.0 is green,
 // 60.1 yellow, SPEC §9.18), and the worse of the two wins (seed 000's

@@ -8,7 +8,7 @@ import (
 )
 
 func TestEvaluate_ThresholdEdgesAreStrict(t *testing.T) {
-	th := health.DefaultThresholds()
+	th := seedThresholds
 	edges := []struct {
 		v    float64
 		want string
@@ -34,7 +34,7 @@ func TestEvaluate_ThresholdEdgesAreStrict(t *testing.T) {
 }
 
 func TestEvaluate_WorseMetricWinsAndReasonNamesIt(t *testing.T) {
-	th := health.DefaultThresholds()
+	th := seedThresholds
 	for _, c := range []struct {
 		cpu, mem    float64
 		level, text string
@@ -62,34 +62,6 @@ func TestEvaluate_CustomThresholds(t *testing.T) {
 	}
 	if got, _ := health.Evaluate(0, 70.5, th); got != health.Red {
 		t.Errorf("memory 70.5 with red 70: got %s", got)
-	}
-}
-
-func TestThresholds_Validate(t *testing.T) {
-	if err := health.DefaultThresholds().Validate(); err != nil {
-		t.Errorf("defaults: %v", err)
-	}
-	bad := health.DefaultThresholds()
-	bad.CPUOrange = 95
-	if err := bad.Validate(); err == nil {
-		t.Error("cpu orange above red: got nil error")
-	}
-	bad = health.DefaultThresholds()
-	bad.MemRed = 120
-	if err := bad.Validate(); err == nil {
-		t.Error("memory red 120: got nil error")
-	}
-	bad = health.DefaultThresholds()
-	bad.DiskWarning = -1
-	if err := bad.Validate(); err == nil {
-		t.Error("disk -1: got nil error")
-	}
-}
-
-func TestThresholds_DiskOverIsStrict(t *testing.T) {
-	th := health.DefaultThresholds()
-	if th.DiskOver(85) || !th.DiskOver(85.1) {
-		t.Error("disk warning must use strict >")
 	}
 }
 
@@ -126,3 +98,6 @@ func TestEvaluateTokens_SeedBoundaries(t *testing.T) {
 		t.Errorf("no budget: got %s, want unknown", got)
 	}
 }
+
+// seedThresholds are seed 000's defaults (chamberlain.yaml's): 60/80/90.
+var seedThresholds = health.Thresholds{CPUYellow: 60, CPUOrange: 80, CPURed: 90, MemYellow: 60, MemOrange: 80, MemRed: 90}

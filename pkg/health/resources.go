@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/enginepause"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/spend"
@@ -21,7 +22,7 @@ const StaleAfter = 120 * time.Second
 
 // Resources is state/resources.json, exactly seed 000's shape.
 type Resources struct {
-	// Timestamp is when the chamberlain measured (schema.FormatTime).
+	// Timestamp is when the chamberlain measured (doc.FormatTime).
 	Timestamp string       `json:"timestamp"`
 	System    SystemStats  `json:"system"`
 	Sessions  SessionStats `json:"sessions"`
@@ -127,7 +128,7 @@ func Read(path string, now time.Time) (Snapshot, error) {
 // resources.json at time now.
 func Judge(data []byte, now time.Time) Snapshot {
 	var r Resources
-	if err := schema.Decode(schema.KindResources, data, &r); err != nil {
+	if err := schema.Decode(doc.KindResources, data, &r); err != nil {
 		return Snapshot{Health: Orange, TokenStatus: TokenUnknown, Invalid: true,
 			Reason: fmt.Sprintf("resources.json unusable (treated as orange): %v", err)}
 	}
@@ -136,7 +137,7 @@ func Judge(data []byte, now time.Time) Snapshot {
 	if r.Tokens != nil {
 		s.TokenStatus = r.Tokens.Status
 	}
-	ts, err := schema.ParseTime(r.Timestamp)
+	ts, err := doc.ParseTime(r.Timestamp)
 	if err != nil {
 		// The schema already checked the format; this is unreachable short
 		// of a disagreement between the two parsers. Fail safe.
@@ -167,7 +168,7 @@ func Write(path string, r *Resources) error {
 	if err != nil {
 		return fmt.Errorf("encode resources: %w", err)
 	}
-	if err := schema.Validate(schema.KindResources, data); err != nil {
+	if err := schema.Validate(doc.KindResources, data); err != nil {
 		return fmt.Errorf("write resources %s: %w", path, err)
 	}
 	return atomicfile.WriteFile(path, append(data, '\n'), 0o600)

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/health"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/schemas"
 )
 
@@ -155,7 +155,7 @@ func TestRead_UnreadableIsOrangeWithError(t *testing.T) {
 
 func sample(ts time.Time) *health.Resources {
 	return &health.Resources{
-		Timestamp: schema.FormatTime(ts),
+		Timestamp: doc.FormatTime(ts),
 		System:    health.SystemStats{CPUPercent: 12.5, MemoryPercent: 33.3, DiskPercent: 71, LoadAverage: [3]float64{0.5, 0.25, 0.125}},
 		Sessions:  health.SessionStats{SoldiersActive: 1, SoldiersMax: 3, List: []string{"king", "soldier-1-ab"}},
 		Health:    health.Green,
@@ -189,7 +189,7 @@ func TestWrite_RoundTripsAtomically(t *testing.T) {
 
 func TestWrite_NilListAndNoTokensStillValid(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "resources.json")
-	r := &health.Resources{Timestamp: schema.FormatTime(fixtureTime), Health: health.Yellow}
+	r := &health.Resources{Timestamp: doc.FormatTime(fixtureTime), Health: health.Yellow}
 	if err := health.Write(path, r); err != nil {
 		t.Fatal(err)
 	}

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/health"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/waits"
 )
 
@@ -101,8 +101,8 @@ func TestKing_ConcurrencyCapCountsPendingInProgressAndPetitions(t *testing.T) {
 	f.cfg.Concurrency.MaxSoldiers = 4
 	// Already in flight: one task in progress, one petition running.
 	writeJSON(t, f.l.QueueState(layout.QTasks, layout.InProgress)+"/task-20261120-001.json",
-		schema.Task{ID: "task-20261120-001", EventID: "evt-old", TargetGeneral: "gen-pr", Type: "github.issue.assigned",
-			Priority: "normal", CreatedAt: "2026-11-20T10:00:00Z", Status: schema.TaskInProgress})
+		doc.Task{ID: "task-20261120-001", EventID: "evt-old", TargetGeneral: "gen-pr", Type: "github.issue.assigned",
+			Priority: "normal", CreatedAt: "2026-11-20T10:00:00Z", Status: doc.TaskInProgress})
 	f.event("evt-slack-msg-1", "slack.channel.message", "normal", withSource("slack"))
 	os.Rename(f.l.QueueState(layout.QEvents, layout.Pending)+"/evt-slack-msg-1.json",
 		f.l.QueueState(layout.QEvents, layout.Petitioning)+"/evt-slack-msg-1.json")

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/proctree"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // BenchmarkKing_Burst is the king's share of the e2e burst (TestSpeedBench)
@@ -52,7 +52,7 @@ func BenchmarkKing_Burst(b *testing.B) {
 					b.Fatal(err)
 				}
 				res := map[string]any{"task_id": id, "status": "success", "summary": "done", "general": "gen-pr",
-					"duration_seconds": 0.1, "completed_at": schema.FormatTime(time.Now()), "retry_count": 0,
+					"duration_seconds": 0.1, "completed_at": doc.FormatTime(time.Now()), "retry_count": 0,
 					"cost_usd": 0.01, "soldier_id": "soldier-" + id}
 				writeJSONB(b, l.ResultFinal(id), res)
 			}

@@ -12,10 +12,10 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/proctree"
 	"github.com/kingdom-dev/kingdom/pkg/runner"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 func benchKing(b *testing.B) (*King, layout.Layout) {
@@ -40,7 +40,7 @@ func benchEvents(b *testing.B, l layout.Layout, from, n int) {
 	dir := l.QueueState(layout.QEvents, layout.Pending)
 	for i := from; i < from+n; i++ {
 		id := fmt.Sprintf("evt-bench-%06d", i)
-		ev := &schema.Event{ID: id, Type: "github.pr.review_requested", Source: "github", Priority: "normal",
+		ev := &doc.Event{ID: id, Type: "github.pr.review_requested", Source: "github", Priority: "normal",
 			Payload: map[string]any{"pr_number": i}, CreatedAt: "2026-11-21T10:00:00Z", Status: "pending"}
 		writeJSONB(b, filepath.Join(dir, id+".json"), ev)
 	}
@@ -146,7 +146,7 @@ func BenchmarkKing_Latency(b *testing.B) {
 	for b.Loop() {
 		id := fmt.Sprintf("evt-lat-%06d", i)
 		i++
-		ev := &schema.Event{ID: id, Type: "github.pr.review_requested", Source: "github", Priority: "normal",
+		ev := &doc.Event{ID: id, Type: "github.pr.review_requested", Source: "github", Priority: "normal",
 			Payload: map[string]any{}, CreatedAt: "2026-11-21T10:00:00Z", Status: "pending"}
 		tmp := filepath.Join(staging, id+".json")
 		writeJSONB(b, tmp, ev)

@@ -9,11 +9,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/parks"
 	"github.com/kingdom-dev/kingdom/pkg/redact"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // The king's brakes (SPEC §12.4, king.yaml breaker); the no-progress and
@@ -96,8 +96,8 @@ func (k *King) openPark(p *parks.Park) error {
 		return err
 	}
 	k.em.Emit("breaker.parked", map[string]any{"kind": p.Kind, "name": p.Name, "reason": p.Reason,
-		"count": p.Evidence.Count, "fingerprint": p.Evidence.Fingerprint, "until": schema.FormatTime(p.Until)})
-	k.log.Error("parked "+p.Kind+" "+p.Name+": "+p.Reason, "cat", "ALERT", "until", schema.FormatTime(p.Until))
+		"count": p.Evidence.Count, "fingerprint": p.Evidence.Fingerprint, "until": doc.FormatTime(p.Until)})
+	k.log.Error("parked "+p.Kind+" "+p.Name+": "+p.Reason, "cat", "ALERT", "until", doc.FormatTime(p.Until))
 	return k.alertPark(p)
 }
 
@@ -115,11 +115,11 @@ func parkMessageID(p *parks.Park) string {
 	return fmt.Sprintf("msg-park-%s-%s-%d", p.Kind, strings.ReplaceAll(p.Name, ":", "-"), p.Since.Unix())
 }
 
-func (k *King) parkMessage(p *parks.Park) *schema.Message {
-	m := &schema.Message{ID: parkMessageID(p), Type: schema.MessageNotification, Urgency: schema.UrgencyHigh,
+func (k *King) parkMessage(p *parks.Park) *doc.Message {
+	m := &doc.Message{ID: parkMessageID(p), Type: doc.MessageNotification, Urgency: doc.UrgencyHigh,
 		// "park" names the record: the envoy's Unpark button lifts it.
 		Context: map[string]any{"kind": "park", "park": parks.Key(p.Kind, p.Name), "park_kind": p.Kind, "name": p.Name, "count": p.Evidence.Count,
-			"until": schema.FormatTime(p.Until), "reason": p.Reason}}
+			"until": doc.FormatTime(p.Until), "reason": p.Reason}}
 	if p.Kind == parks.General {
 		var last []string
 		for _, a := range p.Evidence.Last {
@@ -182,7 +182,7 @@ func (k *King) processParks() error {
 // judgeCanary lifts or renews a general's park by its canary's outcome.
 func (k *King) judgeCanary(p *parks.Park) error {
 	st, ok := k.tasks.Find(p.Canary)
-	var t schema.Task
+	var t doc.Task
 	switch {
 	case !ok:
 		// Its dispatch never committed: the next event is the canary.
@@ -192,14 +192,14 @@ func (k *King) judgeCanary(p *parks.Park) error {
 		if err := k.tasks.ReadJSON(st, p.Canary, &t); err != nil {
 			return nil // moved meanwhile
 		}
-		if t.Status != schema.ResultFailed {
+		if t.Status != doc.ResultFailed {
 			return k.liftPark(p, "canary "+p.Canary+" ended "+t.Status, "canary")
 		}
 	case st != layout.Rejected:
 		return nil // still running
 	}
-	a := parks.Attempt{TaskID: p.Canary, At: k.now().UTC(), Status: schema.ResultFailed}
-	var res schema.Result
+	a := parks.Attempt{TaskID: p.Canary, At: k.now().UTC(), Status: doc.ResultFailed}
+	var res doc.Result
 	if kv.GetJSON(k.ctx(), k.kv, kv.NSResults, p.Canary, &res) == nil {
 		a.ErrorReason, a.Error = res.ErrorReason, redact.Clip(firstNonEmpty(res.Error, res.Summary), 300)
 	}
@@ -214,8 +214,8 @@ func (k *King) judgeCanary(p *parks.Park) error {
 	p.Canary = ""
 	p.Until = k.now().Add(k.cfg.ParkDuration())
 	k.em.Emit("breaker.reparked", map[string]any{"kind": p.Kind, "name": p.Name, "canary": a.TaskID,
-		"error_reason": a.ErrorReason, "until": schema.FormatTime(p.Until), "canaries_failed": p.CanariesFailed})
-	k.log.Warn("canary failed: "+p.Name+" stays parked", "canary", a.TaskID, "until", schema.FormatTime(p.Until))
+		"error_reason": a.ErrorReason, "until": doc.FormatTime(p.Until), "canaries_failed": p.CanariesFailed})
+	k.log.Warn("canary failed: "+p.Name+" stays parked", "canary", a.TaskID, "until", doc.FormatTime(p.Until))
 	return k.savePark(p)
 }
 
@@ -243,7 +243,7 @@ func (k *King) parkHold(general string) (h *hold, due bool) {
 // parkedFor holds an event already admitted (a petition's) while general
 // is parked: it stays where it is and is judged again next tick. The
 // park's due canary passes.
-func (k *King) parkedFor(ev *schema.Event, general string) bool {
+func (k *King) parkedFor(ev *doc.Event, general string) bool {
 	h, due := k.parkHold(general)
 	if h != nil {
 		k.waiting(ev.ID, "", h)
@@ -276,22 +276,22 @@ func (k *King) recordCanaries(rs []routed, taskIDs []string) error {
 }
 
 // isCanary: t probes its parked general (a canary is never retried).
-func (k *King) isCanary(t *schema.Task) bool {
+func (k *King) isCanary(t *doc.Task) bool {
 	p := k.brk.parks[parks.Key(parks.General, t.TargetGeneral)]
 	return p != nil && p.Canary == t.ID
 }
 
 // Failure reasons that say nothing about the general: an operator's
 // cancel, a lost host or session, money.
-var uncounted = map[string]bool{schema.ReasonCancelled: true, schema.ReasonHostLost: true,
-	schema.ReasonSessionLost: true, schema.ReasonUsageLimited: true, schema.ReasonBudgetExceeded: true}
+var uncounted = map[string]bool{doc.ReasonCancelled: true, doc.ReasonHostLost: true,
+	doc.ReasonSessionLost: true, doc.ReasonUsageLimited: true, doc.ReasonBudgetExceeded: true}
 
 // reasonClasses are the error_reasons a fingerprint names as they are;
 // any other is "other", so a reason of free text never splits a count.
-var reasonClasses = map[string]bool{schema.ReasonAgentFailed: true, schema.ReasonEngineError: true,
-	schema.ReasonEngineMissing: true, schema.ReasonEngineRefused: true, schema.ReasonSoldierDied: true,
-	schema.ReasonTimeout: true, schema.ReasonInvalidResult: true, schema.ReasonPromptTooLarge: true,
-	schema.ReasonNoResult: true, schema.ReasonStalled: true, schema.ReasonRunaway: true}
+var reasonClasses = map[string]bool{doc.ReasonAgentFailed: true, doc.ReasonEngineError: true,
+	doc.ReasonEngineMissing: true, doc.ReasonEngineRefused: true, doc.ReasonSoldierDied: true,
+	doc.ReasonTimeout: true, doc.ReasonInvalidResult: true, doc.ReasonPromptTooLarge: true,
+	doc.ReasonNoResult: true, doc.ReasonStalled: true, doc.ReasonRunaway: true}
 
 // fingerprint is a failure's (general, status, error_reason class); ok
 // is false for a failure the breaker does not count.
@@ -314,13 +314,13 @@ func fingerprint(general, status, reason string) (fp string, ok bool) {
 // agent ran and nothing was spent: the crash was Kingdom's, not the
 // general's engine's, so the breaker does not count it (a crash loop of
 // the role itself is the chamberlain's to see, not a reason to park).
-func orphanedBeforeSoldier(res *schema.Result) bool {
-	return res.ErrorReason == schema.ReasonSoldierDied && res.SoldierID == ""
+func orphanedBeforeSoldier(res *doc.Result) bool {
+	return res.ErrorReason == doc.ReasonSoldierDied && res.SoldierID == ""
 }
 
 // noteFailure counts a failed attempt of t's general and parks the general
 // when failure_threshold of the last hour's failures share its fingerprint.
-func (k *King) noteFailure(t *schema.Task, res *schema.Result) {
+func (k *King) noteFailure(t *doc.Task, res *doc.Result) {
 	n := k.cfg.Breaker.FailureThreshold
 	if n <= 0 || !failedOutcome(res.Status) {
 		return
@@ -451,15 +451,15 @@ func itemKey(source string, repo *string, p map[string]any) string {
 	}
 	var key string
 	switch {
-	case (source == "" || source == schema.SourceJira) && str("ticket_key") != "":
+	case (source == "" || source == doc.SourceJira) && str("ticket_key") != "":
 		key = "jira:" + str("ticket_key")
-	case (source == "" || source == schema.SourceGitHub) && (str("pr_number") != "" || str("issue_number") != ""):
-		owner, name, ok := strings.Cut(schema.Deref(repo), "/")
+	case (source == "" || source == doc.SourceGitHub) && (str("pr_number") != "" || str("issue_number") != ""):
+		owner, name, ok := strings.Cut(doc.Deref(repo), "/")
 		if !ok {
 			return ""
 		}
 		key = "gh:" + owner + ":" + name + ":" + firstNonEmpty(str("pr_number"), str("issue_number"))
-	case (source == "" || source == schema.SourceSlack) && str("channel") != "" && str("schedule") == "":
+	case (source == "" || source == doc.SourceSlack) && str("channel") != "" && str("schedule") == "":
 		ts := firstNonEmpty(str("thread_ts"), str("ts"))
 		if ts == "" {
 			return ""
@@ -538,7 +538,7 @@ func (k *King) itemGate(rs []routed, from string) ([]routed, error) {
 
 // countAttempt counts a dispatched attempt (a new task or a retry) of
 // task's source item.
-func (k *King) countAttempt(source string, t *schema.Task) {
+func (k *King) countAttempt(source string, t *doc.Task) {
 	item := itemKey(source, t.Repo, t.Payload)
 	if item == "" || k.cfg.Breaker.MaxAttemptsPerItem <= 0 {
 		return
@@ -566,5 +566,5 @@ func (k *King) unpark(target, by string) (string, error) {
 	if err := k.liftPark(&p, "unparked by "+by, by); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("unparked %s %s (parked since %s: %s)", p.Kind, p.Name, schema.FormatTime(p.Since), p.Reason), nil
+	return fmt.Sprintf("unparked %s %s (parked since %s: %s)", p.Kind, p.Name, doc.FormatTime(p.Since), p.Reason), nil
 }

@@ -12,10 +12,10 @@ import (
 	"github.com/kingdom-dev/kingdom/internal/testkit/pgtest"
 	"github.com/kingdom-dev/kingdom/pkg/clock"
 	"github.com/kingdom-dev/kingdom/pkg/control"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/parks"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/waits"
 )
 
@@ -71,7 +71,7 @@ func (f *fixture) unparkRequest(target string) control.Reply {
 	f.t.Helper()
 	id := fmt.Sprintf("ctl-%d-unpark", f.clk.Now().UnixNano())
 	req := map[string]any{"id": id, "action": control.ActionUnpark, "target": target, "by": "alice@host",
-		"created_at": schema.FormatTime(f.clk.Now())}
+		"created_at": doc.FormatTime(f.clk.Now())}
 	if err := kv.PutJSON(f.t.Context(), kv.OnStore(f.st), kv.NSControl, id, req); err != nil {
 		f.t.Fatal(err)
 	}
@@ -86,23 +86,23 @@ func (f *fixture) unparkRequest(target string) control.Reply {
 }
 
 func TestBreaker_ItemKeys(t *testing.T) {
-	repo := schema.StringPtr("acme/web")
+	repo := doc.StringPtr("acme/web")
 	for _, c := range []struct {
 		source string
 		repo   *string
 		p      map[string]any
 		want   string
 	}{
-		{schema.SourceGitHub, repo, map[string]any{"pr_number": "12"}, "gh:acme:web:12"},
-		{schema.SourceGitHub, repo, map[string]any{"pr_number": nil, "issue_number": "7"}, "gh:acme:web:7"},
-		{schema.SourceGitHub, repo, map[string]any{"pr_number": nil, "thread_id": "99"}, ""}, // a repository-wide notification
-		{schema.SourceGitHub, nil, map[string]any{"pr_number": "12"}, ""},
-		{schema.SourceJira, nil, map[string]any{"ticket_key": "OPS-42", "summary": "x"}, "jira:OPS-42"},
-		{schema.SourceSlack, nil, map[string]any{"channel": "C1", "ts": "1700.2", "thread_ts": nil}, "slack:C1:1700.2"},
-		{schema.SourceSlack, nil, map[string]any{"channel": "C1", "ts": "1700.9", "thread_ts": "1700.2"}, "slack:C1:1700.2"},
-		{schema.SourceSchedule, repo, map[string]any{"pr_number": "12", "schedule": "nightly"}, ""},
-		{schema.SourceJira, nil, map[string]any{"ticket_key": "A/../B"}, ""}, // not a safe id: not capped
-		{"", repo, map[string]any{"pr_number": 12.0}, "gh:acme:web:12"},      // a task: the kind from its payload
+		{doc.SourceGitHub, repo, map[string]any{"pr_number": "12"}, "gh:acme:web:12"},
+		{doc.SourceGitHub, repo, map[string]any{"pr_number": nil, "issue_number": "7"}, "gh:acme:web:7"},
+		{doc.SourceGitHub, repo, map[string]any{"pr_number": nil, "thread_id": "99"}, ""}, // a repository-wide notification
+		{doc.SourceGitHub, nil, map[string]any{"pr_number": "12"}, ""},
+		{doc.SourceJira, nil, map[string]any{"ticket_key": "OPS-42", "summary": "x"}, "jira:OPS-42"},
+		{doc.SourceSlack, nil, map[string]any{"channel": "C1", "ts": "1700.2", "thread_ts": nil}, "slack:C1:1700.2"},
+		{doc.SourceSlack, nil, map[string]any{"channel": "C1", "ts": "1700.9", "thread_ts": "1700.2"}, "slack:C1:1700.2"},
+		{doc.SourceSchedule, repo, map[string]any{"pr_number": "12", "schedule": "nightly"}, ""},
+		{doc.SourceJira, nil, map[string]any{"ticket_key": "A/../B"}, ""}, // not a safe id: not capped
+		{"", repo, map[string]any{"pr_number": 12.0}, "gh:acme:web:12"},   // a task: the kind from its payload
 	} {
 		if got := itemKey(c.source, c.repo, c.p); got != c.want {
 			t.Errorf("itemKey(%s, %v) = %q, want %q", c.source, c.p, got, c.want)
@@ -118,7 +118,7 @@ func TestBreaker_ItemPastItsCapIsParkedWithOneAlert(t *testing.T) {
 	f.cfg.Breaker.MaxAttemptsPerItem = 3
 	// Attempt 1 fails and is retried (attempt 2): both count.
 	f.prEvent("evt-1", "12")
-	task := f.runOnce("evt-1", "failed", schema.ReasonEngineError, "boom")
+	task := f.runOnce("evt-1", "failed", doc.ReasonEngineError, "boom")
 	if st, _ := f.k.tasks.Find(task); st != layout.Pending {
 		t.Fatalf("the failed attempt was not retried: %s", st)
 	}
@@ -182,7 +182,7 @@ func TestBreaker_RetriesCountAsItemAttempts(t *testing.T) {
 	f := newFixture(t, genPR)
 	f.cfg.Breaker.MaxAttemptsPerItem = 2
 	f.prEvent("evt-1", "12")
-	task := f.runOnce("evt-1", "failed", schema.ReasonEngineError, "boom") // attempt 1, then its retry: 2
+	task := f.runOnce("evt-1", "failed", doc.ReasonEngineError, "boom") // attempt 1, then its retry: 2
 	if st, _ := f.k.tasks.Find(task); st != layout.Pending {
 		t.Fatalf("not retried: %s", st)
 	}
@@ -201,7 +201,7 @@ func parkFixture(t *testing.T) *fixture {
 	f.cfg.Retry.MaxAttempts = 0
 	for i := 1; i <= 3; i++ {
 		f.event(fmt.Sprintf("evt-%d", i), "github.pr.review_requested", "normal")
-		f.runOnce(fmt.Sprintf("evt-%d", i), "failed", schema.ReasonEngineError, fmt.Sprintf("exit %d in /tmp/ws-%d at 10:0%d", i, i, i))
+		f.runOnce(fmt.Sprintf("evt-%d", i), "failed", doc.ReasonEngineError, fmt.Sprintf("exit %d in /tmp/ws-%d at 10:0%d", i, i, i))
 		f.clk.Advance(5 * time.Minute)
 	}
 	return f
@@ -219,7 +219,7 @@ func TestBreaker_AlikeFailuresParkTheGeneralAndACanaryLiftsIt(t *testing.T) {
 	p := ps[0]
 	eq(t, "count", p.Evidence.Count, 3)
 	eq(t, "fingerprint", p.Evidence.Fingerprint, "gen-pr|failed|EngineError")
-	if len(p.Evidence.Last) != 3 || p.Evidence.Last[2].ErrorReason != schema.ReasonEngineError || !strings.Contains(p.Evidence.Last[2].Error, "exit 3") {
+	if len(p.Evidence.Last) != 3 || p.Evidence.Last[2].ErrorReason != doc.ReasonEngineError || !strings.Contains(p.Evidence.Last[2].Error, "exit 3") {
 		t.Errorf("evidence = %+v", p.Evidence.Last)
 	}
 	since := t0.Add(10 * time.Minute)
@@ -274,8 +274,8 @@ func TestBreaker_FailingCanaryReparks(t *testing.T) {
 	f.clk.Advance(time.Hour)
 	f.event("evt-4", "github.pr.review_requested", "normal")
 	f.event("evt-5", "github.pr.review_requested", "normal")
-	canary := f.runOnce("evt-4", "failed", schema.ReasonEngineError, "same again")
-	eq(t, "canary status", f.task(layout.Completed, canary).Status, schema.ResultFailed)
+	canary := f.runOnce("evt-4", "failed", doc.ReasonEngineError, "same again")
+	eq(t, "canary status", f.task(layout.Completed, canary).Status, doc.ResultFailed)
 	ps := f.parks()
 	if len(ps) != 1 || ps[0].Canary != "" || ps[0].CanariesFailed != 1 || !ps[0].Until.Equal(f.clk.Now().Add(time.Hour)) {
 		t.Fatalf("parks after a failed canary = %+v", ps)
@@ -299,27 +299,27 @@ func TestBreaker_FingerprintAndWindow(t *testing.T) {
 		f.event(id, "github.pr.review_requested", "normal")
 		f.runOnce(id, "failed", reason, fmt.Sprintf("words %d", n))
 	}
-	fail(schema.ReasonEngineError)
-	fail(schema.ReasonTimeout)
-	fail(schema.ReasonCancelled)
-	fail(schema.ReasonEngineError)
+	fail(doc.ReasonEngineError)
+	fail(doc.ReasonTimeout)
+	fail(doc.ReasonCancelled)
+	fail(doc.ReasonEngineError)
 	if len(f.parks()) != 0 {
 		t.Fatalf("parked on unlike failures: %+v", f.parks())
 	}
 	f.clk.Advance(61 * time.Minute)
-	fail(schema.ReasonEngineError) // the first two EngineErrors are past the hour
-	fail(schema.ReasonEngineError)
+	fail(doc.ReasonEngineError) // the first two EngineErrors are past the hour
+	fail(doc.ReasonEngineError)
 	if len(f.parks()) != 0 {
 		t.Fatalf("an hour-old failure counted: %+v", f.parks())
 	}
-	fail(schema.ReasonEngineError)
+	fail(doc.ReasonEngineError)
 	if len(f.parks()) != 1 {
 		t.Fatalf("three alike within the hour did not park")
 	}
 	if fp, _ := fingerprint("gen-pr", "failed", "Some free text"); fp != "gen-pr|failed|other" {
 		t.Errorf("fingerprint of an unknown reason = %q", fp)
 	}
-	for _, r := range []string{schema.ReasonCancelled, schema.ReasonHostLost, schema.ReasonUsageLimited} {
+	for _, r := range []string{doc.ReasonCancelled, doc.ReasonHostLost, doc.ReasonUsageLimited} {
 		if _, ok := fingerprint("gen-pr", "failed", r); ok {
 			t.Errorf("a %s failure counts against the general", r)
 		}
@@ -339,7 +339,7 @@ func TestBreaker_UnparkByTheOperator(t *testing.T) {
 	}
 	eqList(t, "pending after unpark", f.ids(layout.QEvents, layout.Pending))
 	// One more failure does not park it again: the counts went with it.
-	f.runOnce("evt-4", "failed", schema.ReasonEngineError, "again")
+	f.runOnce("evt-4", "failed", doc.ReasonEngineError, "again")
 	if len(f.parks()) != 0 {
 		t.Errorf("re-parked on the first failure after an unpark")
 	}
@@ -393,9 +393,9 @@ func TestPG_ParkSurvivesAFailover(t *testing.T) {
 	a.cfg.Breaker.MaxAttemptsPerItem, b.cfg.Breaker.MaxAttemptsPerItem = 1, 1
 	pr := func(h *pgHost, id string) {
 		h.t.Helper()
-		ev := schema.Event{ID: id, Type: "github.pr.review_requested", Source: schema.SourceGitHub, Priority: "normal",
-			Repo: schema.StringPtr("acme/web"), Payload: map[string]any{"pr_number": "12"},
-			CreatedAt: schema.FormatTime(clk.Now()), Status: schema.EventPending}
+		ev := doc.Event{ID: id, Type: "github.pr.review_requested", Source: doc.SourceGitHub, Priority: "normal",
+			Repo: doc.StringPtr("acme/web"), Payload: map[string]any{"pr_number": "12"},
+			CreatedAt: doc.FormatTime(clk.Now()), Status: doc.EventPending}
 		raw, err := json.Marshal(ev)
 		if err != nil {
 			t.Fatal(err)
@@ -480,7 +480,7 @@ func TestBreaker_CancelledCanaryIsReplaced(t *testing.T) {
 	f.clk.Advance(time.Hour)
 	f.event("evt-4", "github.pr.review_requested", "normal")
 	f.event("evt-5", "github.pr.review_requested", "normal")
-	first := f.runOnce("evt-4", "failed", schema.ReasonCancelled, "cancelled by alice")
+	first := f.runOnce("evt-4", "failed", doc.ReasonCancelled, "cancelled by alice")
 	ps := f.parks()
 	if len(ps) != 1 || ps[0].CanariesFailed != 0 {
 		t.Fatalf("parks after a cancelled canary = %+v", ps)
@@ -507,7 +507,7 @@ func TestBreaker_AttemptOrphanedBeforeItsSoldierIsNotCounted(t *testing.T) {
 		f.tick()
 		ev, _ := f.eventFile(layout.Dispatched, id)
 		f.claim(ev.TaskID)
-		r := map[string]any{"status": schema.ResultKilled, "error_reason": schema.ReasonSoldierDied,
+		r := map[string]any{"status": doc.ResultKilled, "error_reason": doc.ReasonSoldierDied,
 			"error": "general restarted and found no live soldier for the task"}
 		if soldier != "" {
 			r["soldier_id"] = soldier

@@ -11,8 +11,8 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/enginepause"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/spend"
 	"github.com/kingdom-dev/kingdom/pkg/waits"
 )
@@ -142,8 +142,8 @@ func (k *King) ledger(date string) spend.Ledger {
 
 // attempt is one final result to act on, with what it says about money.
 type attempt struct {
-	t   *schema.Task
-	res *schema.Result
+	t   *doc.Task
+	res *doc.Result
 	m   attemptMoney
 }
 
@@ -162,13 +162,13 @@ func (k *King) recordAttempts(as []attempt) ([]attempt, error) {
 	for i, a := range as {
 		t, res, m := a.t, a.res, a.m
 		at := k.now()
-		if ct, err := schema.ParseTime(res.CompletedAt); err == nil {
+		if ct, err := doc.ParseTime(res.CompletedAt); err == nil {
 			at = ct
 		}
 		date := spend.Date(at)
 		e := spend.Entry{
 			Task: t.ID, Attempt: res.RetryCount, General: t.TargetGeneral, Engine: k.engineOf(t.TargetGeneral),
-			CostUSD: m.CostUSD, Status: res.Status, ErrorReason: res.ErrorReason, At: schema.FormatTime(at),
+			CostUSD: m.CostUSD, Status: res.Status, ErrorReason: res.ErrorReason, At: doc.FormatTime(at),
 		}
 		if m.Usage != nil {
 			e.Usage = *m.Usage
@@ -206,8 +206,8 @@ func (k *King) recordAttempts(as []attempt) ([]attempt, error) {
 
 // taskTotals sums a task's attempts over the days it lived (at most a
 // month of ledgers).
-func (k *King) taskTotals(t *schema.Task) spend.Totals {
-	created, _ := schema.ParseTime(t.CreatedAt)
+func (k *King) taskTotals(t *doc.Task) spend.Totals {
+	created, _ := doc.ParseTime(t.CreatedAt)
 	return boundTotals(spend.TaskTotals(created, k.now(), 31, func(date string) spend.Totals {
 		return boundTotals(k.ledger(date).TaskTotals(t.ID))
 	}))
@@ -225,7 +225,7 @@ func withTotals(tot spend.Totals, data map[string]any) map[string]any {
 }
 
 // costNote is the cost and duration line of a completion message.
-func costNote(tot spend.Totals, res *schema.Result) string {
+func costNote(tot spend.Totals, res *doc.Result) string {
 	secs := res.DurationSeconds
 	if math.IsNaN(secs) || secs < 0 {
 		secs = 0
@@ -345,7 +345,7 @@ func (g *moneyGate) hold(priority, general string) *hold {
 }
 
 // recordAttempt records one attempt's cost (recordAttempts).
-func (k *King) recordAttempt(t *schema.Task, res *schema.Result, m attemptMoney) error {
+func (k *King) recordAttempt(t *doc.Task, res *doc.Result, m attemptMoney) error {
 	_, err := k.recordAttempts([]attempt{{t: t, res: res, m: m}})
 	return err
 }

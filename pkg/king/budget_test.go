@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/enginepause"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
@@ -100,7 +101,7 @@ func TestKing_UnpricedTaskCostIsNullNotZero(t *testing.T) {
 func TestKing_AttemptRecordedOnceAcrossRepeats(t *testing.T) {
 	f := started(t)
 	f.finalResult(task1, map[string]any{"status": "success", "cost_usd": 0.4, "usage": usage(10, 10), "soldier_id": "soldier-1-a"})
-	var tk schema.Task
+	var tk doc.Task
 	if err := f.k.tasks.ReadJSON(layout.InProgress, task1, &tk); err != nil {
 		t.Fatal(err)
 	}
@@ -208,23 +209,23 @@ func TestKing_UsageLimitPausesTheEngineNotTheTask(t *testing.T) {
 	reset := t0.Add(30 * time.Minute)
 	for attempt := range 3 { // more limits than max_attempts: never a failure
 		f.finalResult(task1, map[string]any{"status": "failed", "error_reason": "UsageLimited",
-			"error": "You've hit your limit · resets 10:30am (UTC)", "resets_at": schema.FormatTime(reset),
+			"error": "You've hit your limit · resets 10:30am (UTC)", "resets_at": doc.FormatTime(reset),
 			"cost_usd": 0, "soldier_id": "soldier-" + string(rune('a'+attempt)) + "-x"})
 		f.tick()
 		tk := f.task(layout.Pending, task1)
 		eq(t, "retry_count kept", tk.RetryCount, 0)
-		eq(t, "not_before at the reset", tk.NotBefore, schema.FormatTime(reset))
+		eq(t, "not_before at the reset", tk.NotBefore, doc.FormatTime(reset))
 		f.claim(task1)
 	}
 	pf, err := enginepause.Load(t.Context(), kv.OnStore(f.st))
 	if err != nil {
 		t.Fatal(err)
 	}
-	eq(t, "claude paused until", pf["claude"].Until, schema.FormatTime(reset))
+	eq(t, "claude paused until", pf["claude"].Until, doc.FormatTime(reset))
 	rl := f.internal("system.rate_limited")
 	eq(t, "system.rate_limited events", len(rl), 1)
 	eq(t, "rate_limited engine", data(rl[0])["engine"], any("claude"))
-	eq(t, "rate_limited until", data(rl[0])["until"], any(schema.FormatTime(reset)))
+	eq(t, "rate_limited until", data(rl[0])["until"], any(doc.FormatTime(reset)))
 	eq(t, "task.failed", len(f.internal("task.failed")), 0)
 	if _, err := os.Stat(filepath.Join(f.l.QueueState(layout.QMessages, layout.Pending), "msg-"+task1+"-failed.json")); err == nil {
 		t.Error("a ❌ message was queued for a usage limit")
@@ -247,14 +248,14 @@ func TestKing_UsageLimitWithoutResetUsesTheFallback(t *testing.T) {
 	f := started(t)
 	f.finalResult(task1, map[string]any{"status": "failed", "error_reason": "UsageLimited", "error": "Quota exceeded."})
 	f.tick()
-	eq(t, "not_before", f.task(layout.Pending, task1).NotBefore, schema.FormatTime(t0.Add(60*time.Minute)))
+	eq(t, "not_before", f.task(layout.Pending, task1).NotBefore, doc.FormatTime(t0.Add(60*time.Minute)))
 }
 
 func TestKing_UsageLimitRepeatAfterCrashEmitsOnce(t *testing.T) {
 	f := started(t)
 	reset := t0.Add(time.Hour)
 	f.finalResult(task1, map[string]any{"status": "failed", "error_reason": "UsageLimited", "error": "limit",
-		"resets_at": schema.FormatTime(reset), "soldier_id": "soldier-1-a"})
+		"resets_at": doc.FormatTime(reset), "soldier_id": "soldier-1-a"})
 	// A king killed after pausing the engine and rewriting the task, before
 	// the re-queue: the task sits in in_progress/ as retrying with its result.
 	tk := f.task(layout.InProgress, task1)
@@ -262,7 +263,7 @@ func TestKing_UsageLimitRepeatAfterCrashEmitsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	tk.Status = TaskRetrying
-	tk.NotBefore = schema.FormatTime(reset)
+	tk.NotBefore = doc.FormatTime(reset)
 	writeJSON(t, filepath.Join(f.l.QueueState(layout.QTasks, layout.InProgress), task1+".json"), tk)
 	f.newKing()
 	f.tick()

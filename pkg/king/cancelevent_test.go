@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/control"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 func TestControl_CancelEventRejectsAPendingEventNamingWho(t *testing.T) {
@@ -63,7 +63,7 @@ func TestControl_CancelEventWithdrawsAPetitioningEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeJSONRaw(t, f.k.petitionPromptPath(dmID), "prompt")
-	writeJSONRaw(t, f.k.petitionStartedPath(dmID), schema.FormatTime(t0)+"\n")
+	writeJSONRaw(t, f.k.petitionStartedPath(dmID), doc.FormatTime(t0)+"\n")
 	f.newKing()
 	rep := f.request(control.Request{Action: control.ActionCancelEvent, EventID: dmID, By: "carol"})
 	if !rep.OK || !strings.Contains(rep.Message, "it was petitioning") {

@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	"github.com/kingdom-dev/kingdom/pkg/control"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // The soldier published its raw success; its general has not finished the
@@ -29,7 +29,7 @@ func TestControl_CancelAfterTheSoldiersSuccessSaysItFinished(t *testing.T) {
 	}
 	f.finalResult(task1, map[string]any{"status": "success", "summary": "done"})
 	f.tick()
-	eq(t, "task status", f.task(layout.Completed, task1).Status, schema.TaskCompleted)
+	eq(t, "task status", f.task(layout.Completed, task1).Status, doc.TaskCompleted)
 	if m := f.message("msg-" + task1 + "-done"); !strings.HasPrefix(m.Content, "✅") {
 		t.Errorf("completion %q", m.Content)
 	}
@@ -40,16 +40,16 @@ func TestControl_CancelAfterTheSoldiersSuccessSaysItFinished(t *testing.T) {
 // completes: nothing says Cancelled about a completed task.
 func TestControl_CompletedTaskKeepsNoCancelRecord(t *testing.T) {
 	f := started(t)
-	writeJSON(t, f.l.KingCancelled(task1), control.Cancelled{TaskID: task1, Was: layout.InProgress, By: "alice", At: schema.FormatTime(t0)})
+	writeJSON(t, f.l.KingCancelled(task1), control.Cancelled{TaskID: task1, Was: layout.InProgress, By: "alice", At: doc.FormatTime(t0)})
 	writeJSON(t, f.l.ResultRaw(task1), map[string]any{"task_id": task1, "status": "success", "summary": "done"})
 	f.tick() // enforceCancels finds the soldier's success: the cancel lost
 	if control.ReadCancelled(t.Context(), kv.OnStore(f.st), task1) != nil {
 		t.Error("the cancel record outlived a soldier's success")
 	}
-	writeJSON(t, f.l.KingCancelled(task1), control.Cancelled{TaskID: task1, Was: layout.InProgress, By: "alice", At: schema.FormatTime(t0)})
+	writeJSON(t, f.l.KingCancelled(task1), control.Cancelled{TaskID: task1, Was: layout.InProgress, By: "alice", At: doc.FormatTime(t0)})
 	f.finalResult(task1, map[string]any{"status": "success", "summary": "done"})
 	f.tick()
-	eq(t, "task status", f.task(layout.Completed, task1).Status, schema.TaskCompleted)
+	eq(t, "task status", f.task(layout.Completed, task1).Status, doc.TaskCompleted)
 	if control.ReadCancelled(t.Context(), kv.OnStore(f.st), task1) != nil {
 		t.Error("a completed task keeps a Cancelled record")
 	}
@@ -66,7 +66,7 @@ func TestControl_CancelAfterAFailureEndsCancelledNotRetried(t *testing.T) {
 	}
 	eqList(t, "tasks/completed", f.ids(layout.QTasks, layout.Completed), task1)
 	fl := f.internal("task.failed")
-	if len(fl) != 1 || data(fl[0])["error_reason"] != schema.ReasonCancelled {
+	if len(fl) != 1 || data(fl[0])["error_reason"] != doc.ReasonCancelled {
 		t.Fatalf("task.failed = %+v", fl)
 	}
 }
@@ -81,19 +81,19 @@ func TestControl_CancelNeedsHumanWithdrawsTheQuestion(t *testing.T) {
 		"question": "Which branch?", "general": "gen-pr", "repo": "acme/web"})
 	f.finalResult(task1, map[string]any{"status": "needs_human", "question": "Which branch?", "session_id": "sess-9"})
 	f.tick()
-	eq(t, "status before", f.task(layout.Completed, task1).Status, schema.ResultNeedsHuman)
+	eq(t, "status before", f.task(layout.Completed, task1).Status, doc.ResultNeedsHuman)
 
 	rep := f.request(control.Request{Action: control.ActionCancel, TaskID: task1, By: "alice"})
 	if !rep.OK || !strings.Contains(rep.Message, "withdrawn") {
 		t.Fatalf("cancel reply %+v", rep)
 	}
-	eq(t, "status after", f.task(layout.Completed, task1).Status, schema.ResultFailed)
+	eq(t, "status after", f.task(layout.Completed, task1).Status, doc.ResultFailed)
 	m := f.message("msg-" + task1 + "-failed")
-	if !strings.HasPrefix(m.Content, "⛔") || schema.Deref(m.ThreadTS) != "1700.1" || m.Context["error_reason"] != schema.ReasonCancelled {
+	if !strings.HasPrefix(m.Content, "⛔") || doc.Deref(m.ThreadTS) != "1700.1" || m.Context["error_reason"] != doc.ReasonCancelled {
 		t.Errorf("⛔ message %+v", m)
 	}
 	fl := f.internal("task.failed")
-	if len(fl) != 1 || data(fl[0])["error_reason"] != schema.ReasonCancelled {
+	if len(fl) != 1 || data(fl[0])["error_reason"] != doc.ReasonCancelled {
 		t.Fatalf("task.failed = %+v", fl)
 	}
 

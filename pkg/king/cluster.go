@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/hosts"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
@@ -137,7 +137,7 @@ func (k *King) processHostLoss() error {
 		if _, err := k.kv.Get(k.ctx(), kv.NSResults, d.ID); err == nil {
 			continue // its result came before the host went: the results step takes it
 		}
-		var t schema.Task
+		var t doc.Task
 		if err := k.tasks.ReadJSON(layout.InProgress, d.ID, &t); err != nil {
 			continue // moved meanwhile
 		}
@@ -145,8 +145,8 @@ func (k *King) processHostLoss() error {
 			continue // a retry half done: the results step finishes it
 		}
 		msg := "host " + d.Claim.Holder + " was lost (no lease renewal for " + k.takeover.String() + ")"
-		res := &schema.Result{
-			RawResult: schema.RawResult{TaskID: t.ID, Status: schema.ResultFailed, ErrorReason: schema.ReasonHostLost,
+		res := &doc.Result{
+			RawResult: doc.RawResult{TaskID: t.ID, Status: doc.ResultFailed, ErrorReason: doc.ReasonHostLost,
 				Error: msg, Summary: msg},
 			General: t.TargetGeneral, RetryCount: t.RetryCount,
 		}

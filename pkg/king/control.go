@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/control"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/enginepause"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/waits"
 )
 
@@ -82,7 +82,7 @@ func (k *King) handleControl(q control.Queued) error {
 	} else {
 		rep = k.act(&req)
 	}
-	rep.At = schema.FormatTime(k.now())
+	rep.At = doc.FormatTime(k.now())
 	return control.Answer(k.ctx(), k.kv, q.Key, rep)
 }
 
@@ -117,7 +117,7 @@ func (k *King) pause(by string) (string, error) {
 	if p, _ := control.ReadPause(k.ctx(), k.kv); p != nil && p.Since != "" {
 		return "already paused since " + p.Since + " by " + p.By, nil
 	}
-	p := control.Pause{Since: schema.FormatTime(k.now()), By: by}
+	p := control.Pause{Since: doc.FormatTime(k.now()), By: by}
 	if err := control.WritePause(k.ctx(), k.kv, p); err != nil {
 		return "", err
 	}
@@ -187,8 +187,8 @@ func (k *King) liftEnginePauses(by, engine string) ([]string, error) {
 	}
 	for _, e := range order {
 		until := was[e]
-		k.em.Emit("system.engine_resumed", map[string]any{"engine": e, "by": by, "was_until": schema.FormatTime(until)})
-		k.log.Info("engine pause lifted by the operator", "engine", e, "by", by, "was_until", schema.FormatTime(until))
+		k.em.Emit("system.engine_resumed", map[string]any{"engine": e, "by": by, "was_until": doc.FormatTime(until)})
+		k.log.Info("engine pause lifted by the operator", "engine", e, "by", by, "was_until", doc.FormatTime(until))
 	}
 	return lifted, k.releaseParked(was, now)
 }
@@ -203,12 +203,12 @@ func (k *King) releaseParked(was map[string]time.Time, now time.Time) error {
 	}
 	var errs []error
 	for _, e := range es {
-		var t schema.Task
+		var t doc.Task
 		if e.Decode(&t) != nil || t.UsageLimits == 0 {
 			continue
 		}
 		until, ok := was[k.engineOf(t.TargetGeneral)]
-		nb, err := schema.ParseTime(t.NotBefore)
+		nb, err := doc.ParseTime(t.NotBefore)
 		if !ok || err != nil || !nb.After(now) || nb.After(until) {
 			continue
 		}
@@ -224,8 +224,8 @@ func (k *King) releaseParked(was map[string]time.Time, now time.Time) error {
 // would: a general that claimed it meanwhile keeps it (the error
 // satisfies fs.ErrNotExist), and a general never holds a task the king
 // rewrites.
-func (k *King) runNow(t *schema.Task) error {
-	t.NotBefore = schema.FormatTime(k.now())
+func (k *King) runNow(t *doc.Task) error {
+	t.NotBefore = doc.FormatTime(k.now())
 	err := k.group(func(g *queue.GroupTx) error {
 		if err := g.Move(k.tasks, layout.Pending, layout.InProgress, t.ID); err != nil {
 			return err
@@ -259,7 +259,7 @@ func (k *King) cancel(id, by string) (string, error) {
 	if st != layout.Pending && st != layout.InProgress {
 		return "", fmt.Errorf("task %s already finished (%s)", id, st)
 	}
-	var t schema.Task
+	var t doc.Task
 	if err := k.tasks.ReadJSON(st, id, &t); err != nil {
 		if st == layout.Pending {
 			// Claimed by its general meanwhile.
@@ -270,7 +270,7 @@ func (k *King) cancel(id, by string) (string, error) {
 			return "", fmt.Errorf("read task %s: %w", id, err)
 		}
 	}
-	rec := control.Cancelled{TaskID: id, RetryCount: t.RetryCount, Was: st, By: by, At: schema.FormatTime(k.now())}
+	rec := control.Cancelled{TaskID: id, RetryCount: t.RetryCount, Was: st, By: by, At: doc.FormatTime(k.now())}
 	if st == layout.Pending {
 		if err := control.WriteCancelled(k.ctx(), k.kv, rec); err != nil {
 			return "", err
@@ -325,7 +325,7 @@ func (k *King) cancelEvent(id, by string) (string, error) {
 	case layout.Rejected:
 		return "", fmt.Errorf("event %s was already rejected", id)
 	default:
-		var ev schema.Event
+		var ev doc.Event
 		if k.events.ReadJSON(st, id, &ev) == nil && ev.TaskID != "" {
 			return "", fmt.Errorf("event %s was already dispatched as task %s (%s); cancel the task: start task cancel %s", id, ev.TaskID, st, ev.TaskID)
 		}
@@ -339,12 +339,12 @@ func (k *King) cancelEvent(id, by string) (string, error) {
 }
 
 // cancelledResult is the failed/Cancelled outcome of a cancelled task.
-func cancelledResult(t *schema.Task, by, soldier string) *schema.Result {
+func cancelledResult(t *doc.Task, by, soldier string) *doc.Result {
 	terminal := true
 	msg := "cancelled by " + by
-	return &schema.Result{
-		RawResult: schema.RawResult{TaskID: t.ID, Status: schema.ResultFailed, Summary: msg, Error: msg,
-			ErrorReason: schema.ReasonCancelled, Terminal: &terminal},
+	return &doc.Result{
+		RawResult: doc.RawResult{TaskID: t.ID, Status: doc.ResultFailed, Summary: msg, Error: msg,
+			ErrorReason: doc.ReasonCancelled, Terminal: &terminal},
 		General: t.TargetGeneral, RetryCount: t.RetryCount, SoldierID: soldier,
 	}
 }
@@ -388,7 +388,7 @@ func statusOf(b []byte) string {
 // failedOutcome reports whether an attempt's status is a failure, which a
 // cancel turns into Cancelled (anything else is a finished attempt).
 func failedOutcome(status string) bool {
-	return status != schema.ResultSuccess && status != schema.ResultSkipped && status != schema.ResultNeedsHuman
+	return status != doc.ResultSuccess && status != doc.ResultSkipped && status != doc.ResultNeedsHuman
 }
 
 // dropCancel removes a task's cancel record: the task ended otherwise, and
@@ -418,12 +418,12 @@ func (k *King) enforceCancels() error {
 		switch {
 		case !found || st == layout.Completed || st == layout.Rejected:
 			// Kept for `start tasks` as long as finished tasks are listed.
-			if at, err := schema.ParseTime(rec.At); err == nil && k.now().Sub(at) > cancelRetention {
+			if at, err := doc.ParseTime(rec.At); err == nil && k.now().Sub(at) > cancelRetention {
 				k.dropCancel(task)
 			}
 		case st == layout.Pending:
 			// A retry re-queued it before the record took effect.
-			var t schema.Task
+			var t doc.Task
 			if k.tasks.ReadJSON(layout.Pending, task, &t) != nil {
 				continue
 			}
@@ -445,11 +445,11 @@ func (k *King) enforceCancels() error {
 // cancelOverride turns a failure of a cancelled task into Cancelled, so
 // whatever killed the attempt (the cancel itself, a soldier that exited as
 // it was killed) it is never retried.
-func (k *King) cancelOverride(t *schema.Task, res *schema.Result) {
-	if res.Status != schema.ResultFailed && res.Status != schema.ResultKilled {
+func (k *King) cancelOverride(t *doc.Task, res *doc.Result) {
+	if res.Status != doc.ResultFailed && res.Status != doc.ResultKilled {
 		return
 	}
-	if res.ErrorReason == schema.ReasonCancelled {
+	if res.ErrorReason == doc.ReasonCancelled {
 		return
 	}
 	rec := control.ReadCancelled(k.ctx(), k.kv, t.ID)
@@ -457,7 +457,7 @@ func (k *King) cancelOverride(t *schema.Task, res *schema.Result) {
 		return
 	}
 	terminal := true
-	res.Status, res.ErrorReason, res.Terminal = schema.ResultFailed, schema.ReasonCancelled, &terminal
+	res.Status, res.ErrorReason, res.Terminal = doc.ResultFailed, doc.ReasonCancelled, &terminal
 	res.Error = "cancelled by " + rec.By + " (" + firstNonEmpty(res.Error, "no detail") + ")"
 }
 
@@ -469,8 +469,8 @@ func (k *King) pruneReplies() {
 }
 
 // cancelledFinal reports whether a final failure is a cancel (⛔, not ❌).
-func cancelledFinal(res *schema.Result) bool {
-	return res.ErrorReason == schema.ReasonCancelled
+func cancelledFinal(res *doc.Result) bool {
+	return res.ErrorReason == doc.ReasonCancelled
 }
 
 // withdrawQuestion closes a task that waits for a human's answer
@@ -480,25 +480,25 @@ func cancelledFinal(res *schema.Result) bool {
 // already answered (its resume task exists) is not withdrawn: the resume
 // task is the one to cancel.
 func (k *King) withdrawQuestion(id, by string) (string, error) {
-	var t schema.Task
+	var t doc.Task
 	if err := k.tasks.ReadJSON(layout.Completed, id, &t); err != nil {
 		return "", fmt.Errorf("read task %s: %w", id, err)
 	}
-	if t.Status != schema.ResultNeedsHuman {
+	if t.Status != doc.ResultNeedsHuman {
 		return "", fmt.Errorf("task %s already finished (%s); nothing to cancel", id, t.Status)
 	}
 	if r := k.resumeOf(id); r != "" {
 		return "", fmt.Errorf("task %s's question was answered: resume task %s carries it on (cancel that one)", id, r)
 	}
-	rec := control.Cancelled{TaskID: id, RetryCount: t.RetryCount, Was: schema.ResultNeedsHuman, By: by, At: schema.FormatTime(k.now())}
+	rec := control.Cancelled{TaskID: id, RetryCount: t.RetryCount, Was: doc.ResultNeedsHuman, By: by, At: doc.FormatTime(k.now())}
 	if err := control.WriteCancelled(k.ctx(), k.kv, rec); err != nil {
 		return "", err
 	}
 	res := cancelledResult(&t, by, "")
 	res.Error = "question withdrawn by " + by
-	m := &schema.Message{
-		ID: msgFinalID(id, schema.FinalFailed), Type: schema.MessageNotification, TaskID: strPtr(id),
-		Urgency: schema.UrgencyNormal, Final: strPtr(schema.FinalFailed),
+	m := &doc.Message{
+		ID: msgFinalID(id, doc.FinalFailed), Type: doc.MessageNotification, TaskID: strPtr(id),
+		Urgency: doc.UrgencyNormal, Final: strPtr(doc.FinalFailed),
 		Content: fmt.Sprintf("⛔ %s: %s cancelled (%s); a reply here starts nothing", t.TargetGeneral, id, res.Error),
 		Context: map[string]any{"general": t.TargetGeneral, "status": res.Status, "error_reason": res.ErrorReason,
 			"error": res.Error, "retry_count": t.RetryCount, "task_type": t.Type, "repo": t.Repo},
@@ -509,11 +509,11 @@ func (k *King) withdrawQuestion(id, by string) (string, error) {
 	if _, err := k.putMessage(m); err != nil {
 		return "", err
 	}
-	t.Status = schema.ResultFailed
+	t.Status = doc.ResultFailed
 	if err := k.group(func(g *queue.GroupTx) error { return g.Put(k.tasks, layout.Completed, id, &t) }); err != nil {
 		return "", fmt.Errorf("mark task %s cancelled: %w", id, err)
 	}
-	k.em.Emit("task.cancelled", map[string]any{"task_id": id, "by": by, "was": schema.ResultNeedsHuman, "general": t.TargetGeneral})
+	k.em.Emit("task.cancelled", map[string]any{"task_id": id, "by": by, "was": doc.ResultNeedsHuman, "general": t.TargetGeneral})
 	k.em.EmitAs("task.failed", t.TargetGeneral, withTotals(k.taskTotals(&t), map[string]any{
 		"task_id": id, "status": res.Status, "error": res.Error, "error_reason": res.ErrorReason,
 		"retry_count": t.RetryCount, "terminal": true, "general": t.TargetGeneral,
@@ -542,7 +542,7 @@ func (k *King) resumeOf(task string) string {
 
 // taskThread is the Slack thread of a task: its checkpoint's (where the
 // general recorded it, SPEC §9.8), else the task's own.
-func (k *King) taskThread(t *schema.Task) *schema.Thread {
+func (k *King) taskThread(t *doc.Task) *doc.Thread {
 	if cp := k.checkpoint(t.ID); cp != nil {
 		if cp.Thread != nil && cp.Thread.Channel != "" && cp.Thread.ThreadTS != "" {
 			return cp.Thread

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/control"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // request submits a control request and runs the tick that answers it.
@@ -41,7 +41,7 @@ func TestControl_PauseHoldsEventsAndSchedulesResumeAdmits(t *testing.T) {
 		t.Fatalf("pause reply %+v", rep)
 	}
 	p, err := control.ReadPause(t.Context(), kv.OnStore(f.st))
-	if err != nil || p == nil || p.By != "alice@host" || p.Since != schema.FormatTime(t0) {
+	if err != nil || p == nil || p.By != "alice@host" || p.Since != doc.FormatTime(t0) {
 		t.Fatalf("paused.json = %+v, %v", p, err)
 	}
 	f.event("evt-1", "github.pr.review_requested", "high")
@@ -83,14 +83,14 @@ func TestControl_CancelPendingTaskIsFailedCancelledAtOnce(t *testing.T) {
 		t.Fatalf("cancel reply %+v", rep)
 	}
 	eqList(t, "tasks/completed", f.ids(layout.QTasks, layout.Completed), task1)
-	eq(t, "task status", f.task(layout.Completed, task1).Status, schema.ResultFailed)
+	eq(t, "task status", f.task(layout.Completed, task1).Status, doc.ResultFailed)
 	m := f.message("msg-" + task1 + "-failed")
 	if !strings.HasPrefix(m.Content, "⛔") || !strings.Contains(m.Content, "cancelled") {
 		t.Errorf("content %q", m.Content)
 	}
-	eq(t, "error_reason", m.Context["error_reason"], any(schema.ReasonCancelled))
+	eq(t, "error_reason", m.Context["error_reason"], any(doc.ReasonCancelled))
 	failed := f.internal("task.failed")
-	if len(failed) != 1 || data(failed[0])["error_reason"] != schema.ReasonCancelled || data(failed[0])["terminal"] != true {
+	if len(failed) != 1 || data(failed[0])["error_reason"] != doc.ReasonCancelled || data(failed[0])["terminal"] != true {
 		t.Fatalf("task.failed = %+v", failed)
 	}
 	if rec := control.ReadCancelled(t.Context(), kv.OnStore(f.st), task1); rec == nil || rec.Was != layout.Pending {

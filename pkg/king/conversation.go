@@ -4,7 +4,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 )
 
 // conversation is the track_conversation of a final message whose result
@@ -12,11 +12,11 @@ import (
 // thread, and a follow-up there from the same user comes back as a
 // slack.thread.reply carrying this reply_context, which resumes the session
 // in the kept workdir.
-func (k *King) conversation(t *schema.Task, res *schema.Result) *schema.TrackConversation {
-	if !res.TrackConversation || res.Status != schema.ResultSuccess {
+func (k *King) conversation(t *doc.Task, res *doc.Result) *doc.TrackConversation {
+	if !res.TrackConversation || res.Status != doc.ResultSuccess {
 		return nil
 	}
-	rc := schema.ReplyContext{General: t.TargetGeneral, SessionID: res.SessionID, Repo: t.Repo, TaskID: t.ID, Workdir: res.Workdir}
+	rc := doc.ReplyContext{General: t.TargetGeneral, SessionID: res.SessionID, Repo: t.Repo, TaskID: t.ID, Workdir: res.Workdir}
 	if rc.SessionID == "" {
 		if b, err := os.ReadFile(k.l.ResultSessionID(t.ID)); err == nil {
 			rc.SessionID = strings.TrimSpace(string(b))
@@ -26,5 +26,5 @@ func (k *King) conversation(t *schema.Task, res *schema.Result) *schema.TrackCon
 		rc.Channel, rc.ThreadTS = t.Thread.Channel, t.Thread.ThreadTS
 	}
 	user, _ := t.Payload["user_id"].(string)
-	return &schema.TrackConversation{ReplyContext: rc, UserID: user}
+	return &doc.TrackConversation{ReplyContext: rc, UserID: user}
 }

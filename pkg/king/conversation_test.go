@@ -3,8 +3,8 @@ package king
 import (
 	"testing"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // A result that keeps the conversation puts track_conversation on the ✅
@@ -42,7 +42,7 @@ func TestKing_KeptConversationTravelsOnTheDoneMessageAndBack(t *testing.T) {
 	f.tick()
 	follow := "task-20261121-002"
 	tk := f.task(layout.Pending, follow)
-	eq(t, "type", tk.Type, schema.TaskTypeResume)
+	eq(t, "type", tk.Type, doc.TaskTypeResume)
 	eq(t, "session", tk.SessionID, "sess-1")
 	eq(t, "workdir", tk.Workdir, wd)
 	if tk.Thread == nil || tk.Thread.ThreadTS != "1700.1" || tk.Thread.Channel != "D1" {

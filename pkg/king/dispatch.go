@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
@@ -19,7 +20,7 @@ const fieldTarget = "target_general"
 
 // decodeEvent validates an event file and returns it with the king's
 // target_general, when present.
-func decodeEvent(data []byte) (*schema.Event, string, error) {
+func decodeEvent(data []byte) (*doc.Event, string, error) {
 	ev, err := schema.DecodeEvent(data)
 	if err != nil {
 		return nil, "", err
@@ -34,12 +35,12 @@ func decodeEvent(data []byte) (*schema.Event, string, error) {
 // decodeEntry is decodeEvent for a listed entry: one queue.List already
 // validated (Checked) is only unmarshalled, as CheckDocument decoded the
 // same bytes through the schema.
-func decodeEntry(e queue.Entry) (*schema.Event, error) {
+func decodeEntry(e queue.Entry) (*doc.Event, error) {
 	if !e.Checked {
 		ev, _, err := decodeEvent(e.Data)
 		return ev, err
 	}
-	ev := new(schema.Event)
+	ev := new(doc.Event)
 	if err := json.Unmarshal(e.Data, ev); err != nil {
 		return nil, err
 	}
@@ -47,7 +48,7 @@ func decodeEntry(e queue.Entry) (*schema.Event, error) {
 }
 
 // encodeDispatched renders ev with its target general.
-func encodeDispatched(ev *schema.Event, general string) ([]byte, error) {
+func encodeDispatched(ev *doc.Event, general string) ([]byte, error) {
 	b, err := json.Marshal(ev)
 	if err != nil {
 		return nil, err
@@ -130,14 +131,14 @@ func (k *King) processPending(adm *admission) error {
 
 // routed is an event admitted for general, to be dispatched.
 type routed struct {
-	ev      *schema.Event
+	ev      *doc.Event
 	general string
 }
 
 // handleEvent decides what becomes of a pending event. An event admitted
 // for a general is returned for the tick's dispatchAll (and counted in
 // flight at once); the rest (discards, petitions, replies) happen here.
-func (k *King) handleEvent(ev *schema.Event, adm *admission) (routed, error) {
+func (k *King) handleEvent(ev *doc.Event, adm *admission) (routed, error) {
 	if reason := forgedReason(ev); reason != "" {
 		return routed{}, k.discard(ev, layout.Pending, reason)
 	}
@@ -168,12 +169,12 @@ func (k *King) handleEvent(ev *schema.Event, adm *admission) (routed, error) {
 }
 
 // deferred leaves an event in pending/ and notes why it waits (waits.go).
-func (k *King) deferred(ev *schema.Event, h *hold) {
+func (k *King) deferred(ev *doc.Event, h *hold) {
 	k.waiting(ev.ID, "", h)
 }
 
 // discard moves an event that no general takes to completed/ and says why.
-func (k *King) discard(ev *schema.Event, from, reason string) error {
+func (k *King) discard(ev *doc.Event, from, reason string) error {
 	if err := k.completeEvent(from, ev.ID, reason); err != nil {
 		return err
 	}
@@ -183,7 +184,7 @@ func (k *King) discard(ev *schema.Event, from, reason string) error {
 }
 
 // dispatch turns ev into a task for general (dispatchAll of one event).
-func (k *King) dispatch(ev *schema.Event, general, from string) error {
+func (k *King) dispatch(ev *doc.Event, general, from string) error {
 	return k.dispatchAll([]routed{{ev: ev, general: general}}, from)
 }
 
@@ -207,7 +208,7 @@ func (k *King) dispatchAll(rs []routed, from string) error {
 		return errors.Join(gateErr, err)
 	}
 	for _, r := range rs {
-		k.countAttempt(r.ev.Source, &schema.Task{ID: r.ev.TaskID, Repo: r.ev.Repo, Payload: r.ev.Payload})
+		k.countAttempt(r.ev.Source, &doc.Task{ID: r.ev.TaskID, Repo: r.ev.Repo, Payload: r.ev.Payload})
 	}
 	return gateErr
 }
@@ -221,7 +222,7 @@ func (k *King) dispatchGroup(rs []routed, from string) error {
 	data := make([][]byte, len(rs))
 	for i, r := range rs {
 		r.ev.TaskID = ids[i]
-		r.ev.Status = schema.EventDispatched
+		r.ev.Status = doc.EventDispatched
 		if data[i], err = encodeDispatched(r.ev, r.general); err != nil {
 			return fmt.Errorf("encode event %s: %w", r.ev.ID, err)
 		}
@@ -247,7 +248,7 @@ func (k *King) dispatchGroup(rs []routed, from string) error {
 				}
 			}
 		}
-		ts := make([]*schema.Task, len(rs))
+		ts := make([]*doc.Task, len(rs))
 		for i, r := range rs {
 			if ts[i], err = k.putTask(g, r.ev, r.general); err != nil {
 				return err
@@ -266,7 +267,7 @@ func (k *King) dispatchGroup(rs []routed, from string) error {
 // createTask writes the task of a dispatched event, its thread_start and the
 // internal events, within g. It is also how a restart completes a dispatch
 // that died before the task was written.
-func (k *King) createTask(g *queue.GroupTx, ev *schema.Event, general string, recovered bool) error {
+func (k *King) createTask(g *queue.GroupTx, ev *doc.Event, general string, recovered bool) error {
 	t, err := k.putTask(g, ev, general)
 	if err != nil {
 		return err
@@ -277,7 +278,7 @@ func (k *King) createTask(g *queue.GroupTx, ev *schema.Event, general string, re
 
 // putTask writes the task of a dispatched event within g (a task already
 // written is no error).
-func (k *King) putTask(g *queue.GroupTx, ev *schema.Event, general string) (*schema.Task, error) {
+func (k *King) putTask(g *queue.GroupTx, ev *doc.Event, general string) (*doc.Task, error) {
 	t := k.buildTask(ev, general)
 	if err := g.PutOnce(k.tasks, layout.Pending, t.ID, t); err != nil && !errors.Is(err, queue.ErrExists) {
 		return nil, fmt.Errorf("write task %s: %w", t.ID, err)
@@ -287,7 +288,7 @@ func (k *King) putTask(g *queue.GroupTx, ev *schema.Event, general string) (*sch
 
 // announceTask queues a written task's thread_start and emits its events,
 // within g.
-func (k *King) announceTask(g *queue.GroupTx, ev *schema.Event, t *schema.Task, general string, recovered bool) error {
+func (k *King) announceTask(g *queue.GroupTx, ev *doc.Event, t *doc.Task, general string, recovered bool) error {
 	if _, err := k.putMessageIn(g, threadStart(ev, t)); err != nil {
 		return err
 	}
@@ -295,14 +296,14 @@ func (k *King) announceTask(g *queue.GroupTx, ev *schema.Event, t *schema.Task, 
 }
 
 // taskCreated emits (within g) and logs a created task.
-func (k *King) taskCreated(g *queue.GroupTx, ev *schema.Event, t *schema.Task, general string, recovered bool) error {
+func (k *King) taskCreated(g *queue.GroupTx, ev *doc.Event, t *doc.Task, general string, recovered bool) error {
 	if err := g.Emit(k.em, "task.created", map[string]any{"task_id": t.ID, "event_type": ev.Type, "target_general": general, "priority": t.Priority}); err != nil {
 		return err
 	}
 	if err := g.Emit(k.em, "event.dispatched", map[string]any{"event_id": ev.ID, "task_id": t.ID, "target_general": general}); err != nil {
 		return err
 	}
-	if t.Type == schema.TaskTypeResume {
+	if t.Type == doc.TaskTypeResume {
 		if err := g.Emit(k.em, "task.resumed", map[string]any{"task_id": t.ID, "original_task_id": t.OriginalTaskID}); err != nil {
 			return err
 		}
@@ -313,8 +314,8 @@ func (k *King) taskCreated(g *queue.GroupTx, ev *schema.Event, t *schema.Task, g
 
 // buildTask derives the task of a dispatched event. It depends only on the
 // event (and the resumed task's checkpoint), so a restart rebuilds it.
-func (k *King) buildTask(ev *schema.Event, general string) *schema.Task {
-	t := &schema.Task{
+func (k *King) buildTask(ev *doc.Event, general string) *doc.Task {
+	t := &doc.Task{
 		ID:            ev.TaskID,
 		EventID:       ev.ID,
 		TargetGeneral: general,
@@ -322,8 +323,8 @@ func (k *King) buildTask(ev *schema.Event, general string) *schema.Task {
 		Repo:          ev.Repo,
 		Payload:       maps.Clone(ev.Payload),
 		Priority:      ev.Priority,
-		CreatedAt:     schema.FormatTime(k.now()),
-		Status:        schema.TaskPending,
+		CreatedAt:     doc.FormatTime(k.now()),
+		Status:        doc.TaskPending,
 	}
 	if t.Payload == nil {
 		t.Payload = map[string]any{}
@@ -333,10 +334,10 @@ func (k *King) buildTask(ev *schema.Event, general string) *schema.Task {
 			k.resumeFields(t, ev, rc)
 		}
 	}
-	if schema.Deref(t.Repo) == "" {
+	if doc.Deref(t.Repo) == "" {
 		t.Repo = nil
 		if m := k.routes.Manifest(general); m != nil && m.DefaultRepo != "" {
-			t.Repo = schema.StringPtr(m.DefaultRepo)
+			t.Repo = doc.StringPtr(m.DefaultRepo)
 		}
 	}
 	return t
@@ -380,7 +381,7 @@ func (k *King) recover() error {
 				errs = append(errs, err)
 			}
 		default:
-			var t schema.Task
+			var t doc.Task
 			if err := k.tasks.ReadJSON(st, ev.TaskID, &t); err != nil {
 				continue // moved meanwhile: nothing to repair
 			}

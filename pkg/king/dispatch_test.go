@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 func TestKing_DispatchProducesTaskEventMessageAndInternalEvents(t *testing.T) {
@@ -32,7 +32,7 @@ func TestKing_DispatchProducesTaskEventMessageAndInternalEvents(t *testing.T) {
 	eq(t, "task.event_id", tk.EventID, "evt-github-1-x")
 	eq(t, "task.target_general", tk.TargetGeneral, "gen-pr")
 	eq(t, "task.type", tk.Type, "github.pr.review_requested")
-	eq(t, "task.repo (manifest default)", schema.Deref(tk.Repo), "acme/web")
+	eq(t, "task.repo (manifest default)", doc.Deref(tk.Repo), "acme/web")
 	eq(t, "task.retry_count", tk.RetryCount, 0)
 	eq(t, "task.priority", tk.Priority, "normal")
 	eq(t, "task.status", tk.Status, "pending")
@@ -40,7 +40,7 @@ func TestKing_DispatchProducesTaskEventMessageAndInternalEvents(t *testing.T) {
 
 	m := f.message("msg-task-20261121-001-start")
 	eq(t, "msg.type", m.Type, "thread_start")
-	eq(t, "msg.task_id", schema.Deref(m.TaskID), "task-20261121-001")
+	eq(t, "msg.task_id", doc.Deref(m.TaskID), "task-20261121-001")
 	if m.SourceRef != nil {
 		t.Errorf("github event has source_ref %+v", m.SourceRef)
 	}
@@ -74,7 +74,7 @@ func TestKing_EventRepoBeatsManifestDefault(t *testing.T) {
 	f := newFixture(t, genPR)
 	f.event("evt-a", "github.issue.assigned", "normal", withRepo("acme/api"))
 	f.tick()
-	eq(t, "repo", schema.Deref(f.task(layout.Pending, "task-20261121-001").Repo), "acme/api")
+	eq(t, "repo", doc.Deref(f.task(layout.Pending, "task-20261121-001").Repo), "acme/api")
 }
 
 func TestKing_SlackEventThreadStartCarriesSourceRef(t *testing.T) {

@@ -5,10 +5,10 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/control"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/enginepause"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/waits"
 )
 
@@ -23,7 +23,7 @@ func TestControl_ResumeLiftsAnEnginePause(t *testing.T) {
 	f.claim(task1)
 	reset := t0.Add(3 * time.Hour)
 	f.finalResult(task1, map[string]any{"status": "failed", "error_reason": "UsageLimited", "error": "limit",
-		"resets_at": schema.FormatTime(reset), "soldier_id": "soldier-a-x"})
+		"resets_at": doc.FormatTime(reset), "soldier_id": "soldier-a-x"})
 	f.tick()
 	f.event("evt-2", "github.pr.review_requested", "normal")
 	f.tick()
@@ -50,7 +50,7 @@ func TestControl_ResumeLiftsAnEnginePause(t *testing.T) {
 		t.Error("claude still paused after resume")
 	}
 	tk := f.task(layout.Pending, task1)
-	if nb, _ := schema.ParseTime(tk.NotBefore); nb.After(f.clk.Now()) {
+	if nb, _ := doc.ParseTime(tk.NotBefore); nb.After(f.clk.Now()) {
 		t.Errorf("the held task still waits until %s", tk.NotBefore)
 	}
 	eq(t, "attempt not counted", tk.RetryCount, 0)

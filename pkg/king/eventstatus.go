@@ -3,9 +3,9 @@ package king
 import (
 	"encoding/json"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // completeEvent moves event id from state from to events/completed/ with
@@ -15,12 +15,12 @@ import (
 // cat. One transaction fenced by the king's lease; an event no longer in
 // from gives an error satisfying fs.ErrNotExist.
 func (k *King) completeEvent(from, id, discarded string) error {
-	doc := k.completedDoc(from, id, discarded)
+	d := k.completedDoc(from, id, discarded)
 	return k.group(func(g *queue.GroupTx) error {
-		if doc == nil {
+		if d == nil {
 			return g.Move(k.events, from, layout.Completed, id)
 		}
-		if err := g.Put(k.events, layout.Completed, id, doc); err != nil {
+		if err := g.Put(k.events, layout.Completed, id, d); err != nil {
 			return err
 		}
 		return g.Remove(k.events, from, id)
@@ -34,13 +34,13 @@ func (k *King) completedDoc(state, id, discarded string) map[string]any {
 	if err != nil {
 		return nil
 	}
-	var doc map[string]any
-	if json.Unmarshal(b, &doc) != nil {
+	var d map[string]any
+	if json.Unmarshal(b, &d) != nil {
 		return nil
 	}
-	doc["status"] = schema.EventCompleted
+	d["status"] = doc.EventCompleted
 	if discarded != "" {
-		doc["discarded"] = discarded
+		d["discarded"] = discarded
 	}
-	return doc
+	return d
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/clock"
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/health"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
@@ -108,22 +109,22 @@ func (f *fixture) tick() {
 	}
 }
 
-type evOpt func(*schema.Event)
+type evOpt func(*doc.Event)
 
 func withPayload(kv map[string]any) evOpt {
-	return func(e *schema.Event) { e.Payload = kv }
+	return func(e *doc.Event) { e.Payload = kv }
 }
-func withSource(s string) evOpt { return func(e *schema.Event) { e.Source = s } }
-func withRepo(r string) evOpt   { return func(e *schema.Event) { e.Repo = schema.StringPtr(r) } }
+func withSource(s string) evOpt { return func(e *doc.Event) { e.Source = s } }
+func withRepo(r string) evOpt   { return func(e *doc.Event) { e.Repo = doc.StringPtr(r) } }
 func withCreated(t time.Time) evOpt {
-	return func(e *schema.Event) { e.CreatedAt = schema.FormatTime(t) }
+	return func(e *doc.Event) { e.CreatedAt = doc.FormatTime(t) }
 }
 
 // event drops an event into events/pending.
-func (f *fixture) event(id, typ, prio string, opts ...evOpt) *schema.Event {
+func (f *fixture) event(id, typ, prio string, opts ...evOpt) *doc.Event {
 	f.t.Helper()
-	ev := &schema.Event{ID: id, Type: typ, Source: schema.SourceGitHub, Priority: prio,
-		Payload: map[string]any{}, CreatedAt: schema.FormatTime(f.clk.Now()), Status: schema.EventPending}
+	ev := &doc.Event{ID: id, Type: typ, Source: doc.SourceGitHub, Priority: prio,
+		Payload: map[string]any{}, CreatedAt: doc.FormatTime(f.clk.Now()), Status: doc.EventPending}
 	for _, o := range opts {
 		o(ev)
 	}
@@ -145,7 +146,7 @@ func writeJSON(t *testing.T, path string, v any) {
 // resources writes state/resources.json measured at ts.
 func (f *fixture) resources(h, token string, ts time.Time) {
 	f.t.Helper()
-	r := &health.Resources{Timestamp: schema.FormatTime(ts), Health: h,
+	r := &health.Resources{Timestamp: doc.FormatTime(ts), Health: h,
 		Sessions: health.SessionStats{SoldiersMax: 3}}
 	if token != "" {
 		r.Tokens = &health.Tokens{Status: token}
@@ -172,7 +173,7 @@ func (f *fixture) ids(kind, state string) []string {
 	return out
 }
 
-func (f *fixture) task(state, id string) *schema.Task {
+func (f *fixture) task(state, id string) *doc.Task {
 	f.t.Helper()
 	b, err := os.ReadFile(filepath.Join(f.l.QueueState(layout.QTasks, state), id+".json"))
 	if err != nil {
@@ -185,7 +186,7 @@ func (f *fixture) task(state, id string) *schema.Task {
 	return tk
 }
 
-func (f *fixture) message(id string) *schema.Message {
+func (f *fixture) message(id string) *doc.Message {
 	f.t.Helper()
 	for _, st := range layout.QueueStates[layout.QMessages] {
 		b, err := os.ReadFile(filepath.Join(f.l.QueueState(layout.QMessages, st), id+".json"))
@@ -202,7 +203,7 @@ func (f *fixture) message(id string) *schema.Message {
 	return nil
 }
 
-func (f *fixture) eventFile(state, id string) (*schema.Event, string) {
+func (f *fixture) eventFile(state, id string) (*doc.Event, string) {
 	f.t.Helper()
 	b, err := os.ReadFile(filepath.Join(f.l.QueueState(layout.QEvents, state), id+".json"))
 	if err != nil {
@@ -230,7 +231,7 @@ func (f *fixture) internal(typ string) []eventlog.Event {
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			f.t.Fatalf("events.log line not JSON: %q", sc.Text())
 		}
-		if err := schema.Validate(schema.KindInternalEvent, sc.Bytes()); err != nil {
+		if err := schema.Validate(doc.KindInternalEvent, sc.Bytes()); err != nil {
 			f.t.Fatalf("internal event does not validate: %v", err)
 		}
 		if e.Type == typ {
@@ -250,7 +251,7 @@ func data(e eventlog.Event) map[string]any {
 func (f *fixture) finalResult(task string, r map[string]any) {
 	f.t.Helper()
 	base := map[string]any{"task_id": task, "summary": "did it", "general": "gen-pr",
-		"duration_seconds": 12.5, "completed_at": schema.FormatTime(f.clk.Now()), "retry_count": 0}
+		"duration_seconds": 12.5, "completed_at": doc.FormatTime(f.clk.Now()), "retry_count": 0}
 	for k, v := range r {
 		base[k] = v
 	}

@@ -3,7 +3,7 @@ package king
 import (
 	"strings"
 
-	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 )
 
 // Only the envoy speaks for Slack (SPEC §10.15). The king tells an event
@@ -17,8 +17,8 @@ import (
 // reason, never acted on.
 
 // forgedReason returns why ev cannot be acted on, or "".
-func forgedReason(ev *schema.Event) string {
-	if strings.HasPrefix(strings.ToLower(ev.Type), "slack.") && ev.Source != schema.SourceSlack {
+func forgedReason(ev *doc.Event) string {
+	if strings.HasPrefix(strings.ToLower(ev.Type), "slack.") && ev.Source != doc.SourceSlack {
 		return "a " + ev.Type + " event with source " + ev.Source + " did not come through the envoy (SPEC §10.15)"
 	}
 	return ""

@@ -5,7 +5,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/waits"
 )
 
@@ -63,9 +63,9 @@ func (k *King) applyDiskHold(adm *admission) {
 	h.held = true
 	k.log.Error(reason+": no new task is admitted until space frees", "cat", "ALERT")
 	k.em.Emit("system.disk_low", map[string]any{"free_gb": gb, "min_free_gb": h.minFreeGB})
-	m := &schema.Message{
-		ID: fmt.Sprintf("msg-king-disk-low-%d", k.now().Unix()), Type: schema.MessageNotification,
-		Urgency: schema.UrgencyHigh, Content: "[urgent] " + reason + ": no new task is admitted until space frees; running soldiers finish.",
+	m := &doc.Message{
+		ID: fmt.Sprintf("msg-king-disk-low-%d", k.now().Unix()), Type: doc.MessageNotification,
+		Urgency: doc.UrgencyHigh, Content: "[urgent] " + reason + ": no new task is admitted until space frees; running soldiers finish.",
 		Context: map[string]any{"kind": "disk_low", "free_gb": gb, "min_free_gb": h.minFreeGB},
 	}
 	if _, err := k.putMessage(m); err != nil {

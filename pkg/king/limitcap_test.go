@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/enginepause"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // A task whose every attempt ends on a usage limit is re-queued at most
@@ -18,7 +18,7 @@ func TestKing_UsageLimitRequeuesAreCapped(t *testing.T) {
 	f := started(t)
 	limit := func() {
 		f.finalResult(task1, map[string]any{"status": "failed", "error_reason": "UsageLimited",
-			"error": "You've hit your limit", "resets_at": schema.FormatTime(f.clk.Now().Add(time.Minute))})
+			"error": "You've hit your limit", "resets_at": doc.FormatTime(f.clk.Now().Add(time.Minute))})
 		f.tick()
 	}
 	for i := 1; i <= maxUsageLimitRequeues; i++ {
@@ -31,9 +31,9 @@ func TestKing_UsageLimitRequeuesAreCapped(t *testing.T) {
 	}
 	limit()
 	eqList(t, "completed", f.ids(layout.QTasks, layout.Completed), task1)
-	eq(t, "status", f.task(layout.Completed, task1).Status, schema.ResultFailed)
+	eq(t, "status", f.task(layout.Completed, task1).Status, doc.ResultFailed)
 	failed := f.internal("task.failed")
-	if len(failed) != 1 || data(failed[0])["error_reason"] != any(schema.ReasonUsageLimited) || data(failed[0])["terminal"] != any(true) {
+	if len(failed) != 1 || data(failed[0])["error_reason"] != any(doc.ReasonUsageLimited) || data(failed[0])["terminal"] != any(true) {
 		t.Fatalf("task.failed events %v", failed)
 	}
 	m := f.message("msg-" + task1 + "-failed")
@@ -48,9 +48,9 @@ func TestKing_UsageLimitRequeuesAreCapped(t *testing.T) {
 func TestKing_UsageLimitWithPastResetPausesNothing(t *testing.T) {
 	f := started(t)
 	f.finalResult(task1, map[string]any{"status": "failed", "error_reason": "UsageLimited",
-		"error": "You've hit your limit", "resets_at": schema.FormatTime(t0.Add(-time.Minute))})
+		"error": "You've hit your limit", "resets_at": doc.FormatTime(t0.Add(-time.Minute))})
 	f.tick()
-	eq(t, "not_before now", f.task(layout.Pending, task1).NotBefore, schema.FormatTime(t0))
+	eq(t, "not_before now", f.task(layout.Pending, task1).NotBefore, doc.FormatTime(t0))
 	eq(t, "system.rate_limited", len(f.internal("system.rate_limited")), 0)
 	pf, err := enginepause.Load(t.Context(), kv.OnStore(f.st))
 	if err != nil {
@@ -68,7 +68,7 @@ func TestKing_UsageLimitResetBeyondTheCapIsClamped(t *testing.T) {
 	f.finalResult(task1, map[string]any{"status": "failed", "error_reason": "UsageLimited",
 		"error": "You've hit your limit", "resets_at": "2099-01-01T00:00:00Z"})
 	f.tick()
-	want := schema.FormatTime(t0.Add(enginepause.MaxPause))
+	want := doc.FormatTime(t0.Add(enginepause.MaxPause))
 	eq(t, "not_before at the cap", f.task(layout.Pending, task1).NotBefore, want)
 	pf, err := enginepause.Load(t.Context(), kv.OnStore(f.st))
 	if err != nil {

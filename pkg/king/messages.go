@@ -4,10 +4,10 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/redact"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // Message ids the king writes (docs/ARCHITECTURE.md): deterministic, so a
@@ -21,18 +21,18 @@ func msgReplyID(event string) string       { return "msg-" + event + "-reply" }
 
 // putMessage queues m unless its id is already in any messages state.
 // It reports whether it wrote the message.
-func (k *King) putMessage(m *schema.Message) (bool, error) {
+func (k *King) putMessage(m *doc.Message) (bool, error) {
 	k.fillMessage(m)
 	return putOnceMessage(m, k.msgs.PutOnce(layout.Pending, m.ID, m))
 }
 
 // putMessageIn is putMessage within a queue group.
-func (k *King) putMessageIn(g *queue.GroupTx, m *schema.Message) (bool, error) {
+func (k *King) putMessageIn(g *queue.GroupTx, m *doc.Message) (bool, error) {
 	k.fillMessage(m)
 	return putOnceMessage(m, g.PutOnce(k.msgs, layout.Pending, m.ID, m))
 }
 
-func putOnceMessage(m *schema.Message, err error) (bool, error) {
+func putOnceMessage(m *doc.Message, err error) (bool, error) {
 	if errors.Is(err, queue.ErrExists) {
 		return false, nil
 	}
@@ -43,19 +43,19 @@ func putOnceMessage(m *schema.Message, err error) (bool, error) {
 }
 
 // fillMessage sets a new message's defaults.
-func (k *King) fillMessage(m *schema.Message) {
+func (k *King) fillMessage(m *doc.Message) {
 	if m.CreatedAt == "" {
-		m.CreatedAt = schema.FormatTime(k.now())
+		m.CreatedAt = doc.FormatTime(k.now())
 	}
 	if m.Urgency == "" {
-		m.Urgency = schema.UrgencyNormal
+		m.Urgency = doc.UrgencyNormal
 	}
-	m.Status = schema.MessagePending
+	m.Status = doc.MessagePending
 }
 
 // sourceRef returns {channel, ts} of a Slack-originated event, else nil.
-func sourceRef(ev *schema.Event) *schema.SourceRef {
-	if ev.Source != schema.SourceSlack {
+func sourceRef(ev *doc.Event) *doc.SourceRef {
+	if ev.Source != doc.SourceSlack {
 		return nil
 	}
 	ch, _ := ev.Payload["channel"].(string)
@@ -63,7 +63,7 @@ func sourceRef(ev *schema.Event) *schema.SourceRef {
 	if ch == "" || ts == "" {
 		return nil
 	}
-	return &schema.SourceRef{Channel: ch, TS: ts}
+	return &doc.SourceRef{Channel: ch, TS: ts}
 }
 
 func strPtr(s string) *string { return &s }
@@ -71,8 +71,8 @@ func strPtr(s string) *string { return &s }
 // threadStart is the message that opens a task's Slack thread. For Slack
 // events the source DM becomes the parent (source_ref); a resume task reuses
 // the original thread (thread_ts, SPEC §9.8).
-func threadStart(ev *schema.Event, t *schema.Task) *schema.Message {
-	repo := schema.Deref(t.Repo)
+func threadStart(ev *doc.Event, t *doc.Task) *doc.Message {
+	repo := doc.Deref(t.Repo)
 	content := fmt.Sprintf("🎯 %s took %s (%s)", t.TargetGeneral, t.ID, t.Type)
 	if repo != "" {
 		content += " in " + repo
@@ -82,11 +82,11 @@ func threadStart(ev *schema.Event, t *schema.Task) *schema.Message {
 	} else if sum, _ := ev.Payload["summary"].(string); sum != "" {
 		content += ": " + redact.Clip(sum, 200)
 	}
-	m := &schema.Message{
+	m := &doc.Message{
 		ID:        msgStartID(t.ID),
-		Type:      schema.MessageThreadStart,
+		Type:      doc.MessageThreadStart,
 		TaskID:    strPtr(t.ID),
-		Urgency:   schema.UrgencyNormal,
+		Urgency:   doc.UrgencyNormal,
 		Content:   content,
 		SourceRef: sourceRef(ev),
 		Context: map[string]any{

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
@@ -69,10 +70,10 @@ func (k *King) processOrphans(*admission) error {
 			}
 			terminal := true
 			msg := fmt.Sprintf("general %s is not installed (its manifest has been gone for %s)", t.TargetGeneral, now.Sub(first).Round(time.Minute))
-			res := &schema.Result{
-				RawResult: schema.RawResult{TaskID: t.ID, Status: schema.ResultFailed, Summary: msg, Error: msg,
-					ErrorReason: schema.ReasonEngineMissing, Terminal: &terminal},
-				General: t.TargetGeneral, CompletedAt: schema.FormatTime(now), RetryCount: t.RetryCount,
+			res := &doc.Result{
+				RawResult: doc.RawResult{TaskID: t.ID, Status: doc.ResultFailed, Summary: msg, Error: msg,
+					ErrorReason: doc.ReasonEngineMissing, Terminal: &terminal},
+				General: t.TargetGeneral, CompletedAt: doc.FormatTime(now), RetryCount: t.RetryCount,
 			}
 			k.log.Warn("failing a task whose general is gone", "task", t.ID, "general", t.TargetGeneral)
 			end := k.finish

@@ -1,8 +1,8 @@
 package king
 
 import (
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // parkedTasks counts the pending tasks an engine pause holds back: not_before
@@ -21,11 +21,11 @@ func (k *King) parkedTasks(g *moneyGate) int {
 	}
 	n := 0
 	for _, id := range ids {
-		var t schema.Task
+		var t doc.Task
 		if k.tasks.ReadJSON(layout.Pending, id, &t) != nil {
 			continue
 		}
-		nb, err := schema.ParseTime(t.NotBefore)
+		nb, err := doc.ParseTime(t.NotBefore)
 		if err != nil || !nb.After(g.now) {
 			continue
 		}

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // A task parked by an engine pause (pending, not_before at the reset, its
@@ -21,9 +21,9 @@ func TestKing_TaskParkedByAPauseTakesNoSlot(t *testing.T) {
 	f.claim(task1)
 	reset := t0.Add(6 * time.Hour)
 	f.finalResult(task1, map[string]any{"status": "failed", "error_reason": "UsageLimited",
-		"error": "You've hit your limit", "resets_at": schema.FormatTime(reset)})
+		"error": "You've hit your limit", "resets_at": doc.FormatTime(reset)})
 	f.tick()
-	eq(t, "parked until the reset", f.task(layout.Pending, task1).NotBefore, schema.FormatTime(reset))
+	eq(t, "parked until the reset", f.task(layout.Pending, task1).NotBefore, doc.FormatTime(reset))
 
 	f.event("evt-codex", "github.issue.opened", "normal")
 	f.event("evt-claude", "github.pr.review_requested", "normal", withCreated(t0.Add(time.Second)))

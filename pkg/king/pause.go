@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/enginepause"
 	"github.com/kingdom-dev/kingdom/pkg/redact"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // usageLimited handles an attempt stopped by a usage limit (SPEC §10.8):
@@ -16,12 +16,12 @@ import (
 // the reset has already passed: the task just runs again). Each step is
 // idempotent, so a repeat after a crash finishes the job without a second
 // event.
-func (k *King) usageLimited(t *schema.Task, res *schema.Result, m attemptMoney) error {
+func (k *King) usageLimited(t *doc.Task, res *doc.Result, m attemptMoney) error {
 	if t.UsageLimits >= maxUsageLimitRequeues {
 		return k.usageLimitedForGood(t, res)
 	}
 	now := k.now()
-	until, err := schema.ParseTime(m.ResetsAt)
+	until, err := doc.ParseTime(m.ResetsAt)
 	if err != nil || !until.After(now) {
 		if err == nil {
 			// The reset passed while the result waited: run again now.
@@ -57,7 +57,7 @@ const maxUsageLimitRequeues = 5
 // usageLimitedForGood fails a task that hit a usage limit once more after
 // maxUsageLimitRequeues re-queues: a terminal UsageLimited failure with its
 // ❌. The engine is not paused again (the earlier pauses were recorded).
-func (k *King) usageLimitedForGood(t *schema.Task, res *schema.Result) error {
+func (k *King) usageLimitedForGood(t *doc.Task, res *doc.Result) error {
 	r := *res
 	terminal := true
 	r.Terminal = &terminal
@@ -83,7 +83,7 @@ func (k *King) pauseEngine(engine string, until time.Time, reason, task string) 
 	if active && !until.After(cur.UntilTime()) {
 		return nil // the same pause, recorded already
 	}
-	p := enginepause.Pause{Until: schema.FormatTime(until), Reason: redact.Clip(reason, 500), Since: schema.FormatTime(now), Task: task}
+	p := enginepause.Pause{Until: doc.FormatTime(until), Reason: redact.Clip(reason, 500), Since: doc.FormatTime(now), Task: task}
 	if active {
 		p.Since = cur.Since
 	}
@@ -101,8 +101,8 @@ func (k *King) pauseEngine(engine string, until time.Time, reason, task string) 
 // finishAttempt acts on an attempt's result once its cost is recorded
 // (recordAttempts): a usage limit pauses the engine and re-queues the
 // task; anything else goes through finishInto (a task that ends joins cs).
-func (k *King) finishAttempt(cs *[]completion, t *schema.Task, res *schema.Result, m attemptMoney) error {
-	if res.ErrorReason == ReasonUsageLimited && (res.Status == schema.ResultFailed || res.Status == schema.ResultKilled) {
+func (k *King) finishAttempt(cs *[]completion, t *doc.Task, res *doc.Result, m attemptMoney) error {
+	if res.ErrorReason == ReasonUsageLimited && (res.Status == doc.ResultFailed || res.Status == doc.ResultKilled) {
 		return k.usageLimited(t, res, m)
 	}
 	return k.finishInto(cs, t, res)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/redact"
@@ -29,7 +30,7 @@ const PetitionGrace = 5 * time.Second
 // CannotHandleText is the polite reply when nobody can take a petition.
 const CannotHandleText = "Sorry, none of my generals can handle this request, and I could not answer it myself."
 
-func (k *King) petitionable(ev *schema.Event) bool {
+func (k *King) petitionable(ev *doc.Event) bool {
 	return k.cfg.Petition.Enabled && (ev.Type == TypeChannelMessage || ev.Type == TypeAppMention)
 }
 
@@ -43,7 +44,7 @@ func (k *King) petitionStartedPath(id string) string {
 
 // startPetition claims a Slack DM or mention into events/petitioning/ and
 // starts its classifier (SPEC §4.4, §9.21). The loop never waits for it.
-func (k *King) startPetition(ev *schema.Event) error {
+func (k *King) startPetition(ev *doc.Event) error {
 	if err := k.events.Claim(layout.Pending, layout.Petitioning, ev.ID); err != nil {
 		if errors.Is(err, queue.ErrTaken) {
 			return nil
@@ -56,7 +57,7 @@ func (k *King) startPetition(ev *schema.Event) error {
 
 // petitionPrompt asks for one JSON object naming a general or answering
 // directly. The message is quoted as data.
-func (k *King) petitionPrompt(ev *schema.Event) string {
+func (k *King) petitionPrompt(ev *doc.Event) string {
 	var b strings.Builder
 	b.WriteString("You route requests sent to Kingdom, a team of AI agents called generals.\n")
 	b.WriteString("Pick the general that should handle the message below, or answer it yourself if it is a simple question no general needs to work on.\n\n")
@@ -80,7 +81,7 @@ func (k *King) petitionPrompt(ev *schema.Event) string {
 // launchPetition writes the prompt and the started-at record, then starts
 // `soldier-spawn petition …` as a detached child. A launch failure is
 // recorded as an exited classifier, so the event falls back at once.
-func (k *King) launchPetition(ev *schema.Event) {
+func (k *King) launchPetition(ev *doc.Event) {
 	id := ev.ID
 	prompt := k.petitionPromptPath(id)
 	out := k.l.PetitionResult(id)
@@ -89,7 +90,7 @@ func (k *King) launchPetition(ev *schema.Event) {
 		k.markExited(id)
 		return
 	}
-	if err := atomicfile.WriteFile(k.petitionStartedPath(id), []byte(schema.FormatTime(k.now())+"\n"), 0o600); err != nil {
+	if err := atomicfile.WriteFile(k.petitionStartedPath(id), []byte(doc.FormatTime(k.now())+"\n"), 0o600); err != nil {
 		k.log.Error("write petition start", "event", id, "err", err)
 		k.markExited(id)
 		return
@@ -134,7 +135,7 @@ func (k *King) petitionStarted(id string) (time.Time, bool) {
 	if err != nil {
 		return time.Time{}, false
 	}
-	t, err := schema.ParseTime(strings.TrimSpace(string(b)))
+	t, err := doc.ParseTime(strings.TrimSpace(string(b)))
 	return t, err == nil
 }
 
@@ -170,7 +171,7 @@ func (k *King) processPetitions(*admission) error {
 	return errors.Join(errs...)
 }
 
-func (k *King) settlePetition(ev *schema.Event) error {
+func (k *King) settlePetition(ev *doc.Event) error {
 	id := ev.ID
 	b, err := queue.ReadLimited(k.l.PetitionResult(id), 64<<10)
 	switch {
@@ -221,7 +222,7 @@ func (k *King) settlePetition(ev *schema.Event) error {
 
 // petitionFallback routes statically (a general subscribing the event's
 // type), else answers politely that nobody can handle it.
-func (k *King) petitionFallback(ev *schema.Event, why string) error {
+func (k *King) petitionFallback(ev *doc.Event, why string) error {
 	if g, ok := k.routes.Route(ev.Type); ok {
 		if k.parkedFor(ev, g) {
 			return nil // its general is parked: judged again next tick
@@ -235,15 +236,15 @@ func (k *King) petitionFallback(ev *schema.Event, why string) error {
 
 // reply answers a petition in its DM thread (msg-<event>-reply) and moves
 // the event to completed/.
-func (k *King) reply(ev *schema.Event, text, kind, why string) error {
+func (k *King) reply(ev *doc.Event, text, kind, why string) error {
 	ch, _ := ev.Payload["channel"].(string)
 	ts, _ := ev.Payload["thread_ts"].(string)
 	if ts == "" {
 		ts, _ = ev.Payload["ts"].(string)
 	}
-	m := &schema.Message{
-		ID: msgReplyID(ev.ID), Type: schema.MessageThreadReply, Channel: ch,
-		Urgency: schema.UrgencyNormal, Content: text, SourceRef: sourceRef(ev),
+	m := &doc.Message{
+		ID: msgReplyID(ev.ID), Type: doc.MessageThreadReply, Channel: ch,
+		Urgency: doc.UrgencyNormal, Content: text, SourceRef: sourceRef(ev),
 		Context: map[string]any{"event_id": ev.ID, "event_type": ev.Type, "kind": kind},
 	}
 	if ts != "" {

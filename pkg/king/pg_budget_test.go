@@ -8,10 +8,10 @@ import (
 
 	"github.com/kingdom-dev/kingdom/internal/testkit/pgtest"
 	"github.com/kingdom-dev/kingdom/pkg/clock"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/spend"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 )
@@ -41,7 +41,7 @@ func TestPG_DaySpendSurvivesAFailover(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := kv.PutJSON(t.Context(), kv.OnStore(a.st), kv.NSResults, d.ID, map[string]any{"task_id": d.ID, "status": "success",
-			"summary": "ok", "general": "gen-pr", "duration_seconds": 1, "completed_at": schema.FormatTime(t0), "retry_count": 0,
+			"summary": "ok", "general": "gen-pr", "duration_seconds": 1, "completed_at": doc.FormatTime(t0), "retry_count": 0,
 			"cost_usd": []float64{0.6, 0.5}[i], "usage": usage(100, 10), "soldier_id": fmt.Sprintf("soldier-1-%d", i)}); err != nil {
 			t.Fatal(err)
 		}
@@ -74,10 +74,10 @@ func TestPG_DaySpendSurvivesAFailover(t *testing.T) {
 	}
 	// A repeat of an attempt already recorded (a result processed again
 	// after a crash) counts nothing.
-	var tk schema.Task
+	var tk doc.Task
 	d := a.docs(layout.QTasks, layout.Completed)[0]
 	tk.ID, tk.TargetGeneral = d.ID, "gen-pr"
-	res := &schema.Result{CompletedAt: schema.FormatTime(t0), SoldierID: "soldier-1-0"}
+	res := &doc.Result{CompletedAt: doc.FormatTime(t0), SoldierID: "soldier-1-0"}
 	if err := b.k.recordAttempt(&tk, res, attemptMoney{CostUSD: fptr(0.6)}); err != nil {
 		t.Fatal(err)
 	}

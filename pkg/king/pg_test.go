@@ -14,11 +14,11 @@ import (
 	"github.com/kingdom-dev/kingdom/internal/testkit/pgtest"
 	"github.com/kingdom-dev/kingdom/pkg/clock"
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 	"github.com/kingdom-dev/kingdom/pkg/store/pg"
 )
@@ -84,10 +84,10 @@ func (h *pgHost) admit(id, typ, prio string, created time.Time, payload map[stri
 	if payload == nil {
 		payload = map[string]any{}
 	}
-	ev := schema.Event{ID: id, Type: typ, Source: schema.SourceGitHub, Priority: prio, Payload: payload,
-		CreatedAt: schema.FormatTime(created), Status: schema.EventPending}
+	ev := doc.Event{ID: id, Type: typ, Source: doc.SourceGitHub, Priority: prio, Payload: payload,
+		CreatedAt: doc.FormatTime(created), Status: doc.EventPending}
 	if strings.HasPrefix(typ, "slack.") {
-		ev.Source = schema.SourceSlack // as the envoy admits it
+		ev.Source = doc.SourceSlack // as the envoy admits it
 	}
 	b, err := json.Marshal(ev)
 	if err != nil {
@@ -114,13 +114,13 @@ func (h *pgHost) tick() {
 	}
 }
 
-func (h *pgHost) task(id string) schema.Task {
+func (h *pgHost) task(id string) doc.Task {
 	h.t.Helper()
 	d, err := h.st.Get(h.t.Context(), layout.QTasks, id)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	var t schema.Task
+	var t doc.Task
 	if err := json.Unmarshal(d.Data, &t); err != nil {
 		h.t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func TestPG_TwoKingsDispatchEachEventOnceAcrossAFailover(t *testing.T) {
 	tasks := b.docs(layout.QTasks, layout.Pending)
 	byEvent := map[string]string{}
 	for _, d := range tasks {
-		var tk schema.Task
+		var tk doc.Task
 		if err := json.Unmarshal(d.Data, &tk); err != nil {
 			t.Fatal(err)
 		}
@@ -215,7 +215,7 @@ func TestPG_TwoKingsDispatchEachEventOnceAcrossAFailover(t *testing.T) {
 		t.Fatalf("%d dispatched events, want %d", len(disp), n+1)
 	}
 	for _, d := range disp {
-		var ev schema.Event
+		var ev doc.Event
 		json.Unmarshal(d.Data, &ev)
 		if byEvent[ev.ID] != ev.TaskID {
 			t.Errorf("event %s says task %s, the task of it is %s", ev.ID, ev.TaskID, byEvent[ev.ID])
@@ -282,14 +282,14 @@ func TestPG_MaxSoldiersIsClusterWide(t *testing.T) {
 	// A result on host b frees a slot: the third is admitted.
 	id := pend[0].ID
 	if err := kv.PutJSON(t.Context(), kv.OnStore(b.st), kv.NSResults, id, map[string]any{"task_id": id, "status": "success",
-		"summary": "ok", "general": "gen-pr", "duration_seconds": 1, "completed_at": schema.FormatTime(t0), "retry_count": 0}); err != nil {
+		"summary": "ok", "general": "gen-pr", "duration_seconds": 1, "completed_at": doc.FormatTime(t0), "retry_count": 0}); err != nil {
 		t.Fatal(err)
 	}
 	b.tick()
 	if p := b.docs(layout.QEvents, layout.Pending); len(p) != 0 {
 		t.Fatalf("%d events pending after a slot freed", len(p))
 	}
-	if tk := b.task(id); tk.Status != schema.TaskCompleted || tk.Host != "host-b" {
+	if tk := b.task(id); tk.Status != doc.TaskCompleted || tk.Host != "host-b" {
 		t.Errorf("completed task status %q host %q, want completed on host-b", tk.Status, tk.Host)
 	}
 }
@@ -332,7 +332,7 @@ func TestPG_HostLossRetriesTheLostHostsTasks(t *testing.T) {
 		t.Fatalf("lost host's task in %s (%v), want pending again", d.State, err)
 	}
 	tk := a.task(lostTask)
-	if tk.RetryCount != 1 || tk.Status != schema.TaskPending || tk.NotBefore == "" {
+	if tk.RetryCount != 1 || tk.Status != doc.TaskPending || tk.NotBefore == "" {
 		t.Errorf("re-queued task %+v, want attempt 1 pending with not_before", tk)
 	}
 	if d, _ := a.st.Get(t.Context(), layout.QTasks, liveTask); d.State != layout.InProgress {
@@ -357,7 +357,7 @@ func TestPG_HostLossRetriesTheLostHostsTasks(t *testing.T) {
 			}
 		case "task.retry_scheduled":
 			retried++
-			if !strings.Contains(string(e.Data), schema.ReasonHostLost) {
+			if !strings.Contains(string(e.Data), doc.ReasonHostLost) {
 				t.Errorf("task.retry_scheduled %s", e.Data)
 			}
 		}
@@ -383,12 +383,12 @@ func TestPG_ResumeRunsOnTheAskingHostOrFailsSessionLost(t *testing.T) {
 	}
 	if err := kv.PutJSON(t.Context(), kv.OnStore(a.st), kv.NSResults, asked, map[string]any{"task_id": asked, "status": "needs_human",
 		"question": "which branch?", "session_id": "sess-1", "summary": "asks", "general": "gen-pr",
-		"duration_seconds": 1, "completed_at": schema.FormatTime(t0), "retry_count": 0}); err != nil {
+		"duration_seconds": 1, "completed_at": doc.FormatTime(t0), "retry_count": 0}); err != nil {
 		t.Fatal(err)
 	}
 	renewed(t, a.st, "host-b", 0)
 	a.tick()
-	if tk := a.task(asked); tk.Status != schema.ResultNeedsHuman || tk.Host != "host-b" {
+	if tk := a.task(asked); tk.Status != doc.ResultNeedsHuman || tk.Host != "host-b" {
 		t.Fatalf("asking task status %q host %q", tk.Status, tk.Host)
 	}
 	reply := func(id string) {
@@ -398,35 +398,35 @@ func TestPG_ResumeRunsOnTheAskingHostOrFailsSessionLost(t *testing.T) {
 	}
 	reply("evt-reply-1")
 	a.tick()
-	var resume schema.Task
+	var resume doc.Task
 	for _, d := range a.docs(layout.QTasks, layout.Pending) {
 		json.Unmarshal(d.Data, &resume)
 	}
-	if resume.Type != schema.TaskTypeResume || resume.Host != "host-b" || resume.OriginalTaskID != asked {
+	if resume.Type != doc.TaskTypeResume || resume.Host != "host-b" || resume.OriginalTaskID != asked {
 		t.Fatalf("resume task %+v, want a resume on host-b", resume)
 	}
 
 	renewed(t, a.st, "host-b", 2*time.Hour)
 	reply("evt-reply-2")
 	a.tick()
-	var failed *schema.Task
+	var failed *doc.Task
 	for _, d := range a.docs(layout.QTasks, layout.Completed) {
-		var tk schema.Task
+		var tk doc.Task
 		json.Unmarshal(d.Data, &tk)
 		if tk.EventID == "evt-reply-2" {
 			failed = &tk
 		}
 	}
-	if failed == nil || failed.Status != schema.ResultFailed {
+	if failed == nil || failed.Status != doc.ResultFailed {
 		t.Fatalf("resume after the host is gone: %+v", failed)
 	}
-	m, err := a.st.Get(t.Context(), layout.QMessages, msgFinalID(failed.ID, schema.FinalFailed))
+	m, err := a.st.Get(t.Context(), layout.QMessages, msgFinalID(failed.ID, doc.FinalFailed))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var msg schema.Message
+	var msg doc.Message
 	json.Unmarshal(m.Data, &msg)
-	if !strings.HasPrefix(msg.Content, "❌") || !strings.Contains(msg.Content, "host-b") || !strings.Contains(msg.Content, schema.ReasonSessionLost) {
+	if !strings.HasPrefix(msg.Content, "❌") || !strings.Contains(msg.Content, "host-b") || !strings.Contains(msg.Content, doc.ReasonSessionLost) {
 		t.Errorf("failure message %q", msg.Content)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
@@ -41,7 +42,7 @@ func (k *King) processResults() error {
 			// A retry that died after deleting the old result but before
 			// re-queueing left its mark (status retrying, written only by
 			// the king): finish it, or the task would sit here forever.
-			var t schema.Task
+			var t doc.Task
 			if k.tasks.ReadJSON(layout.InProgress, id, &t) == nil && t.Status == TaskRetrying {
 				if err := k.requeue(&t); err != nil {
 					errs = append(errs, err)
@@ -49,7 +50,7 @@ func (k *King) processResults() error {
 			}
 			continue
 		}
-		var t schema.Task
+		var t doc.Task
 		if err := k.tasks.ReadJSON(layout.InProgress, id, &t); err != nil {
 			continue // moved meanwhile, or unreadable (the general rejects it)
 		}
@@ -108,10 +109,10 @@ func (k *King) readResult(task string) (b []byte, found bool, err error) {
 // decodeResult validates a final result. One that fails its schema (the
 // general's fault) becomes a terminal InvalidResult failure of the current
 // attempt, unless it plainly belongs to another attempt.
-func (k *King) decodeResult(t *schema.Task, b []byte, readErr error) *schema.Result {
+func (k *King) decodeResult(t *doc.Task, b []byte, readErr error) *doc.Result {
 	var err error = readErr
 	if err == nil {
-		var res *schema.Result
+		var res *doc.Result
 		if res, err = schema.DecodeResult(b); err == nil {
 			return res
 		}
@@ -123,9 +124,9 @@ func (k *King) decodeResult(t *schema.Task, b []byte, readErr error) *schema.Res
 		return nil
 	}
 	k.log.Error("final result unusable", "task", t.ID, "err", err)
-	return &schema.Result{
-		RawResult: schema.RawResult{
-			TaskID: t.ID, Status: schema.ResultFailed, ErrorReason: schema.ReasonInvalidResult,
+	return &doc.Result{
+		RawResult: doc.RawResult{
+			TaskID: t.ID, Status: doc.ResultFailed, ErrorReason: doc.ReasonInvalidResult,
 			Error: "final result unusable: " + err.Error(),
 		},
 		General:    t.TargetGeneral,
@@ -135,7 +136,7 @@ func (k *King) decodeResult(t *schema.Task, b []byte, readErr error) *schema.Res
 
 // finish acts on one attempt's final result at once (finishInto, then
 // completeAll of its completion).
-func (k *King) finish(t *schema.Task, res *schema.Result) error {
+func (k *King) finish(t *doc.Task, res *doc.Result) error {
 	var cs []completion
 	if err := k.finishInto(&cs, t, res); err != nil {
 		return err
@@ -147,7 +148,7 @@ func (k *King) finish(t *schema.Task, res *schema.Result) error {
 // cancel, a failure decided before any attempt) as finish does, in the
 // one transaction that takes the task out of pending/: a general that
 // claimed it meanwhile keeps it, and the error satisfies fs.ErrNotExist.
-func (k *King) finishPending(t *schema.Task, res *schema.Result) error {
+func (k *King) finishPending(t *doc.Task, res *doc.Result) error {
 	var cs []completion
 	if err := k.finishInto(&cs, t, res); err != nil {
 		return err
@@ -164,7 +165,7 @@ func (k *King) finishPending(t *schema.Task, res *schema.Result) error {
 // finishInto acts on one attempt's final result: a retry happens at once;
 // an outcome that ends the task (its notification or question, the
 // completing moves) is added to cs for completeAll.
-func (k *King) finishInto(cs *[]completion, t *schema.Task, res *schema.Result) error {
+func (k *King) finishInto(cs *[]completion, t *doc.Task, res *doc.Result) error {
 	k.cancelOverride(t, res)
 	general := t.TargetGeneral
 	k.noteFailure(t, res) // breaker.go
@@ -187,24 +188,24 @@ func (k *King) finishInto(cs *[]completion, t *schema.Task, res *schema.Result) 
 	tot := k.taskTotals(t)
 	c := completion{t: t}
 	switch res.Status {
-	case schema.ResultSuccess:
-		c.msgs = k.finalMessages(t, res, schema.FinalDone, tot)
-		c.status, c.evType, c.data = schema.TaskCompleted, "task.completed", withTotals(tot, map[string]any{
+	case doc.ResultSuccess:
+		c.msgs = k.finalMessages(t, res, doc.FinalDone, tot)
+		c.status, c.evType, c.data = doc.TaskCompleted, "task.completed", withTotals(tot, map[string]any{
 			"task_id": t.ID, "status": res.Status, "duration_seconds": res.DurationSeconds, "general": general,
 		})
-	case schema.ResultSkipped:
-		c.msgs = k.finalMessages(t, res, schema.FinalSkipped, tot)
-		c.status, c.evType, c.data = schema.ResultSkipped, "task.completed", withTotals(tot, map[string]any{
+	case doc.ResultSkipped:
+		c.msgs = k.finalMessages(t, res, doc.FinalSkipped, tot)
+		c.status, c.evType, c.data = doc.ResultSkipped, "task.completed", withTotals(tot, map[string]any{
 			"task_id": t.ID, "status": res.Status, "reason": res.Reason, "duration_seconds": res.DurationSeconds, "general": general,
 		})
-	case schema.ResultNeedsHuman:
-		c.msgs = []*schema.Message{k.questionMessage(t, res)}
-		c.status, c.evType, c.data = schema.ResultNeedsHuman, "task.needs_human", withTotals(tot, map[string]any{
+	case doc.ResultNeedsHuman:
+		c.msgs = []*doc.Message{k.questionMessage(t, res)}
+		c.status, c.evType, c.data = doc.ResultNeedsHuman, "task.needs_human", withTotals(tot, map[string]any{
 			"task_id": t.ID, "question": res.Question, "duration_seconds": res.DurationSeconds, "general": general,
 		})
 	default:
-		c.msgs = k.finalMessages(t, res, schema.FinalFailed, tot)
-		c.status, c.evType, c.data = schema.ResultFailed, "task.failed", withTotals(tot, map[string]any{
+		c.msgs = k.finalMessages(t, res, doc.FinalFailed, tot)
+		c.status, c.evType, c.data = doc.ResultFailed, "task.failed", withTotals(tot, map[string]any{
 			"task_id": t.ID, "status": res.Status, "error": res.Error, "error_reason": res.ErrorReason,
 			"retry_count": t.RetryCount, "terminal": res.IsTerminal(), "duration_seconds": res.DurationSeconds, "general": general,
 		})
@@ -220,14 +221,14 @@ func (k *King) finishInto(cs *[]completion, t *schema.Task, res *schema.Result) 
 
 // finalMessages returns the completion notification (msg-<task>-done|failed|
 // skipped, into notify_channel when given) and the proclamation, if any.
-func (k *King) finalMessages(t *schema.Task, res *schema.Result, final string, tot spend.Totals) []*schema.Message {
+func (k *King) finalMessages(t *doc.Task, res *doc.Result, final string, tot spend.Totals) []*doc.Message {
 	var content string
 	ctx := map[string]any{"general": t.TargetGeneral, "status": res.Status, "summary": res.Summary,
 		"duration_seconds": res.DurationSeconds, "task_type": t.Type, "repo": t.Repo}
 	switch {
-	case final == schema.FinalDone:
+	case final == doc.FinalDone:
 		content = fmt.Sprintf("✅ %s finished %s%s: %s", t.TargetGeneral, t.ID, costNote(tot, res), redact.Clip(res.Summary, 3000))
-	case final == schema.FinalSkipped:
+	case final == doc.FinalSkipped:
 		content = fmt.Sprintf("⏭️ %s skipped %s: %s", t.TargetGeneral, t.ID, redact.Clip(firstNonEmpty(res.Reason, res.Summary), 3000))
 		ctx["reason"] = res.Reason
 	case cancelledFinal(res):
@@ -244,19 +245,19 @@ func (k *King) finalMessages(t *schema.Task, res *schema.Result, final string, t
 		ctx["retry_count"] = t.RetryCount
 	}
 	content += outcomeLines(res.OutputOutcomes)
-	m := &schema.Message{
-		ID: msgFinalID(t.ID, final), Type: schema.MessageNotification, TaskID: strPtr(t.ID),
-		Channel: res.NotifyChannel, Urgency: schema.UrgencyNormal, Content: content, Context: ctx,
+	m := &doc.Message{
+		ID: msgFinalID(t.ID, final), Type: doc.MessageNotification, TaskID: strPtr(t.ID),
+		Channel: res.NotifyChannel, Urgency: doc.UrgencyNormal, Content: content, Context: ctx,
 		Final: strPtr(final),
 	}
 	m.TrackConversation = k.conversation(t, res)
-	ms := []*schema.Message{m}
+	ms := []*doc.Message{m}
 	// Proclamations only on the final success/failed/skipped (SPEC §9.28),
 	// under task_id proclamation-<task> so the envoy posts a new message.
 	if p := res.Proclamation; p != nil && p.Channel != "" && p.Message != "" {
-		ms = append(ms, &schema.Message{
-			ID: msgProclamationID(t.ID), Type: schema.MessageNotification, TaskID: strPtr("proclamation-" + t.ID),
-			Channel: p.Channel, Urgency: schema.UrgencyNormal, Content: p.Message,
+		ms = append(ms, &doc.Message{
+			ID: msgProclamationID(t.ID), Type: doc.MessageNotification, TaskID: strPtr("proclamation-" + t.ID),
+			Channel: p.Channel, Urgency: doc.UrgencyNormal, Content: p.Message,
 			Context: map[string]any{"general": t.TargetGeneral, "task": t.ID, "proclamation": true},
 		})
 	}
@@ -268,16 +269,16 @@ func (k *King) finalMessages(t *schema.Task, res *schema.Result, final string, t
 // "github.push refused: <reason>", "jira.comment failed: <error>"; the
 // result's schema allows no other state), in plain text: the envoy
 // escapes it.
-func outcomeLines(outs []schema.OutputOutcome) string {
+func outcomeLines(outs []doc.OutputOutcome) string {
 	var b strings.Builder
 	for _, o := range outs {
 		b.WriteString("\n")
 		switch o.State {
-		case schema.OutcomeDone:
+		case doc.OutcomeDone:
 			fmt.Fprintf(&b, "%s: %s", o.Kind, redact.Clip(firstNonEmpty(o.Link, "done"), 500))
-		case schema.OutcomeRefused:
+		case doc.OutcomeRefused:
 			fmt.Fprintf(&b, "%s refused: %s", o.Kind, redact.Clip(o.Reason, 500))
-		case schema.OutcomeFailed:
+		case doc.OutcomeFailed:
 			fmt.Fprintf(&b, "%s failed: %s", o.Kind, redact.Clip(o.Error, 500))
 		}
 	}
@@ -286,9 +287,9 @@ func outcomeLines(outs []schema.OutputOutcome) string {
 
 // questionMessage asks the human in the task's thread; reply_context is what
 // the envoy hands back with the answer so the king can resume (SPEC §9.8).
-func (k *King) questionMessage(t *schema.Task, res *schema.Result) *schema.Message {
-	rc := &schema.ReplyContext{General: t.TargetGeneral, SessionID: res.SessionID, Repo: t.Repo, TaskID: t.ID}
-	var thread *schema.Thread
+func (k *King) questionMessage(t *doc.Task, res *doc.Result) *doc.Message {
+	rc := &doc.ReplyContext{General: t.TargetGeneral, SessionID: res.SessionID, Repo: t.Repo, TaskID: t.ID}
+	var thread *doc.Thread
 	if cp := k.checkpoint(t.ID); cp != nil {
 		if rc.SessionID == "" {
 			rc.SessionID = cp.SessionID
@@ -303,9 +304,9 @@ func (k *King) questionMessage(t *schema.Task, res *schema.Result) *schema.Messa
 	if thread == nil {
 		thread = t.Thread
 	}
-	m := &schema.Message{
-		ID: msgQuestionID(t.ID), Type: schema.MessageHumanInputRequest, TaskID: strPtr(t.ID),
-		Urgency: schema.UrgencyHigh, Content: "❓ " + t.TargetGeneral + " needs your input on " + t.ID + ": " + redact.Clip(res.Question, 3000),
+	m := &doc.Message{
+		ID: msgQuestionID(t.ID), Type: doc.MessageHumanInputRequest, TaskID: strPtr(t.ID),
+		Urgency: doc.UrgencyHigh, Content: "❓ " + t.TargetGeneral + " needs your input on " + t.ID + ": " + redact.Clip(res.Question, 3000),
 		Context:      map[string]any{"general": t.TargetGeneral, "question": res.Question, "summary": res.Summary},
 		ReplyContext: rc,
 	}
@@ -320,8 +321,8 @@ func (k *King) questionMessage(t *schema.Task, res *schema.Result) *schema.Messa
 // completion is a task that ends: its messages, its final status and the
 // internal event of its outcome.
 type completion struct {
-	t              *schema.Task
-	msgs           []*schema.Message
+	t              *doc.Task
+	msgs           []*doc.Message
 	status, evType string
 	data           map[string]any
 	pending        bool // t is still in pending/ (finishPending)
@@ -397,7 +398,7 @@ func (k *King) completeAll(cs []completion) error {
 }
 
 // completed emits a finished task's outcome, as its general.
-func (k *King) completed(t *schema.Task, status, evType string, data map[string]any) {
+func (k *King) completed(t *doc.Task, status, evType string, data map[string]any) {
 	k.em.EmitAs(evType, t.TargetGeneral, data)
 	k.log.Info("task finished", "task", t.ID, "general", t.TargetGeneral, "status", status)
 }
@@ -408,15 +409,15 @@ func (k *King) completed(t *schema.Task, status, evType string, data map[string]
 // breaker's kills go further, whatever the result says: a Runaway never
 // runs again, and a Stalled runs again once (stalledBefore: an earlier
 // attempt of the task stalled too).
-func retryable(res *schema.Result, retryCount, maxAttempts int, stalledBefore bool) bool {
+func retryable(res *doc.Result, retryCount, maxAttempts int, stalledBefore bool) bool {
 	switch res.Status {
-	case schema.ResultSuccess, schema.ResultSkipped, schema.ResultNeedsHuman:
+	case doc.ResultSuccess, doc.ResultSkipped, doc.ResultNeedsHuman:
 		return false
 	}
 	switch res.ErrorReason {
-	case schema.ReasonRunaway:
+	case doc.ReasonRunaway:
 		return false
-	case schema.ReasonStalled:
+	case doc.ReasonStalled:
 		if stalledBefore {
 			return false
 		}
@@ -429,11 +430,11 @@ func retryable(res *schema.Result, retryCount, maxAttempts int, stalledBefore bo
 // recorded there, with its error_reason, before it is acted on
 // (recordAttempts). A ledger that cannot be read is an error (the result
 // waits for a later tick); damaged entries are skipped.
-func (k *King) stalledBefore(t *schema.Task, res *schema.Result) (bool, error) {
-	if res.ErrorReason != schema.ReasonStalled || t.RetryCount == 0 {
+func (k *King) stalledBefore(t *doc.Task, res *doc.Result) (bool, error) {
+	if res.ErrorReason != doc.ReasonStalled || t.RetryCount == 0 {
 		return false, nil
 	}
-	created, _ := schema.ParseTime(t.CreatedAt)
+	created, _ := doc.ParseTime(t.CreatedAt)
 	var stalled bool
 	var errs []error
 	days := spend.StoreDays(k.kv)
@@ -443,7 +444,7 @@ func (k *King) stalledBefore(t *schema.Task, res *schema.Result) (bool, error) {
 			errs = append(errs, err)
 		}
 		for _, e := range d.Attempts {
-			if e.Task == t.ID && e.Attempt < t.RetryCount && e.ErrorReason == schema.ReasonStalled {
+			if e.Task == t.ID && e.Attempt < t.RetryCount && e.ErrorReason == doc.ReasonStalled {
 				stalled = true
 			}
 		}
@@ -470,7 +471,7 @@ func backoff(r config.KingRetry, retryCount int, jitter func(time.Duration) time
 // retry re-queues a retryable failure (SPEC §9.1): rewrite the task inside
 // in_progress/ with retry_count+1 and not_before, delete the old final
 // result, rename to pending/ last.
-func (k *King) retry(t *schema.Task, res *schema.Result) error {
+func (k *King) retry(t *doc.Task, res *doc.Result) error {
 	nb := k.now().Add(backoff(k.cfg.Retry, t.RetryCount, k.jitter))
 	t.RetryCount++
 	if err := k.reschedule(t, nb, map[string]any{"error_reason": res.ErrorReason}); err != nil {
@@ -486,8 +487,8 @@ func (k *King) retry(t *schema.Task, res *schema.Result) error {
 // for processResults to finish), requeue does the rest, and
 // task.retry_scheduled carries data plus the task's id, attempt, not_before
 // and general. Both a retry and a usage-limit hold go through it.
-func (k *King) reschedule(t *schema.Task, nb time.Time, data map[string]any) error {
-	t.NotBefore = schema.FormatTime(nb)
+func (k *King) reschedule(t *doc.Task, nb time.Time, data map[string]any) error {
+	t.NotBefore = doc.FormatTime(nb)
 	t.Status = TaskRetrying
 	if err := k.group(func(g *queue.GroupTx) error { return g.Put(k.tasks, layout.InProgress, t.ID, t) }); err != nil {
 		return err
@@ -502,13 +503,13 @@ func (k *King) reschedule(t *schema.Task, nb time.Time, data map[string]any) err
 
 // TaskRetrying: a task in in_progress/ with this status and no final result
 // is a half-done retry (only the king writes it).
-const TaskRetrying = schema.TaskRetrying
+const TaskRetrying = doc.TaskRetrying
 
 // requeue finishes a retry whose task was already rewritten: the previous
 // attempt's files go first (its raw result must never be taken for the next
 // attempt's, SPEC §9.1), the final result last of them, then the task moves
 // to pending/ — last, in one transaction fenced by the king's lease.
-func (k *King) requeue(t *schema.Task) error {
+func (k *King) requeue(t *doc.Task) error {
 	for _, p := range []string{k.l.ResultRaw(t.ID), k.l.ResultStaging(t.ID), k.l.ResultHeartbeat(t.ID),
 		k.l.ResultSoldierID(t.ID)} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -527,7 +528,7 @@ func (k *King) requeue(t *schema.Task) error {
 	// its claimed task removed (issue 33, a backoff of 0), and no claim can
 	// run inside the transaction.
 	p := *t
-	p.Status = schema.TaskPending
+	p.Status = doc.TaskPending
 	return k.group(func(g *queue.GroupTx) error {
 		if err := g.Put(k.tasks, layout.Pending, p.ID, p); err != nil {
 			return err
@@ -554,7 +555,7 @@ func plural(n int) string {
 
 // checkpoint is the checkpoint a needs_human attempt of task left (through
 // the king's KV), nil when there is none or it does not decode.
-func (k *King) checkpoint(task string) *schema.Checkpoint {
+func (k *King) checkpoint(task string) *doc.Checkpoint {
 	b, err := k.kv.Get(k.ctx(), kv.NSCheckpoints, task)
 	if err != nil || len(b) > queue.DefaultMaxSize {
 		return nil
@@ -573,7 +574,7 @@ func (k *King) ranOn(task string) string {
 	if h := k.claimOf(task).Holder; h != "" {
 		return h
 	}
-	var res schema.Result
+	var res doc.Result
 	if kv.GetJSON(k.ctx(), k.kv, kv.NSResults, task, &res) == nil && res.Host != "" {
 		return res.Host
 	}

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 const task1 = "task-20261121-001"
@@ -37,12 +37,12 @@ func TestKing_ResultSuccessNotifiesProclaimsAndCompletes(t *testing.T) {
 	m := f.message("msg-" + task1 + "-done")
 	eq(t, "type", m.Type, "notification")
 	eq(t, "channel", m.Channel, "C-OPS")
-	eq(t, "final", schema.Deref(m.Final), "done")
+	eq(t, "final", doc.Deref(m.Final), "done")
 	if !strings.HasPrefix(m.Content, "✅") || !strings.Contains(m.Content, "LGTM, 2 nits") {
 		t.Errorf("content %q", m.Content)
 	}
 	p := f.message("msg-" + task1 + "-proclamation")
-	eq(t, "proclamation task_id", schema.Deref(p.TaskID), "proclamation-"+task1)
+	eq(t, "proclamation task_id", doc.Deref(p.TaskID), "proclamation-"+task1)
 	eq(t, "proclamation channel", p.Channel, "C-TEAM")
 	eq(t, "proclamation content", p.Content, "PR news")
 
@@ -64,7 +64,7 @@ func TestKing_ResultSkipped(t *testing.T) {
 	f.finalResult(task1, map[string]any{"status": "skipped", "reason": "already reviewed"})
 	f.tick()
 	m := f.message("msg-" + task1 + "-skipped")
-	eq(t, "final", schema.Deref(m.Final), "skipped")
+	eq(t, "final", doc.Deref(m.Final), "skipped")
 	if !strings.HasPrefix(m.Content, "⏭️") || !strings.Contains(m.Content, "already reviewed") {
 		t.Errorf("content %q", m.Content)
 	}
@@ -87,9 +87,9 @@ func TestKing_ResultNeedsHumanAsksWithReplyContext(t *testing.T) {
 	rc := m.ReplyContext
 	eq(t, "rc.general", rc.General, "gen-pr")
 	eq(t, "rc.session_id", rc.SessionID, "sess-1")
-	eq(t, "rc.repo", schema.Deref(rc.Repo), "acme/web")
+	eq(t, "rc.repo", doc.Deref(rc.Repo), "acme/web")
 	eq(t, "rc.task_id", rc.TaskID, task1)
-	eq(t, "thread_ts", schema.Deref(m.ThreadTS), "1700.1")
+	eq(t, "thread_ts", doc.Deref(m.ThreadTS), "1700.1")
 	if !strings.Contains(m.Content, "Which branch?") {
 		t.Errorf("content %q", m.Content)
 	}
@@ -119,7 +119,7 @@ func TestKing_TerminalFailureNotRetried(t *testing.T) {
 			f.tick()
 			eqList(t, "tasks/completed", f.ids(layout.QTasks, layout.Completed), task1)
 			m := f.message("msg-" + task1 + "-failed")
-			eq(t, "final", schema.Deref(m.Final), "failed")
+			eq(t, "final", doc.Deref(m.Final), "failed")
 			if !strings.HasPrefix(m.Content, "❌") {
 				t.Errorf("content %q", m.Content)
 			}
@@ -146,7 +146,7 @@ func TestKing_RetryBackoffGrowsThenFinalFailure(t *testing.T) {
 		eqList(t, "tasks/pending after retry", f.ids(layout.QTasks, layout.Pending), task1)
 		tk := f.task(layout.Pending, task1)
 		eq(t, "retry_count", tk.RetryCount, attempt+1)
-		eq(t, "not_before", tk.NotBefore, schema.FormatTime(now.Add(wantNB[attempt])))
+		eq(t, "not_before", tk.NotBefore, doc.FormatTime(now.Add(wantNB[attempt])))
 		if _, err := os.Stat(f.l.ResultFinal(task1)); !os.IsNotExist(err) {
 			t.Errorf("old final result still there: %v", err)
 		}
@@ -195,33 +195,33 @@ func TestRetryable_ErrorPolicy(t *testing.T) {
 		attempt  int
 		want     bool
 	}{
-		{"success is final", schema.ResultSuccess, "", nil, 0, false},
-		{"skipped is final", schema.ResultSkipped, "", nil, 0, false},
-		{"needs_human asks, never retries", schema.ResultNeedsHuman, "", nil, 0, false},
-		{"soldier died: retried", schema.ResultFailed, schema.ReasonSoldierDied, nil, 0, true},
-		{"engine error: retried", schema.ResultFailed, schema.ReasonEngineError, nil, 1, true},
-		{"killed: retried", schema.ResultKilled, schema.ReasonSoldierDied, nil, 0, true},
-		{"unknown status: retried", "weird", schema.ReasonEngineError, nil, 0, true},
-		{"attempts used up", schema.ResultFailed, schema.ReasonSoldierDied, nil, 2, false},
-		{"timeout is terminal", schema.ResultFailed, schema.ReasonTimeout, nil, 0, false},
-		{"invalid result is terminal", schema.ResultFailed, schema.ReasonInvalidResult, nil, 0, false},
-		{"engine missing is terminal", schema.ResultFailed, schema.ReasonEngineMissing, nil, 0, false},
-		{"marked terminal by the result", schema.ResultFailed, schema.ReasonEngineError, &yes, 0, false},
-		{"a first stall: retried", schema.ResultKilled, schema.ReasonStalled, nil, 1, true},
-		{"a stall past the attempts", schema.ResultKilled, schema.ReasonStalled, nil, 2, false},
-		{"runaway is terminal", schema.ResultKilled, schema.ReasonRunaway, nil, 0, false},
-		{"runaway is terminal whatever the result says", schema.ResultKilled, schema.ReasonRunaway, &no, 0, false},
+		{"success is final", doc.ResultSuccess, "", nil, 0, false},
+		{"skipped is final", doc.ResultSkipped, "", nil, 0, false},
+		{"needs_human asks, never retries", doc.ResultNeedsHuman, "", nil, 0, false},
+		{"soldier died: retried", doc.ResultFailed, doc.ReasonSoldierDied, nil, 0, true},
+		{"engine error: retried", doc.ResultFailed, doc.ReasonEngineError, nil, 1, true},
+		{"killed: retried", doc.ResultKilled, doc.ReasonSoldierDied, nil, 0, true},
+		{"unknown status: retried", "weird", doc.ReasonEngineError, nil, 0, true},
+		{"attempts used up", doc.ResultFailed, doc.ReasonSoldierDied, nil, 2, false},
+		{"timeout is terminal", doc.ResultFailed, doc.ReasonTimeout, nil, 0, false},
+		{"invalid result is terminal", doc.ResultFailed, doc.ReasonInvalidResult, nil, 0, false},
+		{"engine missing is terminal", doc.ResultFailed, doc.ReasonEngineMissing, nil, 0, false},
+		{"marked terminal by the result", doc.ResultFailed, doc.ReasonEngineError, &yes, 0, false},
+		{"a first stall: retried", doc.ResultKilled, doc.ReasonStalled, nil, 1, true},
+		{"a stall past the attempts", doc.ResultKilled, doc.ReasonStalled, nil, 2, false},
+		{"runaway is terminal", doc.ResultKilled, doc.ReasonRunaway, nil, 0, false},
+		{"runaway is terminal whatever the result says", doc.ResultKilled, doc.ReasonRunaway, &no, 0, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			res := &schema.Result{RawResult: schema.RawResult{Status: c.status, ErrorReason: c.reason, Terminal: c.terminal}}
+			res := &doc.Result{RawResult: doc.RawResult{Status: c.status, ErrorReason: c.reason, Terminal: c.terminal}}
 			eq(t, "retryable", retryable(res, c.attempt, 2, false), c.want)
 		})
 	}
 	// A second stall is terminal, even marked retryable; stalledBefore
 	// says nothing about any other reason.
-	second := &schema.Result{RawResult: schema.RawResult{Status: schema.ResultKilled, ErrorReason: schema.ReasonStalled, Terminal: &no}}
+	second := &doc.Result{RawResult: doc.RawResult{Status: doc.ResultKilled, ErrorReason: doc.ReasonStalled, Terminal: &no}}
 	eq(t, "second stall", retryable(second, 1, 5, true), false)
-	other := &schema.Result{RawResult: schema.RawResult{Status: schema.ResultKilled, ErrorReason: schema.ReasonSoldierDied}}
+	other := &doc.Result{RawResult: doc.RawResult{Status: doc.ResultKilled, ErrorReason: doc.ReasonSoldierDied}}
 	eq(t, "soldier died after a stall", retryable(other, 1, 5, true), true)
 }
 
@@ -232,7 +232,7 @@ func TestKing_StalledRetriedOnceThenTerminal(t *testing.T) {
 	f := started(t)
 	f.cfg.Retry.MaxAttempts = 5
 	f.cfg.Retry.BackoffSeconds = 0
-	for attempt, reason := range []string{schema.ReasonSoldierDied, schema.ReasonStalled} {
+	for attempt, reason := range []string{doc.ReasonSoldierDied, doc.ReasonStalled} {
 		f.finalResult(task1, map[string]any{"status": "killed", "error": "no progress",
 			"error_reason": reason, "retry_count": attempt})
 		f.tick()
@@ -240,7 +240,7 @@ func TestKing_StalledRetriedOnceThenTerminal(t *testing.T) {
 		f.claim(task1)
 	}
 	f.finalResult(task1, map[string]any{"status": "killed", "error": "no progress again",
-		"error_reason": schema.ReasonStalled, "retry_count": 2})
+		"error_reason": doc.ReasonStalled, "retry_count": 2})
 	f.tick()
 	eqList(t, "tasks/completed", f.ids(layout.QTasks, layout.Completed), task1)
 	eq(t, "retries", len(f.internal("task.retry_scheduled")), 2)
@@ -248,7 +248,7 @@ func TestKing_StalledRetriedOnceThenTerminal(t *testing.T) {
 	if len(fl) != 1 {
 		t.Fatalf("task.failed = %d", len(fl))
 	}
-	eq(t, "error_reason", data(fl[0])["error_reason"], any(schema.ReasonStalled))
+	eq(t, "error_reason", data(fl[0])["error_reason"], any(doc.ReasonStalled))
 	eq(t, "retry_count", data(fl[0])["retry_count"], any(float64(2)))
 	if m := f.message("msg-" + task1 + "-failed"); !strings.Contains(m.Content, "3 attempts") {
 		t.Errorf("content %q", m.Content)
@@ -261,12 +261,12 @@ func TestKing_RunawayIsTerminal(t *testing.T) {
 	f := started(t)
 	f.cfg.Retry.MaxAttempts = 5
 	f.finalResult(task1, map[string]any{"status": "killed", "error": "burned $12 without progress",
-		"error_reason": schema.ReasonRunaway, "terminal": false})
+		"error_reason": doc.ReasonRunaway, "terminal": false})
 	f.tick()
 	eqList(t, "tasks/completed", f.ids(layout.QTasks, layout.Completed), task1)
 	eq(t, "retries", len(f.internal("task.retry_scheduled")), 0)
 	fl := f.internal("task.failed")
-	if len(fl) != 1 || data(fl[0])["error_reason"] != schema.ReasonRunaway {
+	if len(fl) != 1 || data(fl[0])["error_reason"] != doc.ReasonRunaway {
 		t.Fatalf("task.failed = %+v", fl)
 	}
 }
@@ -294,7 +294,7 @@ func TestKing_OutputOutcomesInTheThreadAndTheEvent(t *testing.T) {
 			f := started(t)
 			r := map[string]any{"status": c.status, "summary": "reviewed", "output_outcomes": outcomes}
 			if c.status == "failed" {
-				r["error"], r["error_reason"] = "gave up", schema.ReasonAgentFailed
+				r["error"], r["error_reason"] = "gave up", doc.ReasonAgentFailed
 			}
 			f.finalResult(task1, r)
 			f.tick()
@@ -347,7 +347,7 @@ func TestKing_HalfDoneRetryIsFinished(t *testing.T) {
 	// A king died after rewriting the task (retry_count 1) but before
 	// deleting the old result and re-queueing.
 	tk := f.task(layout.InProgress, task1)
-	tk.RetryCount, tk.NotBefore = 1, schema.FormatTime(t0.Add(time.Minute))
+	tk.RetryCount, tk.NotBefore = 1, doc.FormatTime(t0.Add(time.Minute))
 	writeJSON(t, f.l.QueueState(layout.QTasks, layout.InProgress)+"/"+task1+".json", tk)
 	f.finalResult(task1, map[string]any{"status": "killed", "error": "x", "error_reason": "SoldierDied", "retry_count": 0})
 	f.tick()
@@ -361,7 +361,7 @@ func TestKing_RetryStrandedAfterResultRemovalIsFinished(t *testing.T) {
 	// old final result, but before the rename to pending/: no result is
 	// left to notice, only the task's retrying mark.
 	tk := f.task(layout.InProgress, task1)
-	tk.RetryCount, tk.NotBefore, tk.Status = 1, schema.FormatTime(t0.Add(time.Minute)), TaskRetrying
+	tk.RetryCount, tk.NotBefore, tk.Status = 1, doc.FormatTime(t0.Add(time.Minute)), TaskRetrying
 	writeJSON(t, f.l.QueueState(layout.QTasks, layout.InProgress)+"/"+task1+".json", tk)
 	writeJSON(t, f.l.ResultRaw(task1), map[string]any{"task_id": task1, "status": "killed", "summary": "x", "error": "x"})
 	f.tick()
@@ -369,7 +369,7 @@ func TestKing_RetryStrandedAfterResultRemovalIsFinished(t *testing.T) {
 	if _, err := os.Stat(f.l.ResultRaw(task1)); !os.IsNotExist(err) {
 		t.Errorf("the previous attempt's raw result survived the re-queue: %v", err)
 	}
-	eq(t, "the claimable copy's status", f.task(layout.Pending, task1).Status, schema.TaskPending)
+	eq(t, "the claimable copy's status", f.task(layout.Pending, task1).Status, doc.TaskPending)
 	// A task a general has just claimed, before it rewrote the status (the
 	// file is the pending copy, renamed), is not touched: re-queueing it
 	// under its running soldier would run the work twice.

@@ -6,9 +6,9 @@ import (
 	"regexp"
 
 	"github.com/kingdom-dev/kingdom/pkg/control"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // Slack event types the king treats specially.
@@ -22,7 +22,7 @@ var taskIDRE = regexp.MustCompile(`^task-[0-9]{8}-[0-9]{3,}$`)
 
 // replyContext extracts the reply_context of a slack.thread.reply event and
 // says why it is unusable ("" when usable).
-func (k *King) replyContext(ev *schema.Event) (*schema.ReplyContext, string) {
+func (k *King) replyContext(ev *doc.Event) (*doc.ReplyContext, string) {
 	raw, ok := ev.Payload["reply_context"]
 	if !ok || raw == nil {
 		return nil, "thread reply without reply_context"
@@ -31,7 +31,7 @@ func (k *King) replyContext(ev *schema.Event) (*schema.ReplyContext, string) {
 	if err != nil {
 		return nil, "reply_context is not an object"
 	}
-	var rc schema.ReplyContext
+	var rc doc.ReplyContext
 	if err := json.Unmarshal(b, &rc); err != nil {
 		return nil, "reply_context is malformed: " + err.Error()
 	}
@@ -48,7 +48,7 @@ func (k *King) replyContext(ev *schema.Event) (*schema.ReplyContext, string) {
 
 // handleReply turns a human's thread reply into a high-priority resume task
 // for the general that asked (SPEC §4.4, §9.8).
-func (k *King) handleReply(ev *schema.Event, adm *admission) error {
+func (k *King) handleReply(ev *doc.Event, adm *admission) error {
 	rc, reason := k.replyContext(ev)
 	if reason == "" {
 		reason = k.withdrawn(rc.TaskID)
@@ -56,7 +56,7 @@ func (k *King) handleReply(ev *schema.Event, adm *admission) error {
 	if reason != "" {
 		return k.discard(ev, layout.Pending, reason)
 	}
-	if h := adm.holdFor(schema.PriorityHigh, rc.General); h != nil {
+	if h := adm.holdFor(doc.PriorityHigh, rc.General); h != nil {
 		k.deferred(ev, h)
 		return nil
 	}
@@ -68,7 +68,7 @@ func (k *King) handleReply(ev *schema.Event, adm *admission) error {
 		return nil // its thread is a parked item (breaker.go)
 	}
 	if lost != "" {
-		return k.failAtOnce(ev.TaskID, schema.ReasonSessionLost, lost)
+		return k.failAtOnce(ev.TaskID, doc.ReasonSessionLost, lost)
 	}
 	adm.inFlight++
 	return nil
@@ -77,7 +77,7 @@ func (k *King) handleReply(ev *schema.Event, adm *admission) error {
 // askingHost is the host that ran task (recorded in the completed task,
 // else its claim); "" when unknown.
 func (k *King) askingHost(task string) string {
-	var t schema.Task
+	var t doc.Task
 	if k.tasks.ReadJSON(layout.Completed, task, &t) == nil && t.Host != "" {
 		return t.Host
 	}
@@ -88,13 +88,13 @@ func (k *King) askingHost(task string) string {
 // (its ❌ says why), as a cancel of a pending task does: it leaves pending/
 // in the transaction that ends it, so no general runs it.
 func (k *King) failAtOnce(id, reason, msg string) error {
-	var t schema.Task
+	var t doc.Task
 	if err := k.tasks.ReadJSON(layout.Pending, id, &t); err != nil {
 		return fmt.Errorf("read task %s: %w", id, err)
 	}
 	terminal := true
-	res := &schema.Result{
-		RawResult: schema.RawResult{TaskID: id, Status: schema.ResultFailed, ErrorReason: reason, Error: msg,
+	res := &doc.Result{
+		RawResult: doc.RawResult{TaskID: id, Status: doc.ResultFailed, ErrorReason: reason, Error: msg,
 			Summary: msg, Terminal: &terminal},
 		General: t.TargetGeneral, RetryCount: t.RetryCount,
 	}
@@ -108,9 +108,9 @@ func (k *King) failAtOnce(id, reason, msg string) error {
 // general, session, repo; the workdir and thread from its checkpoint
 // (SPEC §9.8), so the soldier resumes in place and the envoy keeps the
 // thread.
-func (k *King) resumeFields(t *schema.Task, ev *schema.Event, rc *schema.ReplyContext) {
-	t.Type = schema.TaskTypeResume
-	t.Priority = schema.PriorityHigh
+func (k *King) resumeFields(t *doc.Task, ev *doc.Event, rc *doc.ReplyContext) {
+	t.Type = doc.TaskTypeResume
+	t.Priority = doc.PriorityHigh
 	t.SessionID = rc.SessionID
 	t.OriginalTaskID = rc.TaskID
 	if rc.Repo != nil && *rc.Repo != "" {
@@ -146,7 +146,7 @@ func (k *King) resumeFields(t *schema.Task, ev *schema.Event, rc *schema.ReplyCo
 			ts, _ = ev.Payload["thread_ts"].(string)
 		}
 		if ch != "" && ts != "" {
-			t.Thread = &schema.Thread{Channel: ch, ThreadTS: ts}
+			t.Thread = &doc.Thread{Channel: ch, ThreadTS: ts}
 		}
 	}
 }
@@ -160,8 +160,8 @@ func (k *King) withdrawn(task string) string {
 	}
 	// The record is kept a week; the task's own status says it for good (a
 	// question or a kept conversation never belongs to a failed task).
-	var t schema.Task
-	if k.tasks.ReadJSON(layout.Completed, task, &t) == nil && t.Status == schema.ResultFailed {
+	var t doc.Task
+	if k.tasks.ReadJSON(layout.Completed, task, &t) == nil && t.Status == doc.ResultFailed {
 		return "task " + task + " ended failed; a reply to it starts nothing"
 	}
 	return ""

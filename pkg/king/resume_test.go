@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 func replyPayload(rc any) map[string]any {
@@ -33,14 +33,14 @@ func TestKing_ResumeTaskCarriesSessionTextAndCheckpoint(t *testing.T) {
 	eq(t, "general", tk.TargetGeneral, "gen-pr")
 	eq(t, "session_id", tk.SessionID, "sess-9")
 	eq(t, "original_task_id", tk.OriginalTaskID, orig)
-	eq(t, "repo", schema.Deref(tk.Repo), "acme/web")
+	eq(t, "repo", doc.Deref(tk.Repo), "acme/web")
 	eq(t, "text", tk.Payload["text"], any("use the main branch"))
 	eq(t, "workdir", tk.Workdir, "/base/workspace/gen-pr/tasks/"+orig)
 	if tk.Thread == nil || tk.Thread.ThreadTS != "1700.1" || tk.Thread.Channel != "C1" {
 		t.Errorf("thread = %+v", tk.Thread)
 	}
 	m := f.message("msg-" + task1 + "-start")
-	eq(t, "thread_start thread_ts", schema.Deref(m.ThreadTS), "1700.1")
+	eq(t, "thread_start thread_ts", doc.Deref(m.ThreadTS), "1700.1")
 	eq(t, "thread_start channel", m.Channel, "C1")
 	r := f.internal("task.resumed")
 	if len(r) != 1 {

@@ -8,10 +8,10 @@ import (
 
 	"github.com/kingdom-dev/kingdom/internal/testkit/pgtest"
 	"github.com/kingdom-dev/kingdom/pkg/clock"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
@@ -99,7 +99,7 @@ func TestPG_RetryWithNoBackoffNeverLosesTheTaskToAClaim(t *testing.T) {
 	}
 	if err := kv.PutJSON(t.Context(), kv.OnStore(a.st), kv.NSResults, id, map[string]any{"task_id": id, "status": "failed",
 		"summary": "boom", "error": "boom", "error_reason": "EngineError", "general": "gen-pr", "duration_seconds": 1,
-		"completed_at": schema.FormatTime(t0), "retry_count": 0}); err != nil {
+		"completed_at": doc.FormatTime(t0), "retry_count": 0}); err != nil {
 		t.Fatal(err)
 	}
 	cs.task, cs.armed = id, true

@@ -11,9 +11,9 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // scheduleSent is state/king/schedule-sent.json: per "<general>:<name>" the
@@ -100,7 +100,7 @@ func (k *King) processSchedules(adm *admission) error {
 				changed = true
 				continue
 			}
-			if h := adm.holdFor(schema.PriorityNormal, m.Name); h != nil {
+			if h := adm.holdFor(doc.PriorityNormal, m.Name); h != nil {
 				k.log.Debug("schedule held", "schedule", key, "reason", h.detail)
 				continue
 			}
@@ -144,10 +144,10 @@ func (k *King) fireSchedule(m *config.Manifest, s config.Schedule, due time.Time
 		json.Unmarshal(b, &payload)
 	}
 	payload["schedule"] = s.Name
-	payload["scheduled_for"] = schema.FormatTime(due)
-	ev := &schema.Event{
-		ID: id, Type: s.TaskType, Source: schema.SourceSchedule, Repo: schema.StringPtr(repo),
-		Payload: payload, Priority: schema.PriorityNormal, CreatedAt: schema.FormatTime(k.now()),
+	payload["scheduled_for"] = doc.FormatTime(due)
+	ev := &doc.Event{
+		ID: id, Type: s.TaskType, Source: doc.SourceSchedule, Repo: doc.StringPtr(repo),
+		Payload: payload, Priority: doc.PriorityNormal, CreatedAt: doc.FormatTime(k.now()),
 	}
 	err := k.dispatch(ev, m.Name, "")
 	if errors.Is(err, queue.ErrExists) {

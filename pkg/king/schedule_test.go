@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 const genBriefing = `name: gen-briefing
@@ -40,7 +40,7 @@ func TestKing_ScheduleFiresEachDueMinuteOnce(t *testing.T) {
 	eq(t, "event_id", tk.EventID, "schedule-gen-briefing-half-hourly-202611211000")
 	eq(t, "type", tk.Type, "briefing.status")
 	eq(t, "target", tk.TargetGeneral, "gen-briefing")
-	eq(t, "repo", schema.Deref(tk.Repo), "acme/ops")
+	eq(t, "repo", doc.Deref(tk.Repo), "acme/ops")
 	eq(t, "payload.kind", tk.Payload["kind"], any("short"))
 	ev, _ := f.eventFile(layout.Dispatched, "schedule-gen-briefing-half-hourly-202611211000")
 	eq(t, "source", ev.Source, "schedule")

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/waits"
 )
 
@@ -125,7 +125,7 @@ func (k *King) flushWaits() {
 func (k *King) announceWait(w waits.Wait) {
 	data := map[string]any{"reason": w.Reason, "detail": w.Detail}
 	if w.Until != nil {
-		data["until"] = schema.FormatTime(*w.Until)
+		data["until"] = doc.FormatTime(*w.Until)
 	}
 	if w.EventID != "" {
 		data["event_id"] = w.EventID
@@ -176,7 +176,7 @@ func (k *King) taskWaits(adm *admission) error {
 	}
 	now := k.now()
 	for _, e := range pending {
-		var t schema.Task
+		var t doc.Task
 		if e.Decode(&t) != nil || t.ID == "" {
 			continue
 		}
@@ -187,7 +187,7 @@ func (k *King) taskWaits(adm *admission) error {
 	return nil
 }
 
-func (k *King) taskHold(t *schema.Task, adm *admission, running map[string]int, now time.Time) *hold {
+func (k *King) taskHold(t *doc.Task, adm *admission, running map[string]int, now time.Time) *hold {
 	if adm.money != nil {
 		eng := k.engineOf(t.TargetGeneral)
 		if until, ok := adm.money.pauses.Active(eng, now); ok {
@@ -195,7 +195,7 @@ func (k *King) taskHold(t *schema.Task, adm *admission, running map[string]int, 
 				detail: fmt.Sprintf("engine %s paused by a usage limit until %s (`start resume --engine %s` lifts it)", eng, k.clockTime(until), eng)}
 		}
 	}
-	if nb, err := schema.ParseTime(t.NotBefore); err == nil && nb.After(now) {
+	if nb, err := doc.ParseTime(t.NotBefore); err == nil && nb.After(now) {
 		return &hold{reason: waits.Backoff, until: nb,
 			detail: fmt.Sprintf("attempt %d waits for its retry backoff until %s", t.RetryCount+1, k.clockTime(nb))}
 	}

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/health"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/spend"
 	"github.com/kingdom-dev/kingdom/pkg/waits"
 )
@@ -58,7 +58,7 @@ func TestWaits_HeldEventSaysWhyOncePerChange(t *testing.T) {
 	f := newFixture(t, genPR)
 	logs := f.captureLog()
 	writeResources := func(h string, mem float64) {
-		r := &health.Resources{Timestamp: schema.FormatTime(f.clk.Now()), Health: h,
+		r := &health.Resources{Timestamp: doc.FormatTime(f.clk.Now()), Health: h,
 			System: health.SystemStats{CPUPercent: 10, MemoryPercent: mem}, Sessions: health.SessionStats{SoldiersMax: 3}}
 		if err := health.Write(f.l.Resources(), r); err != nil {
 			t.Fatal(err)
@@ -150,7 +150,7 @@ func TestWaits_PendingTasksNameBackoffAndMaxConcurrent(t *testing.T) {
 		t.Fatal("a task waiting for its backoff is not in the waits record")
 	}
 	eq(t, "reason", w.Reason, waits.Backoff)
-	nb, _ := schema.ParseTime(f.task(layout.Pending, task1).NotBefore)
+	nb, _ := doc.ParseTime(f.task(layout.Pending, task1).NotBefore)
 	if w.Until == nil || !w.Until.Equal(nb) {
 		t.Errorf("until = %v, want the task's not_before %s", w.Until, nb)
 	}
@@ -159,8 +159,8 @@ func TestWaits_PendingTasksNameBackoffAndMaxConcurrent(t *testing.T) {
 	// Past the backoff, with its general's one slot taken by another task.
 	f.clk.Advance(time.Hour)
 	writeJSON(t, f.l.QueueState(layout.QTasks, layout.InProgress)+"/task-20261121-050.json",
-		schema.Task{ID: "task-20261121-050", EventID: "evt-x", TargetGeneral: "gen-pr", Type: "github.issue.assigned",
-			Priority: "normal", CreatedAt: schema.FormatTime(t0), Status: schema.TaskInProgress})
+		doc.Task{ID: "task-20261121-050", EventID: "evt-x", TargetGeneral: "gen-pr", Type: "github.issue.assigned",
+			Priority: "normal", CreatedAt: doc.FormatTime(t0), Status: doc.TaskInProgress})
 	f.tick()
 	w = f.waitsByID()[task1]
 	eq(t, "reason", w.Reason, waits.MaxConcurrent)

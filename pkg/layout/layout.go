@@ -83,6 +83,9 @@ const (
 	RoleChamberlain = "chamberlain"
 )
 
+// CoreRoles are the always-on roles besides the generals.
+var CoreRoles = []string{RoleSentinel, RoleKing, RoleEnvoy, RoleChamberlain}
+
 // TmuxSocketFile records the tmux socket start launched the roles on, so
 // every other binary finds the same server without KINGDOM_TMUX_SOCKET.
 func (l Layout) TmuxSocketFile() string { return l.p("state", "start", "tmux-socket") }

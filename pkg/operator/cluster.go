@@ -9,7 +9,8 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/app"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
@@ -27,16 +28,19 @@ type Cluster struct {
 	Err      error // the store could not be read
 }
 
-// readCluster reads the hosts and leaders of the shared store.
-func readCluster(ctx context.Context, sh *Shared) *Cluster {
-	c := &Cluster{SelfFence: sh.Config.SelfFence(), Takeover: sh.Config.Takeover()}
-	c.HostID, c.Err = sh.Config.ResolveHostID()
+// ReadCluster reads the hosts and leaders of the shared store st, whose
+// system.yaml section is cfg (this host's id, the self-fence and takeover
+// windows): `start status`, `start hosts` and the chamberlain's dashboard
+// read the cluster here.
+func ReadCluster(ctx context.Context, st store.Store, cfg config.Store) *Cluster {
+	c := &Cluster{SelfFence: cfg.SelfFence(), Takeover: cfg.Takeover()}
+	c.HostID, c.Err = cfg.ResolveHostID()
 	if c.Err != nil {
 		return c
 	}
-	c.Hosts, c.Err = sh.Store.Hosts(ctx, c.SelfFence)
+	c.Hosts, c.Err = st.Hosts(ctx, c.SelfFence)
 	if c.Err == nil {
-		c.Leaders, c.Err = sh.Store.Leaders(ctx)
+		c.Leaders, c.Err = st.Leaders(ctx)
 	}
 	return c
 }
@@ -156,7 +160,7 @@ func (c *Cluster) docs() ([]HostDoc, []LeaderDoc) {
 	}
 	for _, h := range c.Hosts {
 		hs = append(hs, HostDoc{ID: h.ID, This: h.ID == c.HostID, RenewedAgeSeconds: int64(h.Age / time.Second),
-			Alive: h.Alive, Version: h.Version, StartedAt: schema.FormatTime(h.StartedAt)})
+			Alive: h.Alive, Version: h.Version, StartedAt: doc.FormatTime(h.StartedAt)})
 	}
 	names := append([]string{}, app.LeaderRoles...)
 	sort.Strings(names)
@@ -164,7 +168,7 @@ func (c *Cluster) docs() ([]HostDoc, []LeaderDoc) {
 		li, ok := c.Leaders[r]
 		d := LeaderDoc{Role: r, Host: li.Holder, Epoch: li.Epoch, Held: li.Held}
 		if ok && !li.Since.IsZero() {
-			at := schema.FormatTime(li.Since)
+			at := doc.FormatTime(li.Since)
 			d.Since = &at
 		}
 		ls = append(ls, d)

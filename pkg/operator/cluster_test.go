@@ -12,7 +12,6 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/app"
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/status"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 	"github.com/kingdom-dev/kingdom/pkg/store/open"
 )
@@ -62,11 +61,11 @@ func TestReadCluster_HostsAndLeadersFromPostgres(t *testing.T) {
 
 	sh := StoreShared(l, inner)
 	sh.Config = cfg
-	c := readCluster(ctx, sh)
+	c := ReadCluster(ctx, sh.Store, sh.Config)
 	if c == nil || c.Err != nil || c.HostID != "box-a" {
 		t.Fatalf("cluster %+v", c)
 	}
-	st := &Status{Threshold: time.Minute, Cluster: c, Kingdom: status.Kingdom{StartPID: 1, Roles: []RoleStatus{
+	st := &Status{Threshold: time.Minute, Cluster: c, Kingdom: Kingdom{StartPID: 1, Roles: []RoleStatus{
 		// Standing by beside box-b's king: alive, never ticked.
 		{Name: layout.RoleKing, SessionAlive: true, HeartbeatAge: -1, SinceSession: time.Hour},
 		{Name: layout.RoleEnvoy, SessionAlive: true, HeartbeatAge: time.Second, SinceSession: time.Hour},
@@ -120,14 +119,14 @@ func TestReadCluster_HostsAndLeadersFromPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer kk.Release()
-	st.Cluster = readCluster(ctx, sh)
+	st.Cluster = ReadCluster(ctx, sh.Store, sh.Config)
 	if ps := problemsOf(st.Verdict()); !strings.Contains(ps, "king: down") {
 		t.Errorf("this host's silent leader not reported: %s", ps)
 	}
 }
 
 func TestClusterVerdict_UnreadableAndStaleHost(t *testing.T) {
-	st := &Status{Kingdom: status.Kingdom{StartPID: 1}, Threshold: time.Minute, Cluster: &Cluster{HostID: "box-a", Err: errors.New("dial tcp: connection refused")}}
+	st := &Status{Kingdom: Kingdom{StartPID: 1}, Threshold: time.Minute, Cluster: &Cluster{HostID: "box-a", Err: errors.New("dial tcp: connection refused")}}
 	v := st.Verdict()
 	if v.Exit != StatusDown || !strings.Contains(problemsOf(v), "store: store unreadable") {
 		t.Fatalf("unreadable: %d %s", v.Exit, problemsOf(v))
@@ -157,7 +156,7 @@ func TestReadCluster_FilesStoreIsThisHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lk.Release()
-	st := &Status{Threshold: time.Minute, Cluster: readCluster(t.Context(), sh), Kingdom: status.Kingdom{StartPID: 1, Roles: []RoleStatus{
+	st := &Status{Threshold: time.Minute, Cluster: ReadCluster(t.Context(), sh.Store, sh.Config), Kingdom: Kingdom{StartPID: 1, Roles: []RoleStatus{
 		{Name: layout.RoleKing, SessionAlive: true, HeartbeatAge: time.Second, SinceSession: time.Hour},
 		{Name: layout.RoleEnvoy, SessionAlive: true, HeartbeatAge: time.Second, SinceSession: time.Hour},
 	}}}

@@ -10,8 +10,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/waits"
 )
 
@@ -46,12 +46,12 @@ func ListEvents(ctx context.Context, sh *Shared, now time.Time) ([]EventRow, err
 			return nil, err
 		}
 		for _, d := range docs {
-			var ev schema.Event
+			var ev doc.Event
 			if json.Unmarshal(d.Data, &ev) != nil || ev.ID == "" {
 				continue
 			}
 			r := EventRow{ID: ev.ID, State: st, Type: ev.Type, Source: ev.Source, Priority: ev.Priority, CreatedAt: ev.CreatedAt}
-			if c, err := schema.ParseTime(ev.CreatedAt); err == nil {
+			if c, err := doc.ParseTime(ev.CreatedAt); err == nil {
 				r.AgeSeconds = int64(now.Sub(c).Seconds())
 			}
 			if w, ok := held[ev.ID]; ok {

@@ -12,7 +12,7 @@ import (
 // ReadHosts is `start hosts`: the store's hosts registry, this host
 // marked (the host id the roles use).
 func ReadHosts(ctx context.Context, sh *Shared) (*Cluster, error) {
-	c := readCluster(ctx, sh)
+	c := ReadCluster(ctx, sh.Store, sh.Config)
 	return c, c.Err
 }
 

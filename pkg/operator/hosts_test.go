@@ -14,7 +14,6 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/status"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 	"github.com/kingdom-dev/kingdom/pkg/store/open"
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
@@ -23,7 +22,7 @@ import (
 // A host lost past store.takeover_seconds stays a problem of the verdict
 // until it is forgotten; one merely silent (within takeover) is not.
 func TestVerdict_LostHostUntilForgotten(t *testing.T) {
-	st := &Status{Kingdom: status.Kingdom{StartPID: 1}, Threshold: time.Minute}
+	st := &Status{Kingdom: Kingdom{StartPID: 1}, Threshold: time.Minute}
 	st.Cluster = &Cluster{HostID: "box-a", Takeover: 10 * time.Minute, Leaders: heldLeaders(), Hosts: []store.Host{
 		{ID: "box-a", Alive: true}, {ID: "box-b", Age: time.Hour}, {ID: "box-c", Age: 6 * time.Minute}}}
 	v := st.Verdict()
@@ -118,7 +117,7 @@ func TestOpenShared_HostIDStartRecorded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sh.Close()
-	c := readCluster(t.Context(), sh)
+	c := ReadCluster(t.Context(), sh.Store, sh.Config)
 	if c.Err != nil || c.HostID != "unit-host" || len(c.Hosts) != 1 || c.Hosts[0].ID != "unit-host" {
 		t.Fatalf("cluster %+v, want this host unit-host", c)
 	}
@@ -129,7 +128,7 @@ func TestOpenShared_HostIDStartRecorded(t *testing.T) {
 func TestReadStatus_UnreachableSocketIsNamedRolesJudgedByHeartbeat(t *testing.T) {
 	l := layout.New(t.TempDir())
 	l.Ensure()
-	for _, r := range status.CoreRoles {
+	for _, r := range layout.CoreRoles {
 		os.MkdirAll(l.RoleStateDir(r), 0o700)
 		atomicfile.Touch(l.Heartbeat(r))
 	}

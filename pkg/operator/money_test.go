@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/enginepause"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/spend"
 )
 
@@ -30,8 +30,8 @@ func TestStatus_ShowsSpendAgainstBudgetAndEnginePauses(t *testing.T) {
 	}
 	until := now.Add(90 * time.Minute)
 	if err := enginepause.Save(t.Context(), sh.KV, enginepause.File{
-		"claude": {Until: schema.FormatTime(until), Reason: "limit"},
-		"codex":  {Until: schema.FormatTime(now.Add(-time.Minute)), Reason: "over"},
+		"claude": {Until: doc.FormatTime(until), Reason: "limit"},
+		"codex":  {Until: doc.FormatTime(now.Add(-time.Minute)), Reason: "over"},
 	}); err != nil {
 		t.Fatal(err)
 	}

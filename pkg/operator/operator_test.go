@@ -11,9 +11,9 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/clock"
 	"github.com/kingdom-dev/kingdom/pkg/control"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/spend"
 )
 
@@ -47,8 +47,8 @@ func TestTasks_ListsStateGeneralAttemptAgeCost(t *testing.T) {
 	now := time.Date(2026, 11, 24, 20, 0, 0, 0, time.UTC)
 	q := filesQueue(t, l, layout.QTasks)
 	put := func(state, id string, created time.Time, retry int) {
-		tk := schema.Task{ID: id, EventID: "evt-" + id, TargetGeneral: "gen-pr", Type: "github.pr.review_requested",
-			Payload: map[string]any{}, Priority: "normal", CreatedAt: schema.FormatTime(created), Status: state, RetryCount: retry}
+		tk := doc.Task{ID: id, EventID: "evt-" + id, TargetGeneral: "gen-pr", Type: "github.pr.review_requested",
+			Payload: map[string]any{}, Priority: "normal", CreatedAt: doc.FormatTime(created), Status: state, RetryCount: retry}
 		if err := q.Put(state, id, tk); err != nil {
 			t.Fatal(err)
 		}
@@ -99,8 +99,8 @@ func TestTasks_CostSumsTheLedgersAttempts(t *testing.T) {
 	now := time.Now()
 	q := filesQueue(t, l, layout.QTasks)
 	id := "task-20261124-009"
-	q.Put(layout.InProgress, id, schema.Task{ID: id, EventID: "evt-9", TargetGeneral: "gen-pr", Type: "x",
-		Payload: map[string]any{}, Priority: "normal", CreatedAt: schema.FormatTime(now.Add(-time.Hour)), Status: "in_progress", RetryCount: 1})
+	q.Put(layout.InProgress, id, doc.Task{ID: id, EventID: "evt-9", TargetGeneral: "gen-pr", Type: "x",
+		Payload: map[string]any{}, Priority: "normal", CreatedAt: doc.FormatTime(now.Add(-time.Hour)), Status: "in_progress", RetryCount: 1})
 	sh := filesShared(t, l)
 	c1, c2 := 0.25, 0.5
 	if _, err := spend.StoreDays(sh.KV).Open(t.Context(), spend.Date(now)).Record(
@@ -124,9 +124,9 @@ func TestTasks_AClaimedTaskIsInProgressWhateverItsFileSays(t *testing.T) {
 	l.Ensure()
 	now := time.Date(2026, 11, 24, 20, 0, 0, 0, time.UTC)
 	q := filesQueue(t, l, layout.QTasks)
-	for id, status := range map[string]string{"task-20261124-001": schema.TaskPending, "task-20261124-002": schema.TaskRetrying} {
-		tk := schema.Task{ID: id, EventID: "evt-" + id, TargetGeneral: "gen-pr", Type: "github.pr.review_requested",
-			Payload: map[string]any{}, Priority: "normal", CreatedAt: schema.FormatTime(now), Status: status}
+	for id, status := range map[string]string{"task-20261124-001": doc.TaskPending, "task-20261124-002": doc.TaskRetrying} {
+		tk := doc.Task{ID: id, EventID: "evt-" + id, TargetGeneral: "gen-pr", Type: "github.pr.review_requested",
+			Payload: map[string]any{}, Priority: "normal", CreatedAt: doc.FormatTime(now), Status: status}
 		if err := q.Put(layout.InProgress, id, tk); err != nil {
 			t.Fatal(err)
 		}
@@ -139,7 +139,7 @@ func TestTasks_AClaimedTaskIsInProgressWhateverItsFileSays(t *testing.T) {
 	for _, r := range rows {
 		got[r.ID] = r.Status
 	}
-	if got["task-20261124-001"] != schema.TaskInProgress || got["task-20261124-002"] != schema.TaskRetrying {
+	if got["task-20261124-001"] != doc.TaskInProgress || got["task-20261124-002"] != doc.TaskRetrying {
 		t.Fatalf("statuses %v: want the claimed one in_progress and the retrying one kept", got)
 	}
 }
@@ -152,14 +152,14 @@ func TestTasks_CancelledSaysBy(t *testing.T) {
 	now := time.Date(2026, 11, 24, 20, 0, 0, 0, time.UTC)
 	q := filesQueue(t, l, layout.QTasks)
 	const id = "task-20261124-001"
-	tk := schema.Task{ID: id, EventID: "evt-1", TargetGeneral: "gen-pr", Type: "t", Payload: map[string]any{}, Priority: "normal",
-		CreatedAt: schema.FormatTime(now.Add(-time.Minute)), Status: "failed"}
+	tk := doc.Task{ID: id, EventID: "evt-1", TargetGeneral: "gen-pr", Type: "t", Payload: map[string]any{}, Priority: "normal",
+		CreatedAt: doc.FormatTime(now.Add(-time.Minute)), Status: "failed"}
 	if err := q.Put(layout.Completed, id, tk); err != nil {
 		t.Fatal(err)
 	}
 	atomicfile.WriteJSON(l.ResultFinal(id), map[string]any{"task_id": id, "error_reason": "Cancelled"})
 	sh := filesShared(t, l)
-	if err := control.WriteCancelled(t.Context(), sh.KV, control.Cancelled{TaskID: id, Was: layout.InProgress, By: "slack:UHUMAN", At: schema.FormatTime(now)}); err != nil {
+	if err := control.WriteCancelled(t.Context(), sh.KV, control.Cancelled{TaskID: id, Was: layout.InProgress, By: "slack:UHUMAN", At: doc.FormatTime(now)}); err != nil {
 		t.Fatal(err)
 	}
 	rows, err := ListTasks(t.Context(), sh, now, RecentWindow)

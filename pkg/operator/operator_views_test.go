@@ -12,19 +12,18 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/app"
 	"github.com/kingdom-dev/kingdom/pkg/clock"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/enginepause"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
-	"github.com/kingdom-dev/kingdom/pkg/status"
 	"github.com/kingdom-dev/kingdom/pkg/waits"
 )
 
 // touchHeartbeats marks every role as having ticked just now.
 func touchHeartbeats(t *testing.T, l layout.Layout, now time.Time) {
 	t.Helper()
-	for _, n := range append(append([]string{}, status.CoreRoles...), "gen-pr") {
+	for _, n := range append(append([]string{}, layout.CoreRoles...), "gen-pr") {
 		os.MkdirAll(l.RoleStateDir(n), 0o700)
 		if err := os.WriteFile(l.Heartbeat(n), nil, 0o600); err != nil {
 			t.Fatal(err)
@@ -161,18 +160,18 @@ func TestTasks_ShowEventSessionAttemptAndUsageLimitWait(t *testing.T) {
 	os.WriteFile(l.ConfigFile("system.yaml"), []byte("runtime:\n  engine: codex\n"), 0o600)
 	q := filesQueue(t, l, layout.QTasks)
 	put := func(state, id string, retry int, notBefore string) {
-		tk := schema.Task{ID: id, EventID: "evt-" + id, TargetGeneral: "gen-pr", Type: "github.pr.review_requested",
-			Payload: map[string]any{}, Priority: "normal", CreatedAt: schema.FormatTime(now.Add(-time.Minute)), Status: state,
+		tk := doc.Task{ID: id, EventID: "evt-" + id, TargetGeneral: "gen-pr", Type: "github.pr.review_requested",
+			Payload: map[string]any{}, Priority: "normal", CreatedAt: doc.FormatTime(now.Add(-time.Minute)), Status: state,
 			RetryCount: retry, NotBefore: notBefore}
 		if err := q.Put(state, id, tk); err != nil {
 			t.Fatal(err)
 		}
 	}
 	reset := time.Date(2026, 11, 24, 8, 23, 0, 0, time.Local)
-	put(layout.Pending, "task-20261124-001", 1, schema.FormatTime(reset))
+	put(layout.Pending, "task-20261124-001", 1, doc.FormatTime(reset))
 	put(layout.InProgress, "task-20261124-002", 0, "")
 	put(layout.Pending, "task-20261124-066", 0, "")
-	if err := enginepause.Save(t.Context(), filesShared(t, l).KV, enginepause.File{"codex": {Until: schema.FormatTime(reset), Reason: "usage limit"}}); err != nil {
+	if err := enginepause.Save(t.Context(), filesShared(t, l).KV, enginepause.File{"codex": {Until: doc.FormatTime(reset), Reason: "usage limit"}}); err != nil {
 		t.Fatal(err)
 	}
 	sessions.New(l).Add(sessions.Entry{ID: "soldier-20261124-002-ab12", TaskID: "task-20261124-002", General: "gen-pr", StartedAt: now})
@@ -211,7 +210,7 @@ func TestEvents_ListWaitingEventsWithTheirReason(t *testing.T) {
 	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 	q := filesQueue(t, l, layout.QEvents)
 	put := func(state, id, created string) {
-		ev := schema.Event{ID: id, Type: "github.pr.review_requested", Source: "github", Priority: "normal", CreatedAt: created, Status: state}
+		ev := doc.Event{ID: id, Type: "github.pr.review_requested", Source: "github", Priority: "normal", CreatedAt: created, Status: state}
 		if err := q.Put(state, id, ev); err != nil {
 			t.Fatal(err)
 		}

@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/control"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/parks"
 	"github.com/kingdom-dev/kingdom/pkg/redact"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // UnparkUsage is `start unpark`'s argument line.
@@ -77,7 +77,7 @@ func (ps *Parks) problems(raise func(int, Problem)) {
 	}
 	for _, p := range ps.List {
 		raise(StatusDegraded, Problem{Check: "park", Reason: fmt.Sprintf("%s %s parked since %s: %s (`%s` lifts it)",
-			p.Kind, p.Name, schema.FormatTime(p.Since), p.Reason, UnparkCommand(p))})
+			p.Kind, p.Name, doc.FormatTime(p.Since), p.Reason, UnparkCommand(p))})
 	}
 }
 
@@ -164,7 +164,7 @@ func (ps *Parks) docs() ([]ParkDoc, error) {
 			last = []parks.Attempt{}
 		}
 		out = append(out, ParkDoc{Kind: p.Kind, Name: p.Name, Key: parks.Key(p.Kind, p.Name),
-			Since: schema.FormatTime(p.Since), Until: schema.FormatTime(p.Until), Reason: p.Reason,
+			Since: doc.FormatTime(p.Since), Until: doc.FormatTime(p.Until), Reason: p.Reason,
 			Count: p.Evidence.Count, Fingerprint: p.Evidence.Fingerprint, Last: last,
 			Canary: p.Canary, CanariesFailed: p.CanariesFailed, Unpark: UnparkCommand(p)})
 	}

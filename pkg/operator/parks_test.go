@@ -11,7 +11,6 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/parks"
-	"github.com/kingdom-dev/kingdom/pkg/status"
 )
 
 // `start unpark` names a general, or an item by its key; anything else
@@ -66,7 +65,7 @@ func TestStatus_ParksWithEvidenceAreAWarning(t *testing.T) {
 		}
 	}
 	st := &Status{Threshold: time.Minute, At: now, Parks: readParks(t.Context(), sh.KV),
-		Kingdom: status.Kingdom{StartPID: 1, Health: health.Snapshot{Health: health.Green}}}
+		Kingdom: Kingdom{StartPID: 1, Health: health.Snapshot{Health: health.Green}}}
 	v := st.Verdict()
 	ps := problemsOf(v)
 	if v.Exit != StatusDegraded || strings.Count(ps, "park: ") != 2 ||
@@ -95,7 +94,7 @@ func TestStatus_ParksWithEvidenceAreAWarning(t *testing.T) {
 
 	// No parks: nothing raised, an empty list.
 	none := &Status{Threshold: time.Minute, At: now, Parks: readParks(t.Context(), filesShared(t, layout.New(t.TempDir())).KV),
-		Kingdom: status.Kingdom{StartPID: 1, Health: health.Snapshot{Health: health.Green}}}
+		Kingdom: Kingdom{StartPID: 1, Health: health.Snapshot{Health: health.Green}}}
 	if v := none.Verdict(); v.Exit != StatusOK || none.Document(now).Parks == nil {
 		t.Errorf("no parks: verdict %+v", v)
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
 	"github.com/kingdom-dev/kingdom/pkg/start"
-	"github.com/kingdom-dev/kingdom/pkg/status"
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
 )
 
@@ -27,7 +26,7 @@ var ErrUnknownRole = errors.New("unknown role")
 // operator must not trip it by restarting twice in a row. It returns the
 // stopped session.
 func RestartRole(ctx context.Context, l layout.Layout, tc *tmux.Client, role string, grace time.Duration, now time.Time) (tmux.Session, error) {
-	names := status.RoleNames(l)
+	names := RoleNames(l)
 	if !slices.Contains(names, role) {
 		return tmux.Session{}, fmt.Errorf("restart %q: %w (installed: %s)", role, ErrUnknownRole, strings.Join(names, ", "))
 	}

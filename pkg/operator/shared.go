@@ -3,7 +3,8 @@
 // restart and doctor. They read the installation's state in one place,
 // Shared: the store system.yaml names (OpenShared, as the host id start
 // recorded), with this host's heartbeats, tmux sessions and soldiers beside
-// it (pkg/status). The launcher and watchdog is pkg/start.
+// it (kingdom.go), and the cluster (ReadCluster): the chamberlain's
+// dashboard reads both there too. The launcher and watchdog is pkg/start.
 //
 //	sh, err := operator.OpenShared(ctx, l)
 //	defer sh.Close()
@@ -21,7 +22,6 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/redact"
-	"github.com/kingdom-dev/kingdom/pkg/status"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 	"github.com/kingdom-dev/kingdom/pkg/store/open"
 )
@@ -76,7 +76,7 @@ func OpenShared(ctx context.Context, l layout.Layout) (*Shared, error) {
 // (an operator's command is no host's worker), so they name no host.
 func StoreShared(l layout.Layout, st store.Store) *Shared {
 	s := &Shared{Layout: l, Config: config.DefaultStore(), KV: kv.OnStore(st), Store: st, Queues: map[string]*queue.Queue{}}
-	for _, kind := range status.QueueKinds {
+	for _, kind := range QueueKinds {
 		s.Queues[kind] = queue.OnStore(st, l, kind, nil, "")
 	}
 	return s

@@ -12,10 +12,10 @@ import (
 	"github.com/kingdom-dev/kingdom/internal/testkit/pgtest"
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/control"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 	"github.com/kingdom-dev/kingdom/pkg/store/files"
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
@@ -57,8 +57,8 @@ func seedCluster(t *testing.T, now time.Time) (*Shared, layout.Layout) {
 	}
 	tasks := h1.Queues[layout.QTasks]
 	put := func(id string, created time.Time) {
-		tk := schema.Task{ID: id, EventID: "evt-" + id, TargetGeneral: "gen-pr", Type: "github.pr.review_requested",
-			Payload: map[string]any{}, Priority: "normal", CreatedAt: schema.FormatTime(created), Status: layout.Pending}
+		tk := doc.Task{ID: id, EventID: "evt-" + id, TargetGeneral: "gen-pr", Type: "github.pr.review_requested",
+			Payload: map[string]any{}, Priority: "normal", CreatedAt: doc.FormatTime(created), Status: layout.Pending}
 		if err := tasks.PutOnce(layout.Pending, id, tk); err != nil {
 			t.Fatal(err)
 		}
@@ -79,8 +79,8 @@ func seedCluster(t *testing.T, now time.Time) (*Shared, layout.Layout) {
 		"task_id": "task-20261124-001", "status": "success", "cost_usd": 0.25, "host": "h1"}); err != nil {
 		t.Fatal(err)
 	}
-	ev := schema.Event{ID: "evt-inbox-1", Type: "github.pr.review_requested", Source: "github", Priority: "low",
-		CreatedAt: schema.FormatTime(now.Add(-2 * time.Minute)), Payload: map[string]any{}}
+	ev := doc.Event{ID: "evt-inbox-1", Type: "github.pr.review_requested", Source: "github", Priority: "low",
+		CreatedAt: doc.FormatTime(now.Add(-2 * time.Minute)), Payload: map[string]any{}}
 	if err := h1.Queues[layout.QEvents].PutOnce(layout.Pending, ev.ID, ev); err != nil {
 		t.Fatal(err)
 	}
@@ -204,8 +204,8 @@ func TestShared_FileModeIsTheBaseDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sh.Close()
-	task := schema.Task{ID: "task-20261124-001", EventID: "evt-1", TargetGeneral: "gen-pr", Type: "x", Payload: map[string]any{},
-		Priority: "normal", CreatedAt: schema.FormatTime(time.Now()), Status: schema.TaskPending}
+	task := doc.Task{ID: "task-20261124-001", EventID: "evt-1", TargetGeneral: "gen-pr", Type: "x", Payload: map[string]any{},
+		Priority: "normal", CreatedAt: doc.FormatTime(time.Now()), Status: doc.TaskPending}
 	if err := filesQueue(t, l, layout.QTasks).Put(layout.Pending, task.ID, task); err != nil {
 		t.Fatal(err)
 	}

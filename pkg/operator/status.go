@@ -13,16 +13,13 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
-	"github.com/kingdom-dev/kingdom/pkg/status"
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
 )
 
-// RoleStatus is one row of `start status`.
-type RoleStatus = status.Role
-
-// Status is the one-screen state of an installation (pkg/status reads it).
+// Status is the one-screen state of an installation (kingdom.go reads
+// this host's part).
 type Status struct {
-	status.Kingdom
+	Kingdom
 	// Paused is the operator's pause (nil when not paused); Discarded counts
 	// the events no general took, from logs/events.log (operator.go).
 	Paused    *control.Pause
@@ -54,12 +51,9 @@ func ReadStatus(ctx context.Context, l layout.Layout, tc *tmux.Client, now time.
 	} else {
 		defer sh.Close()
 	}
-	k, tmuxErr := status.Read(ctx, l, tc, now, sh.Queues)
-	if tmuxErr != nil {
-		if !errors.Is(tmuxErr, tmux.ErrUnreachable) {
-			tmuxErr = fmt.Errorf("tmux socket %s unreachable: %w", tc.Path(), tmuxErr)
-		}
-		k, _ = status.Read(ctx, l, noSessions{}, now, sh.Queues)
+	k, tmuxErr := ReadKingdom(ctx, l, tc, now, sh.Queues)
+	if tmuxErr != nil && !errors.Is(tmuxErr, tmux.ErrUnreachable) {
+		tmuxErr = fmt.Errorf("tmux socket %s unreachable: %w", tc.Path(), tmuxErr)
 	}
 	st := &Status{Kingdom: *k, TmuxErr: tmuxErr, Discarded: countDiscarded(l), Money: readMoney(ctx, sh, now),
 		Waiting: readWaiting(ctx, sh.KV), Parks: readParks(ctx, sh.KV), Threshold: heartbeatThreshold(l), At: now, Cluster: &Cluster{Err: openErr}}
@@ -67,7 +61,7 @@ func ReadStatus(ctx context.Context, l layout.Layout, tc *tmux.Client, now time.
 	if openErr != nil {
 		st.QueuesErr = openErr
 	} else {
-		st.Cluster = readCluster(ctx, sh)
+		st.Cluster = ReadCluster(ctx, sh.Store, sh.Config)
 	}
 	return st, nil
 }
@@ -110,7 +104,7 @@ func (s *Status) Print(w io.Writer) {
 	s.Cluster.print(w)
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "QUEUE\tSTATES")
-	for _, kind := range []string{layout.QEvents, layout.QTasks, layout.QMessages} {
+	for _, kind := range QueueKinds {
 		var parts []string
 		for _, st := range layout.QueueStates[kind] {
 			parts = append(parts, fmt.Sprintf("%s=%d", st, s.Queues[kind][st]))
@@ -137,11 +131,6 @@ func (s *Status) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "health: %s%s\ntokens: %s\n", h.Health, stale, h.TokenStatus)
 }
-
-// noSessions is tmux when it cannot be asked.
-type noSessions struct{}
-
-func (noSessions) List(context.Context) ([]tmux.Session, error) { return nil, nil }
 
 // unreadable is the shared state when the store cannot be opened: every
 // read reports why, so each part of the status says it is unknown.

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/clock"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
 )
 
@@ -30,8 +30,8 @@ func TestStatus_ShowsRolesQueuesSoldiersAndHealth(t *testing.T) {
 	}
 	defer lead.Release()
 	ev := filesQueue(t, l, layout.QEvents)
-	ev.Put(layout.Pending, "evt-1", schema.Event{ID: "evt-1", Type: "inbox.x", Source: "inbox", Priority: "normal", CreatedAt: "2026-11-21T10:00:00Z", Status: "pending"})
-	ev.Put(layout.Pending, "evt-2", schema.Event{ID: "evt-2", Type: "inbox.x", Source: "inbox", Priority: "normal", CreatedAt: "2026-11-21T10:00:00Z", Status: "pending"})
+	ev.Put(layout.Pending, "evt-1", doc.Event{ID: "evt-1", Type: "inbox.x", Source: "inbox", Priority: "normal", CreatedAt: "2026-11-21T10:00:00Z", Status: "pending"})
+	ev.Put(layout.Pending, "evt-2", doc.Event{ID: "evt-2", Type: "inbox.x", Source: "inbox", Priority: "normal", CreatedAt: "2026-11-21T10:00:00Z", Status: "pending"})
 	sessions.New(l).Add(sessions.Entry{ID: "soldier-1-a", TaskID: "task-20261121-001", General: "gen-pr", StartedAt: now})
 	os.WriteFile(l.Resources(), []byte(`{"timestamp":"`+now.UTC().Format(time.RFC3339)+`","system":{"cpu_percent":70,"memory_percent":10,"disk_percent":10,"load_average":[1,1,1]},"sessions":{"soldiers_active":1,"soldiers_max":3,"list":[]},"health":"yellow","tokens":{"status":"warning","daily_cost_usd":250,"daily_input_tokens":1,"daily_output_tokens":1}}`), 0o600)
 

@@ -7,10 +7,9 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/health"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
-	"github.com/kingdom-dev/kingdom/pkg/status"
 	"github.com/kingdom-dev/kingdom/pkg/waits"
 )
 
@@ -82,7 +81,7 @@ func (s *Status) Verdict() Verdict {
 		raise(StatusDegraded, Problem{Role: layout.RoleStart, Reason: "not running: nothing relaunches a role that dies"})
 	}
 	core := map[string]bool{}
-	for _, r := range status.CoreRoles {
+	for _, r := range layout.CoreRoles {
 		core[r] = true
 	}
 	for _, r := range s.Roles {
@@ -225,7 +224,7 @@ func secondsPtr(d time.Duration) *int64 {
 // Document is the status as `start status --json` prints it.
 func (s *Status) Document(now time.Time) StatusDoc {
 	d := StatusDoc{
-		At: schema.FormatTime(now), Start: StartDoc{Running: s.StartPID > 0, PID: s.StartPID},
+		At: doc.FormatTime(now), Start: StartDoc{Running: s.StartPID > 0, PID: s.StartPID},
 		Roles: []RoleDoc{}, Queues: map[string]QueueDoc{}, Soldiers: []SoldierDoc{},
 		EnginePauses: []EnginePauseDoc{}, Waits: []waits.Wait{},
 		Discarded: s.Discarded, Verdict: s.Verdict(), Errors: []string{},
@@ -258,7 +257,7 @@ func (s *Status) Document(now time.Time) StatusDoc {
 		d.Queues[kind] = QueueDoc(states)
 	}
 	for _, e := range s.Soldiers {
-		d.Soldiers = append(d.Soldiers, SoldierDoc{ID: e.ID, TaskID: e.TaskID, General: e.General, StartedAt: schema.FormatTime(e.StartedAt)})
+		d.Soldiers = append(d.Soldiers, SoldierDoc{ID: e.ID, TaskID: e.TaskID, General: e.General, StartedAt: doc.FormatTime(e.StartedAt)})
 	}
 	if s.HealthErr != nil {
 		d.Health = HealthDoc{Health: "unknown", Tokens: "unknown", Error: s.HealthErr.Error()}
@@ -277,7 +276,7 @@ func (s *Status) Document(now time.Time) StatusDoc {
 	}
 	if m := s.Money; m != nil {
 		for _, eng := range sortedEngines(m.Paused) {
-			d.EnginePauses = append(d.EnginePauses, EnginePauseDoc{Engine: eng, Until: schema.FormatTime(m.Paused[eng]), Reason: m.Reason[eng]})
+			d.EnginePauses = append(d.EnginePauses, EnginePauseDoc{Engine: eng, Until: doc.FormatTime(m.Paused[eng]), Reason: m.Reason[eng]})
 		}
 		for _, err := range m.Errs {
 			d.Errors = append(d.Errors, err.Error())
@@ -291,7 +290,7 @@ func (s *Status) Document(now time.Time) StatusDoc {
 			d.Waits = w.Record.Waits
 		}
 		if u := w.Record.UpdatedAt; !u.IsZero() {
-			at := schema.FormatTime(u)
+			at := doc.FormatTime(u)
 			d.WaitsUpdatedAt = &at
 		}
 	}

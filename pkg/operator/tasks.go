@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/control"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/spend"
 )
 
@@ -67,19 +67,19 @@ func ListTasks(ctx context.Context, sh *Shared, now time.Time, window time.Durat
 			return nil, err
 		}
 		for _, d := range docs {
-			var t schema.Task
+			var t doc.Task
 			if json.Unmarshal(d.Data, &t) != nil || t.ID == "" {
 				continue
 			}
-			created, _ := schema.ParseTime(t.CreatedAt)
+			created, _ := doc.ParseTime(t.CreatedAt)
 			finished := st == layout.Completed || st == layout.Rejected
 			if finished && window > 0 && !created.IsZero() && now.Sub(created) > window {
 				continue
 			}
-			if st == layout.InProgress && t.Status == schema.TaskPending {
+			if st == layout.InProgress && t.Status == doc.TaskPending {
 				// A claim moves the file without rewriting it: the
 				// directory says what the task does.
-				t.Status = schema.TaskInProgress
+				t.Status = doc.TaskInProgress
 			}
 			r := TaskRow{ID: t.ID, EventID: t.EventID, State: st, Status: t.Status, General: t.TargetGeneral, Type: t.Type,
 				Attempt: t.RetryCount + 1, RetryCount: t.RetryCount, CreatedAt: t.CreatedAt, NotBefore: t.NotBefore, Host: t.Host}
@@ -105,9 +105,9 @@ func ListTasks(ctx context.Context, sh *Shared, now time.Time, window time.Durat
 			}
 			if rec := control.ReadCancelled(ctx, sh.KV, t.ID); rec != nil && finished {
 				if r.Reason == "" {
-					r.Reason = schema.ReasonCancelled
+					r.Reason = doc.ReasonCancelled
 				}
-				if r.Reason == schema.ReasonCancelled {
+				if r.Reason == doc.ReasonCancelled {
 					r.CancelledBy = rec.By
 				}
 			}

@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/enginepause"
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
 	"github.com/kingdom-dev/kingdom/pkg/waits"
 )
@@ -86,13 +86,13 @@ func (h *taskHolds) engineOf(general string) string {
 // wait explains a pending task: its engine's usage-limit pause first (the
 // one hold with a known end), then the king's record, then a retry's
 // not_before; nil when nothing holds it.
-func (h *taskHolds) wait(t schema.Task, now time.Time) *TaskWait {
+func (h *taskHolds) wait(t doc.Task, now time.Time) *TaskWait {
 	rec, recorded := h.byID[t.ID]
-	nb, nbErr := schema.ParseTime(t.NotBefore)
+	nb, nbErr := doc.ParseTime(t.NotBefore)
 	future := nbErr == nil && nb.After(now)
 	if eng := h.engineOf(t.TargetGeneral); eng != "" {
 		if until, ok := h.pauses.Active(eng, now); ok && (future || (recorded && rec.Reason == waits.EnginePause)) {
-			return &TaskWait{Reason: waits.EnginePause, Detail: h.pauses[eng].Reason, Until: schema.FormatTime(until),
+			return &TaskWait{Reason: waits.EnginePause, Detail: h.pauses[eng].Reason, Until: doc.FormatTime(until),
 				Text: fmt.Sprintf("%s usage limit until %s", eng, clockTime(until, now))}
 		}
 	}
@@ -102,13 +102,13 @@ func (h *taskHolds) wait(t schema.Task, now time.Time) *TaskWait {
 			w.Text = rec.Detail
 		}
 		if rec.Until != nil {
-			w.Until = schema.FormatTime(*rec.Until)
+			w.Until = doc.FormatTime(*rec.Until)
 			w.Text += " until " + clockTime(*rec.Until, now)
 		}
 		return w
 	}
 	if future {
-		return &TaskWait{Reason: waits.Backoff, Until: schema.FormatTime(nb), Text: "retry backoff until " + clockTime(nb, now)}
+		return &TaskWait{Reason: waits.Backoff, Until: doc.FormatTime(nb), Text: "retry backoff until " + clockTime(nb, now)}
 	}
 	return nil
 }

@@ -11,8 +11,8 @@ import (
 
 	"github.com/kingdom-dev/kingdom/internal/testkit/githubfake"
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 	"github.com/kingdom-dev/kingdom/pkg/store/files"
 )
@@ -58,15 +58,15 @@ func (x *fixture) record(t *testing.T, key string) Record {
 	return r
 }
 
-var review = schema.Output{Kind: schema.OutputGitHubReview, Event: "REQUEST_CHANGES", Body: "Two problems.",
-	Comments: []schema.ReviewComment{{Path: "main.go", Line: 3, Body: "nil check"}}}
+var review = doc.Output{Kind: doc.OutputGitHubReview, Event: "REQUEST_CHANGES", Body: "Two problems.",
+	Comments: []doc.ReviewComment{{Path: "main.go", Line: 3, Body: "nil check"}}}
 
 // SPEC §12.3: the general posts the review with the write token, and a
 // second run of the same attempt (a restart finishing it again) finds the
 // records and posts nothing.
 func TestRun_PostsEachOutputOnceWithTheWriteToken(t *testing.T) {
-	x := newFixture(t, schema.OutputGitHubReview, schema.OutputGitHubComment, schema.OutputJiraComment)
-	outs := []schema.Output{review, {Kind: schema.OutputGitHubComment, Body: "Thanks."}, {Kind: schema.OutputJiraComment, Body: "Reviewed."}}
+	x := newFixture(t, doc.OutputGitHubReview, doc.OutputGitHubComment, doc.OutputJiraComment)
+	outs := []doc.Output{review, {Kind: doc.OutputGitHubComment, Body: "Thanks."}, {Kind: doc.OutputJiraComment, Body: "Reviewed."}}
 	for run := 0; run < 2; run++ {
 		res, err := x.r.Run(context.Background(), task, 0, outs)
 		if err != nil {
@@ -90,7 +90,7 @@ func TestRun_PostsEachOutputOnceWithTheWriteToken(t *testing.T) {
 	if c := x.f.JiraComments("OPS-1"); len(c) != 1 {
 		t.Errorf("jira comments: %+v", c)
 	}
-	if r := x.record(t, Key(task, 0, 1)); r.State != "done" || r.Kind != schema.OutputGitHubComment {
+	if r := x.record(t, Key(task, 0, 1)); r.State != "done" || r.Kind != doc.OutputGitHubComment {
 		t.Errorf("record: %+v", r)
 	}
 }
@@ -99,7 +99,7 @@ func TestRun_PostsEachOutputOnceWithTheWriteToken(t *testing.T) {
 // the started record on restart and looks the review up by its marker
 // before posting again.
 func TestRun_StartedRecordIsLookedUpBeforeAnyRepost(t *testing.T) {
-	x := newFixture(t, schema.OutputGitHubReview)
+	x := newFixture(t, doc.OutputGitHubReview)
 	key := Key(task, 0, 0)
 	// The crashed run: its started record, and its post on GitHub.
 	if err := x.r.start(context.Background(), key, review.Kind); err != nil {
@@ -110,7 +110,7 @@ func TestRun_StartedRecordIsLookedUpBeforeAnyRepost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := x.r.Run(context.Background(), task, 0, []schema.Output{review})
+	res, err := x.r.Run(context.Background(), task, 0, []doc.Output{review})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,9 +121,9 @@ func TestRun_StartedRecordIsLookedUpBeforeAnyRepost(t *testing.T) {
 		t.Errorf("%d reviews, want 1", n)
 	}
 	// Started and not found: it was never posted, so it posts now.
-	x2 := newFixture(t, schema.OutputGitHubReview)
+	x2 := newFixture(t, doc.OutputGitHubReview)
 	x2.r.start(context.Background(), key, review.Kind)
-	if res, err := x2.r.Run(context.Background(), task, 0, []schema.Output{review}); err != nil || res[0].State != "done" {
+	if res, err := x2.r.Run(context.Background(), task, 0, []doc.Output{review}); err != nil || res[0].State != "done" {
 		t.Fatalf("%+v %v", res, err)
 	}
 	if n := len(x2.f.Reviews("acme/app", 7)); n != 1 {
@@ -134,9 +134,9 @@ func TestRun_StartedRecordIsLookedUpBeforeAnyRepost(t *testing.T) {
 // A post whose answer was lost (a 502 after GitHub stored it) is found by
 // its marker, not posted again.
 func TestRun_LostAnswerIsFoundNotReposted(t *testing.T) {
-	x := newFixture(t, schema.OutputGitHubComment)
+	x := newFixture(t, doc.OutputGitHubComment)
 	x.f.LoseAnswers(1)
-	res, err := x.r.Run(context.Background(), task, 0, []schema.Output{{Kind: schema.OutputGitHubComment, Body: "hi"}})
+	res, err := x.r.Run(context.Background(), task, 0, []doc.Output{{Kind: doc.OutputGitHubComment, Body: "hi"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,9 +150,9 @@ func TestRun_LostAnswerIsFoundNotReposted(t *testing.T) {
 
 // A fenced-out attempt's outputs never run.
 func TestRun_LostClaimRunsNothing(t *testing.T) {
-	x := newFixture(t, schema.OutputGitHubReview)
+	x := newFixture(t, doc.OutputGitHubReview)
 	x.r.Held = func(context.Context) error { return fmt.Errorf("claim of %s: %w", task, store.ErrFenced) }
-	_, err := x.r.Run(context.Background(), task, 0, []schema.Output{review})
+	_, err := x.r.Run(context.Background(), task, 0, []doc.Output{review})
 	if !errors.Is(err, store.ErrFenced) {
 		t.Fatalf("got %v, want ErrFenced", err)
 	}
@@ -164,11 +164,11 @@ func TestRun_LostClaimRunsNothing(t *testing.T) {
 // A retried attempt whose predecessor already did the output reuses its
 // outcome instead of posting a second review.
 func TestRun_RetriedAttemptDoesNotRepeatAnEarlierOne(t *testing.T) {
-	x := newFixture(t, schema.OutputGitHubReview)
-	if _, err := x.r.Run(context.Background(), task, 0, []schema.Output{review}); err != nil {
+	x := newFixture(t, doc.OutputGitHubReview)
+	if _, err := x.r.Run(context.Background(), task, 0, []doc.Output{review}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := x.r.Run(context.Background(), task, 1, []schema.Output{review})
+	res, err := x.r.Run(context.Background(), task, 1, []doc.Output{review})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,12 +183,12 @@ func TestRun_RetriedAttemptDoesNotRepeatAnEarlierOne(t *testing.T) {
 // Refusals are outcomes with a reason, in the order given, and nothing
 // refused reaches GitHub.
 func TestRun_RefusalsAreOutcomes(t *testing.T) {
-	x := newFixture(t, schema.OutputGitHubReview, schema.OutputGitHubPullRequest)
-	outs := []schema.Output{
+	x := newFixture(t, doc.OutputGitHubReview, doc.OutputGitHubPullRequest)
+	outs := []doc.Output{
 		review,
 		review, // over max (1)
-		{Kind: schema.OutputGitHubComment, Body: "x"},           // not allowed
-		{Kind: schema.OutputGitHubPullRequest, Title: "Fix it"}, // no push before it
+		{Kind: doc.OutputGitHubComment, Body: "x"},           // not allowed
+		{Kind: doc.OutputGitHubPullRequest, Title: "Fix it"}, // no push before it
 	}
 	res, err := x.r.Run(context.Background(), task, 0, outs)
 	if err != nil {
@@ -240,10 +240,10 @@ func (p *fakePusher) Pushed(ctx context.Context, branch string) (string, error) 
 // A pull request opens from the branch the push before it went to, into
 // the default branch; a refused push refuses the pull request too.
 func TestRun_PullRequestFromThePushedBranch(t *testing.T) {
-	x := newFixture(t, schema.OutputGitHubPush, schema.OutputGitHubPullRequest)
+	x := newFixture(t, doc.OutputGitHubPush, doc.OutputGitHubPullRequest)
 	p := &fakePusher{pushed: map[string]bool{}}
 	x.r.Pusher = p
-	outs := []schema.Output{{Kind: schema.OutputGitHubPush, BranchSuffix: "fix", Message: "fix"}, {Kind: schema.OutputGitHubPullRequest, Title: "Fix", Body: "b"}}
+	outs := []doc.Output{{Kind: doc.OutputGitHubPush, BranchSuffix: "fix", Message: "fix"}, {Kind: doc.OutputGitHubPullRequest, Title: "Fix", Body: "b"}}
 	res, err := x.r.Run(context.Background(), task, 0, outs)
 	if err != nil {
 		t.Fatal(err)
@@ -255,7 +255,7 @@ func TestRun_PullRequestFromThePushedBranch(t *testing.T) {
 	if len(prs) != 1 || prs[0].Path != "kingdom/"+task+"-fix" {
 		t.Errorf("pull requests: %+v", prs)
 	}
-	y := newFixture(t, schema.OutputGitHubPush, schema.OutputGitHubPullRequest)
+	y := newFixture(t, doc.OutputGitHubPush, doc.OutputGitHubPullRequest)
 	y.r.Pusher = &fakePusher{pushed: map[string]bool{}, refuse: "the push touches a protected path: .github/workflows/ci.yml"}
 	res, err = y.r.Run(context.Background(), task, 0, outs)
 	if err != nil {
@@ -271,26 +271,26 @@ func TestRun_PullRequestFromThePushedBranch(t *testing.T) {
 
 func TestRefusal_FieldsAndTargets(t *testing.T) {
 	pol := config.DefaultManifest().Outputs
-	pol.Allow = slices.Clone(schema.OutputKinds)
+	pol.Allow = slices.Clone(doc.OutputKinds)
 	tgt := Target{TaskID: task, Repo: "acme/app", PR: 7}
 	cases := []struct {
-		o    schema.Output
+		o    doc.Output
 		t    Target
 		want string
 	}{
-		{schema.Output{Kind: schema.OutputGitHubReview, Event: "APPROVE", Body: "x"}, tgt, "COMMENT or REQUEST_CHANGES"},
-		{schema.Output{Kind: schema.OutputGitHubReview, Event: "COMMENT"}, tgt, "no body and no comments"},
-		{schema.Output{Kind: schema.OutputGitHubReview, Event: "COMMENT", Body: "x"}, Target{Repo: "acme/app"}, "no pull request"},
-		{schema.Output{Kind: schema.OutputGitHubReview, Event: "COMMENT", Comments: []schema.ReviewComment{{Path: "../etc", Line: 1, Body: "x"}}}, tgt, "line comment 0"},
-		{schema.Output{Kind: schema.OutputGitHubComment, Body: "x"}, Target{}, "no repository"},
-		{schema.Output{Kind: schema.OutputGitHubComment, Body: " "}, tgt, "body is empty"},
-		{schema.Output{Kind: schema.OutputGitHubPush, BranchSuffix: "../main", Message: "m"}, tgt, "branch_suffix must match"},
-		{schema.Output{Kind: schema.OutputGitHubPush}, tgt, "no commit message"},
-		{schema.Output{Kind: schema.OutputJiraComment, Body: "x"}, tgt, "no Jira issue"},
-		{schema.Output{Kind: schema.OutputGitHubComment, Body: "x"}, tgt, ""},
+		{doc.Output{Kind: doc.OutputGitHubReview, Event: "APPROVE", Body: "x"}, tgt, "COMMENT or REQUEST_CHANGES"},
+		{doc.Output{Kind: doc.OutputGitHubReview, Event: "COMMENT"}, tgt, "no body and no comments"},
+		{doc.Output{Kind: doc.OutputGitHubReview, Event: "COMMENT", Body: "x"}, Target{Repo: "acme/app"}, "no pull request"},
+		{doc.Output{Kind: doc.OutputGitHubReview, Event: "COMMENT", Comments: []doc.ReviewComment{{Path: "../etc", Line: 1, Body: "x"}}}, tgt, "line comment 0"},
+		{doc.Output{Kind: doc.OutputGitHubComment, Body: "x"}, Target{}, "no repository"},
+		{doc.Output{Kind: doc.OutputGitHubComment, Body: " "}, tgt, "body is empty"},
+		{doc.Output{Kind: doc.OutputGitHubPush, BranchSuffix: "../main", Message: "m"}, tgt, "branch_suffix must match"},
+		{doc.Output{Kind: doc.OutputGitHubPush}, tgt, "no commit message"},
+		{doc.Output{Kind: doc.OutputJiraComment, Body: "x"}, tgt, "no Jira issue"},
+		{doc.Output{Kind: doc.OutputGitHubComment, Body: "x"}, tgt, ""},
 	}
 	for _, c := range cases {
-		got := refusal(pol, []schema.Output{c.o}, 0, c.t)
+		got := refusal(pol, []doc.Output{c.o}, 0, c.t)
 		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
 			t.Errorf("%+v: got %q, want %q", c.o, got, c.want)
 		}
@@ -317,9 +317,9 @@ func TestProtected_Globs(t *testing.T) {
 // Without a write token nothing is posted: the outputs are refused with
 // the reason, never sent unauthenticated.
 func TestRun_NoWriteTokenRefuses(t *testing.T) {
-	x := newFixture(t, schema.OutputGitHubReview)
+	x := newFixture(t, doc.OutputGitHubReview)
 	x.r.Services.GitHubToken = ""
-	res, err := x.r.Run(context.Background(), task, 0, []schema.Output{review})
+	res, err := x.r.Run(context.Background(), task, 0, []doc.Output{review})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 )
 
 // Target is where a task's outputs go, from its task.
@@ -40,7 +40,7 @@ func Branch(task, suffix string) string {
 // refusal says why output i of outs may not run under policy p for t
 // ("" when it may): a kind not allowed, one past its kind's max, a field
 // missing or out of bounds, or no place for it to go.
-func refusal(p config.ManifestOutputs, outs []schema.Output, i int, t Target) string {
+func refusal(p config.ManifestOutputs, outs []doc.Output, i int, t Target) string {
 	o := outs[i]
 	if !p.Allows(o.Kind) {
 		return fmt.Sprintf("%s is not in the manifest's outputs.allow", o.Kind)
@@ -58,7 +58,7 @@ func refusal(p config.ManifestOutputs, outs []schema.Output, i int, t Target) st
 		return "the task names no repository"
 	}
 	switch o.Kind {
-	case schema.OutputGitHubReview:
+	case doc.OutputGitHubReview:
 		if o.Event != "COMMENT" && o.Event != "REQUEST_CHANGES" {
 			return fmt.Sprintf("a review's event is COMMENT or REQUEST_CHANGES, got %q", o.Event)
 		}
@@ -76,29 +76,29 @@ func refusal(p config.ManifestOutputs, outs []schema.Output, i int, t Target) st
 				return fmt.Sprintf("line comment %d needs a repository path, a line ≥ 1 and a body", j)
 			}
 		}
-	case schema.OutputGitHubComment:
+	case doc.OutputGitHubComment:
 		if t.PR == 0 && t.Issue == 0 {
 			return "the task is about no pull request or issue"
 		}
-	case schema.OutputGitHubPush:
+	case doc.OutputGitHubPush:
 		if o.BranchSuffix != "" && !suffixRE.MatchString(o.BranchSuffix) {
 			return fmt.Sprintf("branch_suffix must match %s, got %q", suffixRE, clip(o.BranchSuffix, 60))
 		}
 		if strings.TrimSpace(o.Message) == "" {
 			return "the push has no commit message"
 		}
-	case schema.OutputGitHubPullRequest:
+	case doc.OutputGitHubPullRequest:
 		if strings.TrimSpace(o.Title) == "" {
 			return "the pull request has no title"
 		}
-	case schema.OutputJiraComment:
+	case doc.OutputJiraComment:
 		if t.JiraKey == "" {
 			return "the task is about no Jira issue"
 		}
 	}
 	switch o.Kind {
-	case schema.OutputGitHubReview, schema.OutputGitHubComment, schema.OutputJiraComment:
-		if o.Kind != schema.OutputGitHubReview && strings.TrimSpace(o.Body) == "" {
+	case doc.OutputGitHubReview, doc.OutputGitHubComment, doc.OutputJiraComment:
+		if o.Kind != doc.OutputGitHubReview && strings.TrimSpace(o.Body) == "" {
 			return "the body is empty"
 		}
 	}

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/redact"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
@@ -38,7 +38,7 @@ type Record struct {
 }
 
 func (r Record) final() bool {
-	return r.State == schema.OutcomeDone || r.State == schema.OutcomeRefused || r.State == schema.OutcomeFailed
+	return r.State == doc.OutcomeDone || r.State == doc.OutcomeRefused || r.State == doc.OutcomeFailed
 }
 
 // Pusher commits and pushes the task's worktree (the general's: it owns
@@ -77,7 +77,7 @@ var ErrFenced = store.ErrFenced
 // outcome. An error is the store's (or a lost claim, errors.Is
 // store.ErrFenced): the outcomes so far are returned with it, and a later
 // Run of the same attempt goes on from the records.
-func (r *Runner) Run(ctx context.Context, task string, attempt int, outs []schema.Output) ([]schema.OutputOutcome, error) {
+func (r *Runner) Run(ctx context.Context, task string, attempt int, outs []doc.Output) ([]doc.OutputOutcome, error) {
 	if len(outs) == 0 {
 		return nil, nil
 	}
@@ -85,7 +85,7 @@ func (r *Runner) Run(ctx context.Context, task string, attempt int, outs []schem
 	if err != nil {
 		return nil, err
 	}
-	var res []schema.OutputOutcome
+	var res []doc.OutputOutcome
 	branch := "" // the branch a done push went to, for a pull request
 	for i, o := range outs {
 		key := Key(task, attempt, i)
@@ -93,17 +93,17 @@ func (r *Runner) Run(ctx context.Context, task string, attempt int, outs []schem
 		if err != nil {
 			return res, err
 		}
-		if o.Kind == schema.OutputGitHubPush && rec.State == schema.OutcomeDone {
+		if o.Kind == doc.OutputGitHubPush && rec.State == doc.OutcomeDone {
 			branch = rec.Branch
 		}
-		res = append(res, schema.OutputOutcome{Index: i, Kind: o.Kind, State: rec.State, Link: rec.Link, Reason: rec.Reason, Error: rec.Error})
+		res = append(res, doc.OutputOutcome{Index: i, Kind: o.Kind, State: rec.State, Link: rec.Link, Reason: rec.Reason, Error: rec.Error})
 	}
 	return res, nil
 }
 
 // recordPending writes a pending record for every output that has none,
 // in one transaction, and returns every record.
-func (r *Runner) recordPending(ctx context.Context, task string, attempt int, outs []schema.Output) ([]Record, error) {
+func (r *Runner) recordPending(ctx context.Context, task string, attempt int, outs []doc.Output) ([]Record, error) {
 	recs := make([]Record, len(outs))
 	cctx, cancel := r.callCtx(ctx)
 	defer cancel()
@@ -120,7 +120,7 @@ func (r *Runner) recordPending(ctx context.Context, task string, attempt int, ou
 			case !errors.Is(err, store.ErrNotFound):
 				return err
 			}
-			recs[i] = Record{Kind: o.Kind, State: schema.OutcomePending, At: r.now()}
+			recs[i] = Record{Kind: o.Kind, State: doc.OutcomePending, At: r.now()}
 			if err := setRecord(tx, key, recs[i]); err != nil {
 				return err
 			}
@@ -133,20 +133,20 @@ func (r *Runner) recordPending(ctx context.Context, task string, attempt int, ou
 	return recs, nil
 }
 
-func (r *Runner) one(ctx context.Context, key, task string, attempt, i int, outs []schema.Output, rec Record, branch string) (Record, error) {
+func (r *Runner) one(ctx context.Context, key, task string, attempt, i int, outs []doc.Output, rec Record, branch string) (Record, error) {
 	o := outs[i]
 	if rec.final() {
 		return rec, nil
 	}
 	reason := refusal(r.Policy, outs, i, r.Target)
-	if reason == "" && o.Kind == schema.OutputGitHubPullRequest && branch == "" {
+	if reason == "" && o.Kind == doc.OutputGitHubPullRequest && branch == "" {
 		reason = "a pull request needs a github.push before it in the outputs, done"
 	}
-	if reason == "" && o.Kind == schema.OutputGitHubPush && r.Pusher == nil {
+	if reason == "" && o.Kind == doc.OutputGitHubPush && r.Pusher == nil {
 		reason = "the task has no worktree to push"
 	}
 	if reason != "" {
-		return r.end(ctx, key, Record{Kind: o.Kind, State: schema.OutcomeRefused, Reason: reason})
+		return r.end(ctx, key, Record{Kind: o.Kind, State: doc.OutcomeRefused, Reason: reason})
 	}
 	// An earlier attempt of the task that did this very output (a retry
 	// after a lost host, a crash) did it for this one too.
@@ -155,12 +155,12 @@ func (r *Runner) one(ctx context.Context, key, task string, attempt, i int, outs
 	} else if ok {
 		return r.end(ctx, key, prev)
 	}
-	if rec.State == schema.OutcomeStarted {
+	if rec.State == doc.OutcomeStarted {
 		// Started and never ended: the call may have happened.
 		if link, err := r.lookup(ctx, key, o, branch); err == nil && link != "" {
-			return r.end(ctx, key, Record{Kind: o.Kind, State: schema.OutcomeDone, Link: link, Branch: r.branchOf(o)})
+			return r.end(ctx, key, Record{Kind: o.Kind, State: doc.OutcomeDone, Link: link, Branch: r.branchOf(o)})
 		} else if err != nil {
-			return r.end(ctx, key, Record{Kind: o.Kind, State: schema.OutcomeFailed, Error: "look up after an unfinished call: " + redact.String(err.Error())})
+			return r.end(ctx, key, Record{Kind: o.Kind, State: doc.OutcomeFailed, Error: "look up after an unfinished call: " + redact.String(err.Error())})
 		}
 	}
 	if err := r.start(ctx, key, o.Kind); err != nil {
@@ -174,20 +174,20 @@ func (r *Runner) one(ctx context.Context, key, task string, attempt, i int, outs
 	link, refused, err := r.call(ctx, key, o, branch)
 	switch {
 	case refused != "":
-		return r.end(ctx, key, Record{Kind: o.Kind, State: schema.OutcomeRefused, Reason: refused})
+		return r.end(ctx, key, Record{Kind: o.Kind, State: doc.OutcomeRefused, Reason: refused})
 	case err != nil:
 		// The call may have happened and only its answer been lost.
 		if l, lerr := r.lookup(ctx, key, o, branch); lerr == nil && l != "" {
-			return r.end(ctx, key, Record{Kind: o.Kind, State: schema.OutcomeDone, Link: l, Branch: r.branchOf(o)})
+			return r.end(ctx, key, Record{Kind: o.Kind, State: doc.OutcomeDone, Link: l, Branch: r.branchOf(o)})
 		}
-		return r.end(ctx, key, Record{Kind: o.Kind, State: schema.OutcomeFailed, Error: redact.String(err.Error())})
+		return r.end(ctx, key, Record{Kind: o.Kind, State: doc.OutcomeFailed, Error: redact.String(err.Error())})
 	}
-	return r.end(ctx, key, Record{Kind: o.Kind, State: schema.OutcomeDone, Link: link, Branch: r.branchOf(o)})
+	return r.end(ctx, key, Record{Kind: o.Kind, State: doc.OutcomeDone, Link: link, Branch: r.branchOf(o)})
 }
 
 // earlier finds output i of an earlier attempt of task, of the same kind,
 // done (or started and found where it went).
-func (r *Runner) earlier(ctx context.Context, task string, attempt, i int, o schema.Output) (Record, bool, error) {
+func (r *Runner) earlier(ctx context.Context, task string, attempt, i int, o doc.Output) (Record, bool, error) {
 	for a := attempt - 1; a >= 0; a-- {
 		key := Key(task, a, i)
 		cctx, cancel := r.callCtx(ctx)
@@ -203,12 +203,12 @@ func (r *Runner) earlier(ctx context.Context, task string, attempt, i int, o sch
 		if json.Unmarshal(b, &rec) != nil || rec.Kind != o.Kind {
 			continue
 		}
-		if rec.State == schema.OutcomeStarted {
+		if rec.State == doc.OutcomeStarted {
 			if link, err := r.lookup(ctx, key, o, ""); err == nil && link != "" {
-				rec.State, rec.Link = schema.OutcomeDone, link
+				rec.State, rec.Link = doc.OutcomeDone, link
 			}
 		}
-		if rec.State == schema.OutcomeDone {
+		if rec.State == doc.OutcomeDone {
 			rec.Reason = fmt.Sprintf("done by attempt %d", a)
 			return rec, true, nil
 		}
@@ -216,8 +216,8 @@ func (r *Runner) earlier(ctx context.Context, task string, attempt, i int, o sch
 	return Record{}, false, nil
 }
 
-func (r *Runner) branchOf(o schema.Output) string {
-	if o.Kind != schema.OutputGitHubPush {
+func (r *Runner) branchOf(o doc.Output) string {
+	if o.Kind != doc.OutputGitHubPush {
 		return ""
 	}
 	return Branch(r.Target.TaskID, o.BranchSuffix)
@@ -231,7 +231,7 @@ func (r *Runner) start(ctx context.Context, key, kind string) error {
 		if _, err := tx.ValueForUpdate(NS, key); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
-		return setRecord(tx, key, Record{Kind: kind, State: schema.OutcomeStarted, At: r.now()})
+		return setRecord(tx, key, Record{Kind: kind, State: doc.OutcomeStarted, At: r.now()})
 	})
 	if err != nil {
 		return fmt.Errorf("record output %s started: %w", key, err)
@@ -260,13 +260,13 @@ func setRecord(tx store.Tx, key string, rec Record) error {
 }
 
 // call performs output o.
-func (r *Runner) call(ctx context.Context, key string, o schema.Output, branch string) (link, refused string, err error) {
+func (r *Runner) call(ctx context.Context, key string, o doc.Output, branch string) (link, refused string, err error) {
 	t := r.Target
 	mark := "\n\n" + Marker(key)
 	switch o.Kind {
-	case schema.OutputGitHubPush:
+	case doc.OutputGitHubPush:
 		return r.Pusher.Push(ctx, Branch(t.TaskID, o.BranchSuffix), o.Message, key)
-	case schema.OutputJiraComment:
+	case doc.OutputJiraComment:
 		j, err := r.Services.Jira()
 		if err != nil {
 			return "", err.Error(), nil
@@ -282,19 +282,19 @@ func (r *Runner) call(ctx context.Context, key string, o schema.Output, branch s
 		return "", ErrNoGitHubToken.Error(), nil
 	}
 	switch o.Kind {
-	case schema.OutputGitHubReview:
+	case doc.OutputGitHubReview:
 		var cs []LineComment
 		for _, c := range o.Comments {
 			cs = append(cs, LineComment{Path: c.Path, Line: c.Line, Side: "RIGHT", Body: c.Body})
 		}
 		link, err = g.CreateReview(ctx, t.Repo, t.PR, o.Event, o.Body+mark, cs)
-	case schema.OutputGitHubComment:
+	case doc.OutputGitHubComment:
 		n := t.PR
 		if n == 0 {
 			n = t.Issue
 		}
 		link, err = g.CreateComment(ctx, t.Repo, n, o.Body+mark)
-	case schema.OutputGitHubPullRequest:
+	case doc.OutputGitHubPullRequest:
 		repo, rerr := g.Repo(ctx, t.Repo)
 		if rerr != nil {
 			return "", "", rerr
@@ -316,15 +316,15 @@ func jiraMarker(key string) string { return "[kingdom:" + key + "]" }
 // lookup finds output key where it went: a body with its marker, a pull
 // request from its branch, a branch with the worktree's commit. "" when
 // it is not there.
-func (r *Runner) lookup(ctx context.Context, key string, o schema.Output, branch string) (string, error) {
+func (r *Runner) lookup(ctx context.Context, key string, o doc.Output, branch string) (string, error) {
 	t := r.Target
 	switch o.Kind {
-	case schema.OutputGitHubPush:
+	case doc.OutputGitHubPush:
 		if r.Pusher == nil {
 			return "", nil
 		}
 		return r.Pusher.Pushed(ctx, Branch(t.TaskID, o.BranchSuffix))
-	case schema.OutputJiraComment:
+	case doc.OutputJiraComment:
 		j, err := r.Services.Jira()
 		if err != nil {
 			return "", err
@@ -337,15 +337,15 @@ func (r *Runner) lookup(ctx context.Context, key string, o schema.Output, branch
 	}
 	var cs []Comment
 	switch o.Kind {
-	case schema.OutputGitHubReview:
+	case doc.OutputGitHubReview:
 		cs, err = g.Reviews(ctx, t.Repo, t.PR)
-	case schema.OutputGitHubComment:
+	case doc.OutputGitHubComment:
 		n := t.PR
 		if n == 0 {
 			n = t.Issue
 		}
 		cs, err = g.IssueComments(ctx, t.Repo, n)
-	case schema.OutputGitHubPullRequest:
+	case doc.OutputGitHubPullRequest:
 		if branch == "" {
 			return "", nil
 		}
@@ -367,17 +367,17 @@ func (r *Runner) callCtx(ctx context.Context) (context.Context, context.CancelFu
 
 func (r *Runner) now() string {
 	if r.Now != nil {
-		return schema.FormatTime(r.Now())
+		return doc.FormatTime(r.Now())
 	}
-	return schema.FormatTime(time.Now())
+	return doc.FormatTime(time.Now())
 }
 
 // NotRun are the outcomes of outputs an attempt that did not succeed
 // asked for: none runs (SPEC §12.3: after a successful soldier only).
-func NotRun(outs []schema.Output, status string) []schema.OutputOutcome {
-	var res []schema.OutputOutcome
+func NotRun(outs []doc.Output, status string) []doc.OutputOutcome {
+	var res []doc.OutputOutcome
 	for i, o := range outs {
-		res = append(res, schema.OutputOutcome{Index: i, Kind: o.Kind, State: schema.OutcomeRefused,
+		res = append(res, doc.OutputOutcome{Index: i, Kind: o.Kind, State: doc.OutcomeRefused,
 			Reason: fmt.Sprintf("not carried out: the attempt's status is %s", status)})
 	}
 	return res

@@ -10,10 +10,10 @@ import (
 	"testing"
 
 	"github.com/kingdom-dev/kingdom/internal/testkit/pgtest"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 	"github.com/kingdom-dev/kingdom/pkg/store/files"
 	"github.com/kingdom-dev/kingdom/pkg/store/pg"
@@ -270,7 +270,7 @@ func TestBackends_MoveReadRemoveReject(t *testing.T) {
 			t.Fatalf("move of nothing: %v, want fs.ErrNotExist", err)
 		}
 		q.PutOnce(layout.Pending, id, item{ID: id, Priority: "high"})
-		var got schema.Task
+		var got doc.Task
 		if err := q.ReadJSON(layout.Pending, id, &got); err != nil || got.ID != id || got.Priority != "high" {
 			t.Fatalf("ReadJSON = %+v, %v", got, err)
 		}

@@ -5,21 +5,21 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/store/files"
 )
 
-func testEvent(id string) schema.Event {
-	return schema.Event{ID: id, Type: "test", Source: schema.SourceInbox, Payload: map[string]any{},
-		Priority: schema.PriorityNormal, CreatedAt: "2026-11-21T10:00:00Z", Status: schema.EventPending}
+func testEvent(id string) doc.Event {
+	return doc.Event{ID: id, Type: "test", Source: doc.SourceInbox, Payload: map[string]any{},
+		Priority: doc.PriorityNormal, CreatedAt: "2026-11-21T10:00:00Z", Status: doc.EventPending}
 }
 
-func testMessage(id, task string) schema.Message {
-	return schema.Message{ID: id, Type: "thread_start", TaskID: schema.StringPtr(task), Channel: "C1",
-		Urgency: schema.UrgencyNormal, Content: "hi", Context: map[string]any{},
-		CreatedAt: "2026-11-21T10:00:00Z", Status: schema.MessagePending}
+func testMessage(id, task string) doc.Message {
+	return doc.Message{ID: id, Type: "thread_start", TaskID: doc.StringPtr(task), Channel: "C1",
+		Urgency: doc.UrgencyNormal, Content: "hi", Context: map[string]any{},
+		CreatedAt: "2026-11-21T10:00:00Z", Status: doc.MessagePending}
 }
 
 // dispatch is the king's dispatch as one group: the event to dispatched/,
@@ -28,7 +28,7 @@ func testMessage(id, task string) schema.Message {
 func dispatch(e *env, events, tasks, msgs *queue.Queue, evID, taskID string, fail error) error {
 	return queue.Group(context.Background(), func(g *queue.GroupTx) error {
 		ev := testEvent(evID)
-		ev.Status = schema.EventDispatched
+		ev.Status = doc.EventDispatched
 		if err := g.Put(events, layout.Dispatched, evID, ev); err != nil {
 			return err
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/store"
@@ -29,10 +30,10 @@ func (q *Queue) poison(d store.Doc) string {
 }
 
 // kindSchema is the document kind of each queue's files.
-var kindSchema = map[string]schema.Kind{
-	layout.QEvents:   schema.KindEvent,
-	layout.QTasks:    schema.KindTask,
-	layout.QMessages: schema.KindMessage,
+var kindSchema = map[string]doc.Kind{
+	layout.QEvents:   doc.KindEvent,
+	layout.QTasks:    doc.KindTask,
+	layout.QMessages: doc.KindMessage,
 }
 
 // CheckDocument validates data as a file of this queue named id: its kind's
@@ -41,19 +42,19 @@ var kindSchema = map[string]schema.Kind{
 func (q *Queue) CheckDocument(id string, data []byte) error {
 	var got string
 	switch kindSchema[q.kind] {
-	case schema.KindEvent:
+	case doc.KindEvent:
 		ev, err := schema.DecodeEvent(data)
 		if err != nil {
 			return fmt.Errorf("invalid event: %w", err)
 		}
 		got = ev.ID
-	case schema.KindTask:
+	case doc.KindTask:
 		t, err := schema.DecodeTask(data)
 		if err != nil {
 			return fmt.Errorf("invalid task: %w", err)
 		}
 		got = t.ID
-	case schema.KindMessage:
+	case doc.KindMessage:
 		m, err := schema.DecodeMessage(data)
 		if err != nil {
 			return fmt.Errorf("invalid message: %w", err)

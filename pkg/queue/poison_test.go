@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // poison plants, in dir, every kind of entry no consumer can take and
@@ -51,9 +51,9 @@ func TestQueue_CountRejectsPoisonAndCountsOnlyValidEntries(t *testing.T) {
 	l := layout.New(t.TempDir())
 	good := map[string]any{
 		layout.QTasks: item{ID: "task-20261121-001"},
-		layout.QEvents: schema.Event{ID: "task-20261121-001", Type: "test", Source: schema.SourceInbox,
-			Priority: schema.PriorityNormal, CreatedAt: "2026-11-21T10:00:00Z", Status: schema.EventPending},
-		layout.QMessages: schema.Message{ID: "task-20261121-001", Type: "notification", Urgency: "normal",
+		layout.QEvents: doc.Event{ID: "task-20261121-001", Type: "test", Source: doc.SourceInbox,
+			Priority: doc.PriorityNormal, CreatedAt: "2026-11-21T10:00:00Z", Status: doc.EventPending},
+		layout.QMessages: doc.Message{ID: "task-20261121-001", Type: "notification", Urgency: "normal",
 			Content: "hi", CreatedAt: "2026-11-21T10:00:00Z", Status: "pending"},
 	}
 	for _, kind := range []string{layout.QTasks, layout.QEvents, layout.QMessages} {

@@ -15,10 +15,10 @@ import (
 
 	"github.com/kingdom-dev/kingdom/internal/testkit/pgtest"
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/store/files"
 )
 
@@ -75,10 +75,10 @@ type item struct {
 // MarshalJSON writes item as a schema-valid task (List rejects anything
 // else), defaulting what the test leaves empty.
 func (it item) MarshalJSON() ([]byte, error) {
-	t := schema.Task{ID: it.ID, EventID: "evt-test", TargetGeneral: "gen-test", Type: "test",
-		Priority: it.Priority, CreatedAt: it.CreatedAt, Status: schema.TaskPending}
+	t := doc.Task{ID: it.ID, EventID: "evt-test", TargetGeneral: "gen-test", Type: "test",
+		Priority: it.Priority, CreatedAt: it.CreatedAt, Status: doc.TaskPending}
 	if t.Priority == "" {
-		t.Priority = schema.PriorityNormal
+		t.Priority = doc.PriorityNormal
 	}
 	if t.CreatedAt == "" {
 		t.CreatedAt = "2026-11-21T10:00:00Z"
@@ -289,8 +289,8 @@ func helperWriter() {
 	fmt.Println("writing")
 	for i := 0; ; i++ {
 		id := fmt.Sprintf("evt-%d-%d", os.Getpid(), i)
-		if q.Put(layout.Pending, id, schema.Event{ID: id, Type: "test", Source: schema.SourceInbox, Payload: map[string]any{"text": payload},
-			Priority: schema.PriorityNormal, CreatedAt: "2026-11-21T10:00:00Z", Status: schema.EventPending}) == nil && i == 0 {
+		if q.Put(layout.Pending, id, doc.Event{ID: id, Type: "test", Source: doc.SourceInbox, Payload: map[string]any{"text": payload},
+			Priority: doc.PriorityNormal, CreatedAt: "2026-11-21T10:00:00Z", Status: doc.EventPending}) == nil && i == 0 {
 			fmt.Println("wrote")
 		}
 	}

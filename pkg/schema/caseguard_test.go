@@ -6,12 +6,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // withKey adds `"key": value` as the last property of a JSON object.
-func withKey(doc []byte, key, value string) []byte {
-	s := strings.TrimSpace(string(doc))
+func withKey(d []byte, key, value string) []byte {
+	s := strings.TrimSpace(string(d))
 	return []byte(strings.TrimSuffix(s, "}") + ", " + key + ": " + value + "}")
 }
 
@@ -31,27 +32,27 @@ func TestDecode_CaseVariantKeysAreRejectedAtEveryDepth(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			data := withKey(readFile(t, c.fixture), c.key, c.value)
 			err := c.decode(data)
-			if !errors.Is(err, schema.ErrInvalid) || !strings.Contains(err.Error(), "differs only in case") {
+			if !errors.Is(err, doc.ErrInvalid) || !strings.Contains(err.Error(), "differs only in case") {
 				t.Fatalf("got %v, want ErrInvalid naming the case-variant key", err)
 			}
 		})
 	}
 	t.Run("nested object", func(t *testing.T) {
-		doc := string(readFile(t, "testdata/good/message--human-input-request.json"))
+		js := string(readFile(t, "testdata/good/message--human-input-request.json"))
 		const real = `"task_id": "task-20260207-001"}`
-		i := strings.Index(doc, `"reply_context"`)
-		j := strings.Index(doc[i:], real)
+		i := strings.Index(js, `"reply_context"`)
+		j := strings.Index(js[i:], real)
 		if i < 0 || j < 0 {
 			t.Fatal("fixture has no reply_context.task_id")
 		}
-		data := []byte(doc[:i+j] + `"task_id": "task-20260207-001", "TASK_ID": "../x"}` + doc[i+j+len(real):])
+		data := []byte(js[:i+j] + `"task_id": "task-20260207-001", "TASK_ID": "../x"}` + js[i+j+len(real):])
 		// Prove the hole is real: encoding/json alone takes the smuggled value.
-		var raw schema.Message
+		var raw doc.Message
 		if err := json.Unmarshal(data, &raw); err != nil || raw.ReplyContext.TaskID != "../x" {
 			t.Fatalf("encoding/json no longer matches keys case-insensitively (%v, %q); revisit checkCase", err, raw.ReplyContext.TaskID)
 		}
 		_, err := schema.DecodeMessage(data)
-		if !errors.Is(err, schema.ErrInvalid) || !strings.Contains(err.Error(), "at '/reply_context'") {
+		if !errors.Is(err, doc.ErrInvalid) || !strings.Contains(err.Error(), "at '/reply_context'") {
 			t.Fatalf("got %v, want ErrInvalid at /reply_context", err)
 		}
 	})

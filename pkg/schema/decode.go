@@ -14,7 +14,7 @@ import (
 // to its bound (MaxCostUSD, MaxTokens) and noted in the result's
 // metrics[ClampedMetric]: an absurd figure does not cost the task its
 // outcome.
-func Decode(kind Kind, data []byte, v any) error {
+func Decode(kind docpkg.Kind, data []byte, v any) error {
 	doc, clamped, err := validate(kind, data)
 	if err != nil {
 		return err
@@ -31,7 +31,7 @@ func Decode(kind Kind, data []byte, v any) error {
 	}
 	return docpkg.Unmarshal(kind, data, v) // valid JSON by now: only a type mismatch is left
 }
-func decode[T any](kind Kind, data []byte) (*T, error) {
+func decode[T any](kind docpkg.Kind, data []byte) (*T, error) {
 	v := new(T)
 	if err := Decode(kind, data, v); err != nil {
 		return nil, err
@@ -40,33 +40,39 @@ func decode[T any](kind Kind, data []byte) (*T, error) {
 }
 
 // DecodeEvent checks and decodes an event file.
-func DecodeEvent(data []byte) (*Event, error) { return decode[Event](KindEvent, data) }
+func DecodeEvent(data []byte) (*docpkg.Event, error) {
+	return decode[docpkg.Event](docpkg.KindEvent, data)
+}
 
 // DecodeTask checks and decodes a task file.
-func DecodeTask(data []byte) (*Task, error) { return decode[Task](KindTask, data) }
+func DecodeTask(data []byte) (*docpkg.Task, error) { return decode[docpkg.Task](docpkg.KindTask, data) }
 
 // DecodeMessage checks and decodes a message file.
-func DecodeMessage(data []byte) (*Message, error) { return decode[Message](KindMessage, data) }
+func DecodeMessage(data []byte) (*docpkg.Message, error) {
+	return decode[docpkg.Message](docpkg.KindMessage, data)
+}
 
 // DecodeRawResult checks and decodes a <task>-raw.json file.
-func DecodeRawResult(data []byte) (*RawResult, error) {
-	return decode[RawResult](KindRawResult, data)
+func DecodeRawResult(data []byte) (*docpkg.RawResult, error) {
+	return decode[docpkg.RawResult](docpkg.KindRawResult, data)
 }
 
 // DecodeResult checks and decodes a final <task>.json result.
-func DecodeResult(data []byte) (*Result, error) { return decode[Result](KindResult, data) }
+func DecodeResult(data []byte) (*docpkg.Result, error) {
+	return decode[docpkg.Result](docpkg.KindResult, data)
+}
 
 // DecodeInboxEvent checks and decodes an inbox/*.json file.
-func DecodeInboxEvent(data []byte) (*InboxEvent, error) {
-	return decode[InboxEvent](KindInboxEvent, data)
+func DecodeInboxEvent(data []byte) (*docpkg.InboxEvent, error) {
+	return decode[docpkg.InboxEvent](docpkg.KindInboxEvent, data)
 }
 
 // DecodeCheckpoint checks and decodes a <task>-checkpoint.json file.
-func DecodeCheckpoint(data []byte) (*Checkpoint, error) {
-	return decode[Checkpoint](KindCheckpoint, data)
+func DecodeCheckpoint(data []byte) (*docpkg.Checkpoint, error) {
+	return decode[docpkg.Checkpoint](docpkg.KindCheckpoint, data)
 }
 
 // DecodePetitionResult checks and decodes a petition result.
-func DecodePetitionResult(data []byte) (*PetitionResult, error) {
-	return decode[PetitionResult](KindPetitionResult, data)
+func DecodePetitionResult(data []byte) (*docpkg.PetitionResult, error) {
+	return decode[docpkg.PetitionResult](docpkg.KindPetitionResult, data)
 }

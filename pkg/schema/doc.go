@@ -6,7 +6,7 @@
 //
 //	data, err := os.ReadFile(path)          // size-limited by the caller
 //	ev, err := schema.DecodeEvent(data)     // JSON syntax, schema, then Go value
-//	if errors.Is(err, schema.ErrInvalid) {  // poison file: reject it with
+//	if errors.Is(err, doc.ErrInvalid) {  // poison file: reject it with
 //		reason := err.Error()               // this one-line reason (§3.1)
 //	}
 //
@@ -20,9 +20,9 @@
 // rejects a key differing from a field's JSON name only in case (which
 // encoding/json would otherwise decode into that field).
 //
-// The Go types, constants and timestamp helpers are pkg/doc's, re-exported
-// here under the same names (type aliases), so readers need only this
-// package. pkg/doc links no validator: soldier-spawn, which starts once per
+// The Go types, constants and timestamp helpers are pkg/doc's: this
+// package only checks bytes against the schemas and decodes them into those
+// types. pkg/doc links no validator: soldier-spawn, which starts once per
 // task, uses it and leaves validation to the general that reads its raw
 // result.
 package schema

@@ -3,6 +3,7 @@ package schema
 import (
 	"encoding/json"
 	"fmt"
+	docpkg "github.com/kingdom-dev/kingdom/pkg/doc"
 	"strconv"
 )
 
@@ -28,8 +29,8 @@ var tokenFields = []string{"input_tokens", "output_tokens", "cache_read_input_to
 // still a result (its outcome reaches the user) rather than an
 // InvalidResult. A negative figure is left for the schema to refuse, as
 // before. It reports whether it changed the document.
-func clampMoney(kind Kind, doc any) bool {
-	if kind != KindRawResult && kind != KindResult {
+func clampMoney(kind docpkg.Kind, doc any) bool {
+	if kind != docpkg.KindRawResult && kind != docpkg.KindResult {
 		return false
 	}
 	m, ok := doc.(map[string]any)

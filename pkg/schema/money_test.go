@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/schemas"
 )
@@ -36,7 +37,7 @@ func TestDecodeResult_AbsurdFiguresClampedAndNoted(t *testing.T) {
 	if n := notes[0].(string); !strings.Contains(n, "cost_usd 1e300") || !strings.Contains(n, "counted as 1e+06") {
 		t.Errorf("first note %q", n)
 	}
-	if r.Status != schema.ResultSuccess || r.Summary != "done" {
+	if r.Status != doc.ResultSuccess || r.Summary != "done" {
 		t.Errorf("outcome lost: %+v", r)
 	}
 
@@ -66,11 +67,11 @@ func TestDecodeResult_FiguresInRangeUntouched(t *testing.T) {
 	if r.Metrics != nil || *r.CostUSD != 1e6 || r.Usage.InputTokens != 1e12 {
 		t.Errorf("in-range result changed: %+v metrics %v", r, r.Metrics)
 	}
-	if err := schema.Validate(schema.KindRawResult, []byte(raw)); err != nil {
+	if err := schema.Validate(doc.KindRawResult, []byte(raw)); err != nil {
 		t.Error(err)
 	}
 	neg := `{"task_id": "task-20261121-001", "status": "success", "summary": "done", "cost_usd": -1}`
-	if _, err := schema.DecodeRawResult([]byte(neg)); !errors.Is(err, schema.ErrInvalid) {
+	if _, err := schema.DecodeRawResult([]byte(neg)); !errors.Is(err, doc.ErrInvalid) {
 		t.Errorf("negative cost: %v, want ErrInvalid", err)
 	}
 }

@@ -19,11 +19,11 @@ import (
 )
 
 // kindOf maps a fixture name "<kind>--<case>.json" or "<kind>.json" to its kind.
-func kindOf(t *testing.T, path string) schema.Kind {
+func kindOf(t *testing.T, path string) doc.Kind {
 	t.Helper()
 	name := strings.TrimSuffix(filepath.Base(path), ".json")
-	k := schema.Kind(strings.SplitN(name, "--", 2)[0])
-	if !slices.Contains(schema.Kinds(), k) {
+	k := doc.Kind(strings.SplitN(name, "--", 2)[0])
+	if !slices.Contains(doc.Kinds(), k) {
 		t.Fatalf("fixture %s: no kind %q", path, k)
 	}
 	return k
@@ -58,7 +58,7 @@ func TestSchemas_EveryFileIsDraft2020WithAbsoluteID(t *testing.T) {
 			t.Errorf("%s: $id = %q, want %q", f, doc.ID, want)
 		}
 	}
-	for _, k := range schema.Kinds() {
+	for _, k := range doc.Kinds() {
 		if _, err := schemas.FS.ReadFile(string(k) + ".json"); err != nil {
 			t.Errorf("kind %s: schema not embedded: %v", k, err)
 		}
@@ -67,7 +67,7 @@ func TestSchemas_EveryFileIsDraft2020WithAbsoluteID(t *testing.T) {
 
 func TestValidate_AcceptsGoodFixtures(t *testing.T) {
 	files, _ := filepath.Glob("testdata/good/*.json")
-	covered := map[schema.Kind]bool{}
+	covered := map[doc.Kind]bool{}
 	for _, f := range files {
 		k := kindOf(t, f)
 		covered[k] = true
@@ -77,7 +77,7 @@ func TestValidate_AcceptsGoodFixtures(t *testing.T) {
 			}
 		})
 	}
-	for _, k := range schema.Kinds() {
+	for _, k := range doc.Kinds() {
 		if !covered[k] {
 			t.Errorf("kind %s has no good fixture", k)
 		}
@@ -170,7 +170,7 @@ func TestValidate_RejectsBadFixtures(t *testing.T) {
 			if err == nil {
 				t.Fatalf("got valid, want error containing %q", want)
 			}
-			if !errors.Is(err, schema.ErrInvalid) {
+			if !errors.Is(err, doc.ErrInvalid) {
 				t.Errorf("errors.Is(%v, ErrInvalid) = false", err)
 			}
 			if msg := err.Error(); !strings.Contains(msg, want) || strings.Contains(msg, "\n") {
@@ -187,8 +187,8 @@ func TestValidate_RejectsBadFixtures(t *testing.T) {
 
 func TestValidate_NotJSONMatchesErrNotJSON(t *testing.T) {
 	for _, in := range []string{"", "<html></html>", `{"id":`, `{"a":1} {"b":2}`, "\xff"} {
-		err := schema.Validate(schema.KindEvent, []byte(in))
-		if !errors.Is(err, schema.ErrNotJSON) || !errors.Is(err, schema.ErrInvalid) {
+		err := schema.Validate(doc.KindEvent, []byte(in))
+		if !errors.Is(err, doc.ErrNotJSON) || !errors.Is(err, doc.ErrInvalid) {
 			t.Errorf("%q: got %v, want ErrNotJSON and ErrInvalid", in, err)
 		}
 		if err != nil && !strings.Contains(err.Error(), "not valid JSON") {
@@ -196,21 +196,21 @@ func TestValidate_NotJSONMatchesErrNotJSON(t *testing.T) {
 		}
 	}
 	// Valid JSON that breaks the schema is not ErrNotJSON.
-	if err := schema.Validate(schema.KindEvent, []byte(`{}`)); errors.Is(err, schema.ErrNotJSON) {
+	if err := schema.Validate(doc.KindEvent, []byte(`{}`)); errors.Is(err, doc.ErrNotJSON) {
 		t.Errorf("{}: got ErrNotJSON, want only a schema error")
 	}
 }
 
 func TestValidate_UnknownKindIsNotADocumentError(t *testing.T) {
-	err := schema.Validate(schema.Kind("nope"), []byte(`{}`))
-	if err == nil || errors.Is(err, schema.ErrInvalid) {
+	err := schema.Validate(doc.Kind("nope"), []byte(`{}`))
+	if err == nil || errors.Is(err, doc.ErrInvalid) {
 		t.Errorf("got %v, want a non-ErrInvalid error", err)
 	}
 }
 
 func TestValidate_ListsEveryViolationOnOneLineCapped(t *testing.T) {
 	bad := []byte(`{"id":1,"event_id":1,"target_general":1,"type":1,"repo":1,"payload":1,"priority":1,"created_at":1,"status":1,"retry_count":"x"}`)
-	err := schema.Validate(schema.KindTask, bad)
+	err := schema.Validate(doc.KindTask, bad)
 	var se *schema.Error
 	if !errors.As(err, &se) {
 		t.Fatalf("got %T %v, want *schema.Error", err, err)
@@ -223,7 +223,7 @@ func TestValidate_ListsEveryViolationOnOneLineCapped(t *testing.T) {
 		t.Errorf("got %q, want one capped line", msg)
 	}
 	// The same input gives the same message (stable order).
-	if again := schema.Validate(schema.KindTask, bad).Error(); again != msg {
+	if again := schema.Validate(doc.KindTask, bad).Error(); again != msg {
 		t.Errorf("message not stable:\n%s\n%s", msg, again)
 	}
 }
@@ -235,8 +235,8 @@ func TestValidate_IDPatternAgreesWithPkgIDs(t *testing.T) {
 		strings.Repeat("a.", 100), strings.Repeat("a.", 100) + "a",
 	}
 	for _, id := range cases {
-		doc, _ := json.Marshal(map[string]any{"type": "x", "id": id})
-		got := schema.Validate(schema.KindInboxEvent, doc) == nil
+		js, _ := json.Marshal(map[string]any{"type": "x", "id": id})
+		got := schema.Validate(doc.KindInboxEvent, js) == nil
 		if want := ids.Valid(id); got != want {
 			t.Errorf("id %q: schema accepts=%v, ids.Valid=%v", id, got, want)
 		}
@@ -249,8 +249,8 @@ func TestValidate_RepoPattern(t *testing.T) {
 		"acme": false, "acme/": false, "/api": false, "acme/..": false, "acme/.": false,
 		"../etc": false, "acme/api/extra": false, "acme/a b": false, "": false, "-x/y": false,
 	} {
-		doc, _ := json.Marshal(map[string]any{"type": "x", "repo": repo})
-		if got := schema.Validate(schema.KindInboxEvent, doc) == nil; got != want {
+		js, _ := json.Marshal(map[string]any{"type": "x", "repo": repo})
+		if got := schema.Validate(doc.KindInboxEvent, js) == nil; got != want {
 			t.Errorf("repo %q: got valid=%v, want %v", repo, got, want)
 		}
 	}
@@ -261,7 +261,7 @@ func TestValidate_ConcurrentFirstUse(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 16 {
 		wg.Go(func() {
-			if err := schema.Validate(schema.KindEvent, good); err != nil {
+			if err := schema.Validate(doc.KindEvent, good); err != nil {
 				t.Error(err)
 			}
 		})
@@ -274,8 +274,8 @@ func TestDecodeEvent_ReturnsTypedValue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ev.ID != "evt-github-12345678-2026-02-07T10:00:00Z" || ev.Source != schema.SourceGitHub ||
-		schema.Deref(ev.Repo) != "querypie/frontend" || ev.Payload["pr_number"] != "42" || ev.TaskID != "" {
+	if ev.ID != "evt-github-12345678-2026-02-07T10:00:00Z" || ev.Source != doc.SourceGitHub ||
+		doc.Deref(ev.Repo) != "querypie/frontend" || ev.Payload["pr_number"] != "42" || ev.TaskID != "" {
 		t.Errorf("got %+v", ev)
 	}
 	ev, err = schema.DecodeEvent(readFile(t, "testdata/good/event--dispatched-no-repo.json"))
@@ -290,16 +290,16 @@ func TestDecodeEvent_ReturnsTypedValue(t *testing.T) {
 func TestDecode_RejectsWithoutPartialValue(t *testing.T) {
 	for _, f := range []string{"testdata/bad/event--html-page.json", "testdata/bad/event--dotdot-id.json"} {
 		ev, err := schema.DecodeEvent(readFile(t, f))
-		if ev != nil || !errors.Is(err, schema.ErrInvalid) {
+		if ev != nil || !errors.Is(err, doc.ErrInvalid) {
 			t.Errorf("%s: got %v, %v; want nil and ErrInvalid", f, ev, err)
 		}
 	}
-	if _, err := schema.DecodeTask(readFile(t, "testdata/bad/task--bad-id.json")); !errors.Is(err, schema.ErrInvalid) {
+	if _, err := schema.DecodeTask(readFile(t, "testdata/bad/task--bad-id.json")); !errors.Is(err, doc.ErrInvalid) {
 		t.Errorf("task: got %v", err)
 	}
 	// Schema-valid but too large for a Go int: still a document error.
 	big := strings.Replace(string(readFile(t, "testdata/good/task.json")), `"retry_count": 0`, `"retry_count": 1e30`, 1)
-	if _, err := schema.DecodeTask([]byte(big)); !errors.Is(err, schema.ErrInvalid) {
+	if _, err := schema.DecodeTask([]byte(big)); !errors.Is(err, doc.ErrInvalid) {
 		t.Errorf("huge retry_count: got %v, want ErrInvalid", err)
 	}
 }
@@ -326,16 +326,16 @@ func TestDecode_EachKindFromGoodFixtures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.RetryCount != 1 || res.ErrorReason != schema.ReasonSoldierDied || res.IsTerminal() {
+	if res.RetryCount != 1 || res.ErrorReason != doc.ReasonSoldierDied || res.IsTerminal() {
 		t.Errorf("got retry %d reason %q terminal %v", res.RetryCount, res.ErrorReason, res.IsTerminal())
 	}
 }
 
 func TestDefaultTerminal(t *testing.T) {
 	for reason, want := range map[string]bool{
-		schema.ReasonTimeout: true, schema.ReasonInvalidResult: true, schema.ReasonEngineMissing: true,
-		schema.ReasonPromptTooLarge: true, schema.ReasonAgentFailed: true,
-		schema.ReasonEngineError: false, schema.ReasonSoldierDied: false,
+		doc.ReasonTimeout: true, doc.ReasonInvalidResult: true, doc.ReasonEngineMissing: true,
+		doc.ReasonPromptTooLarge: true, doc.ReasonAgentFailed: true,
+		doc.ReasonEngineError: false, doc.ReasonSoldierDied: false,
 		"": true, "SomethingNew": true,
 	} {
 		if got := doc.DefaultTerminal(reason); got != want {
@@ -351,12 +351,12 @@ func TestRawResult_TerminalOverridesDefault(t *testing.T) {
 		terminal *bool
 		want     bool
 	}{
-		{schema.ReasonEngineError, nil, false},
-		{schema.ReasonEngineError, &yes, true},
-		{schema.ReasonAgentFailed, nil, true},
-		{schema.ReasonAgentFailed, &no, false},
+		{doc.ReasonEngineError, nil, false},
+		{doc.ReasonEngineError, &yes, true},
+		{doc.ReasonAgentFailed, nil, true},
+		{doc.ReasonAgentFailed, &no, false},
 	} {
-		r := schema.RawResult{ErrorReason: c.reason, Terminal: c.terminal}
+		r := doc.RawResult{ErrorReason: c.reason, Terminal: c.terminal}
 		if got := r.IsTerminal(); got != c.want {
 			t.Errorf("%s terminal=%v: got %v, want %v", c.reason, c.terminal, got, c.want)
 		}
@@ -366,7 +366,7 @@ func TestRawResult_TerminalOverridesDefault(t *testing.T) {
 func TestFormatTime_UTCWithZ(t *testing.T) {
 	seoul := time.FixedZone("KST", 9*3600)
 	in := time.Date(2026, 11, 21, 19, 4, 5, 999_000_000, seoul)
-	if got, want := schema.FormatTime(in), "2026-11-21T10:04:05Z"; got != want {
+	if got, want := doc.FormatTime(in), "2026-11-21T10:04:05Z"; got != want {
 		t.Errorf("FormatTime = %q, want %q", got, want)
 	}
 	for s, want := range map[string]time.Time{
@@ -375,21 +375,21 @@ func TestFormatTime_UTCWithZ(t *testing.T) {
 		"2026-11-21T10:04:05.250Z":       time.Date(2026, 11, 21, 10, 4, 5, 250_000_000, time.UTC),
 		"2026-11-21T10:04:05.123456789Z": time.Date(2026, 11, 21, 10, 4, 5, 123456789, time.UTC),
 	} {
-		got, err := schema.ParseTime(s)
+		got, err := doc.ParseTime(s)
 		if err != nil || !got.Equal(want) || got.Location() != time.UTC {
 			t.Errorf("ParseTime(%q) = %v, %v; want %v UTC", s, got, err, want)
 		}
 	}
-	if _, err := schema.ParseTime("yesterday"); err == nil {
+	if _, err := doc.ParseTime("yesterday"); err == nil {
 		t.Error("ParseTime(yesterday): got nil error")
 	}
 }
 
 func TestStringPtrAndDeref(t *testing.T) {
-	if schema.StringPtr("") != nil || *schema.StringPtr("a/b") != "a/b" {
+	if doc.StringPtr("") != nil || *doc.StringPtr("a/b") != "a/b" {
 		t.Error("StringPtr")
 	}
-	if schema.Deref(nil) != "" || schema.Deref(schema.StringPtr("x")) != "x" {
+	if doc.Deref(nil) != "" || doc.Deref(doc.StringPtr("x")) != "x" {
 		t.Error("Deref")
 	}
 }
@@ -426,7 +426,7 @@ func FuzzDecodeEvent(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := schema.Validate(schema.KindEvent, out); err != nil {
+		if err := schema.Validate(doc.KindEvent, out); err != nil {
 			t.Fatalf("re-encoded event invalid: %v\n%s", err, out)
 		}
 	})
@@ -458,10 +458,10 @@ func TestDecode_CaseVariantKeysCannotSmuggleValues(t *testing.T) {
 		dataLast := strings.TrimSuffix(strings.TrimSpace(good), "}") + ", " + key + ": " + val + "}"
 		for _, d := range []string{data, dataLast} {
 			ev, err := schema.DecodeEvent([]byte(d))
-			if err == nil && (strings.Contains(ev.ID, "..") || strings.Contains(schema.Deref(ev.Repo), "..")) {
+			if err == nil && (strings.Contains(ev.ID, "..") || strings.Contains(doc.Deref(ev.Repo), "..")) {
 				t.Fatalf("%s smuggled %q past the schema: %+v", key, val, ev)
 			}
-			if err != nil && !errors.Is(err, schema.ErrInvalid) {
+			if err != nil && !errors.Is(err, doc.ErrInvalid) {
 				t.Errorf("%s: got %v, want ErrInvalid", key, err)
 			}
 		}

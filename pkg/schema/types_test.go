@@ -7,13 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/schemas"
 )
 
 func ptr[T any](v T) *T { return &v }
 
-var replyCtx = schema.ReplyContext{
+var replyCtx = doc.ReplyContext{
 	General: "gen-pr", SessionID: "9f1c", Repo: ptr("acme/api"), TaskID: "task-20261121-004",
 	Channel: "C1", ThreadTS: "1700000000.000200",
 }
@@ -21,55 +22,55 @@ var replyCtx = schema.ReplyContext{
 // fullValues holds one fully populated value of each Go type per kind: every
 // field set, so a field the schema does not know (or types differently) fails.
 var fullValues = []struct {
-	kind  schema.Kind
+	kind  doc.Kind
 	value any
 }{
-	{schema.KindEvent, &schema.Event{
-		ID: "evt-github-1-2026-11-21T10:00:00Z", Type: "github.pr.review_requested", Source: schema.SourceGitHub,
-		Repo: ptr("acme/api"), Payload: map[string]any{"pr_number": "42"}, Priority: schema.PriorityNormal,
-		CreatedAt: "2026-11-21T10:00:00Z", Status: schema.EventDispatched, TaskID: "task-20261121-004",
+	{doc.KindEvent, &doc.Event{
+		ID: "evt-github-1-2026-11-21T10:00:00Z", Type: "github.pr.review_requested", Source: doc.SourceGitHub,
+		Repo: ptr("acme/api"), Payload: map[string]any{"pr_number": "42"}, Priority: doc.PriorityNormal,
+		CreatedAt: "2026-11-21T10:00:00Z", Status: doc.EventDispatched, TaskID: "task-20261121-004",
 	}},
-	{schema.KindTask, &schema.Task{
-		ID: "task-20261121-004", EventID: "evt-slack-reply-1-2", TargetGeneral: "gen-pr", Type: schema.TaskTypeResume,
-		Repo: ptr("acme/api"), Payload: map[string]any{"text": "yes"}, Priority: schema.PriorityHigh,
-		CreatedAt: "2026-11-21T10:00:00Z", Status: schema.TaskPending, RetryCount: 2,
+	{doc.KindTask, &doc.Task{
+		ID: "task-20261121-004", EventID: "evt-slack-reply-1-2", TargetGeneral: "gen-pr", Type: doc.TaskTypeResume,
+		Repo: ptr("acme/api"), Payload: map[string]any{"text": "yes"}, Priority: doc.PriorityHigh,
+		CreatedAt: "2026-11-21T10:00:00Z", Status: doc.TaskPending, RetryCount: 2,
 		NotBefore: "2026-11-21T10:02:00Z", SessionID: "9f1c", OriginalTaskID: "task-20261121-001",
 		Workdir: "/opt/kingdom/workspace/gen-pr/tasks/task-20261121-001",
-		Thread:  &schema.Thread{Channel: "C1", ThreadTS: "1700000000.000200"},
+		Thread:  &doc.Thread{Channel: "C1", ThreadTS: "1700000000.000200"},
 	}},
-	{schema.KindMessage, &schema.Message{
-		ID: "msg-task-20261121-004-question", Type: schema.MessageHumanInputRequest, TaskID: ptr("task-20261121-004"),
-		Channel: "C1", Urgency: schema.UrgencyHigh, Content: "Merge?", Context: map[string]any{"k": "v"},
-		SourceRef: &schema.SourceRef{Channel: "D1", TS: "1700000000.000100"}, CreatedAt: "2026-11-21T10:00:00Z",
-		Status: schema.MessagePending, ThreadTS: ptr("1700000000.000200"), ReplyContext: &replyCtx,
-		TrackConversation: &schema.TrackConversation{ReplyContext: replyCtx, TTLSeconds: 3600},
-		Final:             ptr(schema.FinalDone),
+	{doc.KindMessage, &doc.Message{
+		ID: "msg-task-20261121-004-question", Type: doc.MessageHumanInputRequest, TaskID: ptr("task-20261121-004"),
+		Channel: "C1", Urgency: doc.UrgencyHigh, Content: "Merge?", Context: map[string]any{"k": "v"},
+		SourceRef: &doc.SourceRef{Channel: "D1", TS: "1700000000.000100"}, CreatedAt: "2026-11-21T10:00:00Z",
+		Status: doc.MessagePending, ThreadTS: ptr("1700000000.000200"), ReplyContext: &replyCtx,
+		TrackConversation: &doc.TrackConversation{ReplyContext: replyCtx, TTLSeconds: 3600},
+		Final:             ptr(doc.FinalDone),
 	}},
-	{schema.KindRawResult, &schema.RawResult{
-		TaskID: "task-20261121-004", Status: schema.ResultFailed, Summary: "s", Error: "boom",
-		ErrorReason: schema.ReasonEngineError, Terminal: ptr(true), Question: "q", Reason: "r",
-		MemoryUpdates: []string{"m"}, NotifyChannel: "C2", Proclamation: &schema.Proclamation{Channel: "C3", Message: "hear ye"},
+	{doc.KindRawResult, &doc.RawResult{
+		TaskID: "task-20261121-004", Status: doc.ResultFailed, Summary: "s", Error: "boom",
+		ErrorReason: doc.ReasonEngineError, Terminal: ptr(true), Question: "q", Reason: "r",
+		MemoryUpdates: []string{"m"}, NotifyChannel: "C2", Proclamation: &doc.Proclamation{Channel: "C3", Message: "hear ye"},
 		Metrics: map[string]any{"cost": "1"}, RetryCount: 1, SessionID: "9f1c",
 	}},
-	{schema.KindResult, &schema.Result{
-		RawResult: schema.RawResult{
-			TaskID: "task-20261121-004", Status: schema.ResultKilled, Summary: "s", Error: "gone",
-			ErrorReason: schema.ReasonSoldierDied, Terminal: ptr(false), Question: "q", Reason: "r",
-			MemoryUpdates: []string{"m"}, NotifyChannel: "C2", Proclamation: &schema.Proclamation{Channel: "C3", Message: "m"},
+	{doc.KindResult, &doc.Result{
+		RawResult: doc.RawResult{
+			TaskID: "task-20261121-004", Status: doc.ResultKilled, Summary: "s", Error: "gone",
+			ErrorReason: doc.ReasonSoldierDied, Terminal: ptr(false), Question: "q", Reason: "r",
+			MemoryUpdates: []string{"m"}, NotifyChannel: "C2", Proclamation: &doc.Proclamation{Channel: "C3", Message: "m"},
 			Metrics: map[string]any{"cost": "1"}, SessionID: "9f1c",
 		},
 		General: "gen-pr", DurationSeconds: 12.5, CompletedAt: "2026-11-21T10:00:00Z", RetryCount: 1,
 		CheckpointPath: "/opt/kingdom/state/results/task-20261121-004-checkpoint.json", SoldierID: "soldier-1700000000-ab12",
 	}},
-	{schema.KindInboxEvent, &schema.InboxEvent{
-		ID: "deploy-1", Type: "ops.deploy", Repo: ptr("acme/api"), Payload: map[string]any{"v": "1"}, Priority: schema.PriorityLow,
+	{doc.KindInboxEvent, &doc.InboxEvent{
+		ID: "deploy-1", Type: "ops.deploy", Repo: ptr("acme/api"), Payload: map[string]any{"v": "1"}, Priority: doc.PriorityLow,
 	}},
-	{schema.KindCheckpoint, &schema.Checkpoint{
-		TaskID: "task-20261121-004", SessionID: "9f1c", Workdir: "/w", Thread: &schema.Thread{Channel: "C1", ThreadTS: "1.2"},
+	{doc.KindCheckpoint, &doc.Checkpoint{
+		TaskID: "task-20261121-004", SessionID: "9f1c", Workdir: "/w", Thread: &doc.Thread{Channel: "C1", ThreadTS: "1.2"},
 		Question: "Merge?", General: "gen-pr", Repo: ptr("acme/api"),
 	}},
-	{schema.KindPetitionResult, &schema.PetitionResult{General: "gen-herald"}},
-	{schema.KindPetitionResult, &schema.PetitionResult{DirectResponse: "hello"}},
+	{doc.KindPetitionResult, &doc.PetitionResult{General: "gen-herald"}},
+	{doc.KindPetitionResult, &doc.PetitionResult{DirectResponse: "hello"}},
 }
 
 // TestTypes_RoundTripThroughSchema keeps the Go types and the schemas from
@@ -100,20 +101,20 @@ func TestTypes_RoundTripThroughSchema(t *testing.T) {
 // marshal as {} and null, never break the schema.
 func TestTypes_ZeroishValuesStillValid(t *testing.T) {
 	for _, c := range []struct {
-		kind  schema.Kind
+		kind  doc.Kind
 		value any
 	}{
-		{schema.KindEvent, schema.Event{ID: "e1", Type: "t", Source: schema.SourceInbox, Priority: schema.PriorityLow,
-			CreatedAt: schema.FormatTime(fixedNow), Status: schema.EventPending}},
-		{schema.KindTask, &schema.Task{ID: "task-20261121-001", EventID: "e1", TargetGeneral: "gen-pr", Type: "t",
-			Priority: schema.PriorityLow, CreatedAt: schema.FormatTime(fixedNow), Status: schema.TaskPending}},
-		{schema.KindMessage, schema.Message{ID: "m1", Type: schema.MessageReport, Urgency: schema.UrgencyNormal,
-			CreatedAt: schema.FormatTime(fixedNow), Status: schema.MessagePending}},
-		{schema.KindRawResult, schema.RawResult{TaskID: "task-20261121-001", Status: schema.ResultSuccess}},
-		{schema.KindResult, schema.Result{RawResult: schema.RawResult{TaskID: "task-20261121-001", Status: schema.ResultSuccess},
-			General: "gen-pr", CompletedAt: schema.FormatTime(fixedNow)}},
-		{schema.KindInboxEvent, schema.InboxEvent{Type: "x"}},
-		{schema.KindCheckpoint, schema.Checkpoint{TaskID: "task-20261121-001", Workdir: "/w", Question: "q", General: "gen-pr"}},
+		{doc.KindEvent, doc.Event{ID: "e1", Type: "t", Source: doc.SourceInbox, Priority: doc.PriorityLow,
+			CreatedAt: doc.FormatTime(fixedNow), Status: doc.EventPending}},
+		{doc.KindTask, &doc.Task{ID: "task-20261121-001", EventID: "e1", TargetGeneral: "gen-pr", Type: "t",
+			Priority: doc.PriorityLow, CreatedAt: doc.FormatTime(fixedNow), Status: doc.TaskPending}},
+		{doc.KindMessage, doc.Message{ID: "m1", Type: doc.MessageReport, Urgency: doc.UrgencyNormal,
+			CreatedAt: doc.FormatTime(fixedNow), Status: doc.MessagePending}},
+		{doc.KindRawResult, doc.RawResult{TaskID: "task-20261121-001", Status: doc.ResultSuccess}},
+		{doc.KindResult, doc.Result{RawResult: doc.RawResult{TaskID: "task-20261121-001", Status: doc.ResultSuccess},
+			General: "gen-pr", CompletedAt: doc.FormatTime(fixedNow)}},
+		{doc.KindInboxEvent, doc.InboxEvent{Type: "x"}},
+		{doc.KindCheckpoint, doc.Checkpoint{TaskID: "task-20261121-001", Workdir: "/w", Question: "q", General: "gen-pr"}},
 	} {
 		data, err := json.Marshal(c.value)
 		if err != nil {
@@ -128,15 +129,15 @@ func TestTypes_ZeroishValuesStillValid(t *testing.T) {
 // TestTypes_FieldsMatchSchemaProperties: every property a schema declares
 // is a field of the Go type, and every field is a declared property.
 func TestTypes_FieldsMatchSchemaProperties(t *testing.T) {
-	types := map[schema.Kind]reflect.Type{
-		schema.KindEvent:          reflect.TypeFor[schema.Event](),
-		schema.KindTask:           reflect.TypeFor[schema.Task](),
-		schema.KindMessage:        reflect.TypeFor[schema.Message](),
-		schema.KindRawResult:      reflect.TypeFor[schema.RawResult](),
-		schema.KindResult:         reflect.TypeFor[schema.Result](),
-		schema.KindInboxEvent:     reflect.TypeFor[schema.InboxEvent](),
-		schema.KindCheckpoint:     reflect.TypeFor[schema.Checkpoint](),
-		schema.KindPetitionResult: reflect.TypeFor[schema.PetitionResult](),
+	types := map[doc.Kind]reflect.Type{
+		doc.KindEvent:          reflect.TypeFor[doc.Event](),
+		doc.KindTask:           reflect.TypeFor[doc.Task](),
+		doc.KindMessage:        reflect.TypeFor[doc.Message](),
+		doc.KindRawResult:      reflect.TypeFor[doc.RawResult](),
+		doc.KindResult:         reflect.TypeFor[doc.Result](),
+		doc.KindInboxEvent:     reflect.TypeFor[doc.InboxEvent](),
+		doc.KindCheckpoint:     reflect.TypeFor[doc.Checkpoint](),
+		doc.KindPetitionResult: reflect.TypeFor[doc.PetitionResult](),
 	}
 	for kind, typ := range types {
 		props := schemaProperties(t, string(kind)+".json")

@@ -36,7 +36,7 @@ func (v Violation) String() string { return fmt.Sprintf("at '%s': %s", v.Pointer
 // Error is a document that fails its kind's schema. Error() is one line:
 // `event: at '/priority': value must be one of "high", "normal", "low"`.
 type Error struct {
-	Kind       Kind
+	Kind       docpkg.Kind
 	Violations []Violation
 }
 
@@ -58,7 +58,7 @@ func (e *Error) Error() string {
 }
 
 // Is makes every *Error match ErrInvalid.
-func (e *Error) Is(target error) bool { return target == ErrInvalid }
+func (e *Error) Is(target error) bool { return target == docpkg.ErrInvalid }
 
 // The compiler is made once; each kind's schema is compiled the first time
 // it is used, so a process pays only for the documents it validates (a
@@ -68,19 +68,19 @@ func (e *Error) Is(target error) bool { return target == ErrInvalid }
 var (
 	compileMu sync.Mutex
 	compiler  *jsonschema.Compiler
-	compiled  = map[Kind]*jsonschema.Schema{}
+	compiled  = map[docpkg.Kind]*jsonschema.Schema{}
 )
 
 // schemaFor compiles kind's schema on first use. Formats are asserted
 // (created_at must really be a date-time), which draft 2020-12 leaves off by
 // default.
-func schemaFor(k Kind) (*jsonschema.Schema, error) {
+func schemaFor(k docpkg.Kind) (*jsonschema.Schema, error) {
 	compileMu.Lock()
 	defer compileMu.Unlock()
 	if s, ok := compiled[k]; ok {
 		return s, nil
 	}
-	if !slices.Contains(Kinds(), k) {
+	if !slices.Contains(docpkg.Kinds(), k) {
 		return nil, fmt.Errorf("validate: unknown kind %q", k)
 	}
 	if compiler == nil {
@@ -125,14 +125,14 @@ func (embedLoader) Load(url string) (any, error) {
 //
 // A raw or final result's cost_usd and usage counts out of range are
 // clamped to their bounds before the check (clampMoney), as Decode does.
-func Validate(kind Kind, data []byte) error {
+func Validate(kind docpkg.Kind, data []byte) error {
 	_, _, err := validate(kind, data)
 	return err
 }
 
 // validate parses data, clamps its money figures (reporting whether it
 // did) and checks the document against kind's schema.
-func validate(kind Kind, data []byte) (doc any, clamped bool, err error) {
+func validate(kind docpkg.Kind, data []byte) (doc any, clamped bool, err error) {
 	sch, err := schemaFor(kind)
 	if err != nil {
 		return nil, false, err

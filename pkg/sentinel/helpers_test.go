@@ -18,6 +18,7 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/clock"
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/logging"
@@ -128,7 +129,7 @@ func (e *env) pending() []string {
 	return ids
 }
 
-func (e *env) event(id string) *schema.Event {
+func (e *env) event(id string) *doc.Event {
 	e.t.Helper()
 	b, err := e.q.Read(layout.Pending, id)
 	if err != nil {

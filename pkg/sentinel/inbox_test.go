@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/sentinel"
 	"github.com/kingdom-dev/kingdom/pkg/sentinel/inbox"
 	"github.com/kingdom-dev/kingdom/pkg/sentinel/watcher"
@@ -177,8 +177,8 @@ func TestDedupe_PendingDispatchedSeen(t *testing.T) {
 	e := newEnv(t)
 	s := e.sentinel(e.config(inboxYAML))
 	mk := func(id string) watcher.Item {
-		return watcher.Item{Key: id, Event: schema.Event{ID: id, Type: "x", Source: "inbox", Payload: map[string]any{},
-			Priority: "normal", CreatedAt: schema.FormatTime(t0), Status: "pending"}}
+		return watcher.Item{Key: id, Event: doc.Event{ID: id, Type: "x", Source: "inbox", Payload: map[string]any{},
+			Priority: "normal", CreatedAt: doc.FormatTime(t0), Status: "pending"}}
 	}
 	if err := e.q.Put(layout.Pending, "evt-p", mk("evt-p").Event); err != nil {
 		t.Fatal(err)

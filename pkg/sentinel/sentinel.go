@@ -33,6 +33,7 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/clock"
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
@@ -384,7 +385,7 @@ func (s *Sentinel) check(it watcher.Item, log *slog.Logger) (watcher.Result, boo
 	}
 	data, err := json.Marshal(it.Event)
 	if err == nil {
-		err = schema.Validate(schema.KindEvent, data)
+		err = schema.Validate(doc.KindEvent, data)
 	}
 	if err != nil {
 		reason := "event does not fit the schema: " + err.Error()

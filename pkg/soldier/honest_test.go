@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/spawn"
 )
 
@@ -44,7 +44,7 @@ exit 0
 		t.Fatal(err)
 	}
 	e, _ := out.Raw["error"].(string)
-	if out.Raw["status"] != schema.ResultFailed || out.Raw["error_reason"] != schema.ReasonEngineError || out.ExitCode != 0 {
+	if out.Raw["status"] != doc.ResultFailed || out.Raw["error_reason"] != doc.ReasonEngineError || out.ExitCode != 0 {
 		t.Fatalf("raw %v (exit %d), want a failed EngineError", out.Raw, out.ExitCode)
 	}
 	for _, want := range []string{"is_error", "API Error: 500 Internal server error"} {

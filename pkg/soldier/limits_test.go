@@ -7,14 +7,14 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/engine"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 func TestCodexCost_PricedTokensOrNull(t *testing.T) {
 	sys := config.DefaultSystem()
-	u := &schema.Usage{InputTokens: 1_000_000, CacheReadInputTokens: 2_000_000, OutputTokens: 100_000}
+	u := &doc.Usage{InputTokens: 1_000_000, CacheReadInputTokens: 2_000_000, OutputTokens: 100_000}
 	if c := codexCost(sys, config.EngineCodex, u); c != nil {
 		t.Fatalf("unpriced codex cost %v, want null", *c)
 	}
@@ -45,26 +45,26 @@ func TestApplyMoney_OnlyEngineFailures(t *testing.T) {
 	now := time.Date(2026, 4, 28, 12, 0, 0, 0, time.UTC)
 	limited := &engine.Outcome{Signals: []engine.Signal{{Kind: "result",
 		Raw: []byte(`{"type":"result","is_error":true,"api_error_status":429,"result":"Claude AI usage limit reached|1777400000"}`)}}}
-	agent := map[string]any{"status": "failed", "error_reason": schema.ReasonAgentFailed, "error": "tests fail"}
-	if applyMoney(agent, "claude", limited, "", now, time.Hour) || agent["error_reason"] != schema.ReasonAgentFailed {
+	agent := map[string]any{"status": "failed", "error_reason": doc.ReasonAgentFailed, "error": "tests fail"}
+	if applyMoney(agent, "claude", limited, "", now, time.Hour) || agent["error_reason"] != doc.ReasonAgentFailed {
 		t.Fatalf("an agent's own failure was rewritten: %v", agent)
 	}
 	ok := map[string]any{"status": "success"}
 	if applyMoney(ok, "claude", limited, "", now, time.Hour) {
 		t.Fatal("a success was rewritten")
 	}
-	eng := map[string]any{"status": "failed", "error_reason": schema.ReasonEngineError, "error": "x", "terminal": true}
-	if !applyMoney(eng, "claude", limited, "", now, time.Hour) || eng["error_reason"] != schema.ReasonUsageLimited ||
+	eng := map[string]any{"status": "failed", "error_reason": doc.ReasonEngineError, "error": "x", "terminal": true}
+	if !applyMoney(eng, "claude", limited, "", now, time.Hour) || eng["error_reason"] != doc.ReasonUsageLimited ||
 		eng["resets_at"] != "2026-04-28T18:13:20Z" || eng["terminal"] != nil {
 		t.Fatalf("engine failure on a limit: %v", eng)
 	}
-	plain := map[string]any{"status": "failed", "error_reason": schema.ReasonEngineError, "error": "boom"}
+	plain := map[string]any{"status": "failed", "error_reason": doc.ReasonEngineError, "error": "boom"}
 	if applyMoney(plain, "claude", &engine.Outcome{}, "segfault", now, time.Hour) {
 		t.Fatalf("an engine failure without a limit was rewritten: %v", plain)
 	}
-	budget := map[string]any{"status": "failed", "error_reason": schema.ReasonNoResult, "error": "x"}
+	budget := map[string]any{"status": "failed", "error_reason": doc.ReasonNoResult, "error": "x"}
 	if !applyMoney(budget, "claude", &engine.Outcome{Subtype: "error_max_budget_usd"}, "", now, time.Hour) ||
-		budget["error_reason"] != schema.ReasonBudgetExceeded || budget["terminal"] != true {
+		budget["error_reason"] != doc.ReasonBudgetExceeded || budget["terminal"] != true {
 		t.Fatalf("error_max_budget_usd: %v", budget)
 	}
 }
@@ -93,15 +93,15 @@ func TestApplyMoney_CommandOutputIsNotALimit(t *testing.T) {
 	line := []byte(`{"type":"result","is_error":true,"api_error_status":429,"result":"Claude AI usage limit reached|1777400000"}`)
 	po := &engine.Outcome{Signals: []engine.Signal{{Kind: "result", Raw: line}}}
 	for _, stderr := range []string{"Quota exceeded. Try again in 5 minutes.", "You've hit your usage limit · resets 3am (UTC)"} {
-		raw := map[string]any{"status": "failed", "error_reason": schema.ReasonEngineError, "error": "exit 1"}
-		if applyMoney(raw, config.EngineCommand, po, stderr, now, time.Hour) || raw["error_reason"] != schema.ReasonEngineError {
+		raw := map[string]any{"status": "failed", "error_reason": doc.ReasonEngineError, "error": "exit 1"}
+		if applyMoney(raw, config.EngineCommand, po, stderr, now, time.Hour) || raw["error_reason"] != doc.ReasonEngineError {
 			t.Fatalf("command engine output %q taken as a usage limit: %v", stderr, raw)
 		}
 	}
 	// The same words from codex itself still are one.
-	raw := map[string]any{"status": "failed", "error_reason": schema.ReasonEngineError, "error": "exit 1"}
+	raw := map[string]any{"status": "failed", "error_reason": doc.ReasonEngineError, "error": "exit 1"}
 	if !applyMoney(raw, config.EngineCodex, &engine.Outcome{}, "ERROR: Quota exceeded. Try again in 5 minutes.", now, time.Hour) ||
-		raw["error_reason"] != schema.ReasonUsageLimited {
+		raw["error_reason"] != doc.ReasonUsageLimited {
 		t.Fatalf("codex's own limit text not classified: %v", raw)
 	}
 }

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/internal/testkit/modelfake"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // The real claude, told by the provider that the usage limit is reached,
@@ -25,11 +25,11 @@ func TestRealClaude_UsageLimitIsUsageLimitedAtTheNamedReset(t *testing.T) {
 	r.fake.Script("SCEN-limit", modelfake.Always(modelfake.Limit(
 		`{"type":"error","error":{"type":"rate_limit_error","message":"You've hit your limit · resets `+at.Format("3pm")+` (Europe/Berlin)"}}`, nil)))
 	out := r.run("task-20260101-021", "SCEN-limit review", t.TempDir(), "")
-	if out.Raw["error_reason"] != schema.ReasonUsageLimited {
+	if out.Raw["error_reason"] != doc.ReasonUsageLimited {
 		t.Fatalf("raw %v, want UsageLimited", out.Raw)
 	}
-	if out.Raw["resets_at"] != schema.FormatTime(want) {
-		t.Fatalf("resets_at %v, want %s", out.Raw["resets_at"], schema.FormatTime(want))
+	if out.Raw["resets_at"] != doc.FormatTime(want) {
+		t.Fatalf("resets_at %v, want %s", out.Raw["resets_at"], doc.FormatTime(want))
 	}
 	if e, _ := out.Raw["error"].(string); !strings.Contains(e, "hit your limit") {
 		t.Fatalf("error %q does not quote the engine", e)
@@ -51,7 +51,7 @@ func TestRealClaude_TaskBudgetStopsTheRunAsBudgetExceeded(t *testing.T) {
 		so(map[string]any{"status": "success", "summary": "should not be reached"}),
 	))
 	out := r.run("task-20260101-022", "SCEN-budget review", t.TempDir(), "")
-	if out.Raw["error_reason"] != schema.ReasonBudgetExceeded || out.Raw["terminal"] != true {
+	if out.Raw["error_reason"] != doc.ReasonBudgetExceeded || out.Raw["terminal"] != true {
 		t.Fatalf("raw %v, want terminal BudgetExceeded", out.Raw)
 	}
 	if c, _ := out.Raw["cost_usd"].(float64); c <= 0 {
@@ -70,15 +70,15 @@ func TestRealCodex_UsageLimitIsUsageLimited(t *testing.T) {
 	out := r.run("task-20260101-023", "SCEN-cxlimit edit", t.TempDir(), "")
 	// The CLI names the reset to the minute ("try again at 8:22 AM"): the
 	// reset is that minute's end.
-	if want := reset.Add(time.Minute); out.Raw["error_reason"] != schema.ReasonUsageLimited || out.Raw["resets_at"] != schema.FormatTime(want) {
-		t.Fatalf("raw %v, want UsageLimited at %s", out.Raw, schema.FormatTime(want))
+	if want := reset.Add(time.Minute); out.Raw["error_reason"] != doc.ReasonUsageLimited || out.Raw["resets_at"] != doc.FormatTime(want) {
+		t.Fatalf("raw %v, want UsageLimited at %s", out.Raw, doc.FormatTime(want))
 	}
 	r.fake.Script("SCEN-cxquota", modelfake.Always(modelfake.Limit(
 		`{"error":{"type":"insufficient_quota","code":"insufficient_quota","message":"You exceeded your current quota, please check your plan and billing details."}}`, nil)))
 	before := time.Now()
 	out = r.run("task-20260101-024", "SCEN-cxquota edit", t.TempDir(), "")
-	at, err := schema.ParseTime(fmt.Sprint(out.Raw["resets_at"]))
-	if out.Raw["error_reason"] != schema.ReasonUsageLimited || err != nil || at.Before(before.Add(59*time.Minute)) {
+	at, err := doc.ParseTime(fmt.Sprint(out.Raw["resets_at"]))
+	if out.Raw["error_reason"] != doc.ReasonUsageLimited || err != nil || at.Before(before.Add(59*time.Minute)) {
 		t.Fatalf("raw %v, want UsageLimited at now + the 60 minute fallback", out.Raw)
 	}
 }

@@ -10,8 +10,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/spawn"
 )
 
@@ -164,11 +164,11 @@ func jsonOf(t *testing.T, v any) []byte {
 func TestPublish_AKillersResultWins(t *testing.T) {
 	const task = "task-20261125-004"
 	yes := true
-	for name, r := range map[string]schema.RawResult{
-		"general's Timeout": {TaskID: task, Status: schema.ResultFailed, Summary: "soldier soldier-1-dd exceeded its timeout (10m0s)",
-			Error: "soldier soldier-1-dd exceeded its timeout (10m0s)", ErrorReason: schema.ReasonTimeout},
-		"king's Cancelled": {TaskID: task, Status: schema.ResultFailed, Summary: "cancelled by ops", Error: "cancelled by ops",
-			ErrorReason: schema.ReasonCancelled, Terminal: &yes, RetryCount: 2},
+	for name, r := range map[string]doc.RawResult{
+		"general's Timeout": {TaskID: task, Status: doc.ResultFailed, Summary: "soldier soldier-1-dd exceeded its timeout (10m0s)",
+			Error: "soldier soldier-1-dd exceeded its timeout (10m0s)", ErrorReason: doc.ReasonTimeout},
+		"king's Cancelled": {TaskID: task, Status: doc.ResultFailed, Summary: "cancelled by ops", Error: "cancelled by ops",
+			ErrorReason: doc.ReasonCancelled, Terminal: &yes, RetryCount: 2},
 	} {
 		t.Run(name, func(t *testing.T) {
 			l := layout.New(t.TempDir())

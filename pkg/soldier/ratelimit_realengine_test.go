@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/internal/testkit/modelfake"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 )
 
 // shortBackoff makes the rig's re-runs after a server rate limit
@@ -52,7 +52,7 @@ func TestRealClaude_ServerRateLimitIsRetriedNotAPause(t *testing.T) {
 	r.fake.Script("SCEN-rl", firstThen(1, rateLimit("false"),
 		modelfake.Always(so(map[string]any{"status": "success", "summary": "reviewed after the rate limit"}))))
 	out := r.run("task-20260101-031", "SCEN-rl review", t.TempDir(), "")
-	if out.Raw["status"] != schema.ResultSuccess || out.Raw["summary"] != "reviewed after the rate limit" || out.Raw["resets_at"] != nil {
+	if out.Raw["status"] != doc.ResultSuccess || out.Raw["summary"] != "reviewed after the rate limit" || out.Raw["resets_at"] != nil {
 		t.Fatalf("raw %v, want the success of the re-run", out.Raw)
 	}
 	reqs := r.fake.Requests("SCEN-rl")
@@ -77,7 +77,7 @@ func TestRealClaude_ShouldRetry429IsRetriedNotAPause(t *testing.T) {
 	r.fake.Script("SCEN-rlt", firstThen(2, rateLimit("true"),
 		modelfake.Always(so(map[string]any{"status": "success", "summary": "done after the retries"}))))
 	out := r.run("task-20260101-032", "SCEN-rlt review", t.TempDir(), "")
-	if out.Raw["status"] != schema.ResultSuccess || out.Raw["resets_at"] != nil {
+	if out.Raw["status"] != doc.ResultSuccess || out.Raw["resets_at"] != nil {
 		t.Fatalf("raw %v, want the success of the re-run", out.Raw)
 	}
 	if n := len(r.fake.Requests("SCEN-rlt")); n < 3 {
@@ -93,7 +93,7 @@ func TestRealClaude_PersistentServerRateLimitIsARetryableFailure(t *testing.T) {
 	r.fake.Script("SCEN-rlp", modelfake.Always(rateLimit("false")))
 	out := r.run("task-20260101-033", "SCEN-rlp review", t.TempDir(), "")
 	e, _ := out.Raw["error"].(string)
-	if out.Raw["error_reason"] != schema.ReasonEngineError || out.Raw["resets_at"] != nil || out.Raw["terminal"] == true {
+	if out.Raw["error_reason"] != doc.ReasonEngineError || out.Raw["resets_at"] != nil || out.Raw["terminal"] == true {
 		t.Fatalf("raw %v, want a retryable EngineError", out.Raw)
 	}
 	if !strings.Contains(e, "server rate limit") || !strings.Contains(e, "per-minute rate limit") {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kingdom-dev/kingdom/internal/testkit/modelfake"
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/engine"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
@@ -87,7 +88,7 @@ func TestRealClaude_StructuredResultSessionAndCleanup(t *testing.T) {
 	if out.Raw["session_id"] != sid || engine.CheckSessionID("claude", sid) != nil {
 		t.Fatalf("session %v, recorded %q", out.Raw["session_id"], sid)
 	}
-	if u, ok := out.Raw["usage"].(*schema.Usage); !ok || u.InputTokens != 100 || out.Raw["cost_usd"] == nil {
+	if u, ok := out.Raw["usage"].(*doc.Usage); !ok || u.InputTokens != 100 || out.Raw["cost_usd"] == nil {
 		t.Fatalf("usage %v cost %v", out.Raw["usage"], out.Raw["cost_usd"])
 	}
 	reqs := r.fake.Requests("SCEN-ok")
@@ -103,7 +104,7 @@ func TestRealClaude_NoResultQuotesLastText(t *testing.T) {
 	r := newRealRig(t, "claude")
 	r.fake.Script("SCEN-nores", modelfake.Turns(modelfake.Text("I could not find the PR you mean.")))
 	out := r.run("task-20260101-002", "SCEN-nores review", t.TempDir(), "")
-	if out.Raw["error_reason"] != schema.ReasonNoResult || !strings.Contains(out.Raw["error"].(string), "I could not find the PR you mean.") {
+	if out.Raw["error_reason"] != doc.ReasonNoResult || !strings.Contains(out.Raw["error"].(string), "I could not find the PR you mean.") {
 		t.Fatalf("raw %v", out.Raw)
 	}
 }
@@ -115,7 +116,7 @@ func TestRealClaude_APIErrorQuoted(t *testing.T) {
 	out := r.run("task-20260101-003", "SCEN-credit review", t.TempDir(), "")
 	e, _ := out.Raw["error"].(string)
 	// An account without credit is refused (terminal), with the fix.
-	if out.Raw["error_reason"] != schema.ReasonEngineRefused || !strings.Contains(strings.ToLower(e), "credit balance is too low") ||
+	if out.Raw["error_reason"] != doc.ReasonEngineRefused || !strings.Contains(strings.ToLower(e), "credit balance is too low") ||
 		!strings.Contains(e, "400") || !strings.Contains(e, "add credits") {
 		t.Fatalf("raw %v", out.Raw)
 	}
@@ -129,7 +130,7 @@ func TestRealClaude_BypassAsRootRefused(t *testing.T) {
 	r.sys.Runtime.Claude.Args = []string{"--permission-mode", "bypassPermissions"}
 	out := r.run("task-20260101-004", "SCEN-none", t.TempDir(), "")
 	e, _ := out.Raw["error"].(string)
-	if out.Raw["error_reason"] != schema.ReasonEngineRefused || !strings.Contains(e, "root/sudo") || !strings.Contains(e, "acceptEdits") {
+	if out.Raw["error_reason"] != doc.ReasonEngineRefused || !strings.Contains(e, "root/sudo") || !strings.Contains(e, "acceptEdits") {
 		t.Fatalf("raw %v", out.Raw)
 	}
 }
@@ -159,11 +160,11 @@ func TestRealClaude_ResumeSeesEarlierTurnsAndLostSession(t *testing.T) {
 		t.Fatalf("resumed request does not carry the earlier turns: turn %d texts %q", last.Turn, last.Texts)
 	}
 	lost := r.run("task-20260101-007", "SCEN-ask again", work, sid)
-	if lost.Raw["error_reason"] != schema.ReasonSessionLost {
+	if lost.Raw["error_reason"] != doc.ReasonSessionLost {
 		t.Fatalf("resume of a removed session: %v", lost.Raw)
 	}
 	bad := r.run("task-20260101-008", "x", work, "--settings=/tmp/evil.json")
-	if bad.Raw["error_reason"] != schema.ReasonSessionLost || !strings.Contains(bad.Raw["error"].(string), "not a UUID") {
+	if bad.Raw["error_reason"] != doc.ReasonSessionLost || !strings.Contains(bad.Raw["error"].(string), "not a UUID") {
 		t.Fatalf("malformed resume token: %v", bad.Raw)
 	}
 }
@@ -193,7 +194,7 @@ func TestRealCodex_StructuredResultResumeAndNoResult(t *testing.T) {
 	if engine.CheckSessionID("codex", first.SessionID) != nil {
 		t.Fatalf("thread id %q", first.SessionID)
 	}
-	if u, ok := first.Raw["usage"].(*schema.Usage); !ok || u.OutputTokens == 0 || first.Raw["cost_usd"] != nil {
+	if u, ok := first.Raw["usage"].(*doc.Usage); !ok || u.OutputTokens == 0 || first.Raw["cost_usd"] != nil {
 		t.Fatalf("usage %v cost %v", first.Raw["usage"], first.Raw["cost_usd"])
 	}
 	second := r.run("task-20260101-012", "The human answered: main", work, first.SessionID)
@@ -207,7 +208,7 @@ func TestRealCodex_StructuredResultResumeAndNoResult(t *testing.T) {
 	}
 	r.fake.Script("SCEN-cxnores", modelfake.Turns(modelfake.Text("Nothing to review here.")))
 	nores := r.run("task-20260101-013", "SCEN-cxnores", t.TempDir(), "")
-	if nores.Raw["error_reason"] != schema.ReasonNoResult || !strings.Contains(nores.Raw["error"].(string), "Nothing to review here.") {
+	if nores.Raw["error_reason"] != doc.ReasonNoResult || !strings.Contains(nores.Raw["error"].(string), "Nothing to review here.") {
 		t.Fatalf("no result: %v", nores.Raw)
 	}
 }
@@ -266,7 +267,7 @@ func TestRealEngines_RefusalsNameTheFix(t *testing.T) {
 			tc.tune(r)
 			out := r.run("task-20260101-021", "SCEN-refused", t.TempDir(), "")
 			e, _ := out.Raw["error"].(string)
-			if out.Raw["error_reason"] != schema.ReasonEngineRefused || !strings.Contains(e, tc.want) {
+			if out.Raw["error_reason"] != doc.ReasonEngineRefused || !strings.Contains(e, tc.want) {
 				t.Fatalf("raw %v", out.Raw)
 			}
 		})

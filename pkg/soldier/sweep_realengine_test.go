@@ -12,9 +12,9 @@ import (
 
 	"github.com/kingdom-dev/kingdom/internal/testkit/modelfake"
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/engine"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/spawn"
 )
 
@@ -96,7 +96,7 @@ func TestRealClaude_DetachedProcessEndsWithTheSoldier(t *testing.T) {
 	}
 	assertNoTaskProcs(t, r.base, task)
 	// The price table prices a finished run exactly as the CLI did.
-	u, _ := out.Raw["usage"].(*schema.Usage)
+	u, _ := out.Raw["usage"].(*doc.Usage)
 	if c := engine.ClaudeCost("claude-opus-5-5", u); c == nil || out.Raw["cost_usd"] != *c {
 		t.Errorf("table prices %v at %v, the CLI at %v", u, c, out.Raw["cost_usd"])
 	}
@@ -137,7 +137,7 @@ func TestRealClaude_StoppedAttemptKeepsItsUsageAndLeavesNothing(t *testing.T) {
 	if !errors.Is(err, ErrInterrupted) {
 		t.Fatalf("err %v, want interrupted", err)
 	}
-	want := schema.Usage{InputTokens: 13787 + 1000, OutputTokens: 1 + 1, CacheReadInputTokens: 2000, CacheCreationInputTokens: 500}
+	want := doc.Usage{InputTokens: 13787 + 1000, OutputTokens: 1 + 1, CacheReadInputTokens: 2000, CacheCreationInputTokens: 500}
 	sp, ok := engine.ReadSpent(l.ResultSpent(task))
 	if !ok || *sp.Usage != want {
 		t.Fatalf("recorded usage %+v, want %+v (each message once)", sp.Usage, want)

@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 )
 
 // WarnRatio is the share of the daily budget that triggers
@@ -83,7 +83,7 @@ func Admit(s Status, taskUSD *float64, priority string) (bool, string) {
 	if s.Exceeded {
 		return false, fmt.Sprintf("daily budget used up (%s)", s.Describe())
 	}
-	if priority == schema.PriorityHigh {
+	if priority == doc.PriorityHigh {
 		return true, ""
 	}
 	if s.DailyUSD != nil && taskUSD != nil && s.CostUSD+*taskUSD > *s.DailyUSD+1e-9 {

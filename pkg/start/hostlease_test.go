@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/internal/testkit/pgtest"
-	"github.com/kingdom-dev/kingdom/pkg/app"
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/logging"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 	"github.com/kingdom-dev/kingdom/pkg/store/files"
 	"github.com/kingdom-dev/kingdom/pkg/store/open"
@@ -139,12 +139,12 @@ func TestHostLease_TouchesOnSuccessLogsOncePerChange(t *testing.T) {
 func TestHostLease_ASecondHostWithTheSameIDIsRefused(t *testing.T) {
 	l := testLayout(t)
 	ctx := context.Background()
-	first := newHostLease(Options{Layout: l, Log: app.Discard(), Host: filesHost(l, "box-a")}, 300*time.Second)
+	first := newHostLease(Options{Layout: l, Log: logging.Discard(), Host: filesHost(l, "box-a")}, 300*time.Second)
 	t.Cleanup(first.close)
 	if err := first.step(ctx); err != nil {
 		t.Fatal(err)
 	}
-	second := newHostLease(Options{Layout: l, Log: app.Discard(), Host: filesHost(l, "box-a")}, 300*time.Second)
+	second := newHostLease(Options{Layout: l, Log: logging.Discard(), Host: filesHost(l, "box-a")}, 300*time.Second)
 	t.Cleanup(second.close)
 	err := second.step(ctx)
 	var held *HostHeldError
@@ -192,7 +192,7 @@ func TestHostLease_RetakesALostLease(t *testing.T) {
 		st, err := files.Open(l, "box-a")
 		return lossy{st, &leases}, err
 	}
-	h := newHostLease(Options{Layout: l, Log: app.Discard(), Host: host}, 300*time.Second)
+	h := newHostLease(Options{Layout: l, Log: logging.Discard(), Host: host}, 300*time.Second)
 	t.Cleanup(h.close)
 	ctx := context.Background()
 	if err := h.step(ctx); err != nil || len(leases) != 1 {
@@ -233,7 +233,7 @@ func TestHostLease_ReopensTheStoreWhenKingdomEnvChanges(t *testing.T) {
 		sources = s
 		return err
 	}
-	w := &Watchdog{o: Options{Layout: l, Log: app.Discard(), Host: host}, cfg: newConfigWatch(l)}
+	w := &Watchdog{o: Options{Layout: l, Log: logging.Discard(), Host: host}, cfg: newConfigWatch(l)}
 	w.hl = newHostLease(w.o, 300*time.Second)
 	t.Cleanup(w.hl.close)
 	ctx := context.Background()
@@ -323,7 +323,7 @@ func TestRenewHost_RegistersThisHostAndItsLeaseInPostgres(t *testing.T) {
 	cfg.Kind, cfg.DSNEnv, cfg.HostID = config.StorePostgres, "KINGDOM_TEST_DSN", "box-a"
 	host := Host{ID: "box-a", Version: "v9", Started: time.Now().Add(-time.Minute),
 		Open: func(ctx context.Context) (store.Store, error) { return open.Store(ctx, cfg, l) }}
-	h := newHostLease(Options{Layout: l, Log: app.Discard(), Host: host}, cfg.SelfFence())
+	h := newHostLease(Options{Layout: l, Log: logging.Discard(), Host: host}, cfg.SelfFence())
 	t.Cleanup(h.close)
 	if err := h.step(ctx); err != nil {
 		t.Fatal(err)
@@ -344,7 +344,7 @@ func TestRenewHost_RegistersThisHostAndItsLeaseInPostgres(t *testing.T) {
 		t.Fatalf("host-lease not touched: %v", err)
 	}
 	// A second machine with box-a: refused, naming the first.
-	second := newHostLease(Options{Layout: l, Log: app.Discard(), Host: host}, cfg.SelfFence())
+	second := newHostLease(Options{Layout: l, Log: logging.Discard(), Host: host}, cfg.SelfFence())
 	t.Cleanup(second.close)
 	err = second.step(ctx)
 	var held *HostHeldError

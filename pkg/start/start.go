@@ -30,17 +30,16 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/clock"
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
-	"github.com/kingdom-dev/kingdom/pkg/status"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
 )
 
 // CoreRoles are the always-on roles besides the generals.
-var CoreRoles = status.CoreRoles
+var CoreRoles = layout.CoreRoles
 
 // DeathCountsWithin: only deaths this soon after launch count toward the
 // crash-loop guard (SPEC §9.14); a role that ran for an hour and then died
@@ -350,10 +349,10 @@ func (w *Watchdog) alert(role string, deaths int, why string, now time.Time) {
 	content := fmt.Sprintf(":rotating_light: %s died %d times within %d minutes and will not be restarted%s. "+
 		"Check logs/system.log and `tmux attach`-free diagnosis with `start doctor`; fix the binary or config (start retries when either changes) or restart the kingdom.",
 		role, deaths, w.sys.Watchdog.CrashLoop.WindowMinutes, why)
-	msg := schema.Message{
-		ID: id, Type: schema.MessageNotification, Urgency: schema.UrgencyUrgent, Content: content,
+	msg := doc.Message{
+		ID: id, Type: doc.MessageNotification, Urgency: doc.UrgencyUrgent, Content: content,
 		Context:   map[string]any{"kind": "crash_loop", "role": role, "deaths": deaths},
-		CreatedAt: schema.FormatTime(now), Status: "pending",
+		CreatedAt: doc.FormatTime(now), Status: "pending",
 	}
 	if err := w.msgs.PutOnce(layout.Pending, id, msg); err != nil && !errors.Is(err, queue.ErrExists) {
 		w.o.Log.Error("queue crash-loop alert", "role", role, "err", err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/clock"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
@@ -166,7 +167,7 @@ func TestWatchdog_CrashLoopGivesUpAndQueuesOneUrgentAlert(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Urgency != schema.UrgencyUrgent || !strings.Contains(m.Content, "envoy") {
+	if m.Urgency != doc.UrgencyUrgent || !strings.Contains(m.Content, "envoy") {
 		t.Fatalf("alert = %+v", m)
 	}
 	// Other roles are unaffected.

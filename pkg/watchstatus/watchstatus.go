@@ -25,10 +25,10 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/redact"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // FailingAfter is how many failed polls in a row make a watcher failing:
@@ -70,7 +70,7 @@ func (f *File) Record(name string, err error, now time.Time) bool {
 		f.Watchers = map[string]Watcher{}
 	}
 	w, known := f.Watchers[name]
-	at := schema.FormatTime(now)
+	at := doc.FormatTime(now)
 	if err == nil {
 		changed := !known || w.ConsecutiveFailures > 0
 		w.ConsecutiveFailures, w.LastSuccessAt = 0, at

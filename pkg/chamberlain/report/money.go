@@ -5,9 +5,9 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/enginepause"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/spend"
 )
 
@@ -36,7 +36,7 @@ func ReadMoney(ctx context.Context, days spend.Days, s kv.KV, budget config.King
 	for _, eng := range pf.Engines() {
 		if until, ok := pf.Active(eng, now); ok {
 			p := pf[eng]
-			p.Until = schema.FormatTime(until)
+			p.Until = doc.FormatTime(until)
 			m.Pauses[eng] = p
 		}
 	}

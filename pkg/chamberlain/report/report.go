@@ -21,8 +21,8 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/spend"
 )
 
@@ -87,25 +87,25 @@ func (a *Acc) Init(now time.Time) {
 // Issue builds the report of acc's window ending at now, with the ledger's
 // spend over that window (left out, and said in spendErr, when a ledger
 // does not load), and writes it to logs/analysis/daily-YYYYMMDD.json.
-func Issue(ctx context.Context, l layout.Layout, days spend.Days, acc *Acc, now time.Time) (doc DailyReport, spendErr, err error) {
+func Issue(ctx context.Context, l layout.Layout, days spend.Days, acc *Acc, now time.Time) (rep DailyReport, spendErr, err error) {
 	local := now.In(time.Local)
-	doc = DailyReport{
+	rep = DailyReport{
 		Type: "daily_report", Date: local.Format("2006-01-02"),
-		Since: schema.FormatTime(acc.Since), Until: schema.FormatTime(now),
+		Since: doc.FormatTime(acc.Since), Until: doc.FormatTime(now),
 		Tasks:              Tasks{Created: acc.Created, Completed: acc.Completed, Failed: acc.Failed, NeedsHuman: acc.NeedsHuman},
 		Soldiers:           Soldiers{Spawned: acc.Spawned, Timeout: acc.Timeout},
 		AvgDurationSeconds: map[string]float64{},
 	}
 	for g, n := range acc.DurCount {
 		if n > 0 {
-			doc.AvgDurationSeconds[g] = round1(acc.DurSum[g] / float64(n))
+			rep.AvgDurationSeconds[g] = round1(acc.DurSum[g] / float64(n))
 		}
 	}
-	doc.Spend, spendErr = WindowSpend(ctx, days, acc.Since, now, doc.Date)
-	if err := atomicfile.WriteJSON(l.DailyReport(local.Format("20060102")), doc); err != nil {
-		return doc, spendErr, fmt.Errorf("write daily report: %w", err)
+	rep.Spend, spendErr = WindowSpend(ctx, days, acc.Since, now, rep.Date)
+	if err := atomicfile.WriteJSON(l.DailyReport(local.Format("20060102")), rep); err != nil {
+		return rep, spendErr, fmt.Errorf("write daily report: %w", err)
 	}
-	return doc, spendErr, nil
+	return rep, spendErr, nil
 }
 
 // Text is the report as one readable message.
@@ -155,7 +155,7 @@ func WindowSpend(ctx context.Context, days spend.Days, since, until time.Time, d
 			return nil, err
 		}
 		for k, e := range ld.Attempts {
-			at, err := schema.ParseTime(e.At)
+			at, err := doc.ParseTime(e.At)
 			if err != nil {
 				if day == date {
 					win.Put(k, e)

@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/engine"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/store/files"
 )
 
@@ -183,9 +183,9 @@ func TestCleanup_KeepsATaskDirABorrowingResumeNeeds(t *testing.T) {
 	borrowed := l.TaskDir("gen-pr", "task-20261110-001")
 	writeFile(t, filepath.Join(borrowed, "repo", "f.txt"), "x")
 	os.Chtimes(borrowed, old, old)
-	resume := schema.Task{ID: "task-20261120-002", EventID: "evt-r", TargetGeneral: "gen-pr", Type: schema.TaskTypeResume,
-		Priority: "normal", CreatedAt: schema.FormatTime(old), Status: schema.TaskPending, SessionID: "s-1",
-		OriginalTaskID: "task-20261110-001", Workdir: filepath.Join(borrowed, "repo"), NotBefore: schema.FormatTime(now.Add(5 * 24 * time.Hour))}
+	resume := doc.Task{ID: "task-20261120-002", EventID: "evt-r", TargetGeneral: "gen-pr", Type: doc.TaskTypeResume,
+		Priority: "normal", CreatedAt: doc.FormatTime(old), Status: doc.TaskPending, SessionID: "s-1",
+		OriginalTaskID: "task-20261110-001", Workdir: filepath.Join(borrowed, "repo"), NotBefore: doc.FormatTime(now.Add(5 * 24 * time.Hour))}
 	b, _ := json.Marshal(resume)
 	pending := filepath.Join(l.QueueState(layout.QTasks, layout.Pending), resume.ID+".json")
 	writeFile(t, pending, string(b))

@@ -9,11 +9,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/engine"
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // cleanTaskDirs removes workspace/<general>/tasks/<task>/ directories older
@@ -71,7 +71,7 @@ func (c *Cleaner) borrowedTaskDirs() map[string]bool {
 			continue
 		}
 		for _, id := range ids {
-			var t schema.Task
+			var t doc.Task
 			if c.tasks.ReadJSON(st, id, &t) != nil || t.Workdir == "" {
 				continue
 			}

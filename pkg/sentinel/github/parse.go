@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/ids"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/sentinel/watcher"
 )
 
@@ -76,18 +76,18 @@ func Classify(subjectType, reason string) (eventType, priority string) {
 		raw = "other"
 	}
 	word := reasonWord(raw)
-	priority = schema.PriorityLow
+	priority = doc.PriorityLow
 	switch subjectType {
 	case "PullRequest":
 		eventType = "github.pr." + word
 		switch word {
 		case "review_requested", "assigned", "mentioned":
-			priority = schema.PriorityNormal
+			priority = doc.PriorityNormal
 		}
 	case "Issue":
 		eventType = "github.issue." + word
 		if word == "assigned" {
-			priority = schema.PriorityNormal
+			priority = doc.PriorityNormal
 		}
 	default:
 		eventType = "github.notification." + raw
@@ -181,15 +181,15 @@ func toItem(n *Notification, f Filter, now time.Time) (watcher.Item, bool) {
 	if n.Repository.HTMLURL != "" {
 		payload["repo_url"] = n.Repository.HTMLURL
 	}
-	return watcher.Item{Key: n.ID, Event: schema.Event{
+	return watcher.Item{Key: n.ID, Event: doc.Event{
 		ID:        id,
 		Type:      typ,
-		Source:    schema.SourceGitHub,
+		Source:    doc.SourceGitHub,
 		Repo:      repo,
 		Payload:   payload,
 		Priority:  prio,
-		CreatedAt: schema.FormatTime(now),
-		Status:    schema.EventPending,
+		CreatedAt: doc.FormatTime(now),
+		Status:    doc.EventPending,
 	}}, true
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
@@ -129,7 +130,7 @@ func TestParseNotifications_Fixture(t *testing.T) {
 			t.Errorf("item %d envelope = %s %s %s", i, ev.Source, ev.Status, ev.CreatedAt)
 		}
 		b, _ := json.Marshal(ev)
-		if err := schema.Validate(schema.KindEvent, b); err != nil {
+		if err := schema.Validate(doc.KindEvent, b); err != nil {
 			t.Errorf("item %d does not fit the event schema: %v", i, err)
 		}
 	}
@@ -239,7 +240,7 @@ func FuzzParseNotifications(f *testing.F) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := schema.Validate(schema.KindEvent, b); err != nil {
+			if err := schema.Validate(doc.KindEvent, b); err != nil {
 				t.Fatalf("event %s does not fit the schema: %v", it.Event.ID, err)
 			}
 		}

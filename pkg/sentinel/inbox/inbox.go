@@ -26,6 +26,7 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/clock"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
@@ -226,21 +227,21 @@ func (w *Watcher) decode(path string, fi fs.FileInfo, data []byte, now time.Time
 	}
 	prio := in.Priority
 	if prio == "" {
-		prio = schema.PriorityNormal
+		prio = doc.PriorityNormal
 	}
 	payload := in.Payload
 	if payload == nil {
 		payload = map[string]any{}
 	}
-	return watcher.Item{Key: path, Event: schema.Event{
+	return watcher.Item{Key: path, Event: doc.Event{
 		ID:        id,
 		Type:      in.Type,
-		Source:    schema.SourceInbox,
+		Source:    doc.SourceInbox,
 		Repo:      in.Repo,
 		Payload:   payload,
 		Priority:  prio,
-		CreatedAt: schema.FormatTime(now),
-		Status:    schema.EventPending,
+		CreatedAt: doc.FormatTime(now),
+		Status:    doc.EventPending,
 	}}
 }
 

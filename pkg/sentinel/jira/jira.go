@@ -31,8 +31,8 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/clock"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/ids"
-	"github.com/kingdom-dev/kingdom/pkg/schema"
 	"github.com/kingdom-dev/kingdom/pkg/sentinel/watcher"
 )
 
@@ -254,15 +254,15 @@ func (w *Watcher) toItem(is Issue, now time.Time) watcher.Item {
 	if err := ids.Check(id); err != nil {
 		return watcher.Item{Key: is.Key, Skip: err.Error()}
 	}
-	typ, prio := TypeAssigned, schema.PriorityNormal
+	typ, prio := TypeAssigned, doc.PriorityNormal
 	var prev any
 	if old, ok := w.st.KnownIssues[is.Key]; ok {
-		typ, prio, prev = TypeUpdated, schema.PriorityLow, old
+		typ, prio, prev = TypeUpdated, doc.PriorityLow, old
 	}
-	return watcher.Item{Key: is.Key, Event: schema.Event{
+	return watcher.Item{Key: is.Key, Event: doc.Event{
 		ID:     id,
 		Type:   typ,
-		Source: schema.SourceJira,
+		Source: doc.SourceJira,
 		Payload: map[string]any{
 			"ticket_key":      is.Key,
 			"summary":         is.Summary,
@@ -272,8 +272,8 @@ func (w *Watcher) toItem(is Issue, now time.Time) watcher.Item {
 			"updated":         is.UpdatedRaw,
 		},
 		Priority:  prio,
-		CreatedAt: schema.FormatTime(now),
-		Status:    schema.EventPending,
+		CreatedAt: doc.FormatTime(now),
+		Status:    doc.EventPending,
 	}}
 }
 
@@ -288,15 +288,15 @@ func (w *Watcher) PostEmit(_ context.Context, b *watcher.Batch, res []watcher.Re
 		if i < len(res) && res[i].Outcome.Queued() {
 			if st, ok := it.Event.Payload["status"].(string); ok {
 				w.st.KnownIssues[it.Key] = st
-				w.st.LastSeen[it.Key] = schema.FormatTime(now)
+				w.st.LastSeen[it.Key] = doc.FormatTime(now)
 			}
 		}
 	}
 	for k := range w.st.KnownIssues {
-		seen, err := schema.ParseTime(w.st.LastSeen[k])
+		seen, err := doc.ParseTime(w.st.LastSeen[k])
 		if err != nil {
 			// Known before last_seen existed: start its clock now.
-			w.st.LastSeen[k] = schema.FormatTime(now)
+			w.st.LastSeen[k] = doc.FormatTime(now)
 			continue
 		}
 		if now.Sub(seen) > KnownIssueTTL {

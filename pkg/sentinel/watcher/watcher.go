@@ -17,7 +17,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kingdom-dev/kingdom/pkg/schema"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 )
 
 // Watcher is one external source.
@@ -38,7 +38,7 @@ type Watcher interface {
 // Item is one parsed input.
 type Item struct {
 	// Event is the event to queue (unless Skip is set).
-	Event schema.Event
+	Event doc.Event
 	// Key is the watcher's own reference (thread id, issue key, file path).
 	Key string
 	// Skip, when set, says why this item is bad input: it is logged and not

@@ -1,15 +1,8 @@
-// Package status reads the one-screen state of an installation without
-// changing anything: every role's tmux session, heartbeat age and leader
-// pid, the queue depths, the registered soldiers and the health snapshot.
-// `start status` prints it; the chamberlain's dashboard serves it.
-//
-// Drive it with status.ReadOn(ctx, l, tmuxClient, now, queues), the queues
-// (by kind) those of the installation's store; Read counts the queue files
-// under l instead.
-package status
+package operator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -23,9 +16,6 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
 )
 
-// CoreRoles are the always-on roles besides the generals.
-var CoreRoles = []string{layout.RoleSentinel, layout.RoleKing, layout.RoleEnvoy, layout.RoleChamberlain}
-
 // QueueKinds are the three queues, in display order.
 var QueueKinds = []string{layout.QEvents, layout.QTasks, layout.QMessages}
 
@@ -34,8 +24,8 @@ type Lister interface {
 	List(ctx context.Context) ([]tmux.Session, error)
 }
 
-// Role is one role's row.
-type Role struct {
+// RoleStatus is one role's row.
+type RoleStatus struct {
 	Name         string
 	SessionAlive bool
 	HeartbeatAge time.Duration // -1 when no heartbeat yet
@@ -49,7 +39,7 @@ type Role struct {
 // within threshold, where a heartbeat older than the session (a freshly
 // relaunched role that has not ticked yet) counts from the session's
 // creation, as the chamberlain judges it.
-func (r Role) Up(threshold time.Duration) bool {
+func (r RoleStatus) Up(threshold time.Duration) bool {
 	if !r.SessionAlive || r.HeartbeatAge < 0 {
 		return false
 	}
@@ -60,10 +50,14 @@ func (r Role) Up(threshold time.Duration) bool {
 	return age <= threshold
 }
 
-// Kingdom is the one-screen state of an installation.
+// Kingdom is the one-screen state of an installation without changing
+// anything (ReadKingdom): every role's tmux session, heartbeat age and
+// leader pid, the queue depths, the registered soldiers and the health
+// snapshot. `start status` (ReadStatus) and the chamberlain's dashboard
+// read it here.
 type Kingdom struct {
 	StartPID int
-	Roles    []Role
+	Roles    []RoleStatus
 	Queues   map[string]map[string]int // kind → state → count
 	// QueuesErr is why some queue could not be counted (its states then
 	// read 0): the shared store could not be read.
@@ -77,7 +71,7 @@ type Kingdom struct {
 // RoleNames are the core roles followed by every installed general's name
 // (the valid manifests, even beside a broken file).
 func RoleNames(l layout.Layout) []string {
-	names := append([]string{}, CoreRoles...)
+	names := append([]string{}, layout.CoreRoles...)
 	ms, _ := config.LoadManifests(l.GeneralsConfigDir())
 	for _, m := range ms {
 		names = append(names, m.Name)
@@ -85,17 +79,19 @@ func RoleNames(l layout.Layout) []string {
 	return names
 }
 
-// Read gathers the state without changing anything, counting the store's
-// queues qs (by kind). Only a failing tmux listing is an error; everything
-// else that cannot be read shows as absent.
-func Read(ctx context.Context, l layout.Layout, tc Lister, now time.Time, qs map[string]*queue.Queue) (*Kingdom, error) {
-	st := &Kingdom{Queues: map[string]map[string]int{}}
+// ReadKingdom gathers the state without changing anything, counting the
+// store's queues qs (by kind). A tmux that cannot be listed (or a nil tc)
+// is the error returned beside the rest, whose sessions then show as down;
+// everything else that cannot be read shows as absent.
+func ReadKingdom(ctx context.Context, l layout.Layout, tc Lister, now time.Time, qs map[string]*queue.Queue) (*Kingdom, error) {
+	k := &Kingdom{}
 	if held, pid := lockfile.Held(l.LeaderLock(layout.RoleStart)); held {
-		st.StartPID = pid
+		k.StartPID = pid
 	}
-	live, err := tc.List(ctx)
-	if err != nil {
-		return nil, err
+	var live []tmux.Session
+	tmuxErr := errors.New("no tmux client")
+	if tc != nil {
+		live, tmuxErr = tc.List(ctx)
 	}
 	alive := map[string]bool{}
 	created := map[string]time.Time{}
@@ -103,7 +99,7 @@ func Read(ctx context.Context, l layout.Layout, tc Lister, now time.Time, qs map
 		alive[s.Name], created[s.Name] = true, s.Created
 	}
 	for _, n := range RoleNames(l) {
-		rs := Role{Name: n, SessionAlive: alive[n], HeartbeatAge: -1}
+		rs := RoleStatus{Name: n, SessionAlive: alive[n], HeartbeatAge: -1}
 		if c := created[n]; !c.IsZero() && !c.After(now) {
 			rs.SinceSession = now.Sub(c)
 		}
@@ -116,15 +112,14 @@ func Read(ctx context.Context, l layout.Layout, tc Lister, now time.Time, qs map
 		if held, pid := lockfile.Held(l.LeaderLock(n)); held {
 			rs.LeaderPID = pid
 		}
-		st.Roles = append(st.Roles, rs)
+		k.Roles = append(k.Roles, rs)
 	}
-	st.Queues, st.QueuesErr = Depths(qs)
+	k.Queues, k.QueuesErr = Depths(qs)
 	if es, err := sessions.New(l).Read(); err == nil {
-		st.Soldiers = es
-		st.ActiveSoldiers = len(es)
+		k.Soldiers, k.ActiveSoldiers = es, len(es)
 	}
-	st.Health, st.HealthErr = health.Read(l.Resources(), now)
-	return st, nil
+	k.Health, k.HealthErr = health.Read(l.Resources(), now)
+	return k, tmuxErr
 }
 
 // Depths counts the ids in every state of the queues qs (by kind), the

@@ -1,7 +1,8 @@
-package status
+package operator
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -38,7 +39,7 @@ func (s sessionsList) List(context.Context) ([]tmux.Session, error) { return s, 
 // its poison to rejected/ on the way (as every consumer's listing does), so
 // a poison file counts there, never as a pending document; a dot-temp is
 // no document at all.
-func TestRead_CountsTheStoresQueues(t *testing.T) {
+func TestReadKingdom_CountsTheStoresQueues(t *testing.T) {
 	l := layout.New(t.TempDir())
 	if err := l.Ensure(); err != nil {
 		t.Fatal(err)
@@ -52,7 +53,7 @@ func TestRead_CountsTheStoresQueues(t *testing.T) {
 	os.WriteFile(l.Heartbeat("king"), nil, 0o600)
 	os.Chtimes(l.Heartbeat("king"), now.Add(-5*time.Second), now.Add(-5*time.Second))
 
-	k, err := Read(context.Background(), l, sessionsList{{Name: "king"}}, now, storeQueues(t, l))
+	k, err := ReadKingdom(context.Background(), l, sessionsList{{Name: "king"}}, now, storeQueues(t, l))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func TestRead_CountsTheStoresQueues(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(pending, "evt-a.json")); err != nil {
 		t.Errorf("a status read moved a valid document: %v", err)
 	}
-	var king Role
+	var king RoleStatus
 	for _, r := range k.Roles {
 		if r.Name == "king" {
 			king = r
@@ -82,17 +83,17 @@ func TestRead_CountsTheStoresQueues(t *testing.T) {
 // §9.14: a role relaunched a moment ago, whose heartbeat is older than its
 // new session, is up (the session counts as its last sign of life); a stale
 // heartbeat with an old session, or no session, is not.
-func TestRole_UpCountsASessionNewerThanItsHeartbeat(t *testing.T) {
+func TestRoleStatus_UpCountsASessionNewerThanItsHeartbeat(t *testing.T) {
 	const threshold = 90 * time.Second
 	for _, c := range []struct {
-		r    Role
+		r    RoleStatus
 		want bool
 	}{
-		{Role{SessionAlive: true, HeartbeatAge: 5 * time.Minute, SinceSession: 3 * time.Second}, true},
-		{Role{SessionAlive: true, HeartbeatAge: 5 * time.Minute, SinceSession: 10 * time.Minute}, false},
-		{Role{SessionAlive: true, HeartbeatAge: 10 * time.Second, SinceSession: time.Hour}, true},
-		{Role{SessionAlive: false, HeartbeatAge: 10 * time.Second}, false},
-		{Role{SessionAlive: true, HeartbeatAge: -1, SinceSession: time.Second}, false},
+		{RoleStatus{SessionAlive: true, HeartbeatAge: 5 * time.Minute, SinceSession: 3 * time.Second}, true},
+		{RoleStatus{SessionAlive: true, HeartbeatAge: 5 * time.Minute, SinceSession: 10 * time.Minute}, false},
+		{RoleStatus{SessionAlive: true, HeartbeatAge: 10 * time.Second, SinceSession: time.Hour}, true},
+		{RoleStatus{SessionAlive: false, HeartbeatAge: 10 * time.Second}, false},
+		{RoleStatus{SessionAlive: true, HeartbeatAge: -1, SinceSession: time.Second}, false},
 	} {
 		if got := c.r.Up(threshold); got != c.want {
 			t.Errorf("%+v: up %v, want %v", c.r, got, c.want)
@@ -119,7 +120,7 @@ func (b beatingLister) List(context.Context) ([]tmux.Session, error) {
 // The `start status` flake: a live role shown DOWN with heartbeat
 // "never". Its heartbeat, touched after the reader's now, was a negative
 // age, the very value that means "no heartbeat".
-func TestRead_HeartbeatTouchedDuringTheReadIsFresh(t *testing.T) {
+func TestReadKingdom_HeartbeatTouchedDuringTheReadIsFresh(t *testing.T) {
 	l := layout.New(t.TempDir())
 	if err := l.Ensure(); err != nil {
 		t.Fatal(err)
@@ -127,7 +128,7 @@ func TestRead_HeartbeatTouchedDuringTheReadIsFresh(t *testing.T) {
 	os.MkdirAll(l.RoleStateDir("king"), 0o700)
 	atomicfile.Touch(l.Heartbeat("king"))
 	now := time.Now()
-	k, err := Read(context.Background(), l, beatingLister{l, t}, now, storeQueues(t, l))
+	k, err := ReadKingdom(context.Background(), l, beatingLister{l, t}, now, storeQueues(t, l))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,4 +142,43 @@ func TestRead_HeartbeatTouchedDuringTheReadIsFresh(t *testing.T) {
 		return
 	}
 	t.Fatal("no king row")
+}
+
+type failingLister struct{}
+
+func (failingLister) List(context.Context) ([]tmux.Session, error) {
+	return nil, errors.New("no server on the socket")
+}
+
+// A tmux that cannot be asked is the error, beside the rest of the state:
+// every session shows as down, the heartbeats and queues are still read.
+func TestReadKingdom_UnlistableTmuxStillReadsTheRest(t *testing.T) {
+	l := layout.New(t.TempDir())
+	if err := l.Ensure(); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(l.QueueState(layout.QTasks, layout.Pending), "task-a.json"), []byte(`{"id":"task-a"}`), 0o600)
+	os.MkdirAll(l.RoleStateDir("king"), 0o700)
+	atomicfile.Touch(l.Heartbeat("king"))
+	now := time.Now()
+	for name, tc := range map[string]Lister{"failing": failingLister{}, "nil": nil} {
+		k, err := ReadKingdom(t.Context(), l, tc, now, storeQueues(t, l))
+		if err == nil || k == nil {
+			t.Fatalf("%s tmux: kingdom %v, err %v; want the state and the error", name, k, err)
+		}
+		if got := k.Queues[layout.QTasks][layout.Pending]; got != 1 {
+			t.Errorf("%s tmux: tasks pending = %d, want 1", name, got)
+		}
+		if len(k.Roles) != len(layout.CoreRoles) {
+			t.Fatalf("%s tmux: roles %+v, want the core roles", name, k.Roles)
+		}
+		for _, r := range k.Roles {
+			if r.SessionAlive {
+				t.Errorf("%s tmux: %s shows a live session", name, r.Name)
+			}
+			if (r.Name == "king") != (r.HeartbeatAge >= 0) {
+				t.Errorf("%s tmux: %s heartbeat age %v (only the king beat)", name, r.Name, r.HeartbeatAge)
+			}
+		}
+	}
 }
