@@ -160,8 +160,12 @@ type ClaudeRun struct {
 // sets and whose "model" would pick the model), and every hook off.
 // Measured with claude 2.1.328–2.1.332: either flag alone keeps a
 // project's SessionStart hook from running; only the empty source list
-// keeps the user's "env" from redirecting ANTHROPIC_BASE_URL. They come
-// after runtime.claude.args, so those cannot undo them.
+// keeps the user's "env" from redirecting ANTHROPIC_BASE_URL, and it also
+// keeps every MCP server from starting but one an --mcp-config of
+// runtime.claude.args names: the repository's .mcp.json (approved by its
+// .claude/settings.json or not) and the kingdom user's ~/.claude.json
+// servers (TestRealClaude_NoMCPServerStarts). They come after
+// runtime.claude.args, so those cannot undo them.
 var ClaudeSettings = []string{"--setting-sources", "", "--settings", `{"disableAllHooks":true}`}
 
 // ClaudeArgs is `<command> -p --output-format stream-json --verbose

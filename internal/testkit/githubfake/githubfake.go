@@ -4,6 +4,11 @@
 // goes through a local bare repository the test makes; the fake lists its
 // branches for the pull requests it opens.
 //
+// It also serves the notifications the sentinel polls (AddNotification),
+// and can hold a write (HoldNext) so a test can kill the writer while its
+// request is in flight: dropped before it lands, or landed and never
+// answered.
+//
 //	f := githubfake.New("tok")        // writes need "Bearer tok"
 //	defer f.Close()
 //	f.AddRepo("acme/app", "main")
@@ -19,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Pull is a pull request of the fake.
@@ -79,6 +85,10 @@ type Fake struct {
 	created  map[string][]Comment // pull requests opened, "owner/name"
 	jira     map[string][]Comment // Jira issue key → comments
 	requests []Request
+	notes    []map[string]any // unread notifications
+	marked   []string         // notification threads marked read
+	holds    map[string][]*Hold
+	allHolds []*Hold
 	// LoseAnswers makes the next n writes happen but answer 502 (a reply
 	// lost after the post).
 	loseAnswers int
@@ -87,7 +97,8 @@ type Fake struct {
 // New starts a fake whose writes need "Bearer <token>".
 func New(token string) *Fake {
 	f := &Fake{token: token, nextID: 100, repos: map[string]string{}, pulls: map[string]*Pull{},
-		reviews: map[string][]Comment{}, comments: map[string][]Comment{}, created: map[string][]Comment{}, jira: map[string][]Comment{}}
+		reviews: map[string][]Comment{}, comments: map[string][]Comment{}, created: map[string][]Comment{}, jira: map[string][]Comment{},
+		holds: map[string][]*Hold{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /repos/{owner}/{name}", f.repo)
 	mux.HandleFunc("GET /repos/{owner}/{name}/pulls", f.listPulls)
@@ -99,6 +110,8 @@ func New(token string) *Fake {
 	mux.HandleFunc("POST /repos/{owner}/{name}/pulls/{n}/reviews", f.createReview)
 	mux.HandleFunc("GET /repos/{owner}/{name}/issues/{n}/comments", f.listComments)
 	mux.HandleFunc("POST /repos/{owner}/{name}/issues/{n}/comments", f.createComment)
+	mux.HandleFunc("GET /notifications", f.notifications)
+	mux.HandleFunc("PATCH /notifications/threads/{id}", f.markRead)
 	mux.HandleFunc("GET /rest/api/3/issue/{key}/comment", f.jiraList)
 	mux.HandleFunc("POST /rest/api/3/issue/{key}/comment", f.jiraAdd)
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -113,8 +126,16 @@ func New(token string) *Fake {
 // URL is the API base.
 func (f *Fake) URL() string { return f.srv.URL }
 
-// Close stops the server.
-func (f *Fake) Close() { f.srv.Close() }
+// Close stops the server (releasing every hold first).
+func (f *Fake) Close() {
+	f.mu.Lock()
+	all := f.allHolds
+	f.mu.Unlock()
+	for _, h := range all {
+		h.Release()
+	}
+	f.srv.Close()
+}
 
 // AddRepo adds a repository.
 func (f *Fake) AddRepo(repo, defaultBranch string) {
@@ -291,7 +312,12 @@ func (f *Fake) listReviews(w http.ResponseWriter, r *http.Request) {
 
 func (f *Fake) createReview(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
+	locked := true
+	defer func() {
+		if locked {
+			f.mu.Unlock()
+		}
+	}()
 	_, key, found := f.pullOf(r)
 	ok, lose := f.write(w, r)
 	if !ok {
@@ -310,12 +336,25 @@ func (f *Fake) createReview(w http.ResponseWriter, r *http.Request) {
 		reply(w, 422, map[string]string{"message": "Unprocessable Entity"})
 		return
 	}
+	h := f.takeHold(HoldReview)
+	if h != nil && h.Mode == HoldDrop {
+		locked = false
+		f.mu.Unlock()
+		h.hold(w, r)
+		return
+	}
 	f.nextID++
 	c := Comment{ID: f.nextID, Body: in.Body, State: map[string]string{"COMMENT": "COMMENTED", "REQUEST_CHANGES": "CHANGES_REQUESTED", "APPROVE": "APPROVED"}[in.Event],
 		Comments: in.Comments, Auth: r.Header.Get("Authorization")}
 	n := strings.TrimPrefix(key[strings.LastIndex(key, "#"):], "#")
 	c.HTMLURL = fmt.Sprintf("https://github.example/%s/pull/%s#pullrequestreview-%d", repoOf(r), n, c.ID)
 	f.reviews[key] = append(f.reviews[key], c)
+	if h != nil {
+		locked = false
+		f.mu.Unlock()
+		h.hold(w, r)
+		return
+	}
 	f.answer(w, lose, c)
 }
 
@@ -341,11 +380,24 @@ func (f *Fake) createComment(w http.ResponseWriter, r *http.Request) {
 		reply(w, 422, map[string]string{"message": "Unprocessable Entity"})
 		return
 	}
+	h := f.takeHold(HoldComment)
+	if h != nil && h.Mode == HoldDrop {
+		f.mu.Unlock()
+		h.hold(w, r)
+		f.mu.Lock() // the deferred unlock's
+		return
+	}
 	f.nextID++
 	c := Comment{ID: f.nextID, Body: in.Body, Auth: r.Header.Get("Authorization"),
 		HTMLURL: fmt.Sprintf("https://github.example/%s/issues/%d#issuecomment-%d", repoOf(r), n, f.nextID)}
 	key := fmt.Sprintf("%s#%d", repoOf(r), n)
 	f.comments[key] = append(f.comments[key], c)
+	if h != nil {
+		f.mu.Unlock()
+		h.hold(w, r)
+		f.mu.Lock()
+		return
+	}
 	f.answer(w, lose, c)
 }
 
@@ -431,4 +483,124 @@ func (f *Fake) jiraAdd(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	reply(w, 201, map[string]any{"id": strconv.FormatInt(f.nextID, 10)})
+}
+
+// A Hold keeps one write in flight until the test releases it (or the
+// writer goes away), then drops its connection unanswered: the writer
+// never learns what became of it.
+type Hold struct {
+	Mode HoldMode
+	// Arrived is closed when the write has arrived and is held (after it
+	// was recorded, for HoldLanded).
+	Arrived chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+// HoldMode says whether a held write lands.
+type HoldMode int
+
+const (
+	// HoldDrop never records the write: a writer killed while it is held
+	// was killed before its write landed.
+	HoldDrop HoldMode = iota
+	// HoldLanded records the write, then holds it unanswered: a writer
+	// killed while it is held was killed after its write landed.
+	HoldLanded
+)
+
+// The writes a Hold can take.
+const (
+	HoldReview  = "review"  // POST /repos/{o}/{n}/pulls/{n}/reviews
+	HoldComment = "comment" // POST /repos/{o}/{n}/issues/{n}/comments
+)
+
+// HoldNext holds the next write of kind (HoldReview, HoldComment); later
+// writes of the kind are served as usual.
+func (f *Fake) HoldNext(kind string, mode HoldMode) *Hold {
+	h := &Hold{Mode: mode, Arrived: make(chan struct{}), release: make(chan struct{})}
+	f.mu.Lock()
+	f.holds[kind] = append(f.holds[kind], h)
+	f.allHolds = append(f.allHolds, h)
+	f.mu.Unlock()
+	return h
+}
+
+// Release lets the held write go: its connection is dropped, unanswered.
+func (h *Hold) Release() { h.once.Do(func() { close(h.release) }) }
+
+// takeHold pops the first hold of kind (f.mu held).
+func (f *Fake) takeHold(kind string) *Hold {
+	hs := f.holds[kind]
+	if len(hs) == 0 {
+		return nil
+	}
+	f.holds[kind] = hs[1:]
+	return hs[0]
+}
+
+// hold signals the arrival, waits for the release (or the writer's end,
+// or the server's), and drops the connection without an answer.
+func (h *Hold) hold(w http.ResponseWriter, r *http.Request) {
+	close(h.Arrived)
+	select {
+	case <-h.release:
+	case <-r.Context().Done():
+	}
+	if hj, ok := w.(http.Hijacker); ok {
+		if conn, _, err := hj.Hijack(); err == nil {
+			conn.Close()
+			return
+		}
+	}
+	panic(http.ErrAbortHandler) // the server drops the connection
+}
+
+// AddNotification adds an unread notification of the authenticated user:
+// reason (review_requested, mention, assign) on repo's pull request pr.
+func (f *Fake) AddNotification(id, repo string, pr int, reason string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.notes = append(f.notes, map[string]any{
+		"id": id, "unread": true, "reason": reason, "updated_at": time.Now().UTC().Format(time.RFC3339),
+		"subject": map[string]any{"title": fmt.Sprintf("PR %d", pr), "type": "PullRequest",
+			"url": fmt.Sprintf("%s/repos/%s/pulls/%d", f.srv.URL, repo, pr)},
+		"repository": map[string]any{"full_name": repo, "html_url": "https://github.example/" + repo},
+		"url":        fmt.Sprintf("%s/notifications/threads/%s", f.srv.URL, id),
+	})
+}
+
+// MarkedRead are the notification threads marked read so far.
+func (f *Fake) MarkedRead() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.marked...)
+}
+
+func (f *Fake) notifications(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if r.Header.Get("Authorization") != "Bearer "+f.token || f.token == "" {
+		reply(w, 401, map[string]string{"message": "Bad credentials"})
+		return
+	}
+	w.Header().Set("X-Poll-Interval", "1")
+	w.Header().Set("X-RateLimit-Remaining", "4999")
+	out := append([]map[string]any{}, f.notes...)
+	reply(w, 200, out)
+}
+
+func (f *Fake) markRead(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	id := r.PathValue("id")
+	f.marked = append(f.marked, id)
+	keep := f.notes[:0]
+	for _, n := range f.notes {
+		if n["id"] != id {
+			keep = append(keep, n)
+		}
+	}
+	f.notes = keep
+	w.WriteHeader(http.StatusResetContent)
 }
