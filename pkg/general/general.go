@@ -54,6 +54,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/outputs"
+	"github.com/kingdom-dev/kingdom/pkg/parks"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/runner"
 	"github.com/kingdom-dev/kingdom/pkg/schema"
@@ -325,6 +326,12 @@ func (g *General) claim(ctx context.Context) error {
 	if len(entries) > 0 && g.enginePaused(ctx, now) {
 		return nil
 	}
+	var park *parks.Park
+	if len(entries) > 0 {
+		if park, err = parks.GeneralPark(ctx, g.kv, g.name); err != nil {
+			return err
+		}
+	}
 	for _, e := range entries {
 		if g.slots() <= 0 {
 			return nil
@@ -356,6 +363,12 @@ func (g *General) claim(ctx context.Context) error {
 			if nb, err := doc.ParseTime(t.NotBefore); err == nil && nb.After(now) {
 				continue
 			}
+		}
+		if park != nil && park.Canary != t.ID {
+			// Parked by the king's breaker (SPEC §12.4): only its canary
+			// runs; the rest (a retry scheduled before or during the
+			// park, a task dispatched just before it) waits for the lift.
+			continue
 		}
 		if !hostAdmits(snap, t.Priority) {
 			continue

@@ -125,7 +125,7 @@ func (k *King) parkMessage(p *parks.Park) *doc.Message {
 		for _, a := range p.Evidence.Last {
 			last = append(last, a.TaskID+" "+firstNonEmpty(a.ErrorReason, a.Status)+": "+redact.Clip(a.Error, 120))
 		}
-		m.Content = fmt.Sprintf("❌ %s parked: %s. No task is dispatched to it; one canary task runs after %s and its success lifts the park. `start unpark %s` lifts it now. Last failures: %s",
+		m.Content = fmt.Sprintf("❌ %s parked: %s. No task is dispatched to it and its retries wait; one canary task runs after %s and its success lifts the park. `start unpark %s` lifts it now. Last failures: %s",
 			p.Name, p.Reason, k.clockTime(p.Until), p.Name, strings.Join(last, "; "))
 		return m
 	}

@@ -16,6 +16,7 @@ package parks
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -122,4 +123,17 @@ func List(ctx context.Context, s kv.KV) ([]Park, error) {
 		return out[i].Name < out[j].Name
 	})
 	return out, nil
+}
+
+// GeneralPark returns the park of general name, nil when it is not parked.
+func GeneralPark(ctx context.Context, s kv.KV, name string) (*Park, error) {
+	var p Park
+	err := kv.GetJSON(ctx, s, kv.NSParks, Key(General, name), &p)
+	if errors.Is(err, kv.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read park of %s: %w", name, err)
+	}
+	return &p, nil
 }
