@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kingdom-dev/kingdom/internal/testkit/pgtest"
+	"github.com/kingdom-dev/kingdom/internal/testkit/slackfake"
 	"github.com/kingdom-dev/kingdom/internal/testkit/tcpproxy"
 	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
@@ -41,7 +43,10 @@ const clusterWork = "cluster.work"
 // clusterSoldier is the command engine of the cluster tests: it logs when
 // it starts and ends (task, pid, unix ns, base dir) to the cluster's run
 // log, sleeps payload.sleep_s seconds, asks a question when the payload
-// says needs_human and answers a resume. The task reaches it only through
+// says needs_human and answers a resume; a payload with fail_once fails
+// the task's first attempt as an engine that exits 3 without a result
+// (EngineError, retryable; a marker file beside the run log says it ran)
+// and succeeds the next. The task reaches it only through
 // the prompt (the general renders the payload into it): in PostgreSQL mode
 // no queue file exists for it to read.
 const clusterSoldier = `#!/bin/sh
@@ -49,6 +54,12 @@ prompt="$1"; task="$3"; result="$4"; log=%q
 echo "start $task $$ $(date +%%s%%N) $KINGDOM_BASE_DIR" >> "$log"
 secs=$(grep -o '"sleep_s":[0-9]*' "$prompt" | head -n 1 | cut -d: -f2)
 if [ -n "$secs" ]; then sleep "$secs"; fi
+if grep -q '"fail_once":true' "$prompt" && [ ! -e "$log.failed-$task" ]; then
+  : > "$log.failed-$task"
+  echo "end $task $$ $(date +%%s%%N) $KINGDOM_BASE_DIR" >> "$log"
+  echo "first attempt fails on purpose" >&2
+  exit 3
+fi
 if grep -q '(resume)' "$prompt"; then
   printf '{"task_id":"%%s","status":"success","summary":"resumed on %%s"}' "$task" "$KINGDOM_BASE_DIR" > "$result"
 elif grep -q '"needs_human":true' "$prompt"; then
@@ -76,6 +87,9 @@ type Cluster struct {
 	St     *pg.Store // the test's own view of the store
 	Hosts  []*clusterHost
 	RunLog string // the soldiers' start/end lines
+	// Slack is the fake Slack every host's envoy posts to (clusterOpts.slack);
+	// nil: the envoys write to their console logs.
+	Slack *slackfake.Server
 }
 
 type clusterOpts struct {
@@ -89,6 +103,11 @@ type clusterOpts struct {
 	// in production; otherwise the guard is 1000 deaths, for the chaos
 	// tests' own kills.
 	crashLoop bool
+	// slack points every host's envoy at one fake Slack (Cluster.Slack)
+	// instead of its console log.
+	slack bool
+	// files replaces or adds config files on every host (path → body).
+	files map[string]string
 }
 
 // clusterFiles returns a kingdom's config with the command engine at
@@ -139,6 +158,10 @@ func newCluster(t *testing.T, o clusterOpts) *Cluster {
 	}
 	t.Cleanup(func() { st.Close() })
 	c.St = st
+	if o.slack {
+		c.Slack = slackfake.New()
+		t.Cleanup(c.Slack.Close)
+	}
 	fence, takeover := clusterSelfFence, clusterTakeover
 	if o.selfFence > 0 {
 		fence, takeover = o.selfFence, o.takeover
@@ -154,6 +177,13 @@ func newCluster(t *testing.T, o clusterOpts) *Cluster {
 		if o.crashLoop {
 			files["config/system.yaml"] = strings.Replace(files["config/system.yaml"],
 				"  crash_loop:\n    max_restarts: 1000\n    window_minutes: 10\n", "", 1)
+		}
+		if c.Slack != nil {
+			files["config/envoy.yaml"] = fmt.Sprintf("slack:\n  api_url: %q\n  default_channel: C0CLUSTER\nintervals:\n  outbound_seconds: 1\n", c.Slack.APIURL())
+			files["config/kingdom.env"] = "SLACK_BOT_TOKEN=xoxb-e2e-bot\nSLACK_APP_TOKEN=xapp-e2e-app\n"
+		}
+		for path, body := range o.files {
+			files[path] = body
 		}
 		h := &clusterHost{Kingdom: NewKingdom(t, files), ID: id}
 		hostDSN := dsn
@@ -307,12 +337,20 @@ func (c *Cluster) Result(task string) *doc.Result {
 var doneRE = regexp.MustCompile(`✅ \S+ finished ([A-Za-z0-9._:@-]+)`)
 
 // Dones counts ✅ notifications per task across every host's console log
-// (the envoy writes to the log of the host where it leads).
+// (the envoy writes to the log of the host where it leads) and, with a
+// fake Slack, the ✅ posts Slack accepted.
 func (c *Cluster) Dones() map[string]int {
 	out := map[string]int{}
 	for _, h := range c.Hosts {
 		for task, n := range consoleDones(h.L) {
 			out[task] += n
+		}
+	}
+	if c.Slack != nil {
+		for _, call := range c.Slack.Calls("chat.postMessage") {
+			for _, m := range doneRE.FindAllStringSubmatch(call.Form.Get("text"), -1) {
+				out[m[1]]++
+			}
 		}
 	}
 	return out
@@ -589,9 +627,9 @@ func (c *Cluster) FirstAfter(typ string, t time.Time) time.Time {
 // (kingdom-<role>@<host>, its listener's with "/listen" after it).
 var appHostRE = regexp.MustCompile(`@([^/@]+)(/listen)?$`)
 
-// Connections counts the server connections to the cluster's database per
-// host, by application_name (the test's own and unnamed ones under "?").
-func (c *Cluster) Connections() (map[string]int, error) {
+// ConnectionsByApp counts the server connections to the cluster's
+// database by application_name ("" for the test's own and unnamed ones).
+func (c *Cluster) ConnectionsByApp() (map[string]int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, c.DSN)
@@ -611,24 +649,81 @@ func (c *Cluster) Connections() (map[string]int, error) {
 		if err := rows.Scan(&app); err != nil {
 			return nil, err
 		}
-		host := "?"
-		if m := appHostRE.FindStringSubmatch(app); m != nil {
-			host = m[1]
-		}
-		out[host]++
+		out[app]++
 	}
 	return out, rows.Err()
 }
 
-// logConnections logs the connections per host as a figure.
+// Connections counts the server connections to the cluster's database per
+// host, by application_name (the test's own and unnamed ones under "?").
+func (c *Cluster) Connections() (map[string]int, error) {
+	byApp, err := c.ConnectionsByApp()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for app, n := range byApp {
+		host := "?"
+		if m := appHostRE.FindStringSubmatch(app); m != nil {
+			host = m[1]
+		}
+		out[host] += n
+	}
+	return out, nil
+}
+
+// poolLimit is pg.Options.MaxConns' default: the pool of one process.
+const poolLimit = 3
+
+// logConnections logs the connections per host and per process as a
+// figure, beside the limit: each process's pool (poolLimit) plus a
+// connection for each lease it holds (leaders of king, envoy, the
+// chamberlain's cluster duties, the sentinel's pollers, start's host
+// lease) and a standby's lead attempt; its listener has one of its own
+// (application_name ending "/listen").
 func (c *Cluster) logConnections(when string) {
 	c.t.Helper()
-	n, err := c.Connections()
+	byApp, err := c.ConnectionsByApp()
 	if err != nil {
 		c.t.Logf("count connections %s: %v", when, err)
 		return
 	}
-	c.t.Logf("FIGURE: server connections per host %s: %v (by application_name; ? is the test's own and unnamed)", when, n)
+	perHost := map[string]int{}
+	procs, listeners := map[string]int{}, map[string]int{}
+	apps := make([]string, 0, len(byApp))
+	maxApp := 0
+	for app, n := range byApp {
+		host := "?"
+		if m := appHostRE.FindStringSubmatch(app); m != nil {
+			host = m[1]
+			if strings.HasSuffix(app, "/listen") {
+				listeners[host]++
+			} else {
+				procs[host]++
+				maxApp = max(maxApp, n)
+			}
+		}
+		perHost[host] += n
+		apps = append(apps, fmt.Sprintf("%s=%d", app, n))
+	}
+	slices.Sort(apps)
+	leases := map[string]int{}
+	if ls, err := c.St.Leaders(context.Background()); err == nil {
+		for _, li := range ls {
+			if li.Held {
+				leases[li.Holder]++
+			}
+		}
+	}
+	bounds := map[string]string{}
+	for host, p := range procs {
+		bounds[host] = fmt.Sprintf("%d (%d processes × MaxConns %d + %d listeners + %d leases held)",
+			p*poolLimit+listeners[host]+leases[host], p, poolLimit, listeners[host], leases[host])
+	}
+	c.t.Logf("FIGURE: server connections per host %s: %v (by application_name; ? is the test's own and unnamed); "+
+		"bound per host %v (a standby's lead attempt may add one for a moment); the most of one process (listener apart) %d, "+
+		"beside its pool's MaxConns %d plus one per lease it holds", when, perHost, bounds, maxApp, poolLimit)
+	c.t.Logf("connections by application_name %s: %s", when, strings.Join(apps, " "))
 }
 
 // SoldierSessions returns host i's soldier tmux sessions.

@@ -139,11 +139,13 @@ func TestCluster_LeaderFailoverAfterSIGKILL(t *testing.T) {
 		}
 		return false
 	})
-	t.Logf("FIGURE: leader failover after SIGKILL: lease taken %v, first dispatch %v after the kill (by %s)",
-		leaseAt.Round(time.Millisecond), dispatchAt.Round(time.Millisecond), c.Leader(layout.RoleKing))
+	t.Logf("FIGURE: leader failover after SIGKILL: lease taken %v, first dispatch %v after the kill (by %s); "+
+		"takeover_seconds %d, self_fence_seconds %d, leader_stall_seconds 120 (default) in this run (a SIGKILL ends the session: no wait for any of them)",
+		leaseAt.Round(time.Millisecond), dispatchAt.Round(time.Millisecond), c.Leader(layout.RoleKing), clusterTakeover, clusterSelfFence)
 	c.Eventually("the ✅ of the event dropped at the kill", time.Minute, func() bool { return c.allDone([]string{"evt-after-kill"}) })
-	t.Logf("FIGURE: a new event's ✅ during a failover (dropped at the SIGKILL of the leading king and envoy): %v after the kill",
-		time.Since(killed).Round(time.Millisecond))
+	t.Logf("FIGURE: a new event's ✅ during a failover (dropped at the SIGKILL of the leading king and envoy): %v after the kill "+
+		"(takeover_seconds %d; king.yaml retry backoff_seconds 1)", time.Since(killed).Round(time.Millisecond), clusterTakeover)
+	c.logConnections("after the failover")
 	c.Eventually("every event to complete", 2*time.Minute, func() bool { return c.allDone(append(warm, events...)) })
 	time.Sleep(3 * time.Second)
 	c.checkExactlyOnce(append(warm, events...))

@@ -6,7 +6,10 @@
 //
 // Leadership comes from the role's lock file (store.kind files), or from
 // Options.Lead (store.kind postgres: the store's lease, a session advisory
-// lock with an epoch). A role whose lease is lost stops at once: its tick
+// lock with an epoch), renewed every store.RenewEvery on a timer of its own
+// (not behind a tick) unless a tick has run for Options.LeaderStall, so a
+// standby deposes only a leader that is stalled or frozen, never one that
+// is idle between ticks. A role whose lease is lost stops at once: its tick
 // and Start contexts end and Run returns ErrLeadershipLost, so that start
 // relaunches it in standby.
 //
@@ -25,6 +28,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -97,6 +101,9 @@ type Options struct {
 	// the tick never returns, so start relaunches the role in standby and
 	// another host (or the relaunched process) leads.
 	LeaderStall time.Duration
+	// RenewEvery is how often the leader renews its lease (Lease.Renew),
+	// on a timer of its own, ticks or none (default store.RenewEvery).
+	RenewEvery time.Duration
 	// Wakes, if set, is one more wake source, debounced like a watched
 	// file (store.kind postgres: a notification of the shared store, where
 	// no file event fires).
@@ -127,6 +134,9 @@ func Run(ctx context.Context, o Options, role Role) error {
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.RenewEvery <= 0 {
+		o.RenewEvery = store.RenewEvery
 	}
 	stateDir := o.Layout.RoleStateDir(o.Role)
 	if err := layout.EnsureDir(stateDir); err != nil {
@@ -215,9 +225,16 @@ func Run(ctx context.Context, o Options, role Role) error {
 		return rest <= 0 || sleepCtx(runCtx, rest)
 	}
 
+	// The lease is renewed on its own timer, not after each tick: an idle
+	// leader ticks only every Interval (king.yaml intervals, up to an hour)
+	// and must not look stalled to a standby between ticks. A tick running
+	// past LeaderStall stops the renewals, so a standby may depose it.
+	var ticking tickClock
+	if lead.lease != nil {
+		go renewLoop(runCtx, o, lead.lease, &ticking)
+	}
 	fails := 0
 	var out outage
-	var renew renewal
 	var lastEnd time.Time     // when the last tick ended
 	timer := time.NewTimer(0) // first tick at once
 	defer timer.Stop()
@@ -246,14 +263,13 @@ func Run(ctx context.Context, o Options, role Role) error {
 		}
 		// The tick runs on a context that survives the shutdown signal, so a
 		// SIGTERM lets the current tick finish (SPEC §4.2).
+		ticking.begin()
 		err := watchedTick(tickCtx, o, role, hb, lead, func() {
 			stopRun(ErrLeadershipLost)
 			stopTick(ErrLeadershipLost)
 		})
+		ticking.end()
 		lastEnd = time.Now()
-		if lead.lease != nil {
-			renew.step(tickCtx, o, lead.lease)
-		}
 		if errors.Is(context.Cause(tickCtx), ErrLeadershipLost) {
 			return lostErr()
 		}
@@ -612,21 +628,49 @@ func watchedTick(ctx context.Context, o Options, role Role, hb *beat, lead *lead
 // ended before Run returns without it.
 const stallGrace = 5 * time.Second
 
-// renewal renews the leader's lease at most every renewEvery (a tick may
-// run hundreds of times a second in a burst; the stall window is minutes).
-type renewal struct{ last time.Time }
+// tickClock is when the tick now running began (zero between ticks).
+type tickClock struct{ since atomic.Int64 }
 
-const renewEvery = store.RenewEvery
+func (c *tickClock) begin() { c.since.Store(time.Now().UnixNano()) }
+func (c *tickClock) end()   { c.since.Store(0) }
 
-func (r *renewal) step(ctx context.Context, o Options, l store.Lease) {
-	if !r.last.IsZero() && time.Since(r.last) < renewEvery {
-		return
+// running is how long the current tick has run (0 between ticks).
+func (c *tickClock) running() time.Duration {
+	s := c.since.Load()
+	if s == 0 {
+		return 0
 	}
-	ctx, cancel := context.WithTimeout(ctx, renewEvery)
-	defer cancel()
-	if err := l.Renew(ctx); err != nil {
-		o.Log.Warn("renew the lease", "err", err)
-		return
+	return time.Since(time.Unix(0, s))
+}
+
+// renewLoop renews the leader's lease every Options.RenewEvery until ctx ends
+// (shutdown or the lease lost), except while a tick has run for
+// LeaderStall or more: that leader is stalled, and a standby may end its
+// session (store.leader_stall_seconds, SPEC §12.2). A process that is
+// frozen renews nothing either, its timers being frozen with it.
+func renewLoop(ctx context.Context, o Options, l store.Lease, ticking *tickClock) {
+	t := time.NewTicker(o.RenewEvery)
+	defer t.Stop()
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if o.LeaderStall > 0 && ticking.running() >= o.LeaderStall {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, o.RenewEvery)
+		err := l.Renew(rctx)
+		cancel()
+		switch {
+		case err != nil && !failing:
+			failing = true
+			o.Log.Warn("renew the lease", "err", err)
+		case err == nil && failing:
+			failing = false
+			o.Log.Info("lease renewed again")
+		}
 	}
-	r.last = time.Now()
 }

@@ -35,11 +35,7 @@ func (s *Store) Lead(ctx context.Context, name string) (store.Lease, error) {
 		c.Close(ctx)
 		return nil, fmt.Errorf("lead %s: %w", name, store.ErrHeld)
 	}
-	var epoch int64
-	err = c.QueryRow(ctx, `INSERT INTO leaders (name, epoch, holder, renewed_at, backend_pid) VALUES ($1, 1, $2, now(), pg_backend_pid())
-		ON CONFLICT (name) DO UPDATE SET epoch=leaders.epoch+1, holder=EXCLUDED.holder, acquired_at=now(),
-			renewed_at=now(), backend_pid=EXCLUDED.backend_pid
-		RETURNING epoch`, name, s.host).Scan(&epoch)
+	epoch, err := s.nextEpoch(ctx, c, name)
 	if err != nil {
 		c.Close(ctx)
 		return nil, fmt.Errorf("lead %s: epoch: %w", name, err)
@@ -53,6 +49,48 @@ func (s *Store) Lead(ctx context.Context, name string) (store.Lease, error) {
 	// not its deadline.
 	go l.watch(context.WithoutCancel(ctx), c, every)
 	return l, nil
+}
+
+// clearBlockersAfter is how long the epoch bump waits before it ends the
+// sessions that block it.
+const clearBlockersAfter = time.Second
+
+// nextEpoch writes the next epoch of name on c, which holds its lock. The
+// bump waits for every transaction that holds the row FOR SHARE (a fenced
+// commit of the previous holder, tx.go). One the previous holder left open
+// (a frozen process caught between its fence and its commit: its pool
+// connection stays up after its lease session was ended) would hold the
+// new leader back for ever, so after clearBlockersAfter the sessions
+// blocking the bump are ended: each is a commit of an older epoch of this
+// name (this lock is ours now) or a renewal of one, which may fail but must
+// never succeed after the bump.
+func (s *Store) nextEpoch(ctx context.Context, c *pgx.Conn, name string) (int64, error) {
+	type bumped struct {
+		epoch int64
+		err   error
+	}
+	pid := c.PgConn().PID()
+	done := make(chan bumped, 1)
+	go func() {
+		var b bumped
+		b.err = c.QueryRow(ctx, `INSERT INTO leaders (name, epoch, holder, renewed_at, backend_pid) VALUES ($1, 1, $2, now(), pg_backend_pid())
+			ON CONFLICT (name) DO UPDATE SET epoch=leaders.epoch+1, holder=EXCLUDED.holder, acquired_at=now(),
+				renewed_at=now(), backend_pid=EXCLUDED.backend_pid
+			RETURNING epoch`, name, s.host).Scan(&b.epoch)
+		done <- b
+	}()
+	t := time.NewTicker(clearBlockersAfter)
+	defer t.Stop()
+	for {
+		select {
+		case b := <-done:
+			return b.epoch, b.err
+		case <-t.C:
+		}
+		// c is busy with the bump: ask on the pool. A failure here only
+		// means the bump goes on waiting (until ctx ends).
+		_, _ = s.pool.Exec(ctx, "SELECT pg_terminate_backend(b) FROM unnest(pg_blocking_pids($1)) b", int32(pid))
+	}
 }
 
 // lease owns its connection: only watch uses it after Lead returns (a
@@ -128,20 +166,27 @@ func tryLock(ctx context.Context, c *pgx.Conn, name string) (bool, error) {
 // for the stall window (frozen, or hung in a tick while its connection
 // stays up), then takes the lock: the server frees a terminated session's
 // locks when its backend exits, a moment later, so the lock is asked for a
-// few times over about a second.
+// few times over about a second. Only the session that holds the lock is
+// ended: a row whose backend_pid is not the holder's (a new leader took
+// the lock and has not yet written its row; the old pid reused by another
+// backend) ends nothing.
 func (s *Store) endStalled(ctx context.Context, c *pgx.Conn, name string) (bool, error) {
 	var pid int32
-	var stale bool
-	err := c.QueryRow(ctx, "SELECT backend_pid, renewed_at < now() - make_interval(secs => $2) FROM leaders WHERE name=$1",
-		name, s.stall.Seconds()).Scan(&pid, &stale)
-	if errors.Is(err, pgx.ErrNoRows) || (err == nil && (!stale || pid == 0)) {
+	var ended bool
+	err := c.QueryRow(ctx, `SELECT l.backend_pid, pg_terminate_backend(l.backend_pid) FROM leaders l
+		WHERE l.name=$1 AND l.backend_pid <> 0 AND l.renewed_at < now() - make_interval(secs => $2)
+		AND EXISTS (SELECT 1 FROM pg_locks k WHERE k.pid=l.backend_pid AND k.locktype='advisory' AND k.granted AND k.objsubid=2
+			AND k.database=(SELECT oid FROM pg_database WHERE datname=current_database())
+			AND k.classid=$3::int4::oid AND k.objid=hashtext(l.name)::oid)`,
+		name, s.stall.Seconds(), lockLeader).Scan(&pid, &ended)
+	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("end the stalled leader's session: %w", err)
 	}
-	if _, err := c.Exec(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
-		return false, fmt.Errorf("end the stalled leader's session (pid %d): %w", pid, err)
+	if !ended {
+		return false, nil
 	}
 	for range 20 {
 		ok, err := tryLock(ctx, c, name)
