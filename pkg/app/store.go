@@ -201,124 +201,70 @@ func (s *lazyStore) endOutage() {
 	}
 }
 
-func (s *lazyStore) Get(ctx context.Context, q, id string) (store.Doc, error) {
+// call runs fn on the opened store within the call timeout (bound).
+func call[T any](s *lazyStore, ctx context.Context, fn func(context.Context, store.Store) (T, error)) (T, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	st, err := s.open(ctx)
 	if err != nil {
-		return store.Doc{}, err
+		var zero T
+		return zero, err
 	}
-	return st.Get(ctx, q, id)
+	return fn(ctx, st)
+}
+
+// do is call for a method that returns only an error.
+func do(s *lazyStore, ctx context.Context, fn func(context.Context, store.Store) error) error {
+	_, err := call(s, ctx, func(ctx context.Context, st store.Store) (struct{}, error) { return struct{}{}, fn(ctx, st) })
+	return err
+}
+
+func (s *lazyStore) Get(ctx context.Context, q, id string) (store.Doc, error) {
+	return call(s, ctx, func(ctx context.Context, st store.Store) (store.Doc, error) { return st.Get(ctx, q, id) })
 }
 
 func (s *lazyStore) List(ctx context.Context, q, state string) ([]store.Doc, error) {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	st, err := s.open(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return st.List(ctx, q, state)
+	return call(s, ctx, func(ctx context.Context, st store.Store) ([]store.Doc, error) { return st.List(ctx, q, state) })
 }
 
 func (s *lazyStore) Claim(ctx context.Context, q, from, to, id string, c store.Claim) error {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	st, err := s.open(ctx)
-	if err != nil {
-		return err
-	}
-	return st.Claim(ctx, q, from, to, id, c)
+	return do(s, ctx, func(ctx context.Context, st store.Store) error { return st.Claim(ctx, q, from, to, id, c) })
 }
 
 func (s *lazyStore) ClaimNext(ctx context.Context, q, from, to string, c store.Claim) (store.Doc, error) {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	st, err := s.open(ctx)
-	if err != nil {
-		return store.Doc{}, err
-	}
-	return st.ClaimNext(ctx, q, from, to, c)
+	return call(s, ctx, func(ctx context.Context, st store.Store) (store.Doc, error) { return st.ClaimNext(ctx, q, from, to, c) })
 }
 
 func (s *lazyStore) Update(ctx context.Context, fn func(store.Tx) error) error {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	st, err := s.open(ctx)
-	if err != nil {
-		return err
-	}
-	return st.Update(ctx, fn)
+	return do(s, ctx, func(ctx context.Context, st store.Store) error { return st.Update(ctx, fn) })
 }
 
 func (s *lazyStore) Admit(ctx context.Context, id string, data []byte) error {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	st, err := s.open(ctx)
-	if err != nil {
-		return err
-	}
-	return st.Admit(ctx, id, data)
+	return do(s, ctx, func(ctx context.Context, st store.Store) error { return st.Admit(ctx, id, data) })
 }
 
 func (s *lazyStore) Events(ctx context.Context, cur store.Cursor, max int) ([]store.Event, error) {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	st, err := s.open(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return st.Events(ctx, cur, max)
+	return call(s, ctx, func(ctx context.Context, st store.Store) ([]store.Event, error) { return st.Events(ctx, cur, max) })
 }
 
 func (s *lazyStore) Lead(ctx context.Context, name string) (store.Lease, error) {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	st, err := s.open(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return st.Lead(ctx, name)
+	return call(s, ctx, func(ctx context.Context, st store.Store) (store.Lease, error) { return st.Lead(ctx, name) })
 }
 
 func (s *lazyStore) Value(ctx context.Context, ns, key string) ([]byte, error) {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	st, err := s.open(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return st.Value(ctx, ns, key)
+	return call(s, ctx, func(ctx context.Context, st store.Store) ([]byte, error) { return st.Value(ctx, ns, key) })
 }
 
 func (s *lazyStore) Values(ctx context.Context, ns string) (map[string][]byte, error) {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	st, err := s.open(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return st.Values(ctx, ns)
+	return call(s, ctx, func(ctx context.Context, st store.Store) (map[string][]byte, error) { return st.Values(ctx, ns) })
 }
 
 func (s *lazyStore) Emit(ctx context.Context, typ, actor string, data any) error {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	st, err := s.open(ctx)
-	if err != nil {
-		return err
-	}
-	return st.Emit(ctx, typ, actor, data)
+	return do(s, ctx, func(ctx context.Context, st store.Store) error { return st.Emit(ctx, typ, actor, data) })
 }
 
 func (s *lazyStore) Leaders(ctx context.Context) (map[string]store.LeaderInfo, error) {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	st, err := s.open(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return st.Leaders(ctx)
+	return call(s, ctx, func(ctx context.Context, st store.Store) (map[string]store.LeaderInfo, error) { return st.Leaders(ctx) })
 }
 
 // Changes subscribes to every announcement (the roles' wakes use
@@ -332,33 +278,15 @@ func (s *lazyStore) Changes(ctx context.Context) <-chan string {
 }
 
 func (s *lazyStore) RenewHost(ctx context.Context, id, version string, started time.Time) error {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	st, err := s.open(ctx)
-	if err != nil {
-		return err
-	}
-	return st.RenewHost(ctx, id, version, started)
+	return do(s, ctx, func(ctx context.Context, st store.Store) error { return st.RenewHost(ctx, id, version, started) })
 }
 
 func (s *lazyStore) Hosts(ctx context.Context, selfFence time.Duration) ([]store.Host, error) {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	st, err := s.open(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return st.Hosts(ctx, selfFence)
+	return call(s, ctx, func(ctx context.Context, st store.Store) ([]store.Host, error) { return st.Hosts(ctx, selfFence) })
 }
 
 func (s *lazyStore) ForgetHost(ctx context.Context, id string) error {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	st, err := s.open(ctx)
-	if err != nil {
-		return err
-	}
-	return st.ForgetHost(ctx, id)
+	return do(s, ctx, func(ctx context.Context, st store.Store) error { return st.ForgetHost(ctx, id) })
 }
 
 // TrimEvents keeps its caller's deadline (a daily job that may delete a
@@ -372,13 +300,7 @@ func (s *lazyStore) TrimEvents(ctx context.Context, now time.Time, keep time.Dur
 }
 
 func (s *lazyStore) EventHorizon(ctx context.Context) (store.Horizon, error) {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	st, err := s.open(ctx)
-	if err != nil {
-		return store.Horizon{}, err
-	}
-	return st.EventHorizon(ctx)
+	return call(s, ctx, func(ctx context.Context, st store.Store) (store.Horizon, error) { return st.EventHorizon(ctx) })
 }
 
 // Close closes the store if it was opened; later calls fail.
