@@ -37,7 +37,7 @@ func (h *harness) click(user string, p slackfake.Posted, action string) string {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	if err := h.fake.WaitAck(env, 5*time.Second); err != nil {
+	if err := h.fake.WaitAck(env, 60*time.Second); err != nil {
 		h.t.Fatal(err)
 	}
 	return trig
@@ -46,7 +46,7 @@ func (h *harness) click(user string, p slackfake.Posted, action string) string {
 // waitUntil polls cond (the socket goroutine works after the ack).
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -150,7 +150,7 @@ func TestButtons_AnswerOpensModalAndResumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := h.fake.WaitAck(env, 5*time.Second); err != nil {
+	if err := h.fake.WaitAck(env, 60*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	evs := h.waitEvents(1)
