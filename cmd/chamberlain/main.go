@@ -53,7 +53,7 @@ func loadConfig(l layout.Layout) (chamberlain.Config, error) {
 		return chamberlain.Config{}, &app.ConfigError{Err: err}
 	}
 	return chamberlain.Config{Chamberlain: c, MaxSoldiers: k.Concurrency.MaxSoldiers, WatchdogInterval: s.WatchdogInterval(), Budget: k.Budget,
-		SelfFence: s.Store.SelfFence(), Takeover: s.Store.Takeover()}, nil
+		SelfFence: s.Store.SelfFence(), Takeover: s.Store.Takeover(), LeaderStall: s.Store.LeaderStall()}, nil
 }
 
 func run(ctx context.Context, cmd *cli.Command) error {

@@ -42,7 +42,7 @@ func main() {
 			}
 			s, err := sentinel.New(cfg, sentinel.Options{
 				Layout: env.Layout, Log: env.Log, Events: env.Events, Clock: env.Clock,
-				Store: st, Host: env.HostID,
+				Store: st, Host: env.HostID, LeaderStall: env.System.Store.LeaderStall(),
 			})
 			if err != nil {
 				return &app.ConfigError{Err: err}

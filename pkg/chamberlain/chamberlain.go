@@ -74,6 +74,10 @@ type Config struct {
 	// SelfFence and Takeover are system.yaml store.self_fence_seconds and
 	// store.takeover_seconds: a host silent for Takeover is lost.
 	SelfFence, Takeover time.Duration
+	// LeaderStall is system.yaml store.leader_stall_seconds: the cluster
+	// lease is renewed between ticks (idle is not stalled) unless a tick
+	// has run this long, when another host may take the duties over.
+	LeaderStall time.Duration
 }
 
 // Deps are the chamberlain's connections to the world.
@@ -109,10 +113,16 @@ type Role struct {
 	tasks    *queue.Queue
 	kv       kv.KV
 
-	st           store.Store
-	host         string
-	lease        store.Lease // the cluster lease while held
-	leaseRenewed time.Time   // its last Renew
+	st    store.Store
+	host  string
+	lease store.Lease // the cluster lease while held
+	// The lease is renewed every renewEvery on a timer of its own
+	// (cluster.go) until stopRenew, except while stalled: the tick now
+	// running (ticking) has run for LeaderStall.
+	ticking    store.RunClock
+	renewEvery time.Duration
+	stalled    func() bool
+	stopRenew  context.CancelFunc
 
 	// the cluster duties' place in the event log: cur is just past the
 	// last event consumed, savedCur what the store holds (consume).
@@ -160,6 +170,9 @@ func New(l layout.Layout, cfg Config, d Deps, mode Mode) (*Role, error) {
 	if cfg.Takeover == 0 {
 		cfg.Takeover = config.DefaultSystem().Store.Takeover()
 	}
+	if cfg.LeaderStall == 0 {
+		cfg.LeaderStall = config.DefaultSystem().Store.LeaderStall()
+	}
 	if d.Clock == nil {
 		d.Clock = clock.Real{}
 	}
@@ -179,7 +192,7 @@ func New(l layout.Layout, cfg Config, d Deps, mode Mode) (*Role, error) {
 	q := func(kind string, em *eventlog.Emitter) *queue.Queue {
 		return queue.OnStore(d.Store, l, kind, em, d.Host)
 	}
-	return &Role{
+	r := &Role{
 		l: l, cfg: cfg, c: cfg.Chamberlain, mode: mode,
 		clk: d.Clock, met: d.Metrics, tm: d.Tmux, em: em, log: d.Log,
 		reg:      sessions.New(l),
@@ -189,7 +202,11 @@ func New(l layout.Layout, cfg Config, d Deps, mode Mode) (*Role, error) {
 		kv:       kv.OnStore(d.Store), // the pauses and the spend every host shares
 		st:       d.Store,
 		host:     d.Host,
-	}, nil
+
+		renewEvery: store.RenewEvery,
+	}
+	r.stalled = func() bool { return r.ticking.Past(r.cfg.LeaderStall) }
+	return r, nil
 }
 
 func (r *Role) emit(typ string, data any) {
@@ -255,6 +272,8 @@ func (r *Role) saveAlerts() error {
 
 // Tick runs one round: observe, decide, act (SPEC §4.8).
 func (r *Role) Tick(ctx context.Context) error {
+	r.ticking.Begin()
+	defer r.ticking.End()
 	now := r.clk.Now()
 	r.load(now)
 	var errs []error
@@ -305,6 +324,7 @@ func (r *Role) Tick(ctx context.Context) error {
 
 // Close releases the cluster lease.
 func (r *Role) Close() error {
+	r.stopRenewing()
 	if r.lease == nil {
 		return nil
 	}

@@ -26,15 +26,15 @@ const ClusterLease = "chamberlain-cluster"
 
 // leadCluster reports whether this tick runs the cluster duties: while
 // this host holds ClusterLease, asked for without blocking each tick until
-// it is held.
+// it is held. A held lease is renewed between ticks (renewCluster).
 func (r *Role) leadCluster(ctx context.Context) bool {
 	if r.lease != nil {
 		select {
 		case <-r.lease.Lost():
 			r.log.Warn("cluster duties lost to another host", "epoch", r.lease.Epoch())
+			r.stopRenewing()
 			r.lease = nil
 		default:
-			r.renewCluster(ctx)
 			return true
 		}
 	}
@@ -48,6 +48,7 @@ func (r *Role) leadCluster(ctx context.Context) bool {
 		return false
 	}
 	r.lease = l
+	r.renewCluster(l)
 	// A new leader resumes the event log where the store's cursor says,
 	// not where this host's reader stopped when it last led.
 	r.curLoaded = false
@@ -55,18 +56,27 @@ func (r *Role) leadCluster(ctx context.Context) bool {
 	return true
 }
 
-// renewCluster renews the cluster duties' lease at most every
-// store.RenewEvery: one not renewed for store.leader_stall_seconds is
-// deposed by another host.
-func (r *Role) renewCluster(ctx context.Context) {
-	if time.Since(r.leaseRenewed) < store.RenewEvery {
-		return
+// renewCluster renews the cluster duties' lease l every store.RenewEvery
+// on a timer of its own until it is lost or given up (stopRenewing): one
+// not renewed for store.leader_stall_seconds is deposed by another host,
+// and the chamberlain ticks only every monitoring.interval_seconds (30 s
+// by default), so renewing in its ticks made an idle leader look stalled
+// and moved the duties at every gap. A tick that has run for
+// Config.LeaderStall renews nothing: that host is stuck, and another may
+// take the duties over.
+func (r *Role) renewCluster(l store.Lease) {
+	r.stopRenewing()
+	ctx, cancel := context.WithCancel(context.Background())
+	r.stopRenew = cancel
+	go store.KeepRenewed(ctx, l, r.renewEvery, r.stalled, r.log)
+}
+
+// stopRenewing ends renewCluster's renewals.
+func (r *Role) stopRenewing() {
+	if r.stopRenew != nil {
+		r.stopRenew()
+		r.stopRenew = nil
 	}
-	if err := r.lease.Renew(ctx); err != nil {
-		r.log.Warn("renew the cluster duties' lease", "err", err)
-		return
-	}
-	r.leaseRenewed = time.Now()
 }
 
 // clusterKind: alerts of this kind are the cluster's (from the event log

@@ -7,11 +7,11 @@
 // Leadership comes from the role's lock file (store.kind files), or from
 // Options.Lead (store.kind postgres: the store's lease, a session advisory
 // lock with an epoch), renewed every store.RenewEvery on a timer of its own
-// (not behind a tick) unless a tick has run for Options.LeaderStall, so a
-// standby deposes only a leader that is stalled or frozen, never one that
-// is idle between ticks. A role whose lease is lost stops at once: its tick
-// and Start contexts end and Run returns ErrLeadershipLost, so that start
-// relaunches it in standby.
+// (store.KeepRenewed, not behind a tick) unless a tick has run for
+// Options.LeaderStall, so a standby deposes only a leader that is stalled
+// or frozen, never one that is idle between ticks. A role whose lease is
+// lost stops at once: its tick and Start contexts end and Run returns
+// ErrLeadershipLost, so that start relaunches it in standby.
 //
 //	err := runner.Run(ctx, runner.Options{Role: "king", Layout: l, Log: log,
 //		Watches: []runner.Watch{{Dir: l.QueueState("events", "pending")}}}, kingRole)
@@ -28,7 +28,6 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -229,9 +228,10 @@ func Run(ctx context.Context, o Options, role Role) error {
 	// leader ticks only every Interval (king.yaml intervals, up to an hour)
 	// and must not look stalled to a standby between ticks. A tick running
 	// past LeaderStall stops the renewals, so a standby may depose it.
-	var ticking tickClock
+	var ticking store.RunClock
 	if lead.lease != nil {
-		go renewLoop(runCtx, o, lead.lease, &ticking)
+		stall := o.LeaderStall
+		go store.KeepRenewed(runCtx, lead.lease, o.RenewEvery, func() bool { return ticking.Past(stall) }, o.Log)
 	}
 	fails := 0
 	var out outage
@@ -263,12 +263,12 @@ func Run(ctx context.Context, o Options, role Role) error {
 		}
 		// The tick runs on a context that survives the shutdown signal, so a
 		// SIGTERM lets the current tick finish (SPEC §4.2).
-		ticking.begin()
+		ticking.Begin()
 		err := watchedTick(tickCtx, o, role, hb, lead, func() {
 			stopRun(ErrLeadershipLost)
 			stopTick(ErrLeadershipLost)
 		})
-		ticking.end()
+		ticking.End()
 		lastEnd = time.Now()
 		if errors.Is(context.Cause(tickCtx), ErrLeadershipLost) {
 			return lostErr()
@@ -627,50 +627,3 @@ func watchedTick(ctx context.Context, o Options, role Role, hb *beat, lead *lead
 // stallGrace is how long a stalled tick may take to notice its context
 // ended before Run returns without it.
 const stallGrace = 5 * time.Second
-
-// tickClock is when the tick now running began (zero between ticks).
-type tickClock struct{ since atomic.Int64 }
-
-func (c *tickClock) begin() { c.since.Store(time.Now().UnixNano()) }
-func (c *tickClock) end()   { c.since.Store(0) }
-
-// running is how long the current tick has run (0 between ticks).
-func (c *tickClock) running() time.Duration {
-	s := c.since.Load()
-	if s == 0 {
-		return 0
-	}
-	return time.Since(time.Unix(0, s))
-}
-
-// renewLoop renews the leader's lease every Options.RenewEvery until ctx ends
-// (shutdown or the lease lost), except while a tick has run for
-// LeaderStall or more: that leader is stalled, and a standby may end its
-// session (store.leader_stall_seconds, SPEC §12.2). A process that is
-// frozen renews nothing either, its timers being frozen with it.
-func renewLoop(ctx context.Context, o Options, l store.Lease, ticking *tickClock) {
-	t := time.NewTicker(o.RenewEvery)
-	defer t.Stop()
-	failing := false
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if o.LeaderStall > 0 && ticking.running() >= o.LeaderStall {
-			continue
-		}
-		rctx, cancel := context.WithTimeout(ctx, o.RenewEvery)
-		err := l.Renew(rctx)
-		cancel()
-		switch {
-		case err != nil && !failing:
-			failing = true
-			o.Log.Warn("renew the lease", "err", err)
-		case err == nil && failing:
-			failing = false
-			o.Log.Info("lease renewed again")
-		}
-	}
-}

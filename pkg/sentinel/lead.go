@@ -22,14 +22,28 @@ import (
 // previous leader admitted is refused as a duplicate.
 const PollersLease = "sentinel-pollers"
 
-// pollers holds the pollers' lease between ticks.
+// pollers holds the pollers' lease between ticks, renewed every every on
+// a timer of its own (the sentinel may tick only every 10 s, as long as
+// the shortest store.leader_stall_seconds) unless the tick now running
+// (ticking) has run for stall: that host is stuck, and another may take
+// the polling over.
 type pollers struct {
-	st  store.Store
-	log *slog.Logger
+	st    store.Store
+	log   *slog.Logger
+	every time.Duration
+	// stalled is ticking.Past(stall) (a test may wrap it).
+	stalled func() bool
+	ticking store.RunClock
 
-	mu      sync.Mutex
-	lease   store.Lease
-	renewed time.Time // the lease's last Renew
+	mu        sync.Mutex
+	lease     store.Lease
+	stopRenew context.CancelFunc // ends the lease's renewals
+}
+
+func newPollers(st store.Store, log *slog.Logger, stall time.Duration) *pollers {
+	p := &pollers{st: st, log: log, every: store.RenewEvery}
+	p.stalled = func() bool { return p.ticking.Past(stall) }
+	return p
 }
 
 // lead returns the context the pollers run under this tick, or ok false
@@ -44,6 +58,7 @@ func (p *pollers) lead(ctx context.Context) (pctx context.Context, done func(), 
 		select {
 		case <-p.lease.Lost():
 			p.log.Warn("pollers' lease lost: polling stops here", "epoch", p.lease.Epoch())
+			p.stopRenewing()
 			p.lease.Release()
 			p.lease = nil
 		default:
@@ -59,15 +74,11 @@ func (p *pollers) lead(ctx context.Context) (pctx context.Context, done func(), 
 		}
 		p.lease = l
 		p.log.Info("pollers' lease taken: this host polls GitHub and Jira", "epoch", l.Epoch())
-	}
-	// A lease that stops being renewed is deposed by another host after
-	// store.leader_stall_seconds: each tick that runs the pollers says so.
-	if time.Since(p.renewed) >= store.RenewEvery {
-		if err := p.lease.Renew(ctx); err != nil {
-			p.log.Warn("renew the pollers' lease", "err", err)
-		} else {
-			p.renewed = time.Now()
-		}
+		// A lease that stops being renewed is deposed by another host
+		// after store.leader_stall_seconds: renewed on a timer of its own.
+		rctx, cancel := context.WithCancel(context.Background())
+		p.stopRenew = cancel
+		go store.KeepRenewed(rctx, l, p.every, p.stalled, p.log)
 	}
 	lost := p.lease.Lost()
 	pctx, cancel := context.WithCancel(ctx)
@@ -85,10 +96,19 @@ func (p *pollers) lead(ctx context.Context) (pctx context.Context, done func(), 
 func (p *pollers) release() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.stopRenewing()
 	if p.lease == nil {
 		return nil
 	}
 	err := p.lease.Release()
 	p.lease = nil
 	return err
+}
+
+// stopRenewing ends the lease's renewals (p.mu held).
+func (p *pollers) stopRenewing() {
+	if p.stopRenew != nil {
+		p.stopRenew()
+		p.stopRenew = nil
+	}
 }

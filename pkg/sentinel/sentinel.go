@@ -68,6 +68,10 @@ type Options struct {
 	Store store.Store
 	// Host is this host's id.
 	Host string
+	// LeaderStall is system.yaml store.leader_stall_seconds (default
+	// 120 s): the pollers' lease is renewed between ticks unless a tick
+	// has run this long, when another host may take the polling over.
+	LeaderStall time.Duration
 }
 
 type scheduled struct {
@@ -175,8 +179,11 @@ func NewWith(o Options, ws ...watcher.Watcher) *Sentinel {
 // events queue and the pollers' lease.
 func newSentinel(o Options) *Sentinel {
 	events := queue.OnStore(o.Store, o.Layout, layout.QEvents, o.Events, o.Host)
+	if o.LeaderStall == 0 {
+		o.LeaderStall = config.DefaultSystem().Store.LeaderStall()
+	}
 	return &Sentinel{o: o, wakeCh: make(chan struct{}, 1),
-		admit: queue.NewAdmitter(o.Layout, events), pollers: &pollers{st: o.Store, log: o.Log}}
+		admit: queue.NewAdmitter(o.Layout, events), pollers: newPollers(o.Store, o.Log, o.LeaderStall)}
 }
 
 // Close gives up the pollers' lease, so that another host takes the
@@ -289,6 +296,8 @@ type everyTick interface{ EveryTick() bool }
 // watcher but the inbox) run only while this host holds PollersLease, and
 // stop the moment it is lost.
 func (s *Sentinel) Tick(ctx context.Context) error {
+	s.pollers.ticking.Begin()
+	defer s.pollers.ticking.End()
 	var errs []error
 	pctx, done, lead, err := s.pollers.lead(ctx)
 	if err != nil {
