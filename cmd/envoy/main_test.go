@@ -149,14 +149,14 @@ func TestEnvoyBinary_DaemonAgainstFakeSlack(t *testing.T) {
 		<-exited
 	}()
 
-	if err = fake.WaitConnected(10 * time.Second); err != nil {
+	if err = fake.WaitConnected(60 * time.Second); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	env, err := fake.PushMessage(slackfake.Msg{Channel: "D1", ChannelType: "im", User: "UALICE", Text: "review please", TS: "1700000000.000100"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := fake.WaitAck(env, 5*time.Second); err != nil {
+	if err := fake.WaitAck(env, 60*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(l.QueueState(layout.QEvents, layout.Pending), "evt-slack-msg-1700000000-000100.json")); err != nil {
@@ -172,7 +172,7 @@ func TestEnvoyBinary_DaemonAgainstFakeSlack(t *testing.T) {
 	os.WriteFile(tmp, b, 0o600)
 	os.Rename(tmp, filepath.Join(l.QueueState(layout.QMessages, layout.Pending), msg.ID+".json"))
 	// The outbound interval is 60 s: only the inotify wake-up can make this.
-	calls, err := fake.WaitCalls("chat.postMessage", 1, 10*time.Second)
+	calls, err := fake.WaitCalls("chat.postMessage", 1, 60*time.Second)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
@@ -190,7 +190,7 @@ func TestEnvoyBinary_DaemonAgainstFakeSlack(t *testing.T) {
 		if err != nil {
 			t.Errorf("exit after SIGTERM: %v", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(60 * time.Second):
 		t.Fatal("envoy did not exit after SIGTERM")
 	}
 	logs, _ := os.ReadFile(l.SystemLog())

@@ -77,7 +77,7 @@ func TestRun_StopSignalEndsTheEngineGroupAndPublishesNothing(t *testing.T) {
 			st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 			return err != nil || strings.Contains(string(st), ") Z ")
 		}
-		for end := time.Now().Add(5 * time.Second); !gone() && time.Now().Before(end); {
+		for end := time.Now().Add(60 * time.Second); !gone() && time.Now().Before(end); {
 			time.Sleep(20 * time.Millisecond) // the kernel delivers the group kill
 		}
 		if !gone() {
@@ -143,7 +143,7 @@ func TestRun_HangupSweepsWhatTheAgentDetached(t *testing.T) {
 		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 		return err != nil || strings.Contains(string(st), ") Z ")
 	}
-	for end := time.Now().Add(5 * time.Second); !gone() && time.Now().Before(end); {
+	for end := time.Now().Add(60 * time.Second); !gone() && time.Now().Before(end); {
 		time.Sleep(20 * time.Millisecond) // the kernel delivers the kill
 	}
 	if !gone() {

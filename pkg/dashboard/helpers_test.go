@@ -211,7 +211,7 @@ func (c *sseClient) Next() (sseEvent, error) {
 // WaitComment reads until a comment starting with prefix arrives.
 func (c *sseClient) WaitComment(t testing.TB, prefix string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		for _, cm := range c.Comments {
 			if strings.HasPrefix(cm, prefix) {

@@ -16,7 +16,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 )
 
-const wait = 5 * time.Second
+const wait = 60 * time.Second
 
 func (h *harness) push(m slackfake.Msg) string {
 	h.t.Helper()

@@ -136,18 +136,26 @@ func TestGeneral_NoProgressStallsASilentSoldier(t *testing.T) {
 	}{
 		{"silent", "sleep 600\n", doc.ReasonStalled, 60, 90},
 		{"printing", "while :; do echo working; sleep 0.01; done\n", doc.ReasonTimeout, 200, 230},
-		{"editing", "while :; do date +%s%N > progress.txt; sleep 0.01; done\n", doc.ReasonTimeout, 100, 130},
+		// It touches DIR/beat after each edit: the sign of life the clock waits for.
+		{"editing", "while :; do date +%s%N > progress.txt; touch DIR/beat; sleep 0.01; done\n", doc.ReasonTimeout, 100, 130},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			fc := clock.NewFake(time.Now())
 			e := newEnv(t, withClock(fc))
 			e.brk = config.KingBreaker{NoProgressMinutes: 1}
 			dir := t.TempDir()
-			withAgentScript(t, e, fmt.Sprintf("echo $$ > %s/agent.pid\n%s", dir, c.script))
+			withAgentScript(t, e, fmt.Sprintf("echo $$ > %s/agent.pid\n%s", dir, strings.ReplaceAll(c.script, "DIR", dir)))
 			e.start()
 			const id = "task-20260101-040"
 			e.task(id)
-			r := advanceUntilFinal(e, fc, id)
+			var alive func() string
+			switch c.name {
+			case "printing":
+				alive = mtimeOf(e.l.ResultHeartbeat(id))
+			case "editing":
+				alive = mtimeOf(filepath.Join(dir, "beat"))
+			}
+			r := advanceUntilFinal(e, fc, id, alive)
 			if r.Status != doc.ResultFailed || r.ErrorReason != c.reason {
 				t.Fatalf("final = %s/%s (%s), want failed/%s", r.Status, r.ErrorReason, r.Error, c.reason)
 			}

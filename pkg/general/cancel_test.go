@@ -31,7 +31,7 @@ func readPID(path string) int {
 // speed assertion: a SIGKILLed process is reaped by its parent or init).
 func awaitDead(t *testing.T, what string, pid int) {
 	t.Helper()
-	limit := time.Now().Add(10 * time.Second)
+	limit := time.Now().Add(60 * time.Second)
 	for proctree.Alive(pid) {
 		if time.Now().After(limit) {
 			t.Fatalf("%s (pid %d) still alive", what, pid)

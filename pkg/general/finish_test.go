@@ -36,7 +36,7 @@ func TestFinish_TimeoutTakesUsageAndCostFromTheSoldiersRecord(t *testing.T) {
 	if err := engine.WriteSpent(e.l.ResultSpent(id), spent); err != nil {
 		t.Fatal(err)
 	}
-	r := advanceUntilFinal(e, fc, id)
+	r := advanceUntilFinal(e, fc, id, nil)
 	if r.Status != doc.ResultFailed || r.ErrorReason != doc.ReasonTimeout {
 		t.Fatalf("final = %+v, want a Timeout", r)
 	}

@@ -304,19 +304,38 @@ func TestGeneral_KilledFromOutsideIsSoldierDied(t *testing.T) {
 }
 
 // advanceUntilFinal drives a fake clock in 10 s steps until the final result.
-func advanceUntilFinal(e *env, fc *clock.Fake, id string) *doc.Result {
+// alive, when not nil, names the soldier's sign of life (a file's mtime that
+// changes while it works): each step then waits for a change of it before the
+// clock moves, so a soldier starved of CPU (a loaded machine) is not taken
+// for a silent one.
+func advanceUntilFinal(e *env, fc *clock.Fake, id string, alive func() string) *doc.Result {
 	e.t.Helper()
 	e.tickUntil("soldier session", func() bool { return sessionOf(e, id) != "" })
 	count := func() int { return e.pollCount(id) }
+	last := ""
+	if alive != nil {
+		last = alive()
+	}
 	for i := 0; i < 200; i++ {
 		if _, err := os.Stat(e.l.ResultFinal(id)); err == nil {
 			break
+		}
+		// A soldier that shows life shows it in every step (until its raw
+		// result ends the watch).
+		for deadline := time.Now().Add(30 * time.Second); alive != nil && alive() == last && time.Now().Before(deadline); {
+			if _, err := os.Stat(e.l.ResultRaw(id)); err == nil {
+				break
+			}
+			time.Sleep(5 * time.Millisecond) // waiting on the soldier's processes
+		}
+		if alive != nil {
+			last = alive()
 		}
 		// Step the clock only after the watcher has looked at the current
 		// time twice (so it saw every heartbeat of this step): the
 		// measured durations then do not depend on scheduling.
 		seen := count()
-		for deadline := time.Now().Add(10 * time.Second); count() < seen+2 && time.Now().Before(deadline); {
+		for deadline := time.Now().Add(30 * time.Second); count() < seen+2 && time.Now().Before(deadline); {
 			if _, err := os.Stat(e.l.ResultFinal(id)); err == nil {
 				break
 			}
@@ -327,13 +346,25 @@ func advanceUntilFinal(e *env, fc *clock.Fake, id string) *doc.Result {
 	return e.final(id)
 }
 
+// mtimeOf is a sign of life for advanceUntilFinal: path's mtime ("" while
+// it is missing).
+func mtimeOf(path string) func() string {
+	return func() string {
+		st, err := os.Stat(path)
+		if err != nil {
+			return ""
+		}
+		return st.ModTime().String()
+	}
+}
+
 func TestGeneral_TimeoutWithoutHeartbeat(t *testing.T) {
 	fc := clock.NewFake(time.Now())
 	e := newEnv(t, withClock(fc))
 	e.scenario("", map[string]any{"mode": "hang"})
 	e.start()
 	e.task("task-20260101-030")
-	r := advanceUntilFinal(e, fc, "task-20260101-030")
+	r := advanceUntilFinal(e, fc, "task-20260101-030", nil)
 	if r.Status != "failed" || r.ErrorReason != doc.ReasonTimeout {
 		t.Fatalf("final = %+v", r)
 	}
@@ -354,7 +385,7 @@ func TestGeneral_TimeoutExtendedByHeartbeatUpToTwice(t *testing.T) {
 	e.scenario("", map[string]any{"mode": "hang_heartbeat"})
 	e.start()
 	e.task("task-20260101-031")
-	r := advanceUntilFinal(e, fc, "task-20260101-031")
+	r := advanceUntilFinal(e, fc, "task-20260101-031", mtimeOf(e.l.ResultHeartbeat("task-20260101-031")))
 	if r.Status != "failed" || r.ErrorReason != doc.ReasonTimeout {
 		t.Fatalf("final = %+v", r)
 	}

@@ -76,7 +76,7 @@ func (f *fixture) unparkRequest(target string) control.Reply {
 		f.t.Fatal(err)
 	}
 	f.tick()
-	ctx, cancel := context.WithTimeout(f.t.Context(), time.Second)
+	ctx, cancel := context.WithTimeout(f.t.Context(), 60*time.Second)
 	defer cancel()
 	rep, err := control.WaitReply(ctx, kv.OnStore(f.st), id, 0)
 	if err != nil {
@@ -445,7 +445,7 @@ func TestBreaker_PetitionToAParkedGeneralWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.dm()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		f.tick()
 		if _, err := os.Stat(f.l.PetitionResult(dmID)); err == nil {

@@ -22,7 +22,7 @@ func (f *fixture) request(r control.Request) *control.Reply {
 		f.t.Fatal(err)
 	}
 	f.tick()
-	ctx, cancel := context.WithTimeout(f.t.Context(), time.Second)
+	ctx, cancel := context.WithTimeout(f.t.Context(), 60*time.Second)
 	defer cancel()
 	rep, err := control.WaitReply(ctx, kv.OnStore(f.st), id, 0)
 	if err != nil {

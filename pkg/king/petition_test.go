@@ -34,7 +34,7 @@ func (f *fixture) dm() {
 // settle ticks until petitioning/ is empty, woken by the classifier's exit.
 func (f *fixture) settle() {
 	f.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for len(f.ids(layout.QEvents, layout.Petitioning)) > 0 {
 		if time.Now().After(deadline) {
 			f.t.Fatal("petition never settled")

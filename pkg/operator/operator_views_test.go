@@ -271,7 +271,7 @@ func TestRestart_StopsTheSessionAndTheWatchdogRelaunchesIt(t *testing.T) {
 	if err := w.Round(ctx); err != nil {
 		t.Fatal(err)
 	}
-	s, ok := WaitRelaunch(ctx, tc, "gen-pr", old, 5*time.Second)
+	s, ok := WaitRelaunch(ctx, tc, "gen-pr", old, 60*time.Second)
 	if !ok || s.PID == old.PID {
 		t.Fatalf("not relaunched: %+v (old pid %d)", s, old.PID)
 	}

@@ -33,7 +33,7 @@ func TestSweepOrphans_KillsEveryGenerationOfOneTaskOnly(t *testing.T) {
 		n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 		return n
 	}
-	for deadline := time.Now().Add(5 * time.Second); pidOf("child") == 0 || pidOf("grandchild") == 0; {
+	for deadline := time.Now().Add(60 * time.Second); pidOf("child") == 0 || pidOf("grandchild") == 0; {
 		if time.Now().After(deadline) {
 			t.Fatal("the detached shell did not start its sleep")
 		}

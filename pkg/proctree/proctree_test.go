@@ -25,7 +25,7 @@ func TestKill_TakesTheWholeTreeEvenAChildThatLeftTheGroup(t *testing.T) {
 	waited := make(chan struct{})
 	go func() { sh.Wait(); close(waited) }()
 	var kids []int
-	for deadline := time.Now().Add(10 * time.Second); len(kids) < 2; {
+	for deadline := time.Now().Add(60 * time.Second); len(kids) < 2; {
 		if time.Now().After(deadline) {
 			t.Fatalf("children never started (pids %v)", kids)
 		}
@@ -44,7 +44,7 @@ func TestKill_TakesTheWholeTreeEvenAChildThatLeftTheGroup(t *testing.T) {
 	Kill(tree)
 	<-waited
 	for _, p := range kids {
-		for deadline := time.Now().Add(5 * time.Second); Alive(p); {
+		for deadline := time.Now().Add(60 * time.Second); Alive(p); {
 			if time.Now().After(deadline) {
 				t.Fatalf("child %d survived", p)
 			}

@@ -30,7 +30,7 @@ func detached(t *testing.T, env ...string) int {
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
 	// setsid execs sleep in the same pid: wait until the environment is
 	// sleep's, not the shell's fork still on its way there.
-	for deadline := time.Now().Add(5 * time.Second); ; {
+	for deadline := time.Now().Add(60 * time.Second); ; {
 		if b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline")); strings.HasPrefix(string(b), "sleep\x00") {
 			break
 		}
@@ -44,7 +44,7 @@ func detached(t *testing.T, env ...string) int {
 
 func awaitGone(t *testing.T, pid int) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); Alive(pid); {
+	for deadline := time.Now().Add(60 * time.Second); Alive(pid); {
 		if time.Now().After(deadline) {
 			t.Fatalf("process %d survived the sweep", pid)
 		}

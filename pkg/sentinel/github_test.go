@@ -307,7 +307,7 @@ func TestGitHub_BadInputIsLoggedAndNextPollWorks(t *testing.T) {
 			w.Write([]byte(`{"message":"Server Error"}`))
 		}, `HTTP 500: \"Server Error\"`},
 		{"timeout", func(w http.ResponseWriter, r *http.Request) {
-			<-r.Context().Done() // never answers; the client's 1 s timeout fires
+			<-r.Context().Done() // never answers; the client's 1 s timeout (set below) fires
 		}, "timeout"},
 	}
 	for _, c := range cases {
@@ -323,7 +323,11 @@ func TestGitHub_BadInputIsLoggedAndNextPollWorks(t *testing.T) {
 				c.serve(w, r)
 				return true
 			}
-			s := e.sentinel(e.config(gh.yaml("")))
+			yaml := gh.yaml("")
+			if c.name == "timeout" { // the behaviour under test; other requests get the fake's 60 s
+				yaml = strings.Replace(yaml, "timeout_seconds: 60", "timeout_seconds: 1", 1)
+			}
+			s := e.sentinel(e.config(yaml))
 			e.tick(s) // a fetch error never fails the tick
 			if len(e.pending()) != 0 || len(gh.marked()) != 0 {
 				t.Fatalf("bad answer queued %v / marked %v", e.pending(), gh.marked())

@@ -200,7 +200,7 @@ func newFakeGitHub(t testing.TB, pages ...[]byte) *fakeGitHub {
 }
 
 func (f *fakeGitHub) yaml(extra string) string {
-	return fmt.Sprintf("polling:\n  github:\n    interval_seconds: 60\n    timeout_seconds: 1\n    api_url: %s\n%s", f.srv.URL, extra)
+	return fmt.Sprintf("polling:\n  github:\n    interval_seconds: 60\n    timeout_seconds: 60\n    api_url: %s\n%s", f.srv.URL, extra)
 }
 
 func (f *fakeGitHub) setPages(pages ...[]byte) {

@@ -27,7 +27,7 @@ func waitWake(t *testing.T, s *sentinel.Sentinel, what string) {
 	t.Helper()
 	select {
 	case <-s.Wake():
-	case <-time.After(10 * time.Second): // inotify answers in microseconds; the bound only avoids a hang
+	case <-time.After(60 * time.Second): // inotify answers in microseconds; the bound only avoids a hang
 		t.Fatalf("no wake-up after %s", what)
 	}
 }

@@ -84,7 +84,7 @@ func TestInbox_YoungFilesWait(t *testing.T) {
 	// The sentinel asks to be woken when the file is 1 s old.
 	select {
 	case <-s.Wake():
-	case <-time.After(5 * time.Second): // real timer of ~0.7 s; generous bound only to avoid a hang
+	case <-time.After(60 * time.Second): // real timer of ~0.7 s; generous bound only to avoid a hang
 		t.Fatal("no wake-up for the waiting file")
 	}
 	e.clk.Advance(800 * time.Millisecond)

@@ -37,7 +37,7 @@ func newFakeJira(t *testing.T) *fakeJira {
 }
 
 func (f *fakeJira) yaml() string {
-	return fmt.Sprintf("polling:\n  jira:\n    interval_seconds: 300\n    timeout_seconds: 1\n    url: %s\n    scope:\n      jql_base: assignee = currentUser()\n", f.srv.URL)
+	return fmt.Sprintf("polling:\n  jira:\n    interval_seconds: 300\n    timeout_seconds: 60\n    url: %s\n    scope:\n      jql_base: assignee = currentUser()\n", f.srv.URL)
 }
 
 func (f *fakeJira) set(token string, body []byte) {
@@ -245,7 +245,11 @@ func TestJira_FailureLeavesLastCheck(t *testing.T) {
 			e := newEnv(t)
 			fj := newFakeJira(t)
 			fj.set("", readFixture(t, "jira/testdata/search_single.json"))
-			s := e.sentinel(e.config(fj.yaml()))
+			yaml := fj.yaml()
+			if c.name == "timeout" { // the behaviour under test; other requests get the fake's 60 s
+				yaml = strings.Replace(yaml, "timeout_seconds: 60", "timeout_seconds: 1", 1)
+			}
+			s := e.sentinel(e.config(yaml))
 			e.tick(s) // a good first run
 			before := jiraState(t, e)
 			var bad atomic.Bool

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -157,9 +156,9 @@ func TestPG_LostLeaseStopsPollAtOnce(t *testing.T) {
 	dsn := pgtest.DB(t)
 	gh := newFakeGitHub(t, readFixture(t, "github/testdata/notifications.json"))
 	a, b := newPGHost(t, dsn, "host-a"), newPGHost(t, dsn, "host-b")
-	// A request timeout well past the wait below: only the lost lease can
-	// end the blocked request.
-	yaml := strings.Replace(gh.yaml(""), "timeout_seconds: 1", "timeout_seconds: 60", 1)
+	// The fake's request timeout (60 s) is well past the wait below: only
+	// the lost lease can end the blocked request.
+	yaml := gh.yaml("")
 	sa, sb := a.sentinel(a.config(yaml)), b.sentinel(b.config(yaml))
 
 	var blocked, cancelled atomic.Bool

@@ -11,7 +11,10 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/config"
 )
 
-func petitionWith(t *testing.T, answer string, argv []string) (string, error) {
+// petitionWith runs a petition with the command engine argv. The timeout
+// ends only the "timeout" case (an engine that sleeps); the others answer at
+// once, and on a loaded machine a short timeout would fail them.
+func petitionWith(t *testing.T, answer string, argv []string, timeout time.Duration) (string, error) {
 	t.Helper()
 	dir := t.TempDir()
 	ans := filepath.Join(dir, "answer.json")
@@ -26,7 +29,7 @@ func petitionWith(t *testing.T, answer string, argv []string) (string, error) {
 	sys.Runtime.Command.Argv = argv
 	out := filepath.Join(dir, "petition-results", "evt-slack-msg-1.json")
 	err := Petition(context.Background(), PetitionOptions{BaseDir: dir, EventID: "evt-slack-msg-1", PromptFile: prompt,
-		Out: out, Timeout: 2 * time.Second, System: sys, Environ: os.Environ()})
+		Out: out, Timeout: timeout, System: sys, Environ: os.Environ()})
 	b, rerr := os.ReadFile(out)
 	if rerr != nil {
 		t.Fatalf("no out file: %v (petition err %v)", rerr, err)
@@ -35,11 +38,11 @@ func petitionWith(t *testing.T, answer string, argv []string) (string, error) {
 }
 
 func TestPetition_CommandEngineAnswers(t *testing.T) {
-	got, err := petitionWith(t, `{"general":"gen-herald"}`, []string{"cp", "ANSWER", "{result_path}"})
+	got, err := petitionWith(t, `{"general":"gen-herald"}`, []string{"cp", "ANSWER", "{result_path}"}, time.Minute)
 	if err != nil || !strings.Contains(got, `"general": "gen-herald"`) {
 		t.Fatalf("got %s, err %v", got, err)
 	}
-	got, err = petitionWith(t, "Sure: {\"direct_response\": \"Hello!\"}", []string{"cp", "ANSWER", "{result_path}"})
+	got, err = petitionWith(t, "Sure: {\"direct_response\": \"Hello!\"}", []string{"cp", "ANSWER", "{result_path}"}, time.Minute)
 	if err != nil || !strings.Contains(got, `"direct_response": "Hello!"`) {
 		t.Fatalf("got %s, err %v", got, err)
 	}
@@ -58,7 +61,11 @@ func TestPetition_FailuresWriteError(t *testing.T) {
 		"missing":     {"", []string{"/no/such/engine"}, "not found"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			got, err := petitionWith(t, tc.answer, tc.argv)
+			timeout := time.Minute
+			if name == "timeout" {
+				timeout = 2 * time.Second // the behaviour under test
+			}
+			got, err := petitionWith(t, tc.answer, tc.argv, timeout)
 			if err == nil || !strings.Contains(got, `"error"`) || !strings.Contains(got, tc.want) {
 				t.Fatalf("got %s, err %v; want error ~%q", got, err, tc.want)
 			}

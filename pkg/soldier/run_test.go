@@ -60,7 +60,7 @@ func TestRun_BackgroundChildHoldingStdoutDoesNotHang(t *testing.T) {
 		st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 		return err != nil || strings.Contains(string(st), ") Z ")
 	}
-	for deadline := time.Now().Add(5 * time.Second); !gone() && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(60 * time.Second); !gone() && time.Now().Before(deadline); {
 		time.Sleep(20 * time.Millisecond) // the kernel delivers the group kill
 	}
 	if !gone() {

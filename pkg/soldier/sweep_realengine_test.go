@@ -53,7 +53,7 @@ func assertNoTaskProcs(t *testing.T, base, task string) {
 	t.Helper()
 	// A SIGKILLed process keeps its environment until the kernel tears
 	// it down; give that a moment.
-	for deadline := time.Now().Add(5 * time.Second); ; {
+	for deadline := time.Now().Add(60 * time.Second); ; {
 		left := taskProcs(base, task)
 		if len(left) == 0 {
 			return

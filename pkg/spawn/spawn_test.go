@@ -50,7 +50,7 @@ func TestLaunch_SessionRunsRunArgsWithTheContractEnvironment(t *testing.T) {
 		t.Errorf("Launch id %q, want %q", got.ID, p.SoldierID)
 	}
 	var dump string
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	for deadline := time.Now().Add(60 * time.Second); ; {
 		if b, err := os.ReadFile(out); err == nil {
 			dump = string(b)
 			break

@@ -89,7 +89,7 @@ func TestWatchdog_LogsARolesRecordedExit(t *testing.T) {
 	os.WriteFile(l.LastExit("envoy"), []byte(`{"exit":1,"error":"stale","at":"2026-11-20T00:00:00Z"}`), 0o600)
 	for round := 0; round < 6; round++ {
 		w.Round(ctx)
-		deadline := time.Now().Add(5 * time.Second)
+		deadline := time.Now().Add(60 * time.Second)
 		for {
 			if _, ok := sessionNames(t, tc)["king"]; !ok || time.Now().After(deadline) {
 				break

@@ -135,7 +135,7 @@ func TestWatchdog_CrashLoopGivesUpAndQueuesOneUrgentAlert(t *testing.T) {
 	for round := 0; round < 6; round++ {
 		w.Round(ctx)
 		// Wait for the dying envoy's session to end (a real process exits).
-		deadline := time.Now().Add(5 * time.Second)
+		deadline := time.Now().Add(60 * time.Second)
 		for {
 			if _, ok := sessionNames(t, tc)["envoy"]; !ok || time.Now().After(deadline) {
 				break
@@ -212,7 +212,7 @@ func TestStopRoles_SIGTERMThenKill(t *testing.T) {
 		t.Fatalf("sessions left: %v, want only the soldier", left)
 	}
 	for _, p := range pids {
-		deadline := time.Now().Add(5 * time.Second)
+		deadline := time.Now().Add(60 * time.Second)
 		for PIDAlive(p) && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond) // the kernel and tmux finish the exit
 		}
@@ -236,7 +236,7 @@ func leaseLosingBins(t *testing.T) string {
 // waitDead waits for the role's pane process to end (a real process).
 func waitDead(t *testing.T, w *Watchdog, role string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for PIDAlive(w.roles[role].pid) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s (pid %d) did not exit", role, w.roles[role].pid)

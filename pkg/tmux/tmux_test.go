@@ -72,7 +72,7 @@ func TestTmux_ArgvIsNeverAShellString(t *testing.T) {
 	if err := c.NewSession(ctx, "argv", tmux.NewOptions{}, "/bin/sh", "-c", `printf '%s' "$1" > "$2"`, "sh", arg, out); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		if b, err := os.ReadFile(out); err == nil && len(b) > 0 {
 			if string(b) != arg {
@@ -136,7 +136,7 @@ func TestTmux_StartReturnsThePaneProcessAndKeepsDirAndEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := fmt.Sprintf("%d\n%s\nx 'y' \"z\"", pid, dir)
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		if b, err := os.ReadFile(out); err == nil {
 			if string(b) != want {

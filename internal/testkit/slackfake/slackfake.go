@@ -306,9 +306,9 @@ func (s *Server) Disconnect(timeout time.Duration) error {
 
 // Push sends an events_api envelope carrying event (the inner event object)
 // with the given event_id, and returns the envelope id. retry > 0 marks it as
-// a redelivery (retry_attempt). It waits up to 5 s for a connection.
+// a redelivery (retry_attempt). It waits up to 60 s for a connection.
 func (s *Server) Push(eventID string, event map[string]any, retry int) (string, error) {
-	if err := s.WaitConnected(5 * time.Second); err != nil {
+	if err := s.WaitConnected(60 * time.Second); err != nil {
 		return "", err
 	}
 	s.mu.Lock()
@@ -367,7 +367,7 @@ func (s *Server) PushMessageRetry(m Msg, retry int) (string, error) {
 // PushInteractive sends an interactive envelope carrying payload and
 // returns the envelope id.
 func (s *Server) PushInteractive(payload map[string]any) (string, error) {
-	if err := s.WaitConnected(5 * time.Second); err != nil {
+	if err := s.WaitConnected(60 * time.Second); err != nil {
 		return "", err
 	}
 	s.mu.Lock()
@@ -513,7 +513,7 @@ func (s *Server) send(v any) error {
 	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	c.SetWriteDeadline(time.Now().Add(60 * time.Second))
 	return c.WriteJSON(v)
 }
 
