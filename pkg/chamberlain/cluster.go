@@ -48,7 +48,7 @@ func (r *Role) leadCluster(ctx context.Context) bool {
 		return false
 	}
 	r.lease = l
-	r.renewCluster(l)
+	r.renewCluster(ctx, l)
 	// A new leader resumes the event log where the store's cursor says,
 	// not where this host's reader stopped when it last led.
 	r.curLoaded = false
@@ -64,9 +64,10 @@ func (r *Role) leadCluster(ctx context.Context) bool {
 // and moved the duties at every gap. A tick that has run for
 // Config.LeaderStall renews nothing: that host is stuck, and another may
 // take the duties over.
-func (r *Role) renewCluster(l store.Lease) {
+func (r *Role) renewCluster(ctx context.Context, l store.Lease) {
 	r.stopRenewing()
-	ctx, cancel := context.WithCancel(context.Background())
+	// It outlives the tick that took the lease (not its cancel).
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r.stopRenew = cancel
 	go store.KeepRenewed(ctx, l, r.renewEvery, r.stalled, r.log)
 }

@@ -76,7 +76,8 @@ func (p *pollers) lead(ctx context.Context) (pctx context.Context, done func(), 
 		p.log.Info("pollers' lease taken: this host polls GitHub and Jira", "epoch", l.Epoch())
 		// A lease that stops being renewed is deposed by another host
 		// after store.leader_stall_seconds: renewed on a timer of its own.
-		rctx, cancel := context.WithCancel(context.Background())
+		// It outlives this tick (not its cancel), until the lease goes.
+		rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		p.stopRenew = cancel
 		go store.KeepRenewed(rctx, l, p.every, p.stalled, p.log)
 	}
