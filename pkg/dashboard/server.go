@@ -154,18 +154,6 @@ func (s *Server) baseCtx() context.Context {
 	return s.base
 }
 
-// ErrTokenRequired: the listen address is outside loopback and no token is
-// set (config.ErrTokenRequired).
-var ErrTokenRequired = config.ErrTokenRequired
-
-// CheckListen validates a listen address and whether it needs a token: a
-// loopback host (127.0.0.0/8, ::1, localhost) or the unix socket may go
-// without; any other address, including an empty host (every interface),
-// may not. The rule lives in config so `start doctor` applies the same one.
-func CheckListen(listen, token, tokenEnv string) error {
-	return config.CheckListen(listen, token, tokenEnv)
-}
-
 // New checks the options and builds the server (nothing is bound yet).
 func New(o Options) (*Server, error) {
 	h := config.HTTP{Listen: o.Listen, TokenEnv: o.TokenEnv, RequireToken: o.RequireToken}

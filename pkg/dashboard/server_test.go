@@ -46,15 +46,15 @@ func TestCheckListen_OutsideLoopbackNeedsAToken(t *testing.T) {
 		{"0.0.0.0:8765", "s3cret", true},
 		{"nonsense", "", false},
 	} {
-		err := CheckListen(tc.listen, tc.token, "KINGDOM_HTTP_TOKEN")
+		err := config.CheckListen(tc.listen, tc.token, "KINGDOM_HTTP_TOKEN")
 		if (err == nil) != tc.ok {
 			t.Errorf("CheckListen(%q, token=%v) = %v, want ok=%v", tc.listen, tc.token != "", err, tc.ok)
 		}
-		if !tc.ok && tc.listen != "nonsense" && (!errors.Is(err, ErrTokenRequired) || !strings.Contains(err.Error(), "$KINGDOM_HTTP_TOKEN")) {
+		if !tc.ok && tc.listen != "nonsense" && (!errors.Is(err, config.ErrTokenRequired) || !strings.Contains(err.Error(), "$KINGDOM_HTTP_TOKEN")) {
 			t.Errorf("CheckListen(%q): %v, want ErrTokenRequired naming the variable", tc.listen, err)
 		}
 	}
-	if _, err := New(Options{Layout: newBase(t), Listen: "0.0.0.0:0"}); !errors.Is(err, ErrTokenRequired) {
+	if _, err := New(Options{Layout: newBase(t), Listen: "0.0.0.0:0"}); !errors.Is(err, config.ErrTokenRequired) {
 		t.Fatalf("New without token outside loopback: %v", err)
 	}
 }
