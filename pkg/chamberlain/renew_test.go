@@ -2,66 +2,12 @@ package chamberlain
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/kingdom-dev/kingdom/pkg/store"
+	"github.com/kingdom-dev/kingdom/internal/testkit/storetest"
 )
-
-// renewLease is the store's lease, counting its renewals and when the
-// last one was made.
-type renewLease struct {
-	store.Lease
-	renews atomic.Int64
-	last   atomic.Int64 // UnixNano of the last Renew
-}
-
-func (l *renewLease) Renew(ctx context.Context) error {
-	l.last.Store(time.Now().UnixNano())
-	l.renews.Add(1)
-	return l.Lease.Renew(ctx)
-}
-
-// renewStore hands out renewLeases; a transaction fenced by one is fenced
-// by the store's own lease inside it.
-type renewStore struct {
-	store.Store
-	mu     sync.Mutex
-	leases []*renewLease
-}
-
-func (s *renewStore) Lead(ctx context.Context, name string) (store.Lease, error) {
-	l, err := s.Store.Lead(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	rl := &renewLease{Lease: l}
-	s.mu.Lock()
-	s.leases = append(s.leases, rl)
-	s.mu.Unlock()
-	return rl, nil
-}
-
-func (s *renewStore) taken() []*renewLease {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]*renewLease(nil), s.leases...)
-}
-
-func (s *renewStore) Update(ctx context.Context, fn func(store.Tx) error) error {
-	return s.Store.Update(ctx, func(tx store.Tx) error { return fn(unwrapTx{tx}) })
-}
-
-type unwrapTx struct{ store.Tx }
-
-func (t unwrapTx) Fence(l store.Lease) {
-	if rl, ok := l.(*renewLease); ok {
-		l = rl.Lease
-	}
-	t.Tx.Fence(l)
-}
 
 // gateMetrics is fixedMetrics whose Sample (the start of each tick) can be
 // held until the test lets it go.
@@ -96,10 +42,10 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 
 // clusterRole is a daemon chamberlain on a renewStore with a short
 // leader_stall and fast renewals.
-func clusterRole(t *testing.T, stall time.Duration) (*env, *Role, *renewStore, *gateMetrics) {
+func clusterRole(t *testing.T, stall time.Duration) (*env, *Role, *storetest.RenewStore, *gateMetrics) {
 	e := newEnv(t, time.Date(2026, 3, 4, 10, 0, 0, 0, time.UTC))
 	e.cfg.LeaderStall = stall
-	rs := &renewStore{Store: e.st}
+	rs := &storetest.RenewStore{Store: e.st}
 	gm := &gateMetrics{fixedMetrics: e.met, entered: make(chan struct{}), release: make(chan struct{})}
 	r := e.roleWith(ModeDaemon, Deps{Clock: e.clk, Metrics: gm, Tmux: e.tm, Events: e.em, Store: rs, Host: "test-host"})
 	r.renewEvery = 2 * time.Millisecond
@@ -114,7 +60,7 @@ func TestCluster_LeaseRenewedAcrossAnIdleGapLongerThanTheStall(t *testing.T) {
 	const stall = 50 * time.Millisecond
 	e, r, rs, _ := clusterRole(t, stall)
 	e.tick(r)
-	leases := rs.taken()
+	leases := rs.Taken()
 	if len(leases) != 1 || r.lease == nil {
 		t.Fatalf("cluster lease not taken by the first tick (%d taken)", len(leases))
 	}
@@ -123,16 +69,16 @@ func TestCluster_LeaseRenewedAcrossAnIdleGapLongerThanTheStall(t *testing.T) {
 	// No tick runs now. A renewal made after the gap passed the stall
 	// shows the lease is kept fresh by no tick at all.
 	waitUntil(t, "a renewal after an idle gap longer than leader_stall", func() bool {
-		return time.Unix(0, l.last.Load()).Sub(idleFrom) > stall
+		return time.Unix(0, l.Last.Load()).Sub(idleFrom) > stall
 	})
-	t.Logf("%d renewals over an idle gap of %s (leader_stall %s)", l.renews.Load(), time.Since(idleFrom).Round(time.Millisecond), stall)
+	t.Logf("%d renewals over an idle gap of %s (leader_stall %s)", l.Renews.Load(), time.Since(idleFrom).Round(time.Millisecond), stall)
 	select {
 	case <-l.Lost():
 		t.Fatal("the cluster lease was lost while idle")
 	default:
 	}
 	e.tick(r)
-	if got := rs.taken(); len(got) != 1 || r.lease != l {
+	if got := rs.Taken(); len(got) != 1 || r.lease != l {
 		t.Fatalf("the next tick took a new lease (%d taken): the held one should have been kept", len(got))
 	}
 
@@ -152,7 +98,7 @@ func TestCluster_StuckTickStopsRenewals(t *testing.T) {
 	const stall = 50 * time.Millisecond
 	e, r, rs, gm := clusterRole(t, stall)
 	var skips, atStall atomic.Int64
-	var held atomic.Pointer[renewLease]
+	var held atomic.Pointer[storetest.RenewLease]
 	stalled := r.stalled
 	r.stalled = func() bool {
 		if !stalled() {
@@ -161,14 +107,14 @@ func TestCluster_StuckTickStopsRenewals(t *testing.T) {
 		// Counted only for the tick the test holds (any tick slower than
 		// the stall is stalled, and skipped, too).
 		if l := held.Load(); l != nil && gm.held.Load() && skips.Add(1) == 1 {
-			atStall.Store(l.renews.Load())
+			atStall.Store(l.Renews.Load())
 		}
 		return true
 	}
 	e.tick(r)
-	l := rs.taken()[0]
+	l := rs.Taken()[0]
 	held.Store(l)
-	waitUntil(t, "a renewal", func() bool { return l.renews.Load() >= 1 })
+	waitUntil(t, "a renewal", func() bool { return l.Renews.Load() >= 1 })
 
 	gm.held.Store(true)
 	done := make(chan error, 1)
@@ -177,7 +123,7 @@ func TestCluster_StuckTickStopsRenewals(t *testing.T) {
 	// The renewals ask stalled before each renewal, on their own
 	// goroutine: five rounds skipped in a row, and no renewal among them.
 	waitUntil(t, "five renewal rounds skipped by a stuck tick", func() bool { return skips.Load() >= 5 })
-	if got, at := l.renews.Load(), atStall.Load(); got != at {
+	if got, at := l.Renews.Load(), atStall.Load(); got != at {
 		t.Fatalf("the lease was renewed while the tick was stuck past leader_stall: %d renewals at the first skip, %d after five", at, got)
 	}
 	gm.held.Store(false)
@@ -185,5 +131,5 @@ func TestCluster_StuckTickStopsRenewals(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("stuck tick: %v", err)
 	}
-	waitUntil(t, "renewals resumed after the tick ended", func() bool { return l.renews.Load() > atStall.Load() })
+	waitUntil(t, "renewals resumed after the tick ended", func() bool { return l.Renews.Load() > atStall.Load() })
 }

@@ -2,55 +2,15 @@ package sentinel
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/kingdom-dev/kingdom/internal/testkit/storetest"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/sentinel/watcher"
-	"github.com/kingdom-dev/kingdom/pkg/store"
 	"github.com/kingdom-dev/kingdom/pkg/store/files"
 )
-
-// renewLease is the store's lease, counting its renewals and when the
-// last one was made.
-type renewLease struct {
-	store.Lease
-	renews atomic.Int64
-	last   atomic.Int64 // UnixNano of the last Renew
-}
-
-func (l *renewLease) Renew(ctx context.Context) error {
-	l.last.Store(time.Now().UnixNano())
-	l.renews.Add(1)
-	return l.Lease.Renew(ctx)
-}
-
-// renewStore hands out renewLeases.
-type renewStore struct {
-	store.Store
-	mu     sync.Mutex
-	leases []*renewLease
-}
-
-func (s *renewStore) Lead(ctx context.Context, name string) (store.Lease, error) {
-	l, err := s.Store.Lead(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	rl := &renewLease{Lease: l}
-	s.mu.Lock()
-	s.leases = append(s.leases, rl)
-	s.mu.Unlock()
-	return rl, nil
-}
-
-func (s *renewStore) taken() []*renewLease {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]*renewLease(nil), s.leases...)
-}
 
 // gatePoller is a poller (not the inbox) due at every tick whose Fetch
 // can be held until the test lets it go.
@@ -87,7 +47,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 
 // pollerSentinel is a sentinel running one poller on a renewStore, with a
 // short leader_stall and fast renewals.
-func pollerSentinel(t *testing.T, stall time.Duration) (*Sentinel, *renewStore, *gatePoller) {
+func pollerSentinel(t *testing.T, stall time.Duration) (*Sentinel, *storetest.RenewStore, *gatePoller) {
 	t.Helper()
 	l := layout.New(t.TempDir())
 	if err := l.Ensure(); err != nil {
@@ -98,7 +58,7 @@ func pollerSentinel(t *testing.T, stall time.Duration) (*Sentinel, *renewStore, 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { fs.Close() })
-	rs := &renewStore{Store: fs}
+	rs := &storetest.RenewStore{Store: fs}
 	gp := &gatePoller{entered: make(chan struct{}), release: make(chan struct{})}
 	s := NewWith(Options{Layout: l, Store: rs, Host: "test-host", LeaderStall: stall}, gp)
 	s.pollers.every = 2 * time.Millisecond
@@ -120,18 +80,18 @@ func TestPollers_LeaseRenewedAcrossAnIdleGapLongerThanTheStall(t *testing.T) {
 	const stall = 50 * time.Millisecond
 	s, rs, _ := pollerSentinel(t, stall)
 	tick(t, s)
-	leases := rs.taken()
+	leases := rs.Taken()
 	if len(leases) != 1 {
 		t.Fatalf("%d pollers' leases taken by the first tick, want 1", len(leases))
 	}
 	l := leases[0]
 	idleFrom := time.Now()
 	waitUntil(t, "a renewal after an idle gap longer than leader_stall", func() bool {
-		return time.Unix(0, l.last.Load()).Sub(idleFrom) > stall
+		return time.Unix(0, l.Last.Load()).Sub(idleFrom) > stall
 	})
-	t.Logf("%d renewals over an idle gap of %s (leader_stall %s)", l.renews.Load(), time.Since(idleFrom).Round(time.Millisecond), stall)
+	t.Logf("%d renewals over an idle gap of %s (leader_stall %s)", l.Renews.Load(), time.Since(idleFrom).Round(time.Millisecond), stall)
 	tick(t, s)
-	if got := rs.taken(); len(got) != 1 {
+	if got := rs.Taken(); len(got) != 1 {
 		t.Fatalf("%d leases taken after the gap: the held one should have been kept", len(got))
 	}
 	if err := s.Close(); err != nil {
@@ -148,7 +108,7 @@ func TestPollers_StuckTickStopsRenewals(t *testing.T) {
 	const stall = 50 * time.Millisecond
 	s, rs, gp := pollerSentinel(t, stall)
 	var skips, atStall atomic.Int64
-	var held atomic.Pointer[renewLease]
+	var held atomic.Pointer[storetest.RenewLease]
 	stalled := s.pollers.stalled
 	s.pollers.stalled = func() bool {
 		if !stalled() {
@@ -156,21 +116,21 @@ func TestPollers_StuckTickStopsRenewals(t *testing.T) {
 		}
 		// Counted only for the tick the test holds.
 		if l := held.Load(); l != nil && gp.held.Load() && skips.Add(1) == 1 {
-			atStall.Store(l.renews.Load())
+			atStall.Store(l.Renews.Load())
 		}
 		return true
 	}
 	tick(t, s)
-	l := rs.taken()[0]
+	l := rs.Taken()[0]
 	held.Store(l)
-	waitUntil(t, "a renewal", func() bool { return l.renews.Load() >= 1 })
+	waitUntil(t, "a renewal", func() bool { return l.Renews.Load() >= 1 })
 
 	gp.held.Store(true)
 	done := make(chan error, 1)
 	go func() { done <- s.Tick(context.Background()) }()
 	<-gp.entered
 	waitUntil(t, "five renewal rounds skipped by a stuck tick", func() bool { return skips.Load() >= 5 })
-	if got, at := l.renews.Load(), atStall.Load(); got != at {
+	if got, at := l.Renews.Load(), atStall.Load(); got != at {
 		t.Fatalf("the lease was renewed while the tick was stuck past leader_stall: %d renewals at the first skip, %d after five", at, got)
 	}
 	gp.held.Store(false)
@@ -178,5 +138,5 @@ func TestPollers_StuckTickStopsRenewals(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("stuck tick: %v", err)
 	}
-	waitUntil(t, "renewals resumed after the tick ended", func() bool { return l.renews.Load() > atStall.Load() })
+	waitUntil(t, "renewals resumed after the tick ended", func() bool { return l.Renews.Load() > atStall.Load() })
 }
