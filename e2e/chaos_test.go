@@ -116,7 +116,7 @@ func TestChaos_RolesKilledWhileEventsFlow(t *testing.T) {
 	}
 	t.Logf("flow took %v with %d SIGKILLs: %v", time.Since(started).Round(time.Second), total, killed)
 	if total < 5 {
-		t.Fatalf("only %d roles were killed during the flow: the chaos proved little", total)
+		k.Fatalf("only %d roles were killed during the flow: the chaos proved little", total)
 	}
 	// Let the last relaunched roles settle and drain.
 	k.Eventually("all events completed and queues drained", 3*time.Minute, done)
@@ -126,7 +126,7 @@ func TestChaos_RolesKilledWhileEventsFlow(t *testing.T) {
 	// Every event in completed exactly once, nowhere else.
 	for _, st := range []string{layout.Pending, layout.Dispatched, layout.Petitioning, layout.Rejected} {
 		if n := k.Events.Count(st); n != 0 {
-			t.Errorf("%d events left in %s", n, st)
+			k.Errorf("%d events left in %s", n, st)
 		}
 	}
 	// Exactly one task per event.
@@ -139,11 +139,11 @@ func TestChaos_RolesKilledWhileEventsFlow(t *testing.T) {
 	for i := 0; i < events; i++ {
 		id := fmt.Sprintf("evt-chaos-%03d", i)
 		if got := perEvent[id]; len(got) != 1 {
-			t.Errorf("event %s has tasks %v, want exactly one", id, got)
+			k.Errorf("event %s has tasks %v, want exactly one", id, got)
 		}
 	}
 	if len(perEvent) != events {
-		t.Errorf("tasks reference %d events, want %d", len(perEvent), events)
+		k.Errorf("tasks reference %d events, want %d", len(perEvent), events)
 	}
 	// Exactly one completion message per task, in sent/.
 	finals := map[string]int{}
@@ -151,7 +151,7 @@ func TestChaos_RolesKilledWhileEventsFlow(t *testing.T) {
 		for _, m := range k.Messages(st) {
 			if m.Final != nil && m.TaskID != nil {
 				if st != layout.Sent {
-					t.Errorf("completion message %s in %s", m.ID, st)
+					k.Errorf("completion message %s in %s", m.ID, st)
 				}
 				finals[*m.TaskID]++
 			}
@@ -160,7 +160,7 @@ func TestChaos_RolesKilledWhileEventsFlow(t *testing.T) {
 	for _, ts := range perEvent {
 		task := strings.Split(ts[0], "@")[0]
 		if finals[task] != 1 {
-			t.Errorf("task %s has %d completion messages, want 1", task, finals[task])
+			k.Errorf("task %s has %d completion messages, want 1", task, finals[task])
 		}
 	}
 	// No dot-temps, nothing rejected anywhere.
@@ -173,11 +173,11 @@ func TestChaos_RolesKilledWhileEventsFlow(t *testing.T) {
 			return filepath.SkipDir
 		}
 		if strings.HasPrefix(fi.Name(), ".tmp-") {
-			t.Errorf("dot-temp left: %s", rel)
+			k.Errorf("dot-temp left: %s", rel)
 		}
 		if fi.IsDir() && fi.Name() == "rejected" {
 			if ents, _ := os.ReadDir(p); len(ents) > 0 {
-				t.Errorf("%s holds %d files", rel, len(ents))
+				k.Errorf("%s holds %d files", rel, len(ents))
 			}
 		}
 		return nil
@@ -195,6 +195,6 @@ func TestChaos_RolesKilledWhileEventsFlow(t *testing.T) {
 	es, err := sessions.New(k.L).List()
 	if err != nil || len(es) != 0 {
 		b, _ := json.Marshal(es)
-		t.Errorf("sessions.json = %s (%v), want empty", b, err)
+		k.Errorf("sessions.json = %s (%v), want empty", b, err)
 	}
 }

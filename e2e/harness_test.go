@@ -67,6 +67,9 @@ type Kingdom struct {
 	Msgs   *queue.Queue
 	// Env is added to start's environment (as systemd's Environment= would).
 	Env []string
+	// failures are the reasons given to Errorf and Eventually, said again
+	// after the logs are dumped: CI shows a failed test's last lines.
+	failures []string
 }
 
 // NewKingdom writes files (relative to the base dir) and returns the
@@ -105,6 +108,13 @@ func NewKingdom(t *testing.T, files map[string]string) *Kingdom {
 		if t.Failed() {
 			k.dumpLogs()
 			t.Logf("base dir kept for inspection: %s", base)
+			for i, f := range k.failures {
+				if i == 20 {
+					t.Logf("failed: and %d more", len(k.failures)-i)
+					break
+				}
+				t.Logf("failed: %s", f)
+			}
 			return
 		}
 		os.RemoveAll(base)
@@ -172,6 +182,20 @@ func (k *Kingdom) dumpLogs() {
 	}
 }
 
+// Errorf is t.Errorf, and the reason is said again at the end.
+func (k *Kingdom) Errorf(format string, args ...any) {
+	k.t.Helper()
+	k.failures = append(k.failures, fmt.Sprintf(format, args...))
+	k.t.Errorf(format, args...)
+}
+
+// Fatalf is t.Fatalf, and the reason is said again at the end.
+func (k *Kingdom) Fatalf(format string, args ...any) {
+	k.t.Helper()
+	k.failures = append(k.failures, fmt.Sprintf(format, args...))
+	k.t.Fatalf(format, args...)
+}
+
 // Eventually polls cond until it holds or timeout passes (the kingdom runs
 // in real processes, so waiting on real time is the point here).
 func (k *Kingdom) Eventually(what string, timeout time.Duration, cond func() bool) {
@@ -179,7 +203,7 @@ func (k *Kingdom) Eventually(what string, timeout time.Duration, cond func() boo
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
-			k.t.Fatalf("timed out after %v waiting for %s", timeout, what)
+			k.Fatalf("timed out after %v waiting for %s", timeout, what)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

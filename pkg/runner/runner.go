@@ -532,7 +532,9 @@ func watch(ctx context.Context, o Options, notify func()) (*fsnotify.Watcher, er
 
 func sweepOwnTemps(o Options) {
 	n := 0
-	dirs := o.Layout.Dirs()
+	// A general's state dir (its leader.epoch) is not among the tree's
+	// fixed directories; a core role's is, once more does no harm.
+	dirs := append(o.Layout.Dirs(), o.Layout.RoleStateDir(o.Role))
 	// The store's own directories (its journal, key-value namespaces and
 	// a day's spend entries) are made as they are needed: walk them.
 	for _, root := range []string{filepath.Join(o.Layout.StateDir(), "store"), o.Layout.SpendDir()} {

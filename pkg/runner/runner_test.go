@@ -485,7 +485,22 @@ func TestRunner_SweepsDeadTempsInTheStoresDirectories(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{dead, spend} {
+	// A general's own state dir (its leader.epoch is written there) is not
+	// one of the tree's fixed directories: the chaos run found a killed
+	// general's temp left in it.
+	general := filepath.Join(l.RoleStateDir("gen-x"), ".tmp-gen_x-999999999-jkl")
+	if err := os.MkdirAll(filepath.Dir(general), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(general, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err = runner.Run(context.Background(), runner.Options{Role: "gen-x", Layout: l, Once: true},
+		tickFunc(func(context.Context) error { return nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{dead, spend, general} {
 		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s: a dead writer's temp was kept (%v)", p, err)
 		}

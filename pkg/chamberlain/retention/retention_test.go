@@ -255,3 +255,41 @@ func TestCleanup_RemovesBaseClonesUnusedForCloneDays(t *testing.T) {
 		}
 	}
 }
+
+func TestSweepTemps_RemovesDeadTempsInEveryStateDir(t *testing.T) {
+	l := layout.New(t.TempDir())
+	if err := l.Ensure(); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	old := now.Add(-2 * TempMaxAge)
+	var dead []string
+	for _, dir := range []string{l.InboxRejected(), l.RoleStateDir("gen-x"), l.RoleStateDir("host-h1")} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, ".tmp-gen_x-1-abc")
+		if err := os.WriteFile(p, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, old, old); err != nil {
+			t.Fatal(err)
+		}
+		dead = append(dead, p)
+	}
+	fresh := filepath.Join(l.RoleStateDir("gen-x"), ".tmp-gen_x-2-def")
+	if err := os.WriteFile(fresh, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if n := SweepTemps(l, now); n != len(dead) {
+		t.Errorf("swept %d temps, want %d", n, len(dead))
+	}
+	for _, p := range dead {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("%s: an old temp was kept (%v)", p, err)
+		}
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Errorf("a fresh temp (its writer may be alive) was removed: %v", err)
+	}
+}
