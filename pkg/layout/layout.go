@@ -5,6 +5,7 @@ package layout
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -332,6 +333,31 @@ func (l Layout) Dirs() []string {
 		}
 	}
 	return d
+}
+
+// TempDirs returns every directory a dot-temp may be left in: Dirs and
+// each directory under state/, which the store and the leases make as
+// they are needed (state/store/kv/<ns>, spend/<date>, state/<general>,
+// state/sentinel-pollers, state/host-<id>).
+func (l Layout) TempDirs() []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(d string) {
+		if !seen[d] {
+			seen[d] = true
+			out = append(out, d)
+		}
+	}
+	for _, d := range l.Dirs() {
+		add(d)
+	}
+	_ = filepath.WalkDir(l.StateDir(), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			add(p)
+		}
+		return nil
+	})
+	return out
 }
 
 // Ensure creates the whole tree idempotently with 0700 directories. It

@@ -532,19 +532,7 @@ func watch(ctx context.Context, o Options, notify func()) (*fsnotify.Watcher, er
 
 func sweepOwnTemps(o Options) {
 	n := 0
-	// A general's state dir (its leader.epoch) is not among the tree's
-	// fixed directories; a core role's is, once more does no harm.
-	dirs := append(o.Layout.Dirs(), o.Layout.RoleStateDir(o.Role))
-	// The store's own directories (its journal, key-value namespaces and
-	// a day's spend entries) are made as they are needed: walk them.
-	for _, root := range []string{filepath.Join(o.Layout.StateDir(), "store"), o.Layout.SpendDir()} {
-		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			if err == nil && d.IsDir() && p != o.Layout.SpendDir() {
-				dirs = append(dirs, p)
-			}
-			return nil
-		})
-	}
+	dirs := o.Layout.TempDirs()
 	for _, d := range dirs {
 		m, _ := atomicfile.SweepDeadPidTemps(d, o.Role)
 		n += m

@@ -472,7 +472,10 @@ func TestRunner_SweepsDeadTempsInTheStoresDirectories(t *testing.T) {
 	dead := filepath.Join(l.StateDir(), "store", "kv", "deliveries", ".tmp-envoy-999999999-abc")
 	spend := filepath.Join(l.SpendDir(), "2026-12-01", ".tmp-envoy-999999999-def")
 	live := filepath.Join(l.StateDir(), "store", ".tmp-envoy-"+strconv.Itoa(os.Getpid())+"-ghi")
-	for _, p := range []string{dead, spend, live} {
+	// A lease's own dir (state/<lease>/leader.epoch): the chaos run found a
+	// killed sentinel's temp in state/sentinel-pollers/.
+	lease := filepath.Join(l.RoleStateDir("envoy-pollers"), ".tmp-envoy-999999999-mno")
+	for _, p := range []string{dead, spend, live, lease} {
 		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -500,7 +503,7 @@ func TestRunner_SweepsDeadTempsInTheStoresDirectories(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{dead, spend, general} {
+	for _, p := range []string{dead, spend, lease, general} {
 		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s: a dead writer's temp was kept (%v)", p, err)
 		}

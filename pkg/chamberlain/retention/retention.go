@@ -52,19 +52,10 @@ func New(l layout.Layout, tasks *queue.Queue, ret config.Retention, log *slog.Lo
 }
 
 // SweepTemps removes dot-temps older than TempMaxAge everywhere in the
-// tree and returns how many went: their writer died. Besides the tree's
-// fixed directories it looks in every directory under state/ (a general's
-// or a host lease's own, made as they are needed).
+// tree (layout.TempDirs) and returns how many went: their writer died.
 func SweepTemps(l layout.Layout, now time.Time) int {
 	n := 0
-	dirs := l.Dirs()
-	if ents, err := os.ReadDir(l.StateDir()); err == nil {
-		for _, e := range ents {
-			if e.IsDir() {
-				dirs = append(dirs, filepath.Join(l.StateDir(), e.Name()))
-			}
-		}
-	}
+	dirs := l.TempDirs()
 	for _, d := range dirs {
 		m, _ := atomicfile.SweepOldTemps(d, TempMaxAge, now)
 		n += m
