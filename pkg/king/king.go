@@ -173,7 +173,7 @@ func New(o Options) (*King, error) {
 	// engine pauses, spend, final results) is written fenced by its lease;
 	// the task sequence guards itself (seq.go) and is handed back at Close,
 	// after the lease.
-	k.kv = leaderKV{k}
+	k.kv = kv.Fenced(k.st, func() store.Lease { return k.lease })
 	k.seq = taskSeq{kv: kv.OnStore(o.Store)}
 	k.initCluster(o)
 	if len(k.petitionCmd) == 0 {
