@@ -54,44 +54,25 @@ func (g *GitHub) do(ctx context.Context, method, path string, query url.Values, 
 	u := *g.base
 	u.Path = strings.TrimRight(u.Path, "/") + path
 	u.RawQuery = query.Encode()
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return err
+	status, b, err := call(ctx, g.http, method, u, in, func(req *http.Request) {
+		req.Header.Set("Accept", "application/vnd.github+json")
+		req.Header.Set("X-GitHub-Api-Version", "2022-11-28")
+		if g.token != "" {
+			req.Header.Set("Authorization", "Bearer "+g.token)
 		}
-		body = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Accept", "application/vnd.github+json")
-	req.Header.Set("X-GitHub-Api-Version", "2022-11-28")
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if g.token != "" {
-		req.Header.Set("Authorization", "Bearer "+g.token)
-	}
-	resp, err := g.http.Do(req)
+	})
 	if err != nil {
 		return fmt.Errorf("github %s %s: %w", method, path, err)
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
-	if err != nil {
-		return fmt.Errorf("github %s %s: read: %w", method, path, err)
-	}
-	if resp.StatusCode/100 != 2 {
+	if status/100 != 2 {
 		var m struct {
 			Message string `json:"message"`
 		}
 		_ = json.Unmarshal(b, &m)
 		if m.Message == "" {
-			m.Message = http.StatusText(resp.StatusCode)
+			m.Message = http.StatusText(status)
 		}
-		return &StatusError{Method: method, Path: path, Status: resp.StatusCode, Message: m.Message}
+		return &StatusError{Method: method, Path: path, Status: status, Message: m.Message}
 	}
 	if out == nil {
 		return nil
@@ -100,6 +81,37 @@ func (g *GitHub) do(ctx context.Context, method, path string, query url.Values, 
 		return fmt.Errorf("github %s %s: decode: %w", method, path, err)
 	}
 	return nil
+}
+
+// call sends in (JSON, when not nil) to u with the headers set adds, and
+// returns the answer's status and body (at most maxBody).
+func call(ctx context.Context, c *http.Client, method string, u url.URL, in any, set func(*http.Request)) (int, []byte, error) {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return 0, nil, err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
+	if err != nil {
+		return 0, nil, err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	set(req)
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return 0, nil, fmt.Errorf("read: %w", err)
+	}
+	return resp.StatusCode, b, nil
 }
 
 // pages reads a list endpoint page by page (100 a page, at most maxPages).

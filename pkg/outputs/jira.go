@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -38,34 +37,15 @@ func (j *Jira) do(ctx context.Context, method, path string, in, out any) error {
 	u := *j.base
 	path, u.RawQuery, _ = strings.Cut(path, "?")
 	u.Path = strings.TrimRight(u.Path, "/") + path
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Accept", "application/json")
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.SetBasicAuth(j.email, j.token)
-	resp, err := j.http.Do(req)
+	status, b, err := call(ctx, j.http, method, u, in, func(req *http.Request) {
+		req.Header.Set("Accept", "application/json")
+		req.SetBasicAuth(j.email, j.token)
+	})
 	if err != nil {
 		return fmt.Errorf("jira %s %s: %w", method, path, err)
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
-	if err != nil {
-		return fmt.Errorf("jira %s %s: read: %w", method, path, err)
-	}
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("jira %s %s: %d %s", method, path, resp.StatusCode, strings.TrimSpace(string(b[:min(len(b), 200)])))
+	if status/100 != 2 {
+		return fmt.Errorf("jira %s %s: %d %s", method, path, status, strings.TrimSpace(string(b[:min(len(b), 200)])))
 	}
 	if out == nil {
 		return nil

@@ -19,7 +19,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -125,19 +124,9 @@ func (w *Watcher) State() State { return w.st }
 func (w *Watcher) RateLimitedUntil() time.Time { return w.until }
 
 func (w *Watcher) load() error {
-	if w.cfg.StatePath == "" {
-		return nil
-	}
-	b, err := os.ReadFile(w.cfg.StatePath)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
 	var st State
-	if err := json.Unmarshal(b, &st); err != nil {
-		return fmt.Errorf("decode %s: %w", w.cfg.StatePath, err)
+	if err := watcher.LoadState(w.cfg.StatePath, &st); err != nil {
+		return err
 	}
 	w.st, w.saved = st, st
 	if st.RateLimitedUntil != "" {

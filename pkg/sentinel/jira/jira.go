@@ -19,12 +19,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"math"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -140,19 +138,9 @@ func (w *Watcher) State() State {
 }
 
 func (w *Watcher) load() error {
-	if w.cfg.StatePath == "" {
-		return nil
-	}
-	b, err := os.ReadFile(w.cfg.StatePath)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
 	var st State
-	if err := json.Unmarshal(b, &st); err != nil {
-		return fmt.Errorf("decode %s: %w", w.cfg.StatePath, err)
+	if err := watcher.LoadState(w.cfg.StatePath, &st); err != nil {
+		return err
 	}
 	if st.KnownIssues == nil {
 		st.KnownIssues = map[string]string{}

@@ -11,9 +11,13 @@ package watcher
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -101,6 +105,25 @@ func Processed(res []Result) bool {
 		}
 	}
 	return true
+}
+
+// LoadState reads a watcher's state file at path into v: an empty path
+// or a missing file leaves v alone and returns nil.
+func LoadState(path string, v any) error {
+	if path == "" {
+		return nil
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("decode %s: %w", path, err)
+	}
+	return nil
 }
 
 // BaseURL parses a watcher's http(s) base URL; what names the config key in
