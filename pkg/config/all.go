@@ -18,16 +18,6 @@ type All struct {
 	Manifests   []*Manifest // sorted by name
 }
 
-// Manifest returns the manifest named name, or nil.
-func (a *All) Manifest(name string) *Manifest {
-	for _, m := range a.Manifests {
-		if m.Name == name {
-			return m
-		}
-	}
-	return nil
-}
-
 // LoadAll loads and validates every file in configDir, including the
 // manifests in configDir/generals, and checks the files against each other.
 // It reports every problem at once, joined; on any problem it returns nil.

@@ -344,3 +344,13 @@ func TestShippedGenPR_AllowsItsOutputs(t *testing.T) {
 		}
 	}
 }
+
+// Manifest returns the manifest named name, or nil.
+func (a *All) Manifest(name string) *Manifest {
+	for _, m := range a.Manifests {
+		if m.Name == name {
+			return m
+		}
+	}
+	return nil
+}

@@ -47,12 +47,6 @@ func (k *King) admission() *admission {
 	return a
 }
 
-// acceptFor reports whether a task of priority for general ("" = not yet
-// known) may start now.
-func (a *admission) acceptFor(priority, general string) bool {
-	return a.holdFor(priority, general) == nil
-}
-
 // holdFor says why a task of priority for general ("" = not yet known) may
 // not start now, or nil. The checks run in the order of their weight for the
 // operator: a pause, the machine's health, the token status, the soldier

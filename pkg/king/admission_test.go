@@ -158,3 +158,9 @@ func TestAdmission_HoldNamesReasonAndFigure(t *testing.T) {
 		})
 	}
 }
+
+// acceptFor reports whether a task of priority for general ("" = not yet
+// known) may start now.
+func (a *admission) acceptFor(priority, general string) bool {
+	return a.holdFor(priority, general) == nil
+}

@@ -343,9 +343,3 @@ func (g *moneyGate) hold(priority, general string) *hold {
 	return &hold{reason: waits.TaskBudget, detail: fmt.Sprintf("today $%.2f + this task's budget $%.2f would pass the daily $%.2f",
 		finiteUSD(s.CostUSD), finiteUSD(*taskUSD), finiteUSD(*s.DailyUSD))}
 }
-
-// recordAttempt records one attempt's cost (recordAttempts).
-func (k *King) recordAttempt(t *doc.Task, res *doc.Result, m attemptMoney) error {
-	_, err := k.recordAttempts([]attempt{{t: t, res: res, m: m}})
-	return err
-}

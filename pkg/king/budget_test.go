@@ -307,3 +307,9 @@ func TestKing_AbsurdCostSaturatesAndTheTaskStillCompletes(t *testing.T) {
 		t.Errorf("today's spend after two = %+v", st)
 	}
 }
+
+// recordAttempt records one attempt's cost (recordAttempts).
+func (k *King) recordAttempt(t *doc.Task, res *doc.Result, m attemptMoney) error {
+	_, err := k.recordAttempts([]attempt{{t: t, res: res, m: m}})
+	return err
+}

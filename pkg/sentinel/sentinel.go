@@ -156,25 +156,6 @@ func New(cfg *config.Sentinel, o Options) (*Sentinel, error) {
 	return s, nil
 }
 
-// NewWith builds a sentinel around the given watchers (tests, embedding).
-func NewWith(o Options, ws ...watcher.Watcher) *Sentinel {
-	if o.Clock == nil {
-		o.Clock = clock.Real{}
-	}
-	if o.Log == nil {
-		o.Log = slog.New(slog.DiscardHandler)
-	}
-	s := newSentinel(o)
-	for _, w := range ws {
-		if in, ok := w.(*inbox.Watcher); ok {
-			s.inbox = in
-		}
-		s.add(w)
-	}
-	s.loadStatus()
-	return s
-}
-
 // newSentinel builds the watcher-less role: the admitter on the store's
 // events queue and the pollers' lease.
 func newSentinel(o Options) *Sentinel {
