@@ -82,7 +82,7 @@ func (g *General) lost(ctx context.Context, t *doc.Task, ws workspace, err error
 		g.written(t.ID)
 		return
 	}
-	for _, p := range []string{l.ResultRaw(t.ID), l.ResultStaging(t.ID), l.ResultHeartbeat(t.ID), l.ResultSoldierID(t.ID), l.ResultSpent(t.ID)} {
+	for _, p := range l.AttemptFiles(t.ID) {
 		_ = os.Remove(p)
 	}
 	g.written(t.ID)

@@ -32,7 +32,7 @@ func (g *General) runTask(ctx context.Context, t *doc.Task) {
 	l := g.o.Layout
 	started := g.o.Clock.Now()
 	// §9.1: nothing of the previous attempt may be mistaken for this one.
-	for _, p := range []string{l.ResultRaw(t.ID), l.ResultStaging(t.ID), l.ResultHeartbeat(t.ID), l.ResultSoldierID(t.ID), l.ResultSpent(t.ID)} {
+	for _, p := range l.AttemptFiles(t.ID) {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			g.log.Warn("remove previous attempt file", "path", p, "err", err)
 		}

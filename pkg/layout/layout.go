@@ -171,6 +171,12 @@ func (l Layout) ResultCheckpoint(task string) string {
 func (l Layout) ResultSpent(task string) string {
 	return l.p("state", "results", task+"-usage.json")
 }
+// AttemptFiles are the files one attempt of task leaves beside its final
+// result; the next attempt starts without them (SPEC §9.1).
+func (l Layout) AttemptFiles(task string) []string {
+	return []string{l.ResultRaw(task), l.ResultStaging(task), l.ResultHeartbeat(task), l.ResultSoldierID(task), l.ResultSpent(task)}
+}
+
 func (l Layout) ResultHeartbeat(task string) string {
 	return l.p("state", "results", task+"-heartbeat")
 }
