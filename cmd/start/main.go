@@ -224,15 +224,11 @@ func unparkCmd(ctx context.Context, c *cli.Command) error {
 }
 
 func tasksCmd(ctx context.Context, c *cli.Command) error {
-	l, err := installation(c)
-	if err != nil {
-		return err
-	}
 	window := operator.RecentWindow
 	if c.Bool("all") {
 		window = 0
 	}
-	sh, err := operator.OpenShared(ctx, l)
+	sh, err := openShared(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -245,12 +241,7 @@ func tasksCmd(ctx context.Context, c *cli.Command) error {
 		if rows == nil {
 			rows = []operator.TaskRow{}
 		}
-		b, err := json.MarshalIndent(rows, "", "  ")
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(c.Root().Writer, string(b))
-		return nil
+		return printJSON(c, rows)
 	}
 	p, _ := control.ReadPause(ctx, sh.KV)
 	return operator.PrintTasks(c.Root().Writer, rows, p)
@@ -278,6 +269,15 @@ func printJSON(c *cli.Command, v any) error {
 	return err
 }
 
+// openShared opens the shared state of the installation at --base-dir.
+func openShared(ctx context.Context, c *cli.Command) (*operator.Shared, error) {
+	l, err := installation(c)
+	if err != nil {
+		return nil, err
+	}
+	return operator.OpenShared(ctx, l)
+}
+
 // installation is the layout of --base-dir, which must exist.
 func installation(c *cli.Command) (layout.Layout, error) {
 	l := layout.New(layout.ResolveBase(c.String("base-dir")))
@@ -288,11 +288,7 @@ func installation(c *cli.Command) (layout.Layout, error) {
 }
 
 func eventsCmd(ctx context.Context, c *cli.Command) error {
-	l, err := installation(c)
-	if err != nil {
-		return err
-	}
-	sh, err := operator.OpenShared(ctx, l)
+	sh, err := openShared(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -355,11 +351,7 @@ func restartCmd(ctx context.Context, c *cli.Command) error {
 }
 
 func hostsCmd(ctx context.Context, c *cli.Command) error {
-	l, err := installation(c)
-	if err != nil {
-		return err
-	}
-	sh, err := operator.OpenShared(ctx, l)
+	sh, err := openShared(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -376,11 +368,7 @@ func forgetHostCmd(ctx context.Context, c *cli.Command) error {
 	if c.Args().Len() != 1 {
 		return &app.CodeError{Code: app.ExitUsage, Err: errors.New("usage: start hosts forget <host-id>")}
 	}
-	l, err := installation(c)
-	if err != nil {
-		return err
-	}
-	sh, err := operator.OpenShared(ctx, l)
+	sh, err := openShared(ctx, c)
 	if err != nil {
 		return err
 	}
