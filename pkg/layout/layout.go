@@ -342,9 +342,10 @@ func (l Layout) Dirs() []string {
 }
 
 // TempDirs returns every directory a dot-temp may be left in: Dirs and
-// each directory under state/, which the store and the leases make as
-// they are needed (state/store/kv/<ns>, spend/<date>, state/<general>,
-// state/sentinel-pollers, state/host-<id>).
+// each directory under state/ and memory/, which the store, the leases
+// and the generals make as they are needed (state/store/kv/<ns>,
+// spend/<date>, state/<general>, state/sentinel-pollers,
+// state/host-<id>, memory/generals/<general>).
 func (l Layout) TempDirs() []string {
 	seen := map[string]bool{}
 	var out []string
@@ -357,12 +358,14 @@ func (l Layout) TempDirs() []string {
 	for _, d := range l.Dirs() {
 		add(d)
 	}
-	_ = filepath.WalkDir(l.StateDir(), func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			add(p)
-		}
-		return nil
-	})
+	for _, root := range []string{l.StateDir(), l.MemoryDir()} {
+		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				add(p)
+			}
+			return nil
+		})
+	}
 	return out
 }
 

@@ -264,7 +264,7 @@ func TestSweepTemps_RemovesDeadTempsInEveryStateDir(t *testing.T) {
 	now := time.Now()
 	old := now.Add(-2 * TempMaxAge)
 	var dead []string
-	for _, dir := range []string{l.InboxRejected(), l.RoleStateDir("gen-x"), l.RoleStateDir("host-h1")} {
+	for _, dir := range []string{l.InboxRejected(), l.RoleStateDir("gen-x"), l.RoleStateDir("host-h1"), l.MemoryGeneral("gen-x")} {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			t.Fatal(err)
 		}
