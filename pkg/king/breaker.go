@@ -68,9 +68,6 @@ const failureWindow = time.Hour
 func (k *King) loadParks() error {
 	ps, err := parks.List(k.ctx(), k.kv)
 	if err != nil {
-		if k.brk.parks == nil {
-			k.brk.parks, k.brk.claimed = map[string]*parks.Park{}, map[string]bool{}
-		}
 		return err // the parks last read still hold
 	}
 	m := make(map[string]*parks.Park, len(ps))

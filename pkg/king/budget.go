@@ -25,12 +25,6 @@ import (
 //   - admission holds back work the budget or an engine pause forbids;
 //   - crossing 80 % and 100 % of the daily budget is announced once a day.
 
-// Failure reasons of §10.7 and §10.8.
-const (
-	ReasonUsageLimited   = "UsageLimited"
-	ReasonBudgetExceeded = "BudgetExceeded"
-)
-
 // attemptMoney is what a final result says about its attempt's cost and
 // limit, read from the file's own bytes (fields of §10.6 and §10.8).
 type attemptMoney struct {
@@ -100,12 +94,6 @@ func boundTotals(t spend.Totals) spend.Totals {
 	return t
 }
 
-// money is the king's memory of system.yaml (engines, usage-limit
-// fallback), loaded once.
-type money struct {
-	sys *config.System
-}
-
 // budgetMarks is state/king/budget.json: the thresholds today's spend has
 // already crossed, so each is announced once a day.
 type budgetMarks struct {
@@ -116,15 +104,15 @@ type budgetMarks struct {
 
 // system is system.yaml (engines, usage-limit fallback), loaded once.
 func (k *King) system() *config.System {
-	if k.mon.sys == nil {
+	if k.sys == nil {
 		sys, err := config.LoadSystem(k.l.ConfigFile(config.SystemFile))
 		if err != nil {
 			k.log.Warn("system.yaml unusable; engine defaults assumed", "err", err)
 			sys = config.DefaultSystem()
 		}
-		k.mon.sys = sys
+		k.sys = sys
 	}
-	return k.mon.sys
+	return k.sys
 }
 
 // engineOf is the engine general's soldiers run (manifest, else system).
@@ -305,11 +293,9 @@ type moneyGate struct {
 // moneyGate reads today's budget status and the engine pauses, and
 // announces budget thresholds newly crossed.
 func (k *King) moneyGate() *moneyGate {
-	g := &moneyGate{k: k, now: k.now()}
-	s := k.budgetStatus()
-	g.status = s
+	g := &moneyGate{k: k, now: k.now(), status: k.budgetStatus()}
 	if spend.Limited(k.cfg.Budget) {
-		if err := k.budgetCrossings(s); err != nil {
+		if err := k.budgetCrossings(g.status); err != nil {
 			k.log.Warn("budget thresholds", "err", err)
 		}
 	}

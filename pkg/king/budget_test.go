@@ -262,7 +262,7 @@ func TestKing_UsageLimitRepeatAfterCrashEmitsOnce(t *testing.T) {
 	if err := f.k.pauseEngine("claude", reset, "limit", task1); err != nil {
 		t.Fatal(err)
 	}
-	tk.Status = TaskRetrying
+	tk.Status = doc.TaskRetrying
 	tk.NotBefore = doc.FormatTime(reset)
 	writeJSON(t, filepath.Join(f.l.QueueState(layout.QTasks, layout.InProgress), task1+".json"), tk)
 	f.newKing()

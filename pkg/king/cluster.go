@@ -22,19 +22,10 @@ import (
 // DefaultTakeover is store.takeover_seconds' default.
 const DefaultTakeover = 600 * time.Second
 
-// HostLister reads the hosts registry (store.Store.Hosts).
-type HostLister interface {
-	Hosts(ctx context.Context, selfFence time.Duration) ([]store.Host, error)
-}
-
 func (k *King) initCluster(o Options) {
 	k.takeover = o.Takeover
 	if k.takeover <= 0 {
 		k.takeover = DefaultTakeover
-	}
-	k.hosts = o.Hosts
-	if k.hosts == nil {
-		k.hosts = o.Store
 	}
 }
 
@@ -98,7 +89,7 @@ func (k *King) claimOf(task string) store.Claim {
 func (k *King) lostHosts() (map[string]bool, error) {
 	ctx, cancel := k.callCtx()
 	defer cancel()
-	list, err := k.hosts.Hosts(ctx, k.takeover)
+	list, err := k.st.Hosts(ctx, k.takeover)
 	if err != nil {
 		return nil, err
 	}
@@ -141,18 +132,13 @@ func (k *King) processHostLoss() error {
 		if err := k.tasks.ReadJSON(layout.InProgress, d.ID, &t); err != nil {
 			continue // moved meanwhile
 		}
-		if t.Status == TaskRetrying {
+		if t.Status == doc.TaskRetrying {
 			continue // a retry half done: the results step finishes it
 		}
 		msg := "host " + d.Claim.Holder + " was lost (no lease renewal for " + k.takeover.String() + ")"
-		res := &doc.Result{
-			RawResult: doc.RawResult{TaskID: t.ID, Status: doc.ResultFailed, ErrorReason: doc.ReasonHostLost,
-				Error: msg, Summary: msg},
-			General: t.TargetGeneral, RetryCount: t.RetryCount,
-		}
 		k.em.Emit("task.host_lost", map[string]any{"task_id": t.ID, "host": d.Claim.Holder, "retry_count": t.RetryCount, "general": t.TargetGeneral})
 		k.log.Warn("task's host lost", "task", t.ID, "host", d.Claim.Holder, "retry_count", t.RetryCount)
-		if err := k.finish(&t, res); err != nil {
+		if err := k.finish(&t, failedResult(&t, doc.ReasonHostLost, msg, false), false); err != nil {
 			errs = append(errs, fmt.Errorf("task %s: %w", t.ID, err))
 		}
 	}

@@ -277,7 +277,7 @@ func (k *King) cancel(id, by string) (string, error) {
 		}
 		// The king takes the task over; a general claiming it at this very
 		// moment wins, and the task is cancelled as a running one.
-		err := k.finishPending(&t, cancelledResult(&t, by, ""))
+		err := k.finish(&t, failedResult(&t, doc.ReasonCancelled, "cancelled by "+by, true), true)
 		if err == nil {
 			k.em.Emit("task.cancelled", map[string]any{"task_id": id, "by": by, "was": layout.Pending, "general": t.TargetGeneral})
 			return "cancelled " + id + " (it was pending)", nil
@@ -338,17 +338,6 @@ func (k *King) cancelEvent(id, by string) (string, error) {
 	return "cancelled event " + id + " (it was " + st + "); it is in rejected/", nil
 }
 
-// cancelledResult is the failed/Cancelled outcome of a cancelled task.
-func cancelledResult(t *doc.Task, by, soldier string) *doc.Result {
-	terminal := true
-	msg := "cancelled by " + by
-	return &doc.Result{
-		RawResult: doc.RawResult{TaskID: t.ID, Status: doc.ResultFailed, Summary: msg, Error: msg,
-			ErrorReason: doc.ReasonCancelled, Terminal: &terminal},
-		General: t.TargetGeneral, RetryCount: t.RetryCount, SoldierID: soldier,
-	}
-}
-
 // attemptOutcome is the status the current attempt of an in-progress task
 // ended with ("" while it runs), from its final result when its general
 // wrote one (final true), else from its soldier's raw result. The general
@@ -360,17 +349,12 @@ func (k *King) attemptOutcome(task string) (status string, final bool) {
 			return st, true
 		}
 	}
-	return rawStatus(k.l.ResultRaw(task)), false
-}
-
-// rawStatus reads the status of a raw or final result file; "" when there
-// is none or it does not decode.
-func rawStatus(path string) string {
-	b, err := queue.ReadLimited(path, queue.DefaultMaxSize)
+	// The raw result's: "" when there is none or it does not decode.
+	b, err := queue.ReadLimited(k.l.ResultRaw(task), queue.DefaultMaxSize)
 	if err != nil {
-		return ""
+		return "", false
 	}
-	return statusOf(b)
+	return statusOf(b), false
 }
 
 // statusOf is the status of a raw or final result; "" when it does not
@@ -427,7 +411,7 @@ func (k *King) enforceCancels() error {
 			if k.tasks.ReadJSON(layout.Pending, task, &t) != nil {
 				continue
 			}
-			if err := k.finishPending(&t, cancelledResult(&t, rec.By, "")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := k.finish(&t, failedResult(&t, doc.ReasonCancelled, "cancelled by "+rec.By, true), true); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return err
 			}
 		case st == layout.InProgress:
@@ -468,11 +452,6 @@ func (k *King) pruneReplies() {
 	}
 }
 
-// cancelledFinal reports whether a final failure is a cancel (⛔, not ❌).
-func cancelledFinal(res *doc.Result) bool {
-	return res.ErrorReason == doc.ReasonCancelled
-}
-
 // withdrawQuestion closes a task that waits for a human's answer
 // (needs_human, in tasks/completed/): the cancel record first (from then on
 // a reply in its thread starts nothing, handleReply), the ⛔ in its thread,
@@ -494,7 +473,7 @@ func (k *King) withdrawQuestion(id, by string) (string, error) {
 	if err := control.WriteCancelled(k.ctx(), k.kv, rec); err != nil {
 		return "", err
 	}
-	res := cancelledResult(&t, by, "")
+	res := failedResult(&t, doc.ReasonCancelled, "cancelled by "+by, true)
 	res.Error = "question withdrawn by " + by
 	m := &doc.Message{
 		ID: msgFinalID(id, doc.FinalFailed), Type: doc.MessageNotification, TaskID: strPtr(id),

@@ -147,7 +147,7 @@ func (k *King) handleEvent(ev *doc.Event, adm *admission) (routed, error) {
 		return routed{}, k.handleReply(ev, adm)
 	case k.petitionable(ev):
 		if h := adm.holdFor(ev.Priority, ""); h != nil {
-			k.deferred(ev, h)
+			k.waiting(ev.ID, "", h) // it stays in pending/ (waits.go)
 			return routed{}, nil
 		}
 		if err := k.startPetition(ev); err != nil {
@@ -161,16 +161,11 @@ func (k *King) handleEvent(ev *doc.Event, adm *admission) (routed, error) {
 		return routed{}, k.discard(ev, layout.Pending, "no general subscribes to "+ev.Type)
 	}
 	if h := adm.holdFor(ev.Priority, g); h != nil {
-		k.deferred(ev, h)
+		k.waiting(ev.ID, "", h) // it stays in pending/ (waits.go)
 		return routed{}, nil
 	}
 	adm.inFlight++
 	return routed{ev: ev, general: g}, nil
-}
-
-// deferred leaves an event in pending/ and notes why it waits (waits.go).
-func (k *King) deferred(ev *doc.Event, h *hold) {
-	k.waiting(ev.ID, "", h)
 }
 
 // discard moves an event that no general takes to completed/ and says why.
@@ -181,11 +176,6 @@ func (k *King) discard(ev *doc.Event, from, reason string) error {
 	k.em.Emit("event.discarded", map[string]any{"event_id": ev.ID, "event_type": ev.Type, "reason": reason})
 	k.log.Info("event discarded", "event", ev.ID, "type", ev.Type, "reason", reason)
 	return nil
-}
-
-// dispatch turns ev into a task for general (dispatchAll of one event).
-func (k *King) dispatch(ev *doc.Event, general, from string) error {
-	return k.dispatchAll([]routed{{ev: ev, general: general}}, from)
 }
 
 // dispatchAll turns each event into a task for its general in the
@@ -287,16 +277,11 @@ func (k *King) putTask(g *queue.GroupTx, ev *doc.Event, general string) (*doc.Ta
 }
 
 // announceTask queues a written task's thread_start and emits its events,
-// within g.
+// within g, and logs the created task.
 func (k *King) announceTask(g *queue.GroupTx, ev *doc.Event, t *doc.Task, general string, recovered bool) error {
 	if _, err := k.putMessageIn(g, threadStart(ev, t)); err != nil {
 		return err
 	}
-	return k.taskCreated(g, ev, t, general, recovered)
-}
-
-// taskCreated emits (within g) and logs a created task.
-func (k *King) taskCreated(g *queue.GroupTx, ev *doc.Event, t *doc.Task, general string, recovered bool) error {
 	if err := g.Emit(k.em, "task.created", map[string]any{"task_id": t.ID, "event_type": ev.Type, "target_general": general, "priority": t.Priority}); err != nil {
 		return err
 	}

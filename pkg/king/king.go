@@ -57,8 +57,6 @@ type Options struct {
 	Store store.Store
 	// Host is this host's id (config.Store.ResolveHostID).
 	Host string
-	// Hosts lists the hosts registry (cluster.go); nil: the Store.
-	Hosts HostLister
 	// Takeover is store.takeover_seconds: the king fails the tasks of a
 	// host silent this long (HostLost). 0: 600 s.
 	Takeover time.Duration
@@ -79,8 +77,6 @@ type Options struct {
 	// DiskMinFreeGB holds admission below this much free space
 	// (chamberlain.yaml thresholds.disk_min_free_gb; 0: no hold, hold.go).
 	DiskMinFreeGB float64
-	// FreeBytes measures free space on a path's filesystem; nil: statfs.
-	FreeBytes func(path string) (uint64, error)
 }
 
 // King is the router role. Create it with New; it is not safe for
@@ -101,7 +97,6 @@ type King struct {
 	st       store.Store
 	host     string
 	lease    store.Lease // the king's leadership (UseLease); nil until the runner leads
-	hosts    HostLister
 	takeover time.Duration
 
 	events *queue.Queue
@@ -120,7 +115,7 @@ type King struct {
 
 	orphanSince map[string]time.Time // task → first seen without its general (orphans.go)
 	disk        diskHold             // the low-disk hold and its alert (hold.go)
-	mon         money                // cost ledger, budget and engine pauses (budget.go)
+	sys         *config.System       // system.yaml (engines, usage-limit fallback), loaded once (budget.go)
 	held        waitBook             // what waits and why (waits.go)
 	brk         breaker              // the parks (breaker.go)
 }
@@ -165,10 +160,7 @@ func New(o Options) (*King, error) {
 		wake:        make(chan struct{}, 1),
 		brk:         breaker{parks: map[string]*parks.Park{}, claimed: map[string]bool{}},
 	}
-	k.disk = diskHold{minFreeGB: o.DiskMinFreeGB, freeBytes: o.FreeBytes}
-	if k.disk.freeBytes == nil {
-		k.disk.freeBytes = statfsFree
-	}
+	k.disk = diskHold{minFreeGB: o.DiskMinFreeGB, freeBytes: statfsFree}
 	// The king's small state (pause, cancel records, control replies,
 	// engine pauses, spend, final results) is written fenced by its lease;
 	// the task sequence guards itself (seq.go) and is handed back at Close,

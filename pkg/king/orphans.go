@@ -68,21 +68,13 @@ func (k *King) processOrphans(*admission) error {
 			if now.Sub(first) < OrphanGrace {
 				continue
 			}
-			terminal := true
 			msg := fmt.Sprintf("general %s is not installed (its manifest has been gone for %s)", t.TargetGeneral, now.Sub(first).Round(time.Minute))
-			res := &doc.Result{
-				RawResult: doc.RawResult{TaskID: t.ID, Status: doc.ResultFailed, Summary: msg, Error: msg,
-					ErrorReason: doc.ReasonEngineMissing, Terminal: &terminal},
-				General: t.TargetGeneral, CompletedAt: doc.FormatTime(now), RetryCount: t.RetryCount,
-			}
+			res := failedResult(t, doc.ReasonEngineMissing, msg, true)
+			res.CompletedAt = doc.FormatTime(now)
 			k.log.Warn("failing a task whose general is gone", "task", t.ID, "general", t.TargetGeneral)
-			end := k.finish
-			if st == layout.Pending {
-				// The king takes the task over; a general claiming it at
-				// this very moment wins and keeps it.
-				end = k.finishPending
-			}
-			if err := end(t, res); err != nil {
+			// A pending one the king takes over; a general claiming it at
+			// this very moment wins and keeps it.
+			if err := k.finish(t, res, st == layout.Pending); err != nil {
 				if !errors.Is(err, fs.ErrNotExist) {
 					errs = append(errs, fmt.Errorf("task %s: %w", t.ID, err))
 				}

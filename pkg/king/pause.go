@@ -41,7 +41,7 @@ func (k *King) usageLimited(t *doc.Task, res *doc.Result, m attemptMoney) error 
 	// limit twice: the cap is a guard against a loop, one less is harmless.
 	t.UsageLimits++
 	if err := k.reschedule(t, until, map[string]any{
-		"error_reason": ReasonUsageLimited, "engine": eng, "attempt_counted": false,
+		"error_reason": doc.ReasonUsageLimited, "engine": eng, "attempt_counted": false,
 	}); err != nil {
 		return err
 	}
@@ -63,7 +63,7 @@ func (k *King) usageLimitedForGood(t *doc.Task, res *doc.Result) error {
 	r.Terminal = &terminal
 	r.Error = fmt.Sprintf("stopped by a usage limit %d times; giving up (last: %s)", t.UsageLimits+1, redact.Clip(res.Error, 500))
 	k.log.Warn("task failed: usage limit hit too often", "task", t.ID, "usage_limits", t.UsageLimits+1)
-	return k.finish(t, &r)
+	return k.finish(t, &r, false)
 }
 
 // pauseEngine records engine's pause until `until` in engine-pause.json,
@@ -102,7 +102,7 @@ func (k *King) pauseEngine(engine string, until time.Time, reason, task string) 
 // (recordAttempts): a usage limit pauses the engine and re-queues the
 // task; anything else goes through finishInto (a task that ends joins cs).
 func (k *King) finishAttempt(cs *[]completion, t *doc.Task, res *doc.Result, m attemptMoney) error {
-	if res.ErrorReason == ReasonUsageLimited && (res.Status == doc.ResultFailed || res.Status == doc.ResultKilled) {
+	if res.ErrorReason == doc.ReasonUsageLimited && (res.Status == doc.ResultFailed || res.Status == doc.ResultKilled) {
 		return k.usageLimited(t, res, m)
 	}
 	return k.finishInto(cs, t, res)

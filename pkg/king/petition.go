@@ -195,7 +195,7 @@ func (k *King) settlePetition(ev *doc.Event) error {
 				return nil // its general is parked: judged again next tick
 			}
 			k.log.Info("petition routed", "event", id, "general", pr.General)
-			return k.endPetition(id, k.dispatch(ev, pr.General, layout.Petitioning))
+			return k.endPetition(id, k.dispatchAll([]routed{{ev: ev, general: pr.General}}, layout.Petitioning))
 		default:
 			return k.endPetition(id, k.reply(ev, pr.DirectResponse, "direct_response", ""))
 		}
@@ -228,7 +228,7 @@ func (k *King) petitionFallback(ev *doc.Event, why string) error {
 			return nil // its general is parked: judged again next tick
 		}
 		k.log.Info("petition falls back to static routing", "event", ev.ID, "general", g, "why", why)
-		return k.endPetition(ev.ID, k.dispatch(ev, g, layout.Petitioning))
+		return k.endPetition(ev.ID, k.dispatchAll([]routed{{ev: ev, general: g}}, layout.Petitioning))
 	}
 	k.log.Info("petition cannot be handled", "event", ev.ID, "why", why)
 	return k.endPetition(ev.ID, k.reply(ev, CannotHandleText, "cannot_handle", why))

@@ -43,7 +43,7 @@ func (k *King) processResults() error {
 			// re-queueing left its mark (status retrying, written only by
 			// the king): finish it, or the task would sit here forever.
 			var t doc.Task
-			if k.tasks.ReadJSON(layout.InProgress, id, &t) == nil && t.Status == TaskRetrying {
+			if k.tasks.ReadJSON(layout.InProgress, id, &t) == nil && t.Status == doc.TaskRetrying {
 				if err := k.requeue(&t); err != nil {
 					errs = append(errs, err)
 				}
@@ -135,31 +135,37 @@ func (k *King) decodeResult(t *doc.Task, b []byte, readErr error) *doc.Result {
 }
 
 // finish acts on one attempt's final result at once (finishInto, then
-// completeAll of its completion).
-func (k *King) finish(t *doc.Task, res *doc.Result) error {
-	var cs []completion
-	if err := k.finishInto(&cs, t, res); err != nil {
-		return err
-	}
-	return k.completeAll(cs)
-}
-
-// finishPending ends pending task t with res (a terminal outcome: a
-// cancel, a failure decided before any attempt) as finish does, in the
-// one transaction that takes the task out of pending/: a general that
-// claimed it meanwhile keeps it, and the error satisfies fs.ErrNotExist.
-func (k *King) finishPending(t *doc.Task, res *doc.Result) error {
+// completeAll of its completion). With pending it ends pending task t with
+// res (a terminal outcome: a cancel, a failure decided before any attempt)
+// in the one transaction that takes the task out of pending/: a general
+// that claimed it meanwhile keeps it, and the error satisfies
+// fs.ErrNotExist.
+func (k *King) finish(t *doc.Task, res *doc.Result, pending bool) error {
 	var cs []completion
 	if err := k.finishInto(&cs, t, res); err != nil {
 		return err
 	}
 	for i := range cs {
-		cs[i].pending = true
+		cs[i].pending = pending
 	}
-	if len(cs) == 0 {
+	if pending && len(cs) == 0 {
 		return fmt.Errorf("task %s: a pending task's outcome must end it", t.ID)
 	}
 	return k.completeAll(cs)
+}
+
+// failedResult is a failed outcome of t's current attempt the king
+// decides (a cancel, a lost host, a general gone): reason, and msg as its
+// summary and error; terminal when it must never run again.
+func failedResult(t *doc.Task, reason, msg string, terminal bool) *doc.Result {
+	res := &doc.Result{
+		RawResult: doc.RawResult{TaskID: t.ID, Status: doc.ResultFailed, Summary: msg, Error: msg, ErrorReason: reason},
+		General:   t.TargetGeneral, RetryCount: t.RetryCount,
+	}
+	if terminal {
+		res.Terminal = &terminal
+	}
+	return res
 }
 
 // finishInto acts on one attempt's final result: a retry happens at once;
@@ -231,7 +237,7 @@ func (k *King) finalMessages(t *doc.Task, res *doc.Result, final string, tot spe
 	case final == doc.FinalSkipped:
 		content = fmt.Sprintf("⏭️ %s skipped %s: %s", t.TargetGeneral, t.ID, redact.Clip(firstNonEmpty(res.Reason, res.Summary), 3000))
 		ctx["reason"] = res.Reason
-	case cancelledFinal(res):
+	case res.ErrorReason == doc.ReasonCancelled: // a cancel: ⛔, not ❌
 		content = fmt.Sprintf("⛔ %s: %s cancelled (%s)", t.TargetGeneral, t.ID, redact.Clip(firstNonEmpty(res.Error, res.Summary), 3000))
 		ctx["error_reason"] = res.ErrorReason
 		ctx["error"] = redact.Clip(res.Error, 3000)
@@ -325,7 +331,7 @@ type completion struct {
 	msgs           []*doc.Message
 	status, evType string
 	data           map[string]any
-	pending        bool // t is still in pending/ (finishPending)
+	pending        bool // t is still in pending/ (finish)
 }
 
 // completeAll ends the tasks of cs in one transaction fenced by the king's
@@ -392,15 +398,11 @@ func (k *King) completeAll(cs []completion) error {
 		return err
 	}
 	for _, c := range cs {
-		k.completed(c.t, c.status, c.evType, c.data)
+		// The outcome, emitted as the task's general.
+		k.em.EmitAs(c.evType, c.t.TargetGeneral, c.data)
+		k.log.Info("task finished", "task", c.t.ID, "general", c.t.TargetGeneral, "status", c.status)
 	}
 	return nil
-}
-
-// completed emits a finished task's outcome, as its general.
-func (k *King) completed(t *doc.Task, status, evType string, data map[string]any) {
-	k.em.EmitAs(evType, t.TargetGeneral, data)
-	k.log.Info("task finished", "task", t.ID, "general", t.TargetGeneral, "status", status)
 }
 
 // retryable is the error policy (seed 004, SPEC §4.4, §12.4): a failed or
@@ -489,7 +491,7 @@ func (k *King) retry(t *doc.Task, res *doc.Result) error {
 // and general. Both a retry and a usage-limit hold go through it.
 func (k *King) reschedule(t *doc.Task, nb time.Time, data map[string]any) error {
 	t.NotBefore = doc.FormatTime(nb)
-	t.Status = TaskRetrying
+	t.Status = doc.TaskRetrying
 	if err := k.group(func(g *queue.GroupTx) error { return g.Put(k.tasks, layout.InProgress, t.ID, t) }); err != nil {
 		return err
 	}
@@ -500,10 +502,6 @@ func (k *King) reschedule(t *doc.Task, nb time.Time, data map[string]any) error 
 	k.em.Emit("task.retry_scheduled", data)
 	return nil
 }
-
-// TaskRetrying: a task in in_progress/ with this status and no final result
-// is a half-done retry (only the king writes it).
-const TaskRetrying = doc.TaskRetrying
 
 // requeue finishes a retry whose task was already rewritten: the previous
 // attempt's files go first (its raw result must never be taken for the next

@@ -361,7 +361,7 @@ func TestKing_RetryStrandedAfterResultRemovalIsFinished(t *testing.T) {
 	// old final result, but before the rename to pending/: no result is
 	// left to notice, only the task's retrying mark.
 	tk := f.task(layout.InProgress, task1)
-	tk.RetryCount, tk.NotBefore, tk.Status = 1, doc.FormatTime(t0.Add(time.Minute)), TaskRetrying
+	tk.RetryCount, tk.NotBefore, tk.Status = 1, doc.FormatTime(t0.Add(time.Minute)), doc.TaskRetrying
 	writeJSON(t, f.l.QueueState(layout.QTasks, layout.InProgress)+"/"+task1+".json", tk)
 	writeJSON(t, f.l.ResultRaw(task1), map[string]any{"task_id": task1, "status": "killed", "summary": "x", "error": "x"})
 	f.tick()

@@ -57,11 +57,11 @@ func (k *King) handleReply(ev *doc.Event, adm *admission) error {
 		return k.discard(ev, layout.Pending, reason)
 	}
 	if h := adm.holdFor(doc.PriorityHigh, rc.General); h != nil {
-		k.deferred(ev, h)
+		k.waiting(ev.ID, "", h)
 		return nil
 	}
 	lost := k.affinityLost(k.askingHost(rc.TaskID))
-	if err := k.dispatch(ev, rc.General, layout.Pending); err != nil {
+	if err := k.dispatchAll([]routed{{ev: ev, general: rc.General}}, layout.Pending); err != nil {
 		return err
 	}
 	if ev.TaskID == "" {
@@ -92,13 +92,7 @@ func (k *King) failAtOnce(id, reason, msg string) error {
 	if err := k.tasks.ReadJSON(layout.Pending, id, &t); err != nil {
 		return fmt.Errorf("read task %s: %w", id, err)
 	}
-	terminal := true
-	res := &doc.Result{
-		RawResult: doc.RawResult{TaskID: id, Status: doc.ResultFailed, ErrorReason: reason, Error: msg,
-			Summary: msg, Terminal: &terminal},
-		General: t.TargetGeneral, RetryCount: t.RetryCount,
-	}
-	if err := k.finishPending(&t, res); err != nil {
+	if err := k.finish(&t, failedResult(&t, reason, msg, true), true); err != nil {
 		return fmt.Errorf("end task %s: %w", id, err)
 	}
 	return nil

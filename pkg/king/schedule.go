@@ -149,7 +149,7 @@ func (k *King) fireSchedule(m *config.Manifest, s config.Schedule, due time.Time
 		ID: id, Type: s.TaskType, Source: doc.SourceSchedule, Repo: doc.StringPtr(repo),
 		Payload: payload, Priority: doc.PriorityNormal, CreatedAt: doc.FormatTime(k.now()),
 	}
-	err := k.dispatch(ev, m.Name, "")
+	err := k.dispatchAll([]routed{{ev: ev, general: m.Name}}, "")
 	if errors.Is(err, queue.ErrExists) {
 		k.log.Debug("schedule run already fired", "event", id)
 		return nil

@@ -2,6 +2,7 @@ package king
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/doc"
@@ -139,17 +140,10 @@ func (k *King) announceWait(w waits.Wait) {
 }
 
 func sameWaits(a, b []waits.Wait) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		x, y := a[i], b[i]
-		if x.EventID != y.EventID || x.TaskID != y.TaskID || x.Reason != y.Reason || x.Detail != y.Detail ||
-			!x.Since.Equal(y.Since) || (x.Until == nil) != (y.Until == nil) || (x.Until != nil && !x.Until.Equal(*y.Until)) {
-			return false
-		}
-	}
-	return true
+	return slices.EqualFunc(a, b, func(x, y waits.Wait) bool {
+		return x.EventID == y.EventID && x.TaskID == y.TaskID && x.Reason == y.Reason && x.Detail == y.Detail &&
+			x.Since.Equal(y.Since) && (x.Until == nil) == (y.Until == nil) && (x.Until == nil || x.Until.Equal(*y.Until))
+	})
 }
 
 // taskWaits names why each pending task waits that its general may not
