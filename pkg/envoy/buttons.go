@@ -170,7 +170,7 @@ func (e *Envoy) makeButtons(ctx context.Context, m *doc.Message, t target, p *po
 		return nil
 	}
 	task := taskKey(m)
-	if e.console {
+	if e.Console() {
 		for _, a := range acts {
 			if c := consoleCommand(a, task, park); c != "" {
 				p.Buttons = append(p.Buttons, button{ActionID: a, Label: buttonLabel[a], Command: c})
@@ -181,6 +181,7 @@ func (e *Envoy) makeButtons(ctx context.Context, m *doc.Message, t target, p *po
 	now := e.clock.Now()
 	cfg := e.config()
 	attempt, eventID := e.taskAttempt(task)
+	attempt = max(attempt, 0)
 	if n, ok := m.Context["retry_count"].(float64); ok {
 		attempt = int(n)
 	}
@@ -210,11 +211,7 @@ func (e *Envoy) makeButtons(ctx context.Context, m *doc.Message, t target, p *po
 	}
 	if err := e.st.write(ctx, func(tx store.Tx) error {
 		for _, r := range recs {
-			b, err := json.Marshal(r)
-			if err != nil {
-				return err
-			}
-			if err := tx.Set(NSButtons, r.ID, b); err != nil {
+			if err := putButton(tx, r); err != nil {
 				return err
 			}
 		}
@@ -223,11 +220,8 @@ func (e *Envoy) makeButtons(ctx context.Context, m *doc.Message, t target, p *po
 		return fmt.Errorf("button records of %s: %w", m.ID, err)
 	}
 	for i, a := range acts {
-		b := button{ActionID: a, Value: idl[i], Label: buttonLabel[a], Command: consoleCommand(a, task, park)}
-		switch a {
-		case ActionAnswer, ActionRetry, ActionUnpark:
-			b.Style = slack.StylePrimary
-		case ActionCancel:
+		b := button{ActionID: a, Value: idl[i], Label: buttonLabel[a], Style: slack.StylePrimary, Command: consoleCommand(a, task, park)}
+		if a == ActionCancel {
 			b.Style = slack.StyleDanger
 		}
 		p.Buttons = append(p.Buttons, b)
@@ -263,27 +257,42 @@ func (e *Envoy) swapButton(ctx context.Context, id string, fn func(*buttonRecord
 		return out, errNoButton
 	}
 	err := e.st.write(ctx, func(tx store.Tx) error {
-		b, err := tx.ValueForUpdate(NSButtons, id)
+		r, err := lockButton(tx, id)
 		if errors.Is(err, store.ErrNotFound) {
 			return errNoButton
 		}
 		if err != nil {
 			return err
 		}
-		var r buttonRecord
-		if err := json.Unmarshal(b, &r); err != nil {
-			return fmt.Errorf("button %s: %w", id, err)
-		}
 		if err := fn(&r); err != nil {
 			return err
 		}
-		if b, err = json.Marshal(r); err != nil {
-			return err
-		}
 		out = r
-		return tx.Set(NSButtons, id, b)
+		return putButton(tx, r)
 	})
 	return out, err
+}
+
+// lockButton reads record id in tx, its row locked.
+func lockButton(tx store.Tx, id string) (buttonRecord, error) {
+	var r buttonRecord
+	b, err := tx.ValueForUpdate(NSButtons, id)
+	if err != nil {
+		return r, err
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return r, fmt.Errorf("button %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// putButton writes record r in tx.
+func putButton(tx store.Tx, r buttonRecord) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return tx.Set(NSButtons, r.ID, b)
 }
 
 // loadButton reads record id.
@@ -313,7 +322,7 @@ func (e *Envoy) refusal(r buttonRecord, user string, attempt int, now time.Time)
 	case btnClosed:
 		return "This button is closed: its task has moved on."
 	}
-	if exp, err := parseTime(r.ExpiresAt); err != nil || !now.Before(exp) {
+	if exp, err := doc.ParseTime(r.ExpiresAt); err != nil || !now.Before(exp) {
 		return "This button has expired (buttons last `buttons.ttl_hours`)."
 	}
 	if !r.AllowAll && (user == "" || !slices.Contains(r.Users, user)) {
@@ -339,11 +348,7 @@ type click struct {
 // onInteractive handles an interactive envelope: acked at once, then the
 // click or the modal's submission.
 func (e *Envoy) onInteractive(ctx context.Context, smc *socketmode.Client, evt socketmode.Event) {
-	if evt.Request != nil {
-		if err := smc.Ack(*evt.Request); err != nil {
-			e.log.Warn("socket mode ack failed", "err", redact(err))
-		}
-	}
+	e.ack(smc, evt)
 	cb, ok := evt.Data.(slack.InteractionCallback)
 	if !ok {
 		return
@@ -391,7 +396,8 @@ func (e *Envoy) onClick(ctx context.Context, c click) {
 	if r.TS == "" && c.ts != "" {
 		r.Channel, r.TS = c.channel, c.ts
 	}
-	if why := e.refusal(r, c.user, e.currentAttempt(r.TaskID), e.clock.Now()); why != "" {
+	attempt, _ := e.taskAttempt(r.TaskID)
+	if why := e.refusal(r, c.user, attempt, e.clock.Now()); why != "" {
 		refuse(why)
 		return
 	}
@@ -466,24 +472,9 @@ func (e *Envoy) useButton(ctx context.Context, id, user, reply, channel, ts stri
 	if err != nil {
 		return out, err
 	}
-	attempt := e.currentAttempt(rec.TaskID)
+	attempt, _ := e.taskAttempt(rec.TaskID)
 	err = e.st.write(ctx, func(tx store.Tx) error {
-		load := func(k string) (buttonRecord, error) {
-			var r buttonRecord
-			b, err := tx.ValueForUpdate(NSButtons, k)
-			if err != nil {
-				return r, err
-			}
-			return r, json.Unmarshal(b, &r)
-		}
-		put := func(r buttonRecord) error {
-			b, err := json.Marshal(r)
-			if err != nil {
-				return err
-			}
-			return tx.Set(NSButtons, r.ID, b)
-		}
-		r, err := load(id)
+		r, err := lockButton(tx, id)
 		if errors.Is(err, store.ErrNotFound) {
 			return refused{"This button is no longer known to Kingdom."}
 		}
@@ -502,7 +493,7 @@ func (e *Envoy) useButton(ctx context.Context, id, user, reply, channel, ts stri
 			r.Reply, r.ReplyTS = reply, fmt.Sprintf("%d.%06d", us/1e6, us%1e6)
 		}
 		for _, sib := range r.Siblings {
-			s, err := load(sib)
+			s, err := lockButton(tx, sib)
 			if errors.Is(err, store.ErrNotFound) {
 				continue
 			}
@@ -511,13 +502,13 @@ func (e *Envoy) useButton(ctx context.Context, id, user, reply, channel, ts stri
 			}
 			if s.State == btnOpen {
 				s.State = btnClosed
-				if err := put(s); err != nil {
+				if err := putButton(tx, s); err != nil {
 					return err
 				}
 			}
 		}
 		out = r
-		if err := put(r); err != nil {
+		if err := putButton(tx, r); err != nil {
 			return err
 		}
 		// In the swap's transaction: a click used is in the event log even
@@ -612,7 +603,7 @@ func (e *Envoy) act(ctx context.Context, r buttonRecord) error {
 	case ActionCancel:
 		return e.submitControl(ctx, control.Request{ID: "ctl-" + r.ID, Action: control.ActionCancel, TaskID: r.TaskID, By: by})
 	case ActionUnpark:
-		return e.submitUnpark(ctx, "ctl-"+r.ID, r.Target, by)
+		return e.submitControl(ctx, control.Request{ID: "ctl-" + r.ID, Action: control.ActionUnpark, Target: r.Target, By: by})
 	case ActionRetry:
 		return e.retrigger(ctx, r)
 	case ActionAnswer:
@@ -648,11 +639,6 @@ func (e *Envoy) submitControl(ctx context.Context, req control.Request) error {
 	}
 	_, err := control.Submit(ctx, s, req, e.clock.Now())
 	return err
-}
-
-// submitUnpark queues `start unpark <target>` as the operator would.
-func (e *Envoy) submitUnpark(ctx context.Context, id, target, by string) error {
-	return e.submitControl(ctx, control.Request{ID: id, Action: control.ActionUnpark, Target: target, By: by})
 }
 
 // retrigger re-runs a failed task: its source event admitted again under
@@ -703,33 +689,21 @@ func (e *Envoy) awaited(ctx context.Context, task string) (Awaited, bool) {
 	return a, ok
 }
 
-// taskAttempt returns task's retry_count and source event (0, "" when the
-// task is not found).
+// taskAttempt returns task's retry_count now and its source event (-1, ""
+// when the task is not found; 0, "" when it cannot be read).
 func (e *Envoy) taskAttempt(task string) (int, string) {
 	if task == "" {
-		return 0, ""
+		return -1, ""
 	}
 	st, ok := e.tasks.Find(task)
 	if !ok {
-		return 0, ""
+		return -1, ""
 	}
 	var t doc.Task
 	if e.tasks.ReadJSON(st, task, &t) != nil {
 		return 0, ""
 	}
 	return t.RetryCount, t.EventID
-}
-
-// currentAttempt is task's retry_count now, -1 when unknown.
-func (e *Envoy) currentAttempt(task string) int {
-	if task == "" {
-		return -1
-	}
-	if _, ok := e.tasks.Find(task); !ok {
-		return -1
-	}
-	n, _ := e.taskAttempt(task)
-	return n
 }
 
 // eventUser is the Slack user whose message made event id ("" if none).
@@ -753,11 +727,9 @@ func (e *Envoy) eventUser(id string) string {
 // notification landed and updates their messages in place without them
 // (the thread start loses Cancel task). A ❌'s Retry stays.
 func (e *Envoy) closeTaskButtons(ctx context.Context, task, finalMsg string) {
-	vals, err := func() (map[string][]byte, error) {
-		c, cancel := context.WithTimeout(ctx, e.st.timeout)
-		defer cancel()
-		return e.st.st.Values(c, NSButtons)
-	}()
+	c, cancel := context.WithTimeout(ctx, e.st.timeout)
+	vals, err := e.st.st.Values(c, NSButtons)
+	cancel()
 	if err != nil {
 		e.log.Warn("buttons not closed", "task_id", task, "err", err)
 		return
@@ -820,7 +792,7 @@ func (e *Envoy) finishButtons(ctx context.Context) error {
 			e.carryOut(ctx, r)
 			continue
 		}
-		if exp, err := parseTime(r.ExpiresAt); err == nil && now.Sub(exp) > 24*time.Hour && (r.Done || r.State != btnUsed) {
+		if exp, err := doc.ParseTime(r.ExpiresAt); err == nil && now.Sub(exp) > 24*time.Hour && (r.Done || r.State != btnUsed) {
 			stale = append(stale, k)
 		}
 	}

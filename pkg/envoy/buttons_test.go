@@ -339,7 +339,7 @@ func TestButtons_UnparkGoesThroughControl(t *testing.T) {
 		t.Errorf("the button's request does not validate: %v", err)
 	}
 	// A second run of the action (after a crash) queues nothing more.
-	if err := h.e.submitUnpark(t.Context(), req.ID, "general:gen-pr", "slack:UALICE"); err != nil || len(h.requests()) != 1 {
+	if err := h.e.submitControl(t.Context(), req); err != nil || len(h.requests()) != 1 {
 		t.Errorf("second submit: %v, %d requests", err, len(h.requests()))
 	}
 }

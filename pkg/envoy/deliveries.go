@@ -2,6 +2,7 @@ package envoy
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -150,11 +151,8 @@ func (st *stateStore) readRecords(ctx context.Context) ([]recorded, error) {
 		}
 		st.doubt[id] = r
 	}
-	sort.Slice(out, func(a, b int) bool {
-		if out[a].D.At != out[b].D.At {
-			return out[a].D.At < out[b].D.At
-		}
-		return out[a].ID < out[b].ID
+	slices.SortFunc(out, func(a, b recorded) int {
+		return cmp.Or(cmp.Compare(a.D.At, b.D.At), cmp.Compare(a.ID, b.ID))
 	})
 	return out, nil
 }
@@ -226,9 +224,6 @@ func (st *stateStore) settleGone(pending func(id string) bool) {
 // and the state is read afresh from the store, where the previous leader
 // left it.
 func (e *Envoy) UseLease(l store.Lease) {
-	e.mu.Lock()
-	e.lease = l
-	e.mu.Unlock()
 	e.st.mu.Lock()
 	defer e.st.mu.Unlock()
 	e.st.lease = l
@@ -237,9 +232,9 @@ func (e *Envoy) UseLease(l store.Lease) {
 
 // currentLease is the lease of this term (nil before UseLease).
 func (e *Envoy) currentLease() store.Lease {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.lease
+	e.st.mu.Lock()
+	defer e.st.mu.Unlock()
+	return e.st.lease
 }
 
 // inDoubt returns the record of a post of message id an earlier run began
@@ -275,11 +270,11 @@ func (e *Envoy) settleDoubt(ctx context.Context, m *doc.Message, p post) (doubtO
 		return doubtPost, "", nil
 	}
 	var since time.Time
-	if st, err := parseTime(r.StartedAt); err == nil {
+	if st, err := doc.ParseTime(r.StartedAt); err == nil {
 		since = st.Add(-findSkew)
 	}
 	ts, err := "", errFindUnsupported
-	if !e.console || r.Host == e.st.host { // a console log holds only its own host's posts
+	if !e.Console() || r.Host == e.st.host { // a console log holds only its own host's posts
 		ts, err = e.poster.Find(ctx, p, since)
 	}
 	var se slack.SlackErrorResponse
@@ -346,19 +341,26 @@ func (w *webPoster) Find(ctx context.Context, p post, since time.Time) (string, 
 // findPages bounds a look-up (200 messages a page).
 const findPages = 10
 
-// identity is our bot's user and bot id (auth.test, asked once).
+// identity is our bot's user and bot id (auth.test, asked until it answers).
 func (w *webPoster) identity(ctx context.Context) (user, bot string, err error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.user != "" || w.bot != "" {
-		return w.user, w.bot, nil
+	if user, bot = w.self(); user != "" || bot != "" {
+		return user, bot, nil
 	}
 	resp, err := w.api.AuthTestContext(ctx)
 	if err != nil {
 		return "", "", err
 	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.user, w.bot = resp.UserID, resp.BotID
 	return w.user, w.bot, nil
+}
+
+// self is our identity as far as known.
+func (w *webPoster) self() (user, bot string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.user, w.bot
 }
 
 // Find looks for p's record in the console log (its head names the message

@@ -38,7 +38,7 @@ func (e *Envoy) holdForDisk(ctx context.Context, cause error) error {
 	if alert {
 		e.em.Emit("system.envoy_sends_held", map[string]any{"error": redact(cause)})
 		ch := e.config().DefaultChannel()
-		if ch == "" && e.console {
+		if ch == "" && e.Console() {
 			ch = ConsoleChannel
 		}
 		if ch != "" {

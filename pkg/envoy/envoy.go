@@ -30,6 +30,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"strings"
@@ -41,6 +42,7 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/clock"
 	"github.com/kingdom-dev/kingdom/pkg/config"
+	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/eventlog"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
@@ -75,8 +77,6 @@ type Options struct {
 	// PingInterval is how long Socket Mode waits for a server ping before
 	// reconnecting (default 30 s, slack-go's).
 	PingInterval time.Duration
-	// HTTPTimeout bounds every Web API call (default 30 s; slack-go has none).
-	HTTPTimeout time.Duration
 	// ConfigPath is envoy.yaml: when set, a tick reloads it after it
 	// changed (retry.go). "" = Config stays as given.
 	ConfigPath string
@@ -97,7 +97,6 @@ type Envoy struct {
 	tasks, events *queue.Queue
 	st            *stateStore
 	poster        poster
-	console       bool
 	// The config watch (retry.go): envoy.yaml's path and the stamp it had
 	// when last loaded; the fingerprint failed/ was last scanned under.
 	cfgPath   string
@@ -107,13 +106,11 @@ type Envoy struct {
 	// (send.go): "recorded", "finished".
 	afterStep func(step, msgID string)
 
-	api          *slack.Client // nil in console mode
+	web          *webPoster // the Web API; nil in console mode
 	appToken     string
 	pingInterval time.Duration
 
 	mu      sync.Mutex
-	selfID  string               // our bot's user id (auth.test)
-	selfBot string               // our bot id
 	seenEvt map[string]time.Time // Slack event_ids handled (redelivery dedupe)
 	// holdUntil pauses outbound sends after a long Retry-After.
 	holdUntil time.Time
@@ -121,8 +118,6 @@ type Envoy struct {
 	disk diskState
 	// lastPrune is when prune last looked for expired state.
 	lastPrune time.Time
-	// lease is the leadership of this term (UseLease).
-	lease store.Lease
 }
 
 // New builds the envoy. It does no I/O.
@@ -148,9 +143,6 @@ func New(o Options) (*Envoy, error) {
 	if o.PingInterval <= 0 {
 		o.PingInterval = 30 * time.Second
 	}
-	if o.HTTPTimeout <= 0 {
-		o.HTTPTimeout = 30 * time.Second
-	}
 	e := &Envoy{
 		l: o.Layout, log: o.Log, em: o.Events, clock: o.Clock, sleep: o.Sleep,
 		messages:     queue.OnStore(o.Store, o.Layout, layout.QMessages, o.Events, o.Host),
@@ -166,7 +158,6 @@ func New(o Options) (*Envoy, error) {
 	e.tasks = queue.OnStore(o.Store, o.Layout, layout.QTasks, o.Events, o.Host)
 	e.admit = queue.NewAdmitter(o.Layout, e.events)
 	if o.BotToken == "" {
-		e.console = true
 		e.poster = &consolePoster{out: o.Stdout, path: o.Layout.EnvoyConsoleLog(),
 			lock: o.Layout.RotateLock(), clock: o.Clock}
 		if o.AppToken != "" {
@@ -181,14 +172,15 @@ func New(o Options) (*Envoy, error) {
 	}
 	opts := []slack.Option{
 		slack.OptionAPIURL(apiURL),
-		// slack-go's default client has no timeout.
-		slack.OptionHTTPClient(&http.Client{Timeout: o.HTTPTimeout}),
+		// slack-go's default client has no timeout: 30 s bounds every Web
+		// API call.
+		slack.OptionHTTPClient(&http.Client{Timeout: 30 * time.Second}),
 	}
 	if o.AppToken != "" {
 		opts = append(opts, slack.OptionAppLevelToken(o.AppToken))
 	}
-	e.api = slack.New(o.BotToken, opts...)
-	e.poster = &webPoster{api: e.api}
+	e.web = &webPoster{api: slack.New(o.BotToken, opts...)}
+	e.poster = e.web
 	return e, nil
 }
 
@@ -196,7 +188,7 @@ func New(o Options) (*Envoy, error) {
 func (e *Envoy) config() *config.Envoy { return e.cfg.Load() }
 
 // Console reports whether the envoy runs without Slack.
-func (e *Envoy) Console() bool { return e.console }
+func (e *Envoy) Console() bool { return e.web == nil }
 
 // Watches are the directories whose new files should wake the envoy: the
 // outbound queue and the console inbox of `envoy reply`.
@@ -239,7 +231,7 @@ func (e *Envoy) Tick(ctx context.Context) error {
 // Start opens Socket Mode in the background when an app token is set. It
 // does not block; the socket reconnects on its own until ctx ends.
 func (e *Envoy) Start(ctx context.Context) error {
-	if e.console {
+	if e.Console() {
 		e.log.Info("console mode: no Slack bot token; outbound goes to logs/envoy-console.log")
 		return nil
 	}
@@ -277,30 +269,21 @@ func (e *Envoy) prune(ctx context.Context) error {
 	defer e.st.settleGone(pending)
 	return e.st.mutate(ctx, func(s *State) bool {
 		n := len(s.Conversations) + len(s.Awaiting) + len(s.Mappings) + len(s.Deliveries)
-		for k, c := range s.Conversations {
-			if t, err := parseTime(c.ExpiresAt); err != nil || !now.Before(t) {
-				delete(s.Conversations, k)
-			}
+		maps.DeleteFunc(s.Conversations, func(_ string, c Conversation) bool {
+			t, err := doc.ParseTime(c.ExpiresAt)
+			return err != nil || !now.Before(t)
+		})
+		aged := func(at string) bool {
+			t, err := doc.ParseTime(at)
+			return err == nil && now.Sub(t) > awaitedTTL
 		}
-		for k, a := range s.Awaiting {
-			if t, err := parseTime(a.CreatedAt); err == nil && now.Sub(t) > awaitedTTL {
-				delete(s.Awaiting, k)
-			}
-		}
+		maps.DeleteFunc(s.Awaiting, func(_ string, a Awaited) bool { return aged(a.CreatedAt) })
 		// A mapping is cleared by its task's final notification; one whose
 		// task never got one (needs_human, a final message in failed/)
 		// would stay forever. No task lives a week; a resume carries its
 		// thread in the message itself (§9.8).
-		for k, m := range s.Mappings {
-			if t, err := parseTime(m.CreatedAt); err == nil && now.Sub(t) > awaitedTTL {
-				delete(s.Mappings, k)
-			}
-		}
-		for id := range s.Deliveries {
-			if !pending(id) {
-				delete(s.Deliveries, id)
-			}
-		}
+		maps.DeleteFunc(s.Mappings, func(_ string, m ThreadMapping) bool { return aged(m.CreatedAt) })
+		maps.DeleteFunc(s.Deliveries, func(id string, _ Delivery) bool { return !pending(id) })
 		return len(s.Conversations)+len(s.Awaiting)+len(s.Mappings)+len(s.Deliveries) != n
 	})
 }

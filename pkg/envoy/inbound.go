@@ -84,10 +84,12 @@ func (e *Envoy) forgetEvent(id string) {
 	e.mu.Unlock()
 }
 
+// self is our bot's user and bot id, once known ("" in console mode).
 func (e *Envoy) self() (user, bot string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.selfID, e.selfBot
+	if e.web == nil {
+		return "", ""
+	}
+	return e.web.self()
 }
 
 // handleInbound turns one Slack message into at most one event (SPEC §4.7).
@@ -192,14 +194,7 @@ func (e *Envoy) handleInbound(ctx context.Context, in Inbound) (followUp, error)
 			// A redelivery of a reply admitted before a crash: finish what
 			// that run could not — the awaited entry must go, or a later
 			// message in the thread would resume the task twice (§9.8).
-			if awaited != "" {
-				if uerr := e.st.update(ctx, func(s *State) error {
-					delete(s.Awaiting, awaited)
-					return nil
-				}); uerr != nil {
-					e.log.Error("awaited entry not cleared", "task_id", awaited, "err", uerr)
-				}
-			}
+			e.answered(ctx, awaited)
 			return followUp{}, nil
 		}
 		if errors.Is(err, ids.ErrInvalid) {
@@ -211,20 +206,26 @@ func (e *Envoy) handleInbound(ctx context.Context, in Inbound) (followUp, error)
 	}
 	e.em.Emit("event.detected", map[string]any{"event_id": id, "event_type": typ, "source": doc.SourceSlack, "priority": priority})
 	e.log.Info("event queued", "event_id", id, "type", typ)
-	if awaited != "" {
-		// The first accepted reply answers the question (SPEC §9.8).
-		if err := e.st.update(ctx, func(s *State) error {
-			delete(s.Awaiting, awaited)
-			return nil
-		}); err != nil {
-			e.log.Error("awaited entry not cleared", "task_id", awaited, "err", err)
-		}
-	}
+	// The first accepted reply answers the question (SPEC §9.8).
+	e.answered(ctx, awaited)
 	var f followUp
 	if typ != EventThreadReply && !in.Console {
 		f.react = &reaction{channel: in.Channel, ts: in.TS, name: ReactionReceived}
 	}
 	return f, nil
+}
+
+// answered drops task's awaited entry ("" = none): it has its answer.
+func (e *Envoy) answered(ctx context.Context, task string) {
+	if task == "" {
+		return
+	}
+	if err := e.st.update(ctx, func(s *State) error {
+		delete(s.Awaiting, task)
+		return nil
+	}); err != nil {
+		e.log.Error("awaited entry not cleared", "task_id", task, "err", err)
+	}
 }
 
 // doFollowUp makes the Web API calls of a handled message (best effort).

@@ -40,8 +40,6 @@ var finalReaction = map[string]string{
 	doc.FinalSkipped: ReactionSkipped,
 }
 
-func parseTime(s string) (time.Time, error) { return doc.ParseTime(s) }
-
 // maxInlineWait is the longest Retry-After waited inside a tick.
 const maxInlineWait = 30 * time.Second
 
@@ -80,7 +78,7 @@ func (e *Envoy) resolve(m *doc.Message, s *State) (target, error) {
 	key := taskKey(m)
 	mp, mapped := s.Mappings[key]
 	if key == "" {
-		mapped = false
+		mp, mapped = ThreadMapping{}, false
 	}
 	orDefault := func(chs ...string) string {
 		for _, c := range chs {
@@ -99,11 +97,7 @@ func (e *Envoy) resolve(m *doc.Message, s *State) (target, error) {
 			if m.SourceRef != nil {
 				src = m.SourceRef.Channel
 			}
-			ch := orDefault(explicit, src)
-			if mapped && explicit == "" {
-				ch = mp.Channel
-			}
-			t = target{channel: ch, threadTS: threadTS, noPost: strings.TrimSpace(m.Content) == ""}
+			t = target{channel: orDefault(explicit, mp.Channel, src), threadTS: threadTS, noPost: strings.TrimSpace(m.Content) == ""}
 		case m.SourceRef != nil: // the DM that asked becomes the parent
 			t = target{channel: m.SourceRef.Channel, threadTS: m.SourceRef.TS}
 		default:
@@ -123,11 +117,7 @@ func (e *Envoy) resolve(m *doc.Message, s *State) (target, error) {
 	default: // thread_update, thread_reply, human_input_request
 		switch {
 		case threadTS != "":
-			ch := orDefault(explicit)
-			if mapped && explicit == "" {
-				ch = mp.Channel
-			}
-			t = target{channel: ch, threadTS: threadTS}
+			t = target{channel: orDefault(explicit, mp.Channel), threadTS: threadTS}
 		case mapped:
 			t = target{channel: mp.Channel, threadTS: mp.ThreadTS}
 		case m.SourceRef != nil:
@@ -136,7 +126,7 @@ func (e *Envoy) resolve(m *doc.Message, s *State) (target, error) {
 			t = target{channel: orDefault(explicit)}
 		}
 	}
-	if t.channel == "" && e.console {
+	if t.channel == "" && e.Console() {
 		// The console prints everything; a channel only names where.
 		t.channel = ConsoleChannel
 	}
@@ -209,15 +199,11 @@ func (e *Envoy) deliver(ctx context.Context, ent queue.Entry) error {
 				return err
 			}
 		}
-		switch {
-		case t.noPost:
-			d = Delivery{Channel: t.channel, ThreadTS: t.threadTS}
-		case doubt == doubtFound:
-			d = Delivery{Channel: t.channel, TS: foundTS, ThreadTS: t.threadTS}
-		case doubt == doubtUnknown:
-			d = Delivery{Channel: t.channel, ThreadTS: t.threadTS}
-			unknown = true
-		default:
+		// No post (noPost), found posted, or cannot tell (unknown): no ts
+		// but the one found.
+		d = Delivery{Channel: t.channel, TS: foundTS, ThreadTS: t.threadTS}
+		unknown = doubt == doubtUnknown
+		if !t.noPost && doubt == doubtPost {
 			// The buttons' records, then the delivery's, before the post:
 			// one that cannot be written means no post.
 			if err := e.makeButtons(ctx, m, t, &p); err != nil {
@@ -304,14 +290,7 @@ func (e *Envoy) bookkeep(m *doc.Message, d Delivery, s *State) []reaction {
 		if key != "" {
 			rc := m.ReplyContext
 			if rc != nil {
-				c := *rc
-				if c.Channel == "" {
-					c.Channel = d.Channel
-				}
-				if c.ThreadTS == "" {
-					c.ThreadTS = thread
-				}
-				rc = &c
+				rc = inThread(*rc, d.Channel, thread)
 			}
 			s.Awaiting[key] = Awaited{TaskID: key, Channel: d.Channel, ThreadTS: thread, ReplyContext: rc, MsgID: m.ID, CreatedAt: now}
 			if _, ok := s.Mappings[key]; !ok {
@@ -344,30 +323,31 @@ func (e *Envoy) bookkeep(m *doc.Message, d Delivery, s *State) []reaction {
 		if ttl <= 0 {
 			ttl = e.config().ConversationTTL()
 		}
-		rc := tc.ReplyContext
-		if rc.Channel == "" {
-			rc.Channel = d.Channel
-		}
-		if rc.ThreadTS == "" {
-			rc.ThreadTS = thread
-		}
 		s.Conversations[convKey(d.Channel, thread)] = Conversation{Channel: d.Channel, ThreadTS: thread,
-			ReplyContext: &rc, ExpiresAt: doc.FormatTime(e.clock.Now().Add(ttl)), UserID: tc.UserID}
+			ReplyContext: inThread(tc.ReplyContext, d.Channel, thread), ExpiresAt: doc.FormatTime(e.clock.Now().Add(ttl)), UserID: tc.UserID}
 	}
 	return out
+}
+
+// inThread is rc with the channel and thread it names none of set.
+func inThread(rc doc.ReplyContext, channel, thread string) *doc.ReplyContext {
+	if rc.Channel == "" {
+		rc.Channel = channel
+	}
+	if rc.ThreadTS == "" {
+		rc.ThreadTS = thread
+	}
+	return &rc
 }
 
 // postWithRetry makes up to retry.max_attempts attempts in total (SPEC
 // §9.28), waiting 1 s, 2 s, 4 s… between them, or what a rate limit's
 // Retry-After asks.
 func (e *Envoy) postWithRetry(ctx context.Context, p post) (string, string, error) {
-	max := e.config().Retry.MaxAttempts
-	if max < 1 {
-		max = 1
-	}
+	attempts := max(e.config().Retry.MaxAttempts, 1)
 	var last error
 	limited := 0
-	for attempt := 1; attempt <= max; attempt++ {
+	for attempt := 1; attempt <= attempts; attempt++ {
 		ch, ts, err := e.poster.Post(ctx, p)
 		if err == nil {
 			return ch, ts, nil
@@ -380,13 +360,13 @@ func (e *Envoy) postWithRetry(ctx context.Context, p post) (string, string, erro
 			// attempt, or a burst of alerts would lose messages.
 			limited++
 			attempt--
-		} else if attempt == max {
+		} else if attempt == attempts {
 			break
 		}
 		if ctx.Err() != nil {
 			break
 		}
-		wait := time.Second << max0(attempt-1)
+		wait := time.Second << max(attempt-1, 0)
 		if isLimit {
 			wait = rl.RetryAfter
 			if wait > maxInlineWait {
@@ -403,19 +383,12 @@ func (e *Envoy) postWithRetry(ctx context.Context, p post) (string, string, erro
 			return "", "", err
 		}
 	}
-	return "", "", fmt.Errorf("post %s to %s: %d attempts: %w", p.MsgID, p.Channel, max, last)
+	return "", "", fmt.Errorf("post %s to %s: %d attempts: %w", p.MsgID, p.Channel, attempts, last)
 }
 
 // maxRateLimitWaits bounds the 429 waits of one message that do not count
 // as attempts (a misbehaving endpoint must not keep the envoy forever).
 const maxRateLimitWaits = 10
-
-func max0(n int) int {
-	if n < 0 {
-		return 0
-	}
-	return n
-}
 
 // failed is the end of a message that could not be sent: failed/, with
 // the error. A failure the envoy's config can cause is marked with the

@@ -53,7 +53,7 @@ type webPoster struct {
 	api *slack.Client
 
 	mu        sync.Mutex
-	user, bot string // our identity (auth.test), asked by Find
+	user, bot string // our identity (auth.test), asked by Find and the socket
 }
 
 func (w *webPoster) Post(ctx context.Context, p post) (string, string, error) {

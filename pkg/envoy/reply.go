@@ -125,60 +125,47 @@ func (e *Envoy) ProcessConsoleInbox(ctx context.Context) error {
 			reject("not valid JSON: " + err.Error())
 			continue
 		}
-		if r.Kind == KindDM {
-			if r.TS == "" || strings.TrimSpace(r.Text) == "" {
-				reject("a dm needs a ts and a text")
-				continue
-			}
-			f, err := e.handleInbound(ctx, Inbound{Kind: "message", Channel: ConsoleDMChannel, ChannelType: "im",
-				User: ConsoleUser, Text: r.Text, TS: r.TS, Console: true})
-			if err != nil {
-				errs = append(errs, err)
-				continue // keep the envelope: the next tick tries again
-			}
-			e.doFollowUp(ctx, f)
-			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-				errs = append(errs, err)
-			}
+		in := Inbound{Kind: "message", User: ConsoleUser, Text: r.Text, TS: r.TS, Console: true}
+		switch {
+		case r.Kind == KindDM && (r.TS == "" || strings.TrimSpace(r.Text) == ""):
+			reject("a dm needs a ts and a text")
 			continue
-		}
-		if r.Kind != "" {
+		case r.Kind == KindDM:
+			in.Channel, in.ChannelType = ConsoleDMChannel, "im"
+		case r.Kind != "":
 			reject(fmt.Sprintf("unknown kind %q", r.Kind))
 			continue
-		}
-		if ids.Check(r.TaskID) != nil || r.TS == "" || strings.TrimSpace(r.Text) == "" {
+		case ids.Check(r.TaskID) != nil || r.TS == "" || strings.TrimSpace(r.Text) == "":
 			reject("needs a valid task_id, a ts and a text")
 			continue
-		}
-		var channel, thread string
-		if err := e.st.view(ctx, func(s *State) {
-			if a, ok := s.Awaiting[r.TaskID]; ok {
-				channel, thread = a.Channel, a.ThreadTS
-				return
-			}
-			now := e.clock.Now()
-			for _, c := range s.Conversations {
-				if c.ReplyContext != nil && c.ReplyContext.TaskID == r.TaskID {
-					if _, live := s.liveConversation(c.Channel, c.ThreadTS, now); live {
-						channel, thread = c.Channel, c.ThreadTS
-						return
+		default:
+			if err := e.st.view(ctx, func(s *State) {
+				if a, ok := s.Awaiting[r.TaskID]; ok {
+					in.Channel, in.ThreadTS = a.Channel, a.ThreadTS
+					return
+				}
+				now := e.clock.Now()
+				for _, c := range s.Conversations {
+					if c.ReplyContext != nil && c.ReplyContext.TaskID == r.TaskID {
+						if _, live := s.liveConversation(c.Channel, c.ThreadTS, now); live {
+							in.Channel, in.ThreadTS = c.Channel, c.ThreadTS
+							return
+						}
 					}
 				}
+			}); err != nil {
+				errs = append(errs, err)
+				continue
 			}
-		}); err != nil {
-			errs = append(errs, err)
-			continue
+			if in.ThreadTS == "" {
+				reject(fmt.Sprintf("task %s is not waiting for a reply", r.TaskID))
+				continue
+			}
+			if r.User != "" {
+				in.User = r.User
+			}
 		}
-		if thread == "" {
-			reject(fmt.Sprintf("task %s is not waiting for a reply", r.TaskID))
-			continue
-		}
-		user := r.User
-		if user == "" {
-			user = ConsoleUser
-		}
-		f, err := e.handleInbound(ctx, Inbound{Kind: "message", Channel: channel, User: user, Text: r.Text,
-			TS: r.TS, ThreadTS: thread, Console: true})
+		f, err := e.handleInbound(ctx, in)
 		if err != nil {
 			errs = append(errs, err)
 			continue // keep the envelope: the next tick tries again

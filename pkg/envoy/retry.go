@@ -71,7 +71,7 @@ func (e *Envoy) configFingerprint() string {
 	b, _ := json.Marshal(cfg)
 	h := sha256.New()
 	h.Write(b)
-	fmt.Fprintf(h, "\x00%s\x00%t", cfg.DefaultChannel(), e.console)
+	fmt.Fprintf(h, "\x00%s\x00%t", cfg.DefaultChannel(), e.Console())
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 

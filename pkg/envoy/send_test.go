@@ -33,7 +33,7 @@ func tickUntilCrash(t *testing.T, h *harness) {
 func restart(t *testing.T, h *harness) {
 	t.Helper()
 	bot := "xoxb-test-bot-token"
-	if h.e.console {
+	if h.e.Console() {
 		bot = ""
 	}
 	e, err := New(Options{Layout: h.l, Store: openStore(t, h.l), Host: testHost, Config: h.e.config(), Events: h.e.em,

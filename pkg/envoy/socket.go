@@ -24,16 +24,10 @@ const (
 func (e *Envoy) runSocket(ctx context.Context) {
 	backoff := socketBackoffMin
 	for ctx.Err() == nil {
-		if u, _ := e.self(); u == "" {
-			if resp, err := e.api.AuthTestContext(ctx); err == nil {
-				e.mu.Lock()
-				e.selfID, e.selfBot = resp.UserID, resp.BotID
-				e.mu.Unlock()
-			} else if ctx.Err() == nil {
-				e.log.Warn("slack auth.test failed", "err", redact(err))
-			}
+		if _, _, err := e.web.identity(ctx); err != nil && ctx.Err() == nil {
+			e.log.Warn("slack auth.test failed", "err", redact(err))
 		}
-		smc := socketmode.New(e.api, socketmode.OptionPingInterval(e.pingInterval))
+		smc := socketmode.New(e.web.api, socketmode.OptionPingInterval(e.pingInterval))
 		runCtx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
 		go func() {
@@ -77,9 +71,7 @@ func (e *Envoy) consume(ctx context.Context, smc *socketmode.Client) {
 			case socketmode.EventTypeInteractive:
 				e.onInteractive(ctx, smc, evt)
 			case socketmode.EventTypeSlashCommand:
-				if evt.Request != nil {
-					smc.Ack(*evt.Request)
-				}
+				e.ack(smc, evt)
 			}
 		}
 	}
@@ -89,17 +81,9 @@ func (e *Envoy) consume(ctx context.Context, smc *socketmode.Client) {
 // then the slow follow-ups (reaction, refusal). When the event cannot be
 // stored the envelope is not acknowledged, so Slack delivers it again.
 func (e *Envoy) onEventsAPI(ctx context.Context, smc *socketmode.Client, evt socketmode.Event) {
-	ack := func() {
-		if evt.Request == nil {
-			return
-		}
-		if err := smc.Ack(*evt.Request); err != nil {
-			e.log.Warn("socket mode ack failed", "err", redact(err))
-		}
-	}
 	api, ok := evt.Data.(slackevents.EventsAPIEvent)
 	if !ok {
-		ack()
+		e.ack(smc, evt)
 		return
 	}
 	var eventID string
@@ -115,7 +99,7 @@ func (e *Envoy) onEventsAPI(ctx context.Context, smc *socketmode.Client, evt soc
 		in = Inbound{EventID: eventID, Kind: "app_mention", Channel: d.Channel, User: d.User, BotID: d.BotID,
 			Text: d.Text, TS: d.TimeStamp, ThreadTS: d.ThreadTimeStamp}
 	default:
-		ack()
+		e.ack(smc, evt)
 		return
 	}
 	f, err := e.handleInbound(ctx, in)
@@ -123,6 +107,16 @@ func (e *Envoy) onEventsAPI(ctx context.Context, smc *socketmode.Client, evt soc
 		e.log.Error("slack event not stored; leaving it for Slack to redeliver", "err", err)
 		return
 	}
-	ack()
+	e.ack(smc, evt)
 	e.doFollowUp(ctx, f)
+}
+
+// ack acknowledges an envelope that asks for it.
+func (e *Envoy) ack(smc *socketmode.Client, evt socketmode.Event) {
+	if evt.Request == nil {
+		return
+	}
+	if err := smc.Ack(*evt.Request); err != nil {
+		e.log.Warn("socket mode ack failed", "err", redact(err))
+	}
 }

@@ -198,14 +198,10 @@ func (st *stateStore) load(ctx context.Context) (*State, [][]byte, error) {
 
 // view runs fn on the current state.
 func (st *stateStore) view(ctx context.Context, fn func(*State)) error {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	s, _, err := st.current(ctx)
-	if err != nil {
-		return err
-	}
-	fn(s)
-	return nil
+	return st.mutate(ctx, func(s *State) bool {
+		fn(s)
+		return false
+	})
 }
 
 // current returns the in-memory state, loading it on first use.
