@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/ids"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
+	"github.com/kingdom-dev/kingdom/pkg/schema"
 )
 
 // Alert kinds (the <kind> of msg-chamberlain-<kind>-<key>-<unix>).
@@ -107,7 +110,7 @@ func (a *alerter) evaluate(now time.Time, kinds []string, conds []condition) err
 		}
 	}
 	for k, act := range a.st.Active {
-		if seen[k] || !containsStr(kinds, act.Kind) {
+		if seen[k] || !slices.Contains(kinds, act.Kind) {
 			continue
 		}
 		switch {
@@ -134,15 +137,6 @@ func (a *alerter) evaluate(now time.Time, kinds []string, conds []condition) err
 	return nil
 }
 
-func containsStr(xs []string, s string) bool {
-	for _, x := range xs {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 // putMessage queues a chamberlain message (notification or report) in
 // queue/messages/pending after validating it against the message schema.
 func (r *Role) putMessage(ctx context.Context, typ, kind, key, urgency, content string, ctxData map[string]any, at time.Time) error {
@@ -158,10 +152,16 @@ func (r *Role) putMessage(ctx context.Context, typ, kind, key, urgency, content 
 		CreatedAt: doc.FormatTime(at),
 		Status:    doc.MessagePending,
 	}
-	b, err := encodeMessage(m)
+	// Checked against the message schema, so the envoy never rejects what
+	// the chamberlain queues.
+	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
-		return err
+		return fmt.Errorf("encode message %s: %w", m.ID, err)
 	}
+	if err := schema.Validate(doc.KindMessage, b); err != nil {
+		return fmt.Errorf("message %s: %w", m.ID, err)
+	}
+	b = append(b, '\n')
 	// A cluster alert commits only while this host still leads the
 	// cluster duties.
 	ctx, cancel := context.WithTimeout(ctx, eventlog.StoreTimeout)

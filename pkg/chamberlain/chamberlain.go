@@ -153,7 +153,8 @@ type Role struct {
 // first): safe to read from another goroutine, never changed again.
 func (r *Role) Latest() *Report { return r.latest.Load() }
 
-// New builds the chamberlain for layout l; d.Store is required.
+// New builds the chamberlain for layout l; d.Clock, d.Metrics, d.Tmux and
+// d.Store are required.
 func New(l layout.Layout, cfg Config, d Deps, mode Mode) (*Role, error) {
 	if cfg.Chamberlain == nil {
 		cfg.Chamberlain = config.DefaultChamberlain()
@@ -172,15 +173,6 @@ func New(l layout.Layout, cfg Config, d Deps, mode Mode) (*Role, error) {
 	}
 	if cfg.LeaderStall == 0 {
 		cfg.LeaderStall = config.DefaultSystem().Store.LeaderStall()
-	}
-	if d.Clock == nil {
-		d.Clock = clock.Real{}
-	}
-	if d.Metrics == nil {
-		d.Metrics = NewSystemMetrics(l.Base)
-	}
-	if d.Tmux == nil {
-		d.Tmux = tmux.New()
 	}
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)
@@ -243,19 +235,12 @@ func (r *Role) save() error {
 	if r.mode == ModeReadOnly {
 		return nil
 	}
-	var errs []error
-	var err error
-	r.lastStats, err = saveJSON(r.l.StatsJSON(), &r.stats, r.lastStats)
-	errs = append(errs, err)
-	r.lastAnomaly, err = saveJSON(r.l.ChamberlainAnomalyState(), &r.anomaly, r.lastAnomaly)
-	errs = append(errs, err)
-	r.lastState, err = saveJSON(statePath(r.l), &r.state, r.lastState)
-	errs = append(errs, err)
-	if r.mode == ModeDaemon {
-		r.lastAlerts, err = saveJSON(r.l.ChamberlainAlertState(), &r.alerts, r.lastAlerts)
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
+	return errors.Join(
+		saveJSON(r.l.StatsJSON(), &r.stats, &r.lastStats),
+		saveJSON(r.l.ChamberlainAnomalyState(), &r.anomaly, &r.lastAnomaly),
+		saveJSON(statePath(r.l), &r.state, &r.lastState),
+		r.saveAlerts(),
+	)
 }
 
 // saveAlerts persists the alert state right after alerts were queued (a
@@ -265,9 +250,7 @@ func (r *Role) saveAlerts() error {
 	if r.mode != ModeDaemon {
 		return nil
 	}
-	var err error
-	r.lastAlerts, err = saveJSON(r.l.ChamberlainAlertState(), &r.alerts, r.lastAlerts)
-	return err
+	return saveJSON(r.l.ChamberlainAlertState(), &r.alerts, &r.lastAlerts)
 }
 
 // Tick runs one round: observe, decide, act (SPEC §4.8).

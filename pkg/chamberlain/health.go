@@ -15,19 +15,6 @@ const (
 	Red    = health.Red
 )
 
-// healthRank orders levels: green 0 … red 3 (unknown names count as green).
-func healthRank(h string) int {
-	switch h {
-	case Yellow:
-		return 1
-	case Orange:
-		return 2
-	case Red:
-		return 3
-	}
-	return 0
-}
-
 // levelOf returns the level a value reaches against yellow/orange/red
 // thresholds. Thresholds use strict > (SPEC §9.18: 60.0 is green).
 func levelOf(v, yellow, orange, red float64) string {
@@ -42,19 +29,14 @@ func levelOf(v, yellow, orange, red float64) string {
 	return Green
 }
 
-// thresholdsOf converts chamberlain.yaml thresholds to pkg/health's.
-func thresholdsOf(t config.Thresholds) health.Thresholds {
-	return health.Thresholds{
-		CPUYellow: t.CPUYellow, CPUOrange: t.CPUOrange, CPURed: t.CPURed,
-		MemYellow: t.MemoryYellow, MemOrange: t.MemoryOrange, MemRed: t.MemoryRed,
-		DiskWarning: t.DiskWarning,
-	}
-}
-
 // Evaluate returns the health of a sample and the reason (pkg/health's
 // shared evaluation: strict >, the worse of CPU and memory wins).
 func Evaluate(s Sample, t config.Thresholds) (level, reason string) {
-	return health.Evaluate(s.CPU, s.Memory, thresholdsOf(t))
+	return health.Evaluate(s.CPU, s.Memory, health.Thresholds{ // chamberlain.yaml's thresholds as pkg/health's
+		CPUYellow: t.CPUYellow, CPUOrange: t.CPUOrange, CPURed: t.CPURed,
+		MemYellow: t.MemoryYellow, MemOrange: t.MemoryOrange, MemRed: t.MemoryRed,
+		DiskWarning: t.DiskWarning,
+	})
 }
 
 // round1 rounds a percentage to one decimal, as the seed's resources.json.

@@ -31,7 +31,7 @@ type Metrics interface {
 // first call.
 type SystemMetrics struct {
 	Path   string        // a path on the filesystem whose usage is reported
-	Window time.Duration // first-call sampling window (default 1 s)
+	Window time.Duration // first-call sampling window (1 s from NewSystemMetrics)
 
 	mu   sync.Mutex
 	prev *cpu.TimesStat
@@ -83,12 +83,8 @@ func (m *SystemMetrics) Sample(ctx context.Context) (Sample, error) {
 	if m.prev == nil || total(now)-total(*m.prev) < 0.5 {
 		// No baseline yet (or under ~50 ticks of 10 ms since it): measure a
 		// window now so the figure means something.
-		w := m.Window
-		if w <= 0 {
-			w = time.Second
-		}
 		base := now
-		t := time.NewTimer(w)
+		t := time.NewTimer(m.Window)
 		select {
 		case <-ctx.Done():
 			t.Stop()

@@ -22,11 +22,7 @@ type DaemonMetrics struct {
 
 // Sample implements Metrics.
 func (d *DaemonMetrics) Sample(ctx context.Context) (Sample, error) {
-	clk := d.Clock
-	if clk == nil {
-		clk = clock.Real{}
-	}
-	snap, err := health.Read(d.ResourcesPath, clk.Now())
+	snap, err := health.Read(d.ResourcesPath, d.Clock.Now())
 	if err != nil || snap.Resources == nil || snap.Age > d.MaxAge || snap.Age < -d.MaxAge {
 		return d.Sys.Sample(ctx)
 	}

@@ -28,13 +28,11 @@ const (
 	KindLedger = "spend-ledger"
 )
 
-// spendDays is where the king keeps the day ledgers: the store's spend
-// (SPEC §11.7), wherever the king runs.
-func (r *Role) spendDays() spend.Days { return spend.StoreDays(r.kv) }
-
 // observeMoney reads the ledger and the engine pauses.
 func (r *Role) observeMoney(ctx context.Context, now time.Time, rep *Report) {
-	m := report.ReadMoney(ctx, r.spendDays(), r.kv, r.cfg.Budget, now)
+	// The king keeps the day ledgers in the store's spend (SPEC §11.7),
+	// wherever it runs.
+	m := report.ReadMoney(ctx, spend.StoreDays(r.kv), r.kv, r.cfg.Budget, now)
 	for _, err := range []error{m.Err, m.PausesErr} {
 		if err != nil {
 			rep.Errors = append(rep.Errors, err.Error())
@@ -66,6 +64,13 @@ func (r *Role) moneyAlerts(ctx context.Context, rep *Report, now time.Time) []st
 		}
 		return true
 	}
+	// once alerts a condition that is not active yet and records it.
+	once := func(kind, key, urgency, content string, data map[string]any) {
+		ak := alertKey(kind, key)
+		if r.alerts.Active[ak] == nil && send(kind, key, urgency, content, data) {
+			r.alerts.Active[ak] = &ActiveAlert{Kind: kind, Key: key, Since: now, LastSent: now, Sent: 1, Content: content}
+		}
+	}
 	b := m.Budget
 	for _, th := range []struct {
 		on      bool
@@ -76,29 +81,15 @@ func (r *Role) moneyAlerts(ctx context.Context, rep *Report, now time.Time) []st
 		{b.Warning, "warning", doc.UrgencyNormal, "💰 Daily budget at %.0f%%: %s spent today. Normal and low tasks wait once a task's budget would pass the limit."},
 		{b.Exceeded, "exceeded", doc.UrgencyHigh, "💰 Daily budget used up (%.0f%%): %s. No new task starts until the day changes (host local midnight) or the budget is raised."},
 	} {
-		if !th.on {
-			continue
-		}
-		key := th.name + "-" + b.Date
-		ak := alertKey(KindBudget, key)
-		if r.alerts.Active[ak] != nil {
-			continue
-		}
-		content := fmt.Sprintf(th.text, b.Ratio*100, b.Describe())
-		if send(KindBudget, key, th.urgency, content, map[string]any{"date": b.Date, "cost_usd": b.CostUSD, "tokens": b.Tokens}) {
-			r.alerts.Active[ak] = &ActiveAlert{Kind: KindBudget, Key: key, Since: now, LastSent: now, Sent: 1, Content: content}
+		if th.on {
+			once(KindBudget, th.name+"-"+b.Date, th.urgency, fmt.Sprintf(th.text, b.Ratio*100, b.Describe()),
+				map[string]any{"date": b.Date, "cost_usd": b.CostUSD, "tokens": b.Tokens})
 		}
 	}
 	for eng, p := range m.Pauses {
-		ak := alertKey(KindPause, eng)
-		if r.alerts.Active[ak] != nil {
-			continue
-		}
 		content := fmt.Sprintf("⏸️ Engine %s paused by a usage limit until %s: %s. Its tasks wait and resume by themselves; nothing fails.",
 			eng, fmtLocal(p.Until), redact.Clip(p.Reason, 300))
-		if send(KindPause, eng, doc.UrgencyNormal, content, map[string]any{"engine": eng, "until": p.Until}) {
-			r.alerts.Active[ak] = &ActiveAlert{Kind: KindPause, Key: eng, Since: now, LastSent: now, Sent: 1, Content: content}
-		}
+		once(KindPause, eng, doc.UrgencyNormal, content, map[string]any{"engine": eng, "until": p.Until})
 	}
 	today := spend.Date(now)
 	for ak, act := range r.alerts.Active {

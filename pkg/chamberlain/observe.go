@@ -16,6 +16,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/health"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/parks"
+	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
@@ -75,7 +76,6 @@ type Report struct {
 	Roles []RoleStatus
 
 	Registered   []sessions.Entry // soldier registry (after pruning, in daemon mode)
-	Pruned       []sessions.Entry // entries removed this tick (daemon)
 	Unregistered []tmux.Session   // soldier-* sessions registered nowhere, older than the grace
 	TmuxErr      error
 	tmuxByName   map[string]tmux.Session
@@ -152,6 +152,7 @@ func (r *Role) observe(ctx context.Context, now time.Time) (*Report, error) {
 	}
 	r.observeOperator(ctx, rep)
 	r.observeTokens(now, rep)
+	qs := map[string]*queue.Queue{layout.QEvents: r.events, layout.QTasks: r.tasks, layout.QMessages: r.messages}
 	for _, q := range []struct{ kind, state string }{
 		{layout.QEvents, layout.Pending}, {layout.QEvents, layout.Petitioning}, {layout.QEvents, layout.Dispatched},
 		{layout.QTasks, layout.Pending}, {layout.QTasks, layout.InProgress},
@@ -160,14 +161,7 @@ func (r *Role) observe(ctx context.Context, now time.Time) (*Report, error) {
 		if rep.StoreErr != nil {
 			break // a store that does not answer counts nothing
 		}
-		qq := r.messages
-		switch q.kind {
-		case layout.QEvents:
-			qq = r.events
-		case layout.QTasks:
-			qq = r.tasks
-		}
-		rep.Queues = append(rep.Queues, QueueDepth{Queue: q.kind, State: q.state, Count: qq.Count(q.state)})
+		rep.Queues = append(rep.Queues, QueueDepth{Queue: q.kind, State: q.state, Count: qs[q.kind].Count(q.state)})
 	}
 
 	if rep.MetricsErr == nil {
@@ -205,16 +199,6 @@ func (r *Role) observeSessions(ctx context.Context, now time.Time, rep *Report) 
 	grace := r.c.OrphanGrace()
 	var listed []tmux.Session
 	var keep, pruned, adopted []sessions.Entry
-	split := func(es []sessions.Entry, alive map[string]bool) {
-		keep, pruned = nil, nil
-		for _, e := range es {
-			if alive[e.ID] || now.Sub(e.StartedAt) < grace {
-				keep = append(keep, e)
-			} else {
-				pruned = append(pruned, e)
-			}
-		}
-	}
 	index := func(ss []tmux.Session) map[string]bool {
 		alive := make(map[string]bool, len(ss))
 		rep.tmuxByName = make(map[string]tmux.Session, len(ss))
@@ -232,7 +216,14 @@ func (r *Role) observeSessions(ctx context.Context, now time.Time, rep *Report) 
 			}
 			listed = ss
 			alive := index(ss)
-			split(es, alive)
+			keep, pruned = nil, nil
+			for _, e := range es {
+				if alive[e.ID] || now.Sub(e.StartedAt) < grace {
+					keep = append(keep, e)
+				} else {
+					pruned = append(pruned, e)
+				}
+			}
 			adopted = r.liveUnregistered(keep, ss)
 			if len(pruned) == 0 && len(adopted) == 0 {
 				return nil, errNoChange
@@ -243,7 +234,6 @@ func (r *Role) observeSessions(ctx context.Context, now time.Time, rep *Report) 
 		if err != nil && !errors.Is(err, errNoChange) {
 			return fmt.Errorf("reconcile sessions: %w", err)
 		}
-		rep.Pruned = pruned
 		for _, e := range adopted {
 			r.log.Warn("re-registered a live soldier missing from the registry", "soldier", e.ID, "task", e.TaskID, "general", e.General, "cat", "RECOVERY")
 		}
@@ -271,20 +261,31 @@ func (r *Role) observeSessions(ctx context.Context, now time.Time, rep *Report) 
 			return fmt.Errorf("list tmux sessions: %w", err)
 		}
 		listed = ss
-		split(es, index(ss))
+		index(ss)
 		keep = append(es, r.liveUnregistered(es, ss)...) // nothing is pruned or written by a reader
 	}
 	rep.Registered = keep
-	registered := make(map[string]bool, len(keep))
-	for _, e := range keep {
-		registered[e.ID] = true
-	}
-	for _, s := range listed {
-		if strings.HasPrefix(s.Name, "soldier-") && !registered[s.Name] && !s.Created.IsZero() && now.Sub(s.Created) >= grace {
+	for _, s := range unregistered(keep, listed) {
+		if !s.Created.IsZero() && now.Sub(s.Created) >= grace {
 			rep.Unregistered = append(rep.Unregistered, s)
 		}
 	}
 	return nil
+}
+
+// unregistered returns the listed soldier sessions that es lacks.
+func unregistered(es []sessions.Entry, listed []tmux.Session) []tmux.Session {
+	registered := make(map[string]bool, len(es))
+	for _, e := range es {
+		registered[e.ID] = true
+	}
+	var out []tmux.Session
+	for _, s := range listed {
+		if strings.HasPrefix(s.Name, "soldier-") && !registered[s.Name] {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // liveUnregistered returns registry entries for the listed soldier sessions
@@ -295,15 +296,9 @@ func (r *Role) observeSessions(ctx context.Context, now time.Time, rep *Report) 
 // repeat its side effects. The task queue is read only when some soldier
 // session is unregistered.
 func (r *Role) liveUnregistered(es []sessions.Entry, listed []tmux.Session) []sessions.Entry {
-	registered := make(map[string]bool, len(es))
-	for _, e := range es {
-		registered[e.ID] = true
-	}
 	missing := map[string]bool{}
-	for _, s := range listed {
-		if strings.HasPrefix(s.Name, "soldier-") && !registered[s.Name] {
-			missing[s.Name] = true
-		}
+	for _, s := range unregistered(es, listed) {
+		missing[s.Name] = true
 	}
 	if len(missing) == 0 {
 		return nil
@@ -401,5 +396,3 @@ func (r *Role) observeOperator(ctx context.Context, rep *Report) {
 	}
 	rep.Watchers = ws.Watchers
 }
-
-func localDate(t time.Time) string { return t.In(time.Local).Format("2006-01-02") }

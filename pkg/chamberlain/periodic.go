@@ -30,7 +30,10 @@ func (r *Role) periodic(ctx context.Context, now time.Time, cluster bool) error 
 	errs = append(errs, r.rotateLogs())
 	if r.lastTempSweep.IsZero() || now.Sub(r.lastTempSweep) >= tempSweepEvery || now.Before(r.lastTempSweep) {
 		r.lastTempSweep = now
-		r.sweepTemps(now)
+		// the dot-temps of dead writers (SPEC §9.31)
+		if n := retention.SweepTemps(r.l, now); n > 0 {
+			r.log.Info("removed stale temp files", "count", n, "cat", "CLEANUP")
+		}
 	}
 	if cluster && r.due("events-rotation", r.c.EventsRotation.Hour, now, false) {
 		errs = append(errs, r.trimEvents(ctx, now))
@@ -118,13 +121,6 @@ func (r *Role) rotateLogs() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// sweepTemps removes the dot-temps of dead writers (SPEC §9.31).
-func (r *Role) sweepTemps(now time.Time) {
-	if n := retention.SweepTemps(r.l, now); n > 0 {
-		r.log.Info("removed stale temp files", "count", n, "cat", "CLEANUP")
-	}
 }
 
 // cleanup runs the daily retention pass (seed 002, SPEC §9.31).

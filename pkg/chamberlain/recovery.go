@@ -12,6 +12,7 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/proctree"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/redact"
 )
@@ -133,16 +134,6 @@ func (r *Role) act(ctx context.Context, rep *Report, now time.Time, cluster bool
 	return joinErrs(errs)
 }
 
-// restartAllowed says whether the chamberlain kills a hung session of role
-// so that start relaunches it (SPEC §9.14): the sentinel per
-// auto_recovery.restart_sentinel, the others per restart_others.
-func (r *Role) restartAllowed(role string) bool {
-	if role == layout.RoleSentinel {
-		return r.c.AutoRecovery.RestartSentinel
-	}
-	return r.c.AutoRecovery.RestartOthers
-}
-
 // deadRoles applies the dead-role table to every role whose heartbeat is
 // stale and returns the alert conditions that hold.
 func (r *Role) deadRoles(ctx context.Context, rep *Report, now time.Time) ([]condition, error) {
@@ -181,13 +172,19 @@ func (r *Role) deadRoles(ctx context.Context, rep *Report, now time.Time) ([]con
 				"target": st.Name, "last_seen": doc.FormatTime(st.Heartbeat), "threshold_seconds": r.c.Heartbeat.ThresholdSeconds,
 			})
 		}
-		restart := r.restartAllowed(st.Name)
+		// Whether a hung session is killed so that start relaunches it
+		// (SPEC §9.14): the sentinel per auto_recovery.restart_sentinel, the
+		// others per restart_others.
+		restart := r.c.AutoRecovery.RestartOthers
+		if st.Name == layout.RoleSentinel {
+			restart = r.c.AutoRecovery.RestartSentinel
+		}
 		if st.Session && restart {
 			// Hung: alive but not ticking. Kill its process tree first (a
 			// stopped or wedged process ignores the SIGHUP of kill-session
 			// and would keep its leader lock, so the relaunch could not
 			// lead), then the session; start's watchdog relaunches it.
-			killHung(st.PID)
+			proctree.Kill(proctree.Descendants(st.PID)) // its process groups too; pid ≤ 1 is none
 			if err := r.tm.Kill(ctx, st.Name); err != nil {
 				errs = append(errs, fmt.Sprintf("kill hung %s: %v", st.Name, err))
 			} else {

@@ -9,13 +9,14 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/chamberlain/report"
 	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
+	"github.com/kingdom-dev/kingdom/pkg/spend"
 )
 
 // dailyReport issues the report of the events consumed since the last one,
 // queues it as a report message and starts the next accumulation.
 func (r *Role) dailyReport(ctx context.Context, now time.Time) error {
 	acc := &r.state.Report
-	rep, spendErr, err := report.Issue(ctx, r.l, r.spendDays(), acc, now)
+	rep, spendErr, err := report.Issue(ctx, r.l, spend.StoreDays(r.kv), acc, now)
 	if spendErr != nil {
 		r.log.Warn("daily report without spend", "err", spendErr)
 	}

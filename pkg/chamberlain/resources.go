@@ -1,6 +1,7 @@
 package chamberlain
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/health"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
+	"github.com/kingdom-dev/kingdom/pkg/spend"
 )
 
 // previousHealth is the health last written to resources.json (green when
@@ -61,9 +63,9 @@ func (r *Role) writeResources(rep *Report) error {
 // crossed remembers a metric's level and emits system.resource_warning when
 // it rises past a threshold.
 func (r *Role) crossed(metric string, value float64, level string, thresholds map[string]float64) {
-	prev := r.state.Levels[metric]
+	prev := cmp.Or(r.state.Levels[metric], Green) // none yet: green
 	r.state.Levels[metric] = level
-	if healthRank(level) > healthRank(prev) {
+	if health.Rank(level) > health.Rank(prev) {
 		r.log.Warn(fmt.Sprintf("%s %.1f over %.0f", metric, value, thresholds[level]), "cat", "RESOURCE")
 		r.emit("system.resource_warning", map[string]any{"metric": metric, "value": value, "threshold": thresholds[level], "level": level})
 	}
@@ -72,7 +74,7 @@ func (r *Role) crossed(metric string, value float64, level string, thresholds ma
 // tokenEvents emits system.token_budget_reset when the local date changed
 // since the last evaluation and system.token_status_changed on a new status.
 func (r *Role) tokenEvents(rep *Report) {
-	today := localDate(rep.Time)
+	today := spend.Date(rep.Time)
 	memo := &r.state.Token
 	if memo.Date != "" && memo.Date != today {
 		r.emit("system.token_budget_reset", map[string]any{"date": today, "previous_cost": memo.CostUSD})

@@ -111,20 +111,21 @@ func loadJSON(path string, v any) error {
 }
 
 // saveJSON writes v to path (0600, write-then-rename) when its encoding
-// differs from last; it returns the encoding.
-func saveJSON(path string, v any, last []byte) ([]byte, error) {
+// differs from *last; it keeps the encoding written in *last.
+func saveJSON(path string, v any, last *[]byte) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
-		return last, fmt.Errorf("encode %s: %w", path, err)
+		return fmt.Errorf("encode %s: %w", path, err)
 	}
 	b = append(b, '\n')
-	if last != nil && string(b) == string(last) {
-		return last, nil
+	if *last != nil && string(b) == string(*last) {
+		return nil
 	}
 	if err := atomicfile.WriteFile(path, b, 0o600); err != nil {
-		return last, err
+		return err
 	}
-	return b, nil
+	*last = b
+	return nil
 }
 
 func (a *AnomalyState) init() {

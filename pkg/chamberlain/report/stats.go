@@ -113,19 +113,14 @@ func decodeData(raw []byte) EventData {
 		return d
 	}
 	r.ForEach(func(k, v gjson.Result) bool {
+		var str *string
 		switch k.Str {
 		case "event_id":
-			if v.Type == gjson.String {
-				d.EventID = strings.Clone(v.Str)
-			}
+			str = &d.EventID
 		case "general":
-			if v.Type == gjson.String {
-				d.General = strings.Clone(v.Str)
-			}
+			str = &d.General
 		case "target_general":
-			if v.Type == gjson.String {
-				d.TargetGeneral = strings.Clone(v.Str)
-			}
+			str = &d.TargetGeneral
 		case "duration_seconds":
 			if v.Type == gjson.Number {
 				f := v.Num
@@ -133,6 +128,9 @@ func decodeData(raw []byte) EventData {
 			} else {
 				d.DurationSeconds = nil
 			}
+		}
+		if str != nil && v.Type == gjson.String {
+			*str = strings.Clone(v.Str)
 		}
 		return true
 	})

@@ -18,41 +18,17 @@ import (
 // A clone with a live worktree is kept; the removal holds the clone's lock
 // (skipped when a general holds it) and is verified on disk.
 func (c *Cleaner) cleanClones(cutoff time.Time) (int, error) {
-	gens, err := os.ReadDir(c.l.WorkspaceDir())
-	if err != nil {
-		return 0, nil
-	}
-	n := 0
-	var errs []error
-	for _, g := range gens {
-		if !g.IsDir() {
-			continue
+	return c.removeEach("repos", func(dir string, e os.DirEntry) (bool, error) {
+		clone := filepath.Join(dir, e.Name())
+		if strings.HasPrefix(e.Name(), ".") || lastUse(clone).After(cutoff) || hasLiveWorktree(clone) {
+			return false, nil
 		}
-		dir := c.l.ReposDir(g.Name())
-		ents, err := os.ReadDir(dir)
-		if err != nil {
-			continue
+		removed, err := removeClone(clone)
+		if removed {
+			c.log.Info("removed unused base clone", "clone", clone, "cat", "CLEANUP")
 		}
-		for _, e := range ents {
-			if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
-				continue
-			}
-			clone := filepath.Join(dir, e.Name())
-			if lastUse(clone).After(cutoff) || hasLiveWorktree(clone) {
-				continue
-			}
-			removed, err := removeClone(clone)
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			if removed {
-				c.log.Info("removed unused base clone", "clone", clone, "cat", "CLEANUP")
-				n++
-			}
-		}
-	}
-	return n, errors.Join(errs...)
+		return removed, err
+	})
 }
 
 // lastUse is the latest of the clone's use marker, its last fetch and the

@@ -20,18 +20,38 @@ import (
 // than cutoff whose task is neither pending nor in progress and that no
 // resume borrows.
 func (c *Cleaner) cleanTaskDirs(cutoff time.Time) (int, error) {
+	borrowed := c.borrowedTaskDirs()
+	return c.removeEach("tasks", func(dir string, e os.DirEntry) (bool, error) {
+		fi, err := e.Info()
+		if err != nil || !fi.ModTime().Before(cutoff) {
+			return false, nil
+		}
+		if c.tasks.Exists(layout.InProgress, e.Name()) || c.tasks.Exists(layout.Pending, e.Name()) ||
+			borrowed[filepath.Join(dir, e.Name())] {
+			return false, nil
+		}
+		c.forgetEngineSessions(filepath.Join(dir, e.Name()), e.Name())
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return false, fmt.Errorf("remove task dir %s: %w", e.Name(), err)
+		}
+		return true, nil
+	})
+}
+
+// removeEach calls remove for every directory in workspace/<general>/<sub>/
+// of every general and returns how many it removed.
+func (c *Cleaner) removeEach(sub string, remove func(dir string, e os.DirEntry) (bool, error)) (int, error) {
 	gens, err := os.ReadDir(c.l.WorkspaceDir())
 	if err != nil {
 		return 0, nil
 	}
 	n := 0
 	var errs []error
-	borrowed := c.borrowedTaskDirs()
 	for _, g := range gens {
 		if !g.IsDir() {
 			continue
 		}
-		dir := filepath.Join(c.l.WorkspaceDir(), g.Name(), "tasks")
+		dir := filepath.Join(c.l.WorkspaceDir(), g.Name(), sub)
 		ents, err := os.ReadDir(dir)
 		if err != nil {
 			continue
@@ -40,20 +60,12 @@ func (c *Cleaner) cleanTaskDirs(cutoff time.Time) (int, error) {
 			if !e.IsDir() {
 				continue
 			}
-			fi, err := e.Info()
-			if err != nil || !fi.ModTime().Before(cutoff) {
-				continue
+			removed, err := remove(dir, e)
+			if err != nil {
+				errs = append(errs, err)
+			} else if removed {
+				n++
 			}
-			if c.tasks.Exists(layout.InProgress, e.Name()) || c.tasks.Exists(layout.Pending, e.Name()) ||
-				borrowed[filepath.Join(dir, e.Name())] {
-				continue
-			}
-			c.forgetEngineSessions(filepath.Join(dir, e.Name()), e.Name())
-			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
-				errs = append(errs, fmt.Errorf("remove task dir %s: %w", e.Name(), err))
-				continue
-			}
-			n++
 		}
 	}
 	return n, errors.Join(errs...)
