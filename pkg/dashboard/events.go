@@ -133,10 +133,6 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		cur = c
 	}
-	from := "store cursor " + string(cur)
-	pump := func(emit func([]byte, string) error) error {
-		return readStore(r.Context(), st, &cur, func(line []byte, after store.Cursor) error { return emit(line, string(after)) })
-	}
 	if !s.slot() {
 		w.Header().Set("Retry-After", "30")
 		http.Error(w, fmt.Sprintf("too many event stream clients: %d already connected (http.max_clients); close one or raise the limit", s.o.MaxClients), http.StatusServiceUnavailable)
@@ -159,7 +155,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		return rc.Flush()
 	}
-	fmt.Fprintf(bw, "retry: 2000\n: kingdom events from %s\n\n", from)
+	fmt.Fprintf(bw, "retry: 2000\n: kingdom events from store cursor %s\n\n", cur)
 	if err := flush(); err != nil {
 		return
 	}
@@ -171,10 +167,10 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		// A burst larger than bw writes through before flush: bound it too.
 		rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
 		n := 0
-		err := pump(func(line []byte, id string) error {
+		err := readStore(ctx, st, &cur, func(line []byte, after store.Cursor) error {
 			n++
 			bw.WriteString("id: ")
-			bw.WriteString(id)
+			bw.WriteString(string(after))
 			bw.WriteString("\ndata: ")
 			bw.Write(line)
 			_, err := bw.WriteString("\n\n")

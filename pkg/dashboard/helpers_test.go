@@ -21,6 +21,13 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
 )
 
+// Addr is the bound address once Start returned ("" before).
+func (s *Server) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addr
+}
+
 // newBase returns a fresh runtime tree.
 func newBase(t testing.TB) layout.Layout {
 	t.Helper()

@@ -188,6 +188,14 @@ func (g gauges) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
+// one is a 0/1 gauge's value.
+func one(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 var healthLevels = map[string]float64{health.Green: 0, health.Yellow: 1, health.Orange: 2, health.Red: 3}
 
 func (g gauges) Collect(ch chan<- prometheus.Metric) {
@@ -207,11 +215,7 @@ func (g gauges) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descHealth, prometheus.GaugeValue, lv)
 	}
 	for _, r := range k.Roles {
-		up := 0.0
-		if r.Up(s.o.HeartbeatThreshold) {
-			up = 1
-		}
-		ch <- prometheus.MustNewConstMetric(descRoleUp, prometheus.GaugeValue, up, r.Name)
+		ch <- prometheus.MustNewConstMetric(descRoleUp, prometheus.GaugeValue, one(r.Up(s.o.HeartbeatThreshold)), r.Name)
 		if r.HeartbeatAge >= 0 {
 			ch <- prometheus.MustNewConstMetric(descRoleAge, prometheus.GaugeValue, r.HeartbeatAge.Seconds(), r.Name)
 		}
@@ -222,11 +226,7 @@ func (g gauges) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	for _, p := range readEnginePause(ctx, s.sh.KV, now) {
-		v := 0.0
-		if p.Active {
-			v = 1
-		}
-		ch <- prometheus.MustNewConstMetric(descPaused, prometheus.GaugeValue, v, p.Engine)
+		ch <- prometheus.MustNewConstMetric(descPaused, prometheus.GaugeValue, one(p.Active), p.Engine)
 	}
 	if ps, err := parks.List(ctx, s.sh.KV); err == nil {
 		n := map[string]int{parks.General: 0, parks.Item: 0}
@@ -240,11 +240,7 @@ func (g gauges) Collect(ch chan<- prometheus.Metric) {
 	}
 	if c, _ := s.cluster(ctx); c != nil {
 		for _, h := range c.Hosts {
-			up := 0.0
-			if h.Alive {
-				up = 1
-			}
-			ch <- prometheus.MustNewConstMetric(descHostUp, prometheus.GaugeValue, up, h.ID)
+			ch <- prometheus.MustNewConstMetric(descHostUp, prometheus.GaugeValue, one(h.Alive), h.ID)
 			ch <- prometheus.MustNewConstMetric(descHostAge, prometheus.GaugeValue, h.RenewalAgeSeconds, h.ID)
 		}
 		for _, l := range c.Leaders {
@@ -252,7 +248,7 @@ func (g gauges) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	date := spend.Date(now)
-	day, err := s.spendDays().Load(ctx, date)
+	day, err := spend.StoreDays(s.sh.KV).Load(ctx, date)
 	tot := day.Summary().Totals
 	ch <- prometheus.MustNewConstMetric(descDamaged, prometheus.GaugeValue, float64(tot.Damaged))
 	// Damaged lines leave what parses, a lower bound the gauge above

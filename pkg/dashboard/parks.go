@@ -5,6 +5,7 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
+	"github.com/kingdom-dev/kingdom/pkg/operator"
 	"github.com/kingdom-dev/kingdom/pkg/parks"
 	"github.com/kingdom-dev/kingdom/pkg/redact"
 )
@@ -48,10 +49,7 @@ func readParks(ctx context.Context, k kv.KV) ([]ParkInfo, error) {
 		pi := ParkInfo{Kind: p.Kind, Name: clip(p.Name, 200), Key: clip(parks.Key(p.Kind, p.Name), 210),
 			Since: doc.FormatTime(p.Since), Until: doc.FormatTime(p.Until), Reason: clip(redact.String(p.Reason), 500),
 			Count: p.Evidence.Count, Fingerprint: clip(p.Evidence.Fingerprint, 200), Last: []ParkAttempt{},
-			Canary: p.Canary, CanariesFailed: p.CanariesFailed, Unpark: "start unpark " + clip(p.Name, 200)}
-		if p.Kind == parks.Item {
-			pi.Unpark = "start unpark item " + clip(p.Name, 200)
-		}
+			Canary: p.Canary, CanariesFailed: p.CanariesFailed, Unpark: operator.UnparkCommand(parks.Park{Kind: p.Kind, Name: clip(p.Name, 200)})}
 		for _, a := range p.Evidence.Last {
 			pi.Last = append(pi.Last, ParkAttempt{TaskID: a.TaskID, Attempt: a.Attempt, At: doc.FormatTime(a.At),
 				Status: a.Status, ErrorReason: a.ErrorReason, Error: clip(redact.String(a.Error), 300)})

@@ -138,8 +138,6 @@ type Server struct {
 	// of connections refused at the cap.
 	httpErrs, fullErrs *rateLog
 
-	follow sync.Once
-
 	mu      sync.Mutex
 	base    context.Context // Start's: metrics collection and log lines outlive no server
 	clients int
@@ -168,33 +166,15 @@ func New(o Options) (*Server, error) {
 		}
 		o.Token, tokenFile = tok, TokenFile(o.Layout)
 	}
-	if o.MaxClients <= 0 {
-		o.MaxClients = DefaultMaxClients
-	}
-	if o.KeepAlive <= 0 {
-		o.KeepAlive = DefaultKeepAlive
-	}
-	if o.Poll <= 0 {
-		o.Poll = DefaultPoll
-	}
-	if o.RetryBind <= 0 {
-		o.RetryBind = 30 * time.Second
-	}
-	if o.MaxConns <= 0 {
-		o.MaxConns = DefaultMaxConns
-	}
-	if o.ReadTimeout <= 0 {
-		o.ReadTimeout = DefaultReadTimeout
-	}
-	if o.IdleTimeout <= 0 {
-		o.IdleTimeout = DefaultIdleTimeout
-	}
-	if o.RecentTasks <= 0 {
-		o.RecentTasks = DefaultRecentTasks
-	}
-	if o.HeartbeatThreshold <= 0 {
-		o.HeartbeatThreshold = 120 * time.Second
-	}
+	orDefault(&o.MaxClients, DefaultMaxClients)
+	orDefault(&o.KeepAlive, DefaultKeepAlive)
+	orDefault(&o.Poll, DefaultPoll)
+	orDefault(&o.RetryBind, 30*time.Second)
+	orDefault(&o.MaxConns, DefaultMaxConns)
+	orDefault(&o.ReadTimeout, DefaultReadTimeout)
+	orDefault(&o.IdleTimeout, DefaultIdleTimeout)
+	orDefault(&o.RecentTasks, DefaultRecentTasks)
+	orDefault(&o.HeartbeatThreshold, 120*time.Second)
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
 	}
@@ -218,15 +198,11 @@ func New(o Options) (*Server, error) {
 	return s, nil
 }
 
-// Handler is the whole dashboard behind the Host and token checks (for
-// tests and for embedding).
-func (s *Server) Handler() http.Handler { return s.checkHost(s.auth(s.mux)) }
-
-// Addr is the bound address once Start returned ("" before).
-func (s *Server) Addr() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.addr
+// orDefault sets an option left zero (or negative) to its default d.
+func orDefault[T int | time.Duration](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
 }
 
 // Start binds the address and serves in the background until ctx ends.
@@ -237,7 +213,9 @@ func (s *Server) Start(ctx context.Context) error {
 	s.mu.Lock()
 	s.base = ctx
 	s.mu.Unlock()
-	s.Follow(ctx)
+	// The events log's readers: the streams' wake-ups, the metrics' counters.
+	go s.notify.run(ctx, s.l, s.o.Poll, s.log)
+	go s.metrics.follow(ctx)
 	ln, err := s.listen()
 	if err == nil {
 		s.serve(ctx, ln)
@@ -284,7 +262,7 @@ func (s *Server) serve(ctx context.Context, ln net.Listener) {
 		s.fullErrs.log("dashboard: connection refused, http.max_connections reached", "max", s.o.MaxConns)
 	}}
 	srv := &http.Server{
-		Handler:           s.Handler(),
+		Handler:           s.checkHost(s.auth(s.mux)),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       s.o.ReadTimeout,
 		IdleTimeout:       s.o.IdleTimeout,
@@ -312,16 +290,6 @@ func (s *Server) serve(ctx context.Context, ln net.Listener) {
 		where = "the token in " + s.tokenFile
 	}
 	s.log.Info("dashboard on http://" + s.addr + "/ (open it with ?token= and " + where + ", or send Authorization: Bearer)")
-}
-
-// Follow starts the background readers of the events log (the streams'
-// wake-ups and the metrics' counters) until ctx ends. Start calls it; a
-// caller serving Handler itself calls it once.
-func (s *Server) Follow(ctx context.Context) {
-	s.follow.Do(func() {
-		go s.notify.run(ctx, s.l, s.o.Poll, s.log)
-		go s.metrics.follow(ctx)
-	})
 }
 
 // auth requires the bearer token when one is set (every TCP port; the
@@ -367,8 +335,8 @@ func (s *Server) auth(next http.Handler) http.Handler {
 // header or the cookie.
 func (s *Server) authorized(r *http.Request) bool {
 	h := r.Header.Get("Authorization")
-	if t, ok := cutPrefixFold(h, "Bearer "); ok {
-		return s.tokenOK(strings.TrimSpace(t))
+	if p := "Bearer "; len(h) >= len(p) && strings.EqualFold(h[:len(p)], p) {
+		return s.tokenOK(strings.TrimSpace(h[len(p):]))
 	}
 	if _, pw, ok := r.BasicAuth(); ok {
 		return s.tokenOK(pw)
@@ -386,11 +354,4 @@ func (s *Server) authorized(r *http.Request) bool {
 func (s *Server) tokenOK(given string) bool {
 	g := sha256.Sum256([]byte(given))
 	return subtle.ConstantTimeCompare(g[:], s.tokenH[:]) == 1
-}
-
-func cutPrefixFold(s, prefix string) (string, bool) {
-	if len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix) {
-		return s[len(prefix):], true
-	}
-	return "", false
 }

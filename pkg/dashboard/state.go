@@ -233,11 +233,7 @@ type EnginePauseInfo struct {
 }
 
 func (s *Server) handleState(w http.ResponseWriter, r *http.Request) {
-	st, err := s.Snapshot(r.Context())
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
+	st := s.Snapshot(r.Context())
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	enc := json.NewEncoder(w)
@@ -246,7 +242,7 @@ func (s *Server) handleState(w http.ResponseWriter, r *http.Request) {
 }
 
 // Snapshot reads the state of the kingdom now.
-func (s *Server) Snapshot(ctx context.Context) (*State, error) {
+func (s *Server) Snapshot(ctx context.Context) *State {
 	now := s.clk.Now()
 	st := &State{
 		GeneratedAt: doc.FormatTime(now),
@@ -276,7 +272,7 @@ func (s *Server) Snapshot(ctx context.Context) (*State, error) {
 	}
 	st.Queues = k.Queues
 	date := spend.Date(now)
-	day, err := s.spendDays().Load(ctx, date)
+	day, err := spend.StoreDays(s.sh.KV).Load(ctx, date)
 	if err != nil {
 		st.Errors = append(st.Errors, err.Error())
 	}
@@ -286,7 +282,7 @@ func (s *Server) Snapshot(ctx context.Context) (*State, error) {
 		if t := s.readTask(layout.InProgress, e.TaskID); t != nil {
 			si.Title = t.title()
 		}
-		si.CostUSD = taskCost(day, e.TaskID)
+		si.CostUSD = day.TaskTotals(e.TaskID).Priced()
 		st.Soldiers = append(st.Soldiers, si)
 	}
 	st.RecentTasks = s.recentTasks(s.o.RecentTasks, day)
@@ -327,7 +323,7 @@ func (s *Server) Snapshot(ctx context.Context) (*State, error) {
 	if s.o.Verdict != nil {
 		st.Verdict = s.o.Verdict()
 	}
-	return st, nil
+	return st
 }
 
 func healthInfo(h health.Snapshot) HealthInfo {
@@ -338,12 +334,6 @@ func healthInfo(h health.Snapshot) HealthInfo {
 		hi.LoadAverage = &sys.LoadAverage
 	}
 	return hi
-}
-
-// taskCost is what a task's recorded attempts cost today (the king's
-// ledger); nil when none is recorded or none was priced.
-func taskCost(day *spend.Day, task string) *float64 {
-	return day.TaskTotals(task).Priced()
 }
 
 // taskFile is the part of a task file the dashboard shows. Cost fields are
@@ -401,10 +391,6 @@ func readJSON[T any](path string) *T {
 	return &v
 }
 
-// spendDays is where the king keeps the day ledgers: the store (SPEC
-// §11.7), wherever the king runs.
-func (s *Server) spendDays() spend.Days { return spend.StoreDays(s.sh.KV) }
-
 func (s *Server) readTask(state, id string) *taskFile {
 	if !ids.Valid(id) {
 		return nil // sessions.json is data: an id becomes a path only once valid
@@ -458,7 +444,7 @@ func (s *Server) recentTasks(n int, day *spend.Day) []TaskInfo {
 		}
 		// The task's total over its attempts when today's ledger has them,
 		// else the last attempt's own figure.
-		ti.CostUSD = taskCost(day, c.id)
+		ti.CostUSD = day.TaskTotals(c.id).Priced()
 		if r := readResult(s.l, c.id); r != nil {
 			ti.Outcome = r.Status
 			ti.ErrorReason = r.ErrorReason

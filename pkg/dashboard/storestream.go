@@ -20,11 +20,6 @@ import (
 // storeBatch is how many events one store read returns.
 const storeBatch = 500
 
-// storeLine is an event as one JSON line, the shape of an events.log line.
-func storeLine(ev store.Event) ([]byte, error) {
-	return json.Marshal(eventlog.Event{TS: ev.TS, Type: ev.Type, Actor: ev.Actor, Data: ev.Data})
-}
-
 // readStore delivers every event after *cur to fn, moving *cur past each.
 // fn's error stops it with *cur before that event.
 func readStore(ctx context.Context, st store.Store, cur *store.Cursor, fn func(line []byte, after store.Cursor) error) error {
@@ -36,7 +31,8 @@ func readStore(ctx context.Context, st store.Store, cur *store.Cursor, fn func(l
 			return err
 		}
 		for _, ev := range evs {
-			line, err := storeLine(ev)
+			// One JSON line, the shape of an events.log line.
+			line, err := json.Marshal(eventlog.Event{TS: ev.TS, Type: ev.Type, Actor: ev.Actor, Data: ev.Data})
 			if err != nil {
 				return fmt.Errorf("encode event: %w", err)
 			}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"sort"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -162,9 +162,7 @@ func (c *Cluster) docs() ([]HostDoc, []LeaderDoc) {
 		hs = append(hs, HostDoc{ID: h.ID, This: h.ID == c.HostID, RenewedAgeSeconds: int64(h.Age / time.Second),
 			Alive: h.Alive, Version: h.Version, StartedAt: doc.FormatTime(h.StartedAt)})
 	}
-	names := append([]string{}, app.LeaderRoles...)
-	sort.Strings(names)
-	for _, r := range names {
+	for _, r := range slices.Sorted(slices.Values(app.LeaderRoles)) {
 		li, ok := c.Leaders[r]
 		d := LeaderDoc{Role: r, Host: li.Holder, Epoch: li.Epoch, Held: li.Held}
 		if ok && !li.Since.IsZero() {

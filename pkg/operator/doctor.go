@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -238,23 +239,13 @@ func userName(uid int) string {
 
 // enginesInUse lists runtime.engine and every manifest's engine, once each.
 func enginesInUse(all *config.All) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, e := range append([]string{all.System.Runtime.Engine}, manifestEngines(all)...) {
-		if e != "" && !seen[e] {
-			seen[e] = true
+	out := []string{all.System.Runtime.Engine}
+	for _, m := range all.Manifests {
+		if e := all.System.EngineFor(m); !slices.Contains(out, e) {
 			out = append(out, e)
 		}
 	}
-	return out
-}
-
-func manifestEngines(all *config.All) []string {
-	var out []string
-	for _, m := range all.Manifests {
-		out = append(out, all.System.EngineFor(m))
-	}
-	return out
+	return slices.DeleteFunc(out, func(e string) bool { return e == "" })
 }
 
 // PrintChecks writes doctor findings; it returns the number of failures.

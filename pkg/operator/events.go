@@ -3,7 +3,6 @@ package operator
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -95,8 +94,3 @@ func PrintEvents(w io.Writer, rows []EventRow, now time.Time) error {
 	}
 	return tw.Flush()
 }
-
-// ErrEventCancelUnsupported: the king has no control action that cancels a
-// queued event yet (pkg/control knows pause, resume and task cancel).
-var ErrEventCancelUnsupported = errors.New("cancelling an event is not supported yet: the king has no control action for it " +
-	"(pkg/control knows pause, resume and cancel of a task); once dispatched, cancel its task with `start task cancel <task-id>`")

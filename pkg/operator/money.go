@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
@@ -62,18 +64,10 @@ func (m *MoneyStatus) print(w io.Writer) {
 		note = " — over 80%"
 	}
 	fmt.Fprintf(w, "spend today: %s%s\n", m.Budget.Describe(), note)
-	for _, eng := range sortedEngines(m.Paused) {
+	for _, eng := range slices.Sorted(maps.Keys(m.Paused)) {
 		fmt.Fprintf(w, "engine %s: paused by a usage limit until %s\n", eng, m.Paused[eng].In(time.Local).Format("2006-01-02 15:04:05 MST"))
 	}
 	for _, err := range m.Errs {
 		fmt.Fprintf(w, "warning: %v\n", err)
 	}
-}
-
-func sortedEngines(m map[string]time.Time) []string {
-	f := enginepause.File{}
-	for k := range m {
-		f[k] = enginepause.Pause{}
-	}
-	return f.Engines()
 }

@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/control"
-	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/queue"
 	"github.com/kingdom-dev/kingdom/pkg/tmux"
+	"github.com/kingdom-dev/kingdom/pkg/waits"
 )
 
 // Status is the one-screen state of an installation (kingdom.go reads
@@ -56,7 +56,8 @@ func ReadStatus(ctx context.Context, l layout.Layout, tc *tmux.Client, now time.
 		tmuxErr = fmt.Errorf("tmux socket %s unreachable: %w", tc.Path(), tmuxErr)
 	}
 	st := &Status{Kingdom: *k, TmuxErr: tmuxErr, Discarded: countDiscarded(l), Money: readMoney(ctx, sh, now),
-		Waiting: readWaiting(ctx, sh.KV), Parks: readParks(ctx, sh.KV), Threshold: heartbeatThreshold(l), At: now, Cluster: &Cluster{Err: openErr}}
+		Waiting: &Waiting{}, Parks: readParks(ctx, sh.KV), Threshold: heartbeatThreshold(l), At: now, Cluster: &Cluster{Err: openErr}}
+	st.Waiting.Record, st.Waiting.Err = waits.Read(ctx, sh.KV)
 	st.Paused, _ = control.ReadPause(ctx, sh.KV)
 	if openErr != nil {
 		st.QueuesErr = openErr
@@ -146,5 +147,3 @@ func (u unreadable) List(context.Context, string) (map[string][]byte, error) {
 func (u unreadable) Update(context.Context, string, string, func([]byte) ([]byte, error)) error {
 	return u.err
 }
-
-var _ kv.KV = unreadable{}

@@ -3,6 +3,8 @@ package operator
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -80,10 +82,6 @@ func (s *Status) Verdict() Verdict {
 	if s.StartPID == 0 {
 		raise(StatusDegraded, Problem{Role: layout.RoleStart, Reason: "not running: nothing relaunches a role that dies"})
 	}
-	core := map[string]bool{}
-	for _, r := range layout.CoreRoles {
-		core[r] = true
-	}
 	for _, r := range s.Roles {
 		why := s.roleDown(r)
 		if why == "" || (r.SessionAlive && s.Cluster.leaderElsewhere(r.Name)) {
@@ -91,7 +89,7 @@ func (s *Status) Verdict() Verdict {
 			continue
 		}
 		code := StatusDegraded
-		if core[r.Name] {
+		if slices.Contains(layout.CoreRoles, r.Name) {
 			code = StatusDown
 		}
 		raise(code, Problem{Role: r.Name, Reason: "down (" + why + ")"})
@@ -275,7 +273,7 @@ func (s *Status) Document(now time.Time) StatusDoc {
 		d.Errors = append(d.Errors, perr.Error())
 	}
 	if m := s.Money; m != nil {
-		for _, eng := range sortedEngines(m.Paused) {
+		for _, eng := range slices.Sorted(maps.Keys(m.Paused)) {
 			d.EnginePauses = append(d.EnginePauses, EnginePauseDoc{Engine: eng, Until: doc.FormatTime(m.Paused[eng]), Reason: m.Reason[eng]})
 		}
 		for _, err := range m.Errs {

@@ -58,7 +58,7 @@ const RecentWindow = 24 * time.Hour
 // ListTasks reads every task in pending/ and in_progress/, and the finished
 // ones created within window (0: all), oldest first.
 func ListTasks(ctx context.Context, sh *Shared, now time.Time, window time.Duration) ([]TaskRow, error) {
-	ledger := newLedgerReader(ctx, spend.StoreDays(sh.KV))
+	ledger := &ledgerReader{ctx: ctx, src: spend.StoreDays(sh.KV), days: map[string]*spend.Day{}}
 	holds := readTaskHolds(ctx, sh, now)
 	var rows []TaskRow
 	for _, st := range []string{layout.Pending, layout.InProgress, layout.Completed, layout.Rejected} {
@@ -222,10 +222,6 @@ type ledgerReader struct {
 	ctx  context.Context
 	src  spend.Days
 	days map[string]*spend.Day
-}
-
-func newLedgerReader(ctx context.Context, src spend.Days) *ledgerReader {
-	return &ledgerReader{ctx: ctx, src: src, days: map[string]*spend.Day{}}
 }
 
 // maxLedgerDays bounds the days read for one task.

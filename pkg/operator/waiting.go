@@ -1,14 +1,12 @@
 package operator
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"sort"
 	"strings"
 	"time"
 
-	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/waits"
 )
 
@@ -16,11 +14,6 @@ import (
 type Waiting struct {
 	Record waits.Record
 	Err    error
-}
-
-func readWaiting(ctx context.Context, s kv.KV) *Waiting {
-	r, err := waits.Read(ctx, s)
-	return &Waiting{Record: r, Err: err}
 }
 
 // WaitGroup is every held event or task that shares one reason.
@@ -90,7 +83,7 @@ func (w *Waiting) print(out io.Writer, now time.Time) {
 	}
 	asOf := ""
 	if u := w.Record.UpdatedAt; !u.IsZero() {
-		asOf = fmt.Sprintf(" (the king's record of %s ago)", roundAge(now.Sub(u)))
+		asOf = fmt.Sprintf(" (the king's record of %s ago)", max(now.Sub(u), 0).Round(time.Second))
 	}
 	fmt.Fprintf(out, "Waiting%s:\n", asOf)
 	for _, g := range gs {
@@ -147,11 +140,4 @@ func clockTime(t, now time.Time) string {
 		return t.Format("15:04")
 	}
 	return t.Format("2006-01-02 15:04")
-}
-
-func roundAge(d time.Duration) time.Duration {
-	if d < 0 {
-		return 0
-	}
-	return d.Round(time.Second)
 }
