@@ -61,7 +61,7 @@ func hostAdmits(snap health.Snapshot, priority string) bool {
 // now (selfFence's test, without its kills): looked at again before every
 // claim, so a fence that begins in the middle of a tick claims nothing more.
 func (g *General) leaseStale() bool {
-	var last time.Time
+	var last time.Time // no renewal seen: fenced
 	if fi, err := os.Stat(g.o.Layout.HostLease()); err == nil {
 		last = fi.ModTime()
 	}

@@ -5,12 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/kingdom-dev/kingdom/pkg/doc"
-	"github.com/kingdom-dev/kingdom/pkg/hosts"
 	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/layout"
+	"github.com/kingdom-dev/kingdom/pkg/redact"
 	"github.com/kingdom-dev/kingdom/pkg/store"
 )
 
@@ -40,10 +39,13 @@ func (g *General) publish(ctx context.Context, t *doc.Task, cp *doc.Checkpoint, 
 		}
 		cb, final.CheckpointPath = b, g.o.Layout.ResultCheckpoint(t.ID)
 	}
-	fb, err := redactedJSON(final)
+	// Every string value of the result passes through the one redactor
+	// (SPEC §10.14): final results quote what agents and engines said.
+	fb, err := kv.EncodeJSON(final)
 	if err != nil {
 		return err
 	}
+	fb = redact.JSON(fb)
 	ctx, cancel := g.callCtx(context.WithoutCancel(ctx))
 	defer cancel()
 	err = g.o.Store.Update(ctx, func(tx store.Tx) error {
@@ -107,19 +109,6 @@ func (g *General) newerAttemptHere(ctx context.Context, t *doc.Task) bool {
 	return d.State == layout.InProgress && d.Claim.Holder == g.o.Host && d.Claim.Attempt != t.RetryCount
 }
 
-// heldElsewhere reports whether an in-progress attempt of t is not this
-// host's to settle: its claim names another holder or attempt (or none:
-// its result is written).
-func (g *General) heldElsewhere(ctx context.Context, t *doc.Task) bool {
-	ctx, cancel := g.callCtx(ctx)
-	defer cancel()
-	d, err := g.o.Store.Get(ctx, layout.QTasks, t.ID)
-	if err != nil {
-		return true // gone, or the store did not answer: decide nothing now
-	}
-	return d.State != layout.InProgress || d.Claim != g.claimOf(t)
-}
-
 // selfFence reports whether this host must not claim: start touches
 // Layout.HostLease at each successful renewal of the host's lease (in
 // both modes); once that is store.self_fence_seconds old the host may be
@@ -131,11 +120,7 @@ func (g *General) heldElsewhere(ctx context.Context, t *doc.Task) bool {
 func (g *General) selfFence(ctx context.Context) bool {
 	g.fenceMu.Lock()
 	defer g.fenceMu.Unlock()
-	var last time.Time // no renewal seen: fenced
-	if fi, err := os.Stat(g.o.Layout.HostLease()); err == nil {
-		last = fi.ModTime()
-	}
-	fenced := hosts.SelfFence(last, g.o.Clock.Now(), g.o.System.Store.SelfFence())
+	fenced := g.leaseStale()
 	changed := fenced != g.fenced
 	g.fenced = fenced
 	if changed && !fenced {

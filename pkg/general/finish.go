@@ -19,14 +19,6 @@ import (
 
 const maxRawBytes = 1 << 20
 
-func jsonIndent(v any) ([]byte, error) {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	return append(b, '\n'), nil
-}
-
 // readRaw reads and validates the raw result; anything unacceptable becomes
 // a failed/InvalidResult result.
 func (g *General) readRaw(task string) *doc.RawResult {
@@ -35,23 +27,28 @@ func (g *General) readRaw(task string) *doc.RawResult {
 	if err != nil {
 		return invalid(task, fmt.Sprintf("read raw result: %v", err))
 	}
+	var m map[string]json.RawMessage
+	_ = json.Unmarshal(b, &m) // nil unless b is a JSON object
 	r, err := schema.DecodeRawResult(b)
 	if err != nil {
-		if fr := validFallback(b); fr != nil {
+		if fr := validFallback(m); fr != nil {
 			r, err = fr, nil
 		} else {
-			return invalidRaw(task, b, err)
+			return invalidRaw(task, m, err)
 		}
 	}
 	if r.TaskID != task {
 		return invalid(task, fmt.Sprintf("raw result names task %q", r.TaskID))
 	}
-	if fromAgent(b) {
-		// Only the soldier's classification of the engine's own output
-		// may say why an attempt failed and when an engine is usable
-		// again (SPEC §10.8): an agent's result claiming a usage limit
-		// would pause the engine for everyone, and one claiming to be
-		// retryable would repeat its side effects (§9.6).
+	if _, ok := m[doc.RawOrigin]; ok {
+		// The agent's own result (its staging file or structured output,
+		// which soldier-spawn marks with doc.RawOrigin), not one the
+		// soldier, the general or the king decided. Only the soldier's
+		// classification of the engine's own output may say why an
+		// attempt failed and when an engine is usable again (SPEC
+		// §10.8): an agent's result claiming a usage limit would pause
+		// the engine for everyone, and one claiming to be retryable
+		// would repeat its side effects (§9.6).
 		r.ErrorReason, r.ResetsAt, r.Terminal = "", "", nil
 	}
 	if r.ErrorReason == "" {
@@ -63,19 +60,6 @@ func (g *General) readRaw(task string) *doc.RawResult {
 		}
 	}
 	return r
-}
-
-// fromAgent reports whether a published raw result is the agent's own (its
-// staging file or structured output, which soldier-spawn marks with
-// doc.RawOrigin) rather than one the soldier, the general or the king
-// decided.
-func fromAgent(b []byte) bool {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(b, &m) != nil {
-		return false
-	}
-	_, ok := m[doc.RawOrigin]
-	return ok
 }
 
 func invalid(task, msg string) *doc.RawResult {
@@ -108,10 +92,7 @@ func (g *General) finish(ctx context.Context, t *doc.Task, sid string, started t
 	}
 	now := g.o.Clock.Now()
 	final := doc.Result{RawResult: *r, General: g.name, CompletedAt: doc.FormatTime(now), RetryCount: t.RetryCount}
-	final.DurationSeconds = now.Sub(started).Seconds()
-	if final.DurationSeconds < 0 {
-		final.DurationSeconds = 0
-	}
+	final.DurationSeconds = max(now.Sub(started).Seconds(), 0)
 	if ids.Valid(sid) {
 		final.SoldierID = sid
 	}

@@ -42,7 +42,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sort"
 	"sync"
 	"time"
 
@@ -177,9 +176,6 @@ func New(o Options) (*General, error) {
 	}, nil
 }
 
-// Name is the general's name.
-func (g *General) Name() string { return g.name }
-
 // Watches are the directories whose new files should wake the runner: a
 // pending task, an operator's cancel (on files; the store's notifications
 // wake a general in PostgreSQL mode, app.Env).
@@ -237,21 +233,6 @@ func (g *General) notify() {
 	case g.wake <- struct{}{}:
 	default:
 	}
-}
-
-// Wait blocks until every task goroutine has returned (tests, shutdown).
-func (g *General) Wait() { g.wg.Wait() }
-
-// Active returns the ids of the tasks being worked on.
-func (g *General) Active() []string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	out := make([]string, 0, len(g.active))
-	for id := range g.active {
-		out = append(out, id)
-	}
-	sort.Strings(out)
-	return out
 }
 
 func (g *General) trace(task, m string) {
@@ -323,14 +304,12 @@ func (g *General) claim(ctx context.Context) error {
 		return err
 	}
 	now := g.o.Clock.Now()
-	if len(entries) > 0 && g.enginePaused(ctx, now) {
+	if len(entries) == 0 || g.enginePaused(ctx, now) {
 		return nil
 	}
-	var park *parks.Park
-	if len(entries) > 0 {
-		if park, err = parks.GeneralPark(ctx, g.kv, g.name); err != nil {
-			return err
-		}
+	park, err := parks.GeneralPark(ctx, g.kv, g.name)
+	if err != nil {
+		return err
 	}
 	for _, e := range entries {
 		if g.slots() <= 0 {

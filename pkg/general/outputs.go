@@ -27,8 +27,9 @@ func (g *General) runOutputs(ctx context.Context, t *doc.Task, ws workspace, r *
 	if r.Status != doc.ResultSuccess {
 		return outputs.NotRun(r.Outputs, r.Status), nil
 	}
+	jira, _ := t.Payload["ticket_key"].(string)
 	tgt := outputs.Target{TaskID: t.ID, Repo: ws.Repo, PR: payloadInt(t.Payload, "pr_number"),
-		Issue: payloadInt(t.Payload, "issue_number"), JiraKey: payloadString(t.Payload, "ticket_key")}
+		Issue: payloadInt(t.Payload, "issue_number"), JiraKey: jira}
 	run := outputs.Runner{Store: g.o.Store, Services: g.services, Policy: g.o.Manifest.Outputs, Target: tgt,
 		Held:        func(ctx context.Context) error { return g.holds(ctx, t) },
 		CallTimeout: g.o.System.Store.CallTimeout(), Now: g.o.Clock.Now}
@@ -46,6 +47,14 @@ func (g *General) holds(ctx context.Context, t *doc.Task) error {
 	if g.leaseStale() {
 		return fmt.Errorf("host %s is fenced: %w", g.o.Host, store.ErrFenced)
 	}
+	return g.claimHeld(ctx, t)
+}
+
+// claimHeld is nil while an in-progress attempt of t is this host's to
+// settle; else its claim names another holder or attempt (or none: its
+// result is written) or the task is gone (both store.ErrFenced), or the
+// store did not answer (decide nothing now).
+func (g *General) claimHeld(ctx context.Context, t *doc.Task) error {
 	cctx, cancel := g.callCtx(ctx)
 	defer cancel()
 	d, err := g.o.Store.Get(cctx, layout.QTasks, t.ID)
@@ -80,9 +89,4 @@ func payloadInt(p map[string]any, key string) int {
 		}
 	}
 	return 0
-}
-
-func payloadString(p map[string]any, key string) string {
-	s, _ := p[key].(string)
-	return s
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -187,7 +188,7 @@ func readMemory(dir, only string, budget int) (string, error) {
 			continue
 		}
 		buf := make([]byte, budget+1)
-		k, _ := readFull(f, buf)
+		k, _ := io.ReadFull(f, buf)
 		f.Close()
 		if k == 0 {
 			continue
@@ -200,16 +201,4 @@ func readMemory(dir, only string, budget int) (string, error) {
 		budget -= k
 	}
 	return b.String(), nil
-}
-
-func readFull(f *os.File, buf []byte) (int, error) {
-	n := 0
-	for n < len(buf) {
-		k, err := f.Read(buf[n:])
-		n += k
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
 }

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/kingdom-dev/kingdom/pkg/layout"
 	"github.com/kingdom-dev/kingdom/pkg/lockfile"
 	"github.com/kingdom-dev/kingdom/pkg/outputs"
 )
@@ -33,7 +34,7 @@ var shaRE = regexp.MustCompile(`^[0-9a-f]{40,64}$`)
 // touches a protected path, one over max_patch_kb, one to the default
 // branch and one with nothing to push.
 func (p *pusher) Push(ctx context.Context, branch, message, key string) (link, refused string, err error) {
-	err = lockfile.With(p.g.cloneLock(p.ws), func() error {
+	err = lockfile.With(layout.CloneLock(p.ws.Clone), func() error {
 		// The agent could write the clone's config (a pushurl, an
 		// insteadOf): Kingdom's goes back first.
 		if err := p.g.restoreCloneConfig(p.ws); err != nil {

@@ -16,11 +16,7 @@ import (
 // by the soldier) and the broken rule, and the attempt's session, usage
 // and cost, which the soldier measured itself, are kept when they pass the
 // schema on their own.
-func invalidRaw(task string, b []byte, err error) *doc.RawResult {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(b, &m) != nil {
-		m = nil
-	}
+func invalidRaw(task string, m map[string]json.RawMessage, err error) *doc.RawResult {
 	origin := "raw result"
 	var s string
 	if json.Unmarshal(m[doc.RawOrigin], &s) == nil && s != "" {
@@ -57,11 +53,7 @@ func invalidRaw(task string, b []byte, err error) *doc.RawResult {
 // structured output goes first only when valid (SPEC §10.1). The attempt's
 // session, usage and cost, which the soldier measured on the outer result,
 // go with it. nil: no fallback, or it fails too.
-func validFallback(b []byte) *doc.RawResult {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(b, &m) != nil || len(m[doc.RawFallback]) == 0 {
-		return nil
-	}
+func validFallback(m map[string]json.RawMessage) *doc.RawResult {
 	var fb map[string]json.RawMessage
 	if json.Unmarshal(m[doc.RawFallback], &fb) != nil || fb == nil {
 		return nil

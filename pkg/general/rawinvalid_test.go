@@ -1,6 +1,7 @@
 package general
 
 import (
+	"encoding/json"
 	"os"
 	"strings"
 	"testing"
@@ -46,7 +47,9 @@ func TestInvalidRaw_OriginAndKeptFieldsAreCheckedThemselves(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := invalidRaw("task-20260101-001", []byte(c.doc), err)
+			var m map[string]json.RawMessage
+			_ = json.Unmarshal([]byte(c.doc), &m)
+			r := invalidRaw("task-20260101-001", m, err)
 			if r.Status != doc.ResultFailed || r.ErrorReason != doc.ReasonInvalidResult ||
 				!strings.HasPrefix(r.Error, c.errPrefix+err.Error()) || r.Summary != r.Error {
 				t.Errorf("got %+v, want error %q", r, c.errPrefix+err.Error())

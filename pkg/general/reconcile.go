@@ -16,7 +16,7 @@ import (
 
 // reconcile settles the tasks a previous instance left in in_progress/
 // (§9.4): (b) a final result for the current attempt → nothing to do (its
-// publish released the claim: heldElsewhere); (a) a raw result → finish it; (c) a live registered soldier → watch it
+// publish released the claim: claimHeld); (a) a raw result → finish it; (c) a live registered soldier → watch it
 // again; (d) otherwise → killed/SoldierDied, so the king's retry policy
 // applies.
 func (g *General) reconcile(ctx context.Context) error {
@@ -34,14 +34,10 @@ func (g *General) reconcile(ctx context.Context) error {
 		if err != nil || t.TargetGeneral != g.name || t.Status == doc.TaskRetrying {
 			continue // not ours, or the king is re-queueing it
 		}
-		g.mu.Lock()
-		_, stuck := g.stranded[t.ID]
-		busy := g.active[t.ID] != nil || stuck // a stranded task is retried every tick
-		g.mu.Unlock()
-		if busy {
-			continue
+		if g.busy(t.ID) {
+			continue // a stranded task is retried every tick
 		}
-		if g.heldElsewhere(ctx, t) {
+		if g.claimHeld(ctx, t) != nil {
 			continue // another host's attempt, or (b) one whose result is in
 		}
 		ws := g.workspaceOf(t)
@@ -66,10 +62,10 @@ func (g *General) reconcile(ctx context.Context) error {
 				adopted = true
 			}
 		}
+		sid := ""
 		if reg != nil {
-			started = reg.StartedAt
+			started, sid = reg.StartedAt, reg.ID
 		}
-		task := t
 		live := false
 		if reg != nil && !exists(l.ResultRaw(t.ID)) {
 			ok, err := g.o.Tmux.Has(ctx, reg.ID)
@@ -83,12 +79,6 @@ func (g *General) reconcile(ctx context.Context) error {
 		switch {
 		case exists(l.ResultRaw(t.ID)): // (a)
 			g.log.Info("finishing a task left with a result", "task", t.ID)
-			sid := ""
-			if reg != nil {
-				sid = reg.ID
-				_ = g.reg.Remove(reg.ID)
-			}
-			g.start(ctx, task, func(ctx context.Context) { g.finish(ctx, task, sid, started, ws) })
 		case live: // (c)
 			g.log.Info("re-attaching a live soldier", "task", t.ID, "soldier", reg.ID)
 			if adopted {
@@ -96,23 +86,22 @@ func (g *General) reconcile(ctx context.Context) error {
 					g.log.Warn("re-register soldier", "soldier", reg.ID, "err", err)
 				}
 			}
-			sid := reg.ID
-			g.start(ctx, task, func(ctx context.Context) {
-				if g.watch(ctx, task, sid, started, proctree.Identity{}, ws.RepoDir) {
-					g.finish(ctx, task, sid, started, ws)
+			g.start(ctx, t, func(ctx context.Context) {
+				if g.watch(ctx, t, sid, started, proctree.Identity{}, ws.RepoDir) {
+					g.finish(ctx, t, sid, started, ws)
 				}
 			})
+			continue
 		default: // (d)
-			sid := ""
-			if reg != nil {
-				sid = reg.ID
-				_ = g.reg.Remove(reg.ID)
-			}
 			g.log.Warn("task orphaned by a dead general; marking its soldier dead", "task", t.ID)
 			g.synthetic(t.ID, doc.ResultKilled, doc.ReasonSoldierDied, "general restarted and found no live soldier for the task")
 			g.emit("soldier.killed", map[string]any{"task_id": t.ID, "soldier_id": sid, "general": g.name, "reason": "orphaned"})
-			g.start(ctx, task, func(ctx context.Context) { g.finish(ctx, task, sid, started, ws) })
 		}
+		// (a) and (d): the soldier is deregistered, the raw result finished.
+		if reg != nil {
+			_ = g.reg.Remove(reg.ID)
+		}
+		g.start(ctx, t, func(ctx context.Context) { g.finish(ctx, t, sid, started, ws) })
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/doc"
+	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/redact"
 )
 
@@ -92,7 +93,7 @@ func (g *General) writePendingRaw(task string) (bool, error) {
 	if !ok {
 		return true, nil
 	}
-	b, err := jsonIndent(r)
+	b, err := kv.EncodeJSON(r)
 	if err == nil {
 		err = atomicfile.CreateNoReplace(g.o.Layout.ResultRaw(task), b, 0o600)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/kingdom-dev/kingdom/pkg/control"
 	"github.com/kingdom-dev/kingdom/pkg/doc"
 	"github.com/kingdom-dev/kingdom/pkg/ids"
+	"github.com/kingdom-dev/kingdom/pkg/kv"
 	"github.com/kingdom-dev/kingdom/pkg/proctree"
 	"github.com/kingdom-dev/kingdom/pkg/redact"
 	"github.com/kingdom-dev/kingdom/pkg/sessions"
@@ -140,7 +141,7 @@ func syntheticRaw(task, status, reason, msg string) doc.RawResult {
 // writeSynthetic is synthetic for a raw result of the general's.
 func (g *General) writeSynthetic(r doc.RawResult) bool {
 	task := r.TaskID
-	b, err := jsonIndent(r)
+	b, err := kv.EncodeJSON(r)
 	if err == nil {
 		err = atomicfile.CreateNoReplace(g.o.Layout.ResultRaw(task), b, 0o600)
 	}
@@ -157,12 +158,6 @@ func (g *General) writeSynthetic(r doc.RawResult) bool {
 
 func exists(path string) bool {
 	_, err := os.Stat(path)
-	return err == nil
-}
-
-// lexists is exists without following a symlink.
-func lexists(path string) bool {
-	_, err := os.Lstat(path)
 	return err == nil
 }
 
@@ -186,7 +181,6 @@ func (g *General) watch(ctx context.Context, t *doc.Task, sid string, spawnedAt 
 	defer unsubscribe()
 	for first := true; ; first = false {
 		if exists(raw) {
-			g.trace(t.ID, "raw")
 			break
 		}
 		// The session was created a moment ago: the first look at its
@@ -212,7 +206,6 @@ func (g *General) watch(ctx context.Context, t *doc.Task, sid string, spawnedAt 
 				g.emit("soldier.killed", map[string]any{"task_id": t.ID, "soldier_id": sid, "general": g.name})
 				g.log.Warn("soldier died without a result", "task", t.ID, "soldier", sid)
 			}
-			g.trace(t.ID, "raw")
 			break
 		}
 		now := g.o.Clock.Now()
@@ -236,7 +229,6 @@ func (g *General) watch(ctx context.Context, t *doc.Task, sid string, spawnedAt 
 				g.emit("soldier.timeout", map[string]any{"task_id": t.ID, "soldier_id": sid, "general": g.name,
 					"timeout_seconds": g.o.Manifest.TimeoutSeconds, "elapsed_seconds": now.Sub(spawnedAt).Seconds()})
 				g.log.Warn("soldier timed out", "task", t.ID, "soldier", sid)
-				g.trace(t.ID, "raw")
 				break
 			}
 		}
@@ -259,6 +251,7 @@ func (g *General) watch(ctx context.Context, t *doc.Task, sid string, spawnedAt 
 		case <-published:
 		}
 	}
+	g.trace(t.ID, "raw")
 	// A finished soldier's session ends by itself, just after it publishes.
 	// Wait a moment for that (seen in /proc); only a soldier that is still
 	// there, or one whose process is unknown, is killed through tmux, so no
@@ -286,10 +279,4 @@ func (g *General) awaitExit(proc proctree.Identity) bool {
 	return proc.WaitExit(soldierExitWait)
 }
 
-func readTrim(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
-}
+func readTrim(path string) string { return strings.TrimSpace(readOr(path, "")) }

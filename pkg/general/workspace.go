@@ -118,13 +118,11 @@ func (g *General) prepareWorkspace(ctx context.Context, t *doc.Task) (workspace,
 	return ws, g.writeTaskFiles(t, ws)
 }
 
-func (g *General) cloneLock(ws workspace) string { return layout.CloneLock(ws.Clone) }
-
 func (g *General) addWorktree(ctx context.Context, ws workspace) error {
 	if err := layout.EnsureDir(filepath.Dir(ws.Clone)); err != nil {
 		return err
 	}
-	return lockfile.With(g.cloneLock(ws), func() error {
+	return lockfile.With(layout.CloneLock(ws.Clone), func() error {
 		if err := g.syncClone(ctx, ws); err != nil {
 			return err
 		}
@@ -196,7 +194,7 @@ func (g *General) removeWorkspace(ctx context.Context, ws workspace) {
 	}
 	if ws.Clone != "" {
 		if _, err := os.Stat(filepath.Join(ws.Clone, ".git")); err == nil {
-			_ = lockfile.With(g.cloneLock(ws), func() error {
+			_ = lockfile.With(layout.CloneLock(ws.Clone), func() error {
 				_ = g.restoreCloneConfig(ws)
 				_, _ = git(ctx, ws.Clone, "worktree", "remove", "--force", "--force", ws.RepoDir)
 				_ = removeTree(ws.TaskDir)
@@ -279,7 +277,7 @@ func (g *General) writeTaskFiles(t *doc.Task, ws workspace) error {
 	// the repo has its own (git ignores ours through info/exclude).
 	// Lstat: any entry counts as the repo's own (a dangling symlink too).
 	inCwd := filepath.Join(ws.RepoDir, "AGENTS.md")
-	if !lexists(inCwd) {
+	if _, err := os.Lstat(inCwd); err != nil {
 		if err := writeTaskFile(inCwd, compose(codexExtra)); err != nil {
 			return err
 		}
