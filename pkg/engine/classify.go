@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
@@ -186,15 +187,15 @@ func denialFix(ds []Denial, sysFile string) string {
 		case d.Tool == "AskUserQuestion":
 			asked = true
 		case d.Tool == "Bash":
-			if prog := commandProgram(d.Arg); prog != "" && !containsString(pats, "Bash("+prog+":*)") {
+			if prog := commandProgram(d.Arg); prog != "" && !slices.Contains(pats, "Bash("+prog+":*)") {
 				pats = append(pats, "Bash("+prog+":*)")
 			}
 		case fileTools[d.Tool] && filepath.IsAbs(d.Arg):
-			if dir := filepath.Dir(d.Arg); !containsString(dirs, dir) {
+			if dir := filepath.Dir(d.Arg); !slices.Contains(dirs, dir) {
 				dirs = append(dirs, dir)
 			}
 		default:
-			if !containsString(pats, d.Tool) {
+			if !slices.Contains(pats, d.Tool) {
 				pats = append(pats, d.Tool)
 			}
 		}

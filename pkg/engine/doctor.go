@@ -69,7 +69,6 @@ func Doctor(ctx context.Context, sys *config.System, eng string, e DoctorEnv) []
 	defer cancel()
 	cmd := exec.CommandContext(vctx, path, "--version")
 	cmd.Env = Env(eng, e.Environ, rt.EnvPassthrough, nil)
-	cmd.Stdin = nil
 	out, verr := cmd.CombinedOutput()
 	first := strings.TrimSpace(string(bytes.SplitN(out, []byte("\n"), 2)[0]))
 	if verr != nil {
@@ -85,7 +84,7 @@ func Doctor(ctx context.Context, sys *config.System, eng string, e DoctorEnv) []
 	}
 	if eng == config.EngineClaude {
 		bypass := BypassRequested(rt.Claude.Args)
-		ok := !(bypass && e.UID == 0 && getenv(e.Environ, "IS_SANDBOX") != "1")
+		ok := !(bypass && e.UID == 0 && Getenv(e.Environ, "IS_SANDBOX") != "1")
 		info := "runtime.claude.args: " + strings.Join(rt.Claude.Args, " ")
 		add("permission mode", ok, info, bypassAsRootFix(e.SysFile))
 	}
@@ -202,7 +201,9 @@ func installFix(eng, sysFile string) string {
 	return onPath + ", or fix runtime.command.argv in " + sysFile + " (an absolute path, or install the program)"
 }
 
-func getenv(env []string, k string) string {
+// Getenv is the value of k in env (os.Environ form; the last one wins, as
+// in exec), "" when it is not set.
+func Getenv(env []string, k string) string {
 	for i := len(env) - 1; i >= 0; i-- {
 		if v, ok := strings.CutPrefix(env[i], k+"="); ok {
 			return v
@@ -214,24 +215,23 @@ func getenv(env []string, k string) string {
 // credentials: an API key that reaches the engine (set and passed
 // through), or the CLI's own login files.
 func credentials(eng string, passthrough []string, e DoctorEnv) (bool, string, string) {
-	key := "ANTHROPIC_API_KEY"
+	key := credentialsOf(eng)
 	var files []string
 	switch eng {
 	case config.EngineClaude:
 		if d := ClaudeConfigDir(e.Environ); d != "" {
 			files = append(files, filepath.Join(d, ".credentials.json"))
 		}
-		if getenv(e.Environ, "CLAUDE_CODE_OAUTH_TOKEN") != "" && slices.Contains(passthrough, "CLAUDE_CODE_OAUTH_TOKEN") {
+		if Getenv(e.Environ, "CLAUDE_CODE_OAUTH_TOKEN") != "" && slices.Contains(passthrough, "CLAUDE_CODE_OAUTH_TOKEN") {
 			return true, "CLAUDE_CODE_OAUTH_TOKEN set", ""
 		}
 	case config.EngineCodex:
-		key = "OPENAI_API_KEY"
 		if h := CodexHome(e.Environ); h != "" {
 			files = append(files, filepath.Join(h, "auth.json"))
 		}
 	}
 	fix := credentialsFix(eng, e.SysFile)
-	if getenv(e.Environ, key) != "" {
+	if Getenv(e.Environ, key) != "" {
 		if !slices.Contains(passthrough, key) {
 			return false, key + " is set but not in runtime.env_passthrough: the engine never sees it", fix
 		}

@@ -14,9 +14,9 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os/exec"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -79,38 +79,26 @@ func Build(s Spec) (*Invocation, error) {
 	}
 	rt := s.System.Runtime
 	var argv []string
-	inv := &Invocation{Engine: s.Engine, Dir: s.Workdir}
-	switch s.Engine {
-	case config.EngineClaude, config.EngineCodex:
-		if err := CheckSessionID(s.Engine, s.Resume); s.Resume != "" && err != nil {
-			return nil, err
-		}
-	}
+	inv := &Invocation{Engine: s.Engine, Dir: s.Workdir, StdinPrompt: s.Engine != config.EngineCommand}
 	switch s.Engine {
 	case config.EngineClaude:
-		if s.Resume == "" && s.SessionID != "" {
-			if err := CheckSessionID(s.Engine, s.SessionID); err != nil {
+		if id := pick(s.Resume, s.SessionID); id != "" {
+			if err := CheckSessionID(s.Engine, id); err != nil {
 				return nil, err
 			}
 		}
-		if s.Petition {
-			argv = ClaudePetitionArgs(rt.Claude.Command, pick(s.Model, rt.Claude.Model))
-		} else {
-			argv = ClaudeArgs(ClaudeRun{Command: rt.Claude.Command, Model: pick(s.Model, rt.Claude.Model),
-				Resume: s.Resume, SessionID: s.SessionID, Schema: s.ResultSchema, MaxBudgetUSD: s.MaxBudgetUSD, Extra: rt.Claude.Args})
-		}
-		inv.StdinPrompt = true
+		argv = ClaudeArgs(ClaudeRun{Command: rt.Claude.Command, Model: pick(s.Model, rt.Claude.Model), Petition: s.Petition,
+			Resume: s.Resume, SessionID: s.SessionID, Schema: s.ResultSchema, MaxBudgetUSD: s.MaxBudgetUSD, Extra: rt.Claude.Args})
 	case config.EngineCodex:
-		if s.Petition {
-			argv = CodexPetitionArgs(rt.Codex.Command, pick(s.Model, rt.Codex.Model))
-		} else {
-			r := CodexRun{Command: rt.Codex.Command, Model: pick(s.Model, rt.Codex.Model), Resume: s.Resume, Extra: rt.Codex.Args, Network: s.Network}
-			if len(s.ResultSchema) > 0 {
-				r.SchemaFile, r.LastMessageFile = s.SchemaFile, s.LastMessageFile
-			}
-			argv = CodexArgs(r)
+		if err := CheckSessionID(s.Engine, s.Resume); s.Resume != "" && err != nil {
+			return nil, err
 		}
-		inv.StdinPrompt = true
+		r := CodexRun{Command: rt.Codex.Command, Model: pick(s.Model, rt.Codex.Model), Petition: s.Petition,
+			Resume: s.Resume, Extra: rt.Codex.Args, Network: s.Network}
+		if len(s.ResultSchema) > 0 {
+			r.SchemaFile, r.LastMessageFile = s.SchemaFile, s.LastMessageFile
+		}
+		argv = CodexArgs(r)
 	case config.EngineCommand:
 		if len(rt.Command.Argv) == 0 {
 			return nil, errors.New("engine command: runtime.command.argv is empty")
@@ -151,6 +139,10 @@ type ClaudeRun struct {
 	Schema         []byte   // --json-schema
 	MaxBudgetUSD   *float64 // --max-budget-usd
 	Extra          []string
+	// Petition runs the classifier with no tools and no session
+	// persistence, in the default permission mode (SPEC §10.9): none of
+	// the parts above but Command and Model.
+	Petition bool
 }
 
 // ClaudeSettings are Kingdom's own settings for every claude run (SPEC
@@ -170,11 +162,17 @@ var ClaudeSettings = []string{"--setting-sources", "", "--settings", `{"disableA
 
 // ClaudeArgs is `<command> -p --output-format stream-json --verbose
 // [--model M] [--resume T | --session-id U] [--json-schema S] <extra…>
-// <ClaudeSettings…>` (SPEC §9.16, §10.1, §10.5, §12.3).
+// <ClaudeSettings…>` (SPEC §9.16, §10.1, §10.5, §12.3); a petition's is
+// `<command> -p --output-format stream-json --verbose [--model M] --tools ""
+// --no-session-persistence <ClaudeSettings…>`.
 func ClaudeArgs(r ClaudeRun) []string {
 	a := []string{r.Command, "-p", "--output-format", "stream-json", "--verbose"}
 	if r.Model != "" {
 		a = append(a, "--model", r.Model)
+	}
+	if r.Petition {
+		a = append(a, "--tools", "", "--no-session-persistence")
+		return append(a, ClaudeSettings...)
 	}
 	switch {
 	case r.Resume != "":
@@ -192,17 +190,6 @@ func ClaudeArgs(r ClaudeRun) []string {
 	return append(a, ClaudeSettings...)
 }
 
-// ClaudePetitionArgs runs the classifier with no tools and no session
-// persistence, in the default permission mode (SPEC §10.9).
-func ClaudePetitionArgs(command, model string) []string {
-	a := []string{command, "-p", "--output-format", "stream-json", "--verbose"}
-	if model != "" {
-		a = append(a, "--model", model)
-	}
-	a = append(a, "--tools", "", "--no-session-persistence")
-	return append(a, ClaudeSettings...)
-}
-
 // CodexRun are the parts of a codex task invocation.
 type CodexRun struct {
 	Command, Model string
@@ -214,27 +201,35 @@ type CodexRun struct {
 	// Network is the sandbox's network access (the manifest's
 	// engine_network).
 	Network bool
-}
-
-// CodexNetwork is the codex flag that sets the workspace-write sandbox's
-// network access; a later -c of the same key wins (measured with codex
-// 0.169–0.171), so Kingdom's comes after runtime.codex.args.
-func CodexNetwork(on bool) []string {
-	return []string{"-c", "sandbox_workspace_write.network_access=" + strconv.FormatBool(on)}
+	// Petition runs the classifier in the read-only sandbox without
+	// keeping a session (SPEC §10.9): none of the parts above but Command
+	// and Model.
+	Petition bool
 }
 
 // CodexArgs is `<command> exec --json --skip-git-repo-check [--model M]
 // <extra…> -c sandbox_workspace_write.network_access=<Network>
 // [--output-schema F -o F] [resume TOKEN] -`. Every exec-level flag
 // precedes `resume`, so a resumed run gets the same sandbox (SPEC §10.10);
-// the trailing "-" makes codex read the prompt from stdin.
+// the trailing "-" makes codex read the prompt from stdin. A petition's is
+// `<command> exec --json --skip-git-repo-check --sandbox read-only
+// --ephemeral [--model M] -`.
 func CodexArgs(r CodexRun) []string {
 	a := []string{r.Command, "exec", "--json", "--skip-git-repo-check"}
+	if r.Petition {
+		a = append(a, "--sandbox", "read-only", "--ephemeral")
+	}
 	if r.Model != "" {
 		a = append(a, "--model", r.Model)
 	}
+	if r.Petition {
+		return append(a, "-")
+	}
 	a = append(a, r.Extra...)
-	a = append(a, CodexNetwork(r.Network)...)
+	// The flag that sets the workspace-write sandbox's network access; a
+	// later -c of the same key wins (measured with codex 0.169–0.171), so
+	// Kingdom's comes after runtime.codex.args.
+	a = append(a, "-c", "sandbox_workspace_write.network_access="+strconv.FormatBool(r.Network))
 	if r.SchemaFile != "" {
 		a = append(a, "--output-schema", r.SchemaFile)
 	}
@@ -243,16 +238,6 @@ func CodexArgs(r CodexRun) []string {
 	}
 	if r.Resume != "" {
 		a = append(a, "resume", r.Resume)
-	}
-	return append(a, "-")
-}
-
-// CodexPetitionArgs runs the classifier in the read-only sandbox without
-// keeping a session (SPEC §10.9).
-func CodexPetitionArgs(command, model string) []string {
-	a := []string{command, "exec", "--json", "--skip-git-repo-check", "--sandbox", "read-only", "--ephemeral"}
-	if model != "" {
-		a = append(a, "--model", model)
 	}
 	return append(a, "-")
 }
@@ -302,10 +287,6 @@ func substitute(s string, values map[string]string) string {
 // §9.17, §12.3). Then extra (the run's KINGDOM_* values, a lent read
 // token) is applied.
 func Env(eng string, environ []string, passthrough []string, extra map[string]string) []string {
-	allow := make(map[string]bool, len(passthrough))
-	for _, n := range passthrough {
-		allow[n] = true
-	}
 	model := config.ModelCredentialEnv(eng)
 	var out []string
 	for _, kv := range environ {
@@ -316,7 +297,7 @@ func Env(eng string, environ []string, passthrough []string, extra map[string]st
 		if _, override := extra[name]; override {
 			continue
 		}
-		if !allow[name] && !strings.HasPrefix(name, "KINGDOM_") {
+		if !slices.Contains(passthrough, name) && !strings.HasPrefix(name, "KINGDOM_") {
 			continue
 		}
 		if isModelKey := slices.Contains(model, name); !isModelKey && (config.IsServiceCredential(name) || redact.IsSecretName(name)) {
@@ -324,12 +305,7 @@ func Env(eng string, environ []string, passthrough []string, extra map[string]st
 		}
 		out = append(out, kv)
 	}
-	keys := make([]string, 0, len(extra))
-	for k := range extra {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(extra)) {
 		out = append(out, k+"="+extra[k])
 	}
 	return out

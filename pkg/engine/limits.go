@@ -90,12 +90,8 @@ func (w *LimitWatch) Line(line []byte) {
 	if len(line) == 0 {
 		return
 	}
-	if line[0] != '{' {
-		w.Text(string(line))
-		return
-	}
 	var m map[string]any
-	if json.Unmarshal(line, &m) != nil {
+	if line[0] != '{' || json.Unmarshal(line, &m) != nil {
 		w.Text(string(line))
 		return
 	}
@@ -138,14 +134,12 @@ func (w *LimitWatch) claudeRecord(typ string, m map[string]any) {
 			// 529: the API is overloaded, the same weather as a 429.
 			w.failed429 = true
 		}
-		if s, ok := m["result"].(string); ok {
-			w.Text(s)
-		}
-		if errs, ok := m["errors"].([]any); ok {
-			for _, e := range errs {
-				if s, ok := e.(string); ok {
-					w.Text(s)
-				}
+		res, _ := m["result"].(string)
+		w.Text(res)
+		errs, _ := m["errors"].([]any)
+		for _, e := range errs {
+			if s, ok := e.(string); ok {
+				w.Text(s)
 			}
 		}
 		if w.failed429 {
@@ -153,10 +147,9 @@ func (w *LimitWatch) claudeRecord(typ string, m map[string]any) {
 			// words, a rejected rate_limit_event); otherwise it is the
 			// server's rate limit (x-should-retry: true, no reset named):
 			// retried, never a pause of the engine (SPEC §12.4).
-			s, _ := m["result"].(string)
 			w.server = true
 			if w.serverReason == "" {
-				w.serverReason = firstLine(s, "API error 429")
+				w.serverReason = firstLine(res, "API error 429")
 			}
 		}
 	}
@@ -171,15 +164,13 @@ func (w *LimitWatch) codexRecord(typ string, m map[string]any) {
 		}
 		w.codexResets(m)
 	case "error":
-		if s, ok := m["message"].(string); ok {
-			w.Text(s)
-		}
+		s, _ := m["message"].(string)
+		w.Text(s)
 		w.codexResets(m)
 	case "turn.failed":
 		if e, ok := m["error"].(map[string]any); ok {
-			if s, ok := e["message"].(string); ok {
-				w.Text(s)
-			}
+			s, _ := e["message"].(string)
+			w.Text(s)
 			w.codexResets(e)
 		}
 	}
@@ -211,14 +202,14 @@ func (w *LimitWatch) Text(s string) {
 		if w.engine == config.EngineCodex && serverRE().MatchString(s) {
 			w.server = true
 			if w.serverReason == "" {
-				w.serverReason = serverSentence(s)
+				w.serverReason = lineMatching(s, serverRE())
 			}
 		}
 		return
 	}
 	w.hit = true
 	if w.textReason == "" {
-		w.textReason = limitSentence(s)
+		w.textReason = lineMatching(s, limitRE())
 	}
 	w.textResets(s)
 }
@@ -232,12 +223,9 @@ func (w *LimitWatch) textResets(s string) {
 	if i := strings.IndexByte(s, '{'); i >= 0 {
 		var m map[string]any
 		if ExtractJSONObject(s[i:], &m) {
-			if t, ok := epochOf(m["resets_at"]); ok {
-				w.setReset(t)
-				return
-			}
-			if e, ok := m["error"].(map[string]any); ok {
-				if t, ok := epochOf(e["resets_at"]); ok {
+			e, _ := m["error"].(map[string]any)
+			for _, v := range []any{m["resets_at"], e["resets_at"]} {
+				if t, ok := epochOf(v); ok {
 					w.setReset(t)
 					return
 				}
@@ -326,15 +314,6 @@ func (w *LimitWatch) RateLimit() (reason string, ok bool) {
 // body, "We're currently experiencing high demand", server_is_overloaded.
 var serverRE = lazyRE(`(?i)(rate limit reached for|rate_limit_exceeded|too many requests|high demand|server_is_overloaded|overloaded)`)
 
-func serverSentence(s string) string {
-	for _, l := range strings.Split(s, "\n") {
-		if serverRE().MatchString(l) {
-			return strings.TrimSpace(l)
-		}
-	}
-	return strings.TrimSpace(s)
-}
-
 // limitRE matches every wording of a usage limit the engines have used
 // (ENGINES.md), case-insensitively. A bare 429 ("Request rejected (429)")
 // or rate_limit_exceeded is the server's rate limit, not a usage limit.
@@ -347,10 +326,11 @@ var limitRE = lazyRE(`(?i)(usage limit (?:reached|has been reached|exceeded)` +
 // IsLimitText reports whether s is an engine's usage-limit message.
 func IsLimitText(s string) bool { return limitRE().MatchString(s) }
 
-// limitSentence is the line of s that names the limit, trimmed.
-func limitSentence(s string) string {
+// lineMatching is the line of s that re matches (the one naming the limit),
+// trimmed; all of s when no single line does.
+func lineMatching(s string, re *regexp.Regexp) string {
 	for _, l := range strings.Split(s, "\n") {
-		if IsLimitText(l) {
+		if re.MatchString(l) {
 			return strings.TrimSpace(l)
 		}
 	}
@@ -507,23 +487,18 @@ func clock24(hs, ms, ampm string) (int, int, bool) {
 			return 0, 0, false
 		}
 	}
-	switch strings.ToLower(strings.ReplaceAll(ampm, ".", "")) {
+	switch ap := strings.ToLower(strings.ReplaceAll(ampm, ".", "")); ap {
 	case "":
 		if h > 23 {
 			return 0, 0, false
 		}
-	case "am":
+	case "am", "pm":
 		if h < 1 || h > 12 {
 			return 0, 0, false
 		}
-		if h == 12 {
-			h = 0
-		}
-	case "pm":
-		if h < 1 || h > 12 {
-			return 0, 0, false
-		}
-		if h != 12 {
+		// 12 am is 0:00, 12 pm noon.
+		h %= 12
+		if ap == "pm" {
 			h += 12
 		}
 	}

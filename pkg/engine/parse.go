@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
@@ -92,7 +93,7 @@ func (o *Outcome) Reason() string {
 		parts = append(parts, strings.TrimSpace(o.FinalText))
 	}
 	for _, e := range o.Errors {
-		if e = strings.TrimSpace(e); e != "" && !containsString(parts, e) {
+		if e = strings.TrimSpace(e); e != "" && !slices.Contains(parts, e) {
 			parts = append(parts, e)
 		}
 	}
@@ -129,15 +130,6 @@ func (d Denial) String() string {
 		return d.Tool
 	}
 	return d.Tool + "(" + d.Arg + ")"
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // NewParser returns the output parser of engine name.
@@ -198,9 +190,6 @@ type claudeLine struct {
 
 func (p *claudeParser) Line(line []byte) bool {
 	line = bytes.TrimSpace(line)
-	if len(line) == 0 || line[0] != '{' {
-		return true
-	}
 	var l claudeLine
 	if json.Unmarshal(line, &l) != nil {
 		return true
@@ -350,9 +339,6 @@ type codexLine struct {
 
 func (p *codexParser) Line(line []byte) bool {
 	line = bytes.TrimSpace(line)
-	if len(line) == 0 || line[0] != '{' {
-		return true
-	}
 	var l codexLine
 	if json.Unmarshal(line, &l) != nil {
 		return true

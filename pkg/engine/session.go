@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
+	"slices"
 
 	"github.com/kingdom-dev/kingdom/pkg/config"
 	"github.com/kingdom-dev/kingdom/pkg/redact"
@@ -44,18 +44,10 @@ func NewSessionID() string {
 // ClaudeConfigDir is where claude keeps its state for an environment in
 // os.Environ form: $CLAUDE_CONFIG_DIR, else $HOME/.claude ("" if neither).
 func ClaudeConfigDir(env []string) string {
-	get := func(k string) string {
-		for i := len(env) - 1; i >= 0; i-- {
-			if v, ok := strings.CutPrefix(env[i], k+"="); ok {
-				return v
-			}
-		}
-		return ""
-	}
-	if d := get("CLAUDE_CONFIG_DIR"); d != "" {
+	if d := Getenv(env, "CLAUDE_CONFIG_DIR"); d != "" {
 		return d
 	}
-	if h := get("HOME"); h != "" {
+	if h := Getenv(env, "HOME"); h != "" {
 		return filepath.Join(h, ".claude")
 	}
 	return ""
@@ -87,13 +79,10 @@ func RemoveClaudeSession(configDir, cwd, id string) error {
 	if real, err := filepath.EvalSymlinks(cwd); err == nil && real != cwd {
 		dirs = append(dirs, ClaudeProjectDir(configDir, real))
 	}
-	found := false
-	for _, d := range dirs {
-		if _, err := os.Stat(filepath.Join(d, id+".jsonl")); err == nil {
-			found = true
-		}
-	}
-	if !found {
+	if !slices.ContainsFunc(dirs, func(d string) bool {
+		_, err := os.Stat(filepath.Join(d, id+".jsonl"))
+		return err == nil
+	}) {
 		if m, _ := filepath.Glob(filepath.Join(configDir, "projects", "*", id+".jsonl")); len(m) > 0 {
 			dirs = append(dirs, filepath.Dir(m[0]))
 		}
@@ -116,15 +105,11 @@ func RemoveClaudeSession(configDir, cwd, id string) error {
 // CodexHome is where codex keeps its state for an environment in
 // os.Environ form: $CODEX_HOME, else $HOME/.codex ("" if neither).
 func CodexHome(env []string) string {
-	for i := len(env) - 1; i >= 0; i-- {
-		if v, ok := strings.CutPrefix(env[i], "CODEX_HOME="); ok && v != "" {
-			return v
-		}
+	if d := Getenv(env, "CODEX_HOME"); d != "" {
+		return d
 	}
-	for i := len(env) - 1; i >= 0; i-- {
-		if v, ok := strings.CutPrefix(env[i], "HOME="); ok && v != "" {
-			return filepath.Join(v, ".codex")
-		}
+	if h := Getenv(env, "HOME"); h != "" {
+		return filepath.Join(h, ".codex")
 	}
 	return ""
 }

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"encoding/json"
-	"os"
 
 	"github.com/kingdom-dev/kingdom/pkg/atomicfile"
 	"github.com/kingdom-dev/kingdom/pkg/doc"
@@ -32,6 +31,3 @@ func ReadSpent(path string) (s Spent, ok bool) {
 	}
 	return s, true
 }
-
-// RemoveSpent removes the record at path (a new attempt starts at zero).
-func RemoveSpent(path string) { _ = os.Remove(path) }

@@ -87,9 +87,15 @@ func classify(ctx context.Context, o PetitionOptions) (*doc.PetitionResult, erro
 	}
 	l := layout.New(o.BaseDir)
 	parser := engine.NewParser(inv.Engine)
+	// The engine's model key and nothing more; no manifest lends it a
+	// token.
 	ro := RunOptions{Params: spawn.Params{BaseDir: o.BaseDir, TaskID: o.EventID, PromptFile: o.PromptFile,
-		Workdir: workdir, SoldierID: "petition-" + o.EventID}, System: o.System, Environ: o.Environ}
-	code, stderrTail, err := executePetition(ctx, l, ro, inv, parser)
+		Workdir: workdir, SoldierID: "petition-" + o.EventID, Engine: inv.Engine}, System: o.System, Environ: o.Environ}
+	hb := filepath.Join(os.TempDir(), fmt.Sprintf(".kingdom-petition-hb-%d", os.Getpid()))
+	defer os.Remove(hb)
+	// The engine's output is kept in memory only (petitions have no
+	// soldier session; stderr is discarded).
+	code, stderrTail, err := executeTo(ctx, l, ro, inv, engineEnv(l, ro, hb, nil), parser, hb, false)
 	if ctx.Err() == context.DeadlineExceeded {
 		return nil, fmt.Errorf("petition timed out after %s", o.Timeout)
 	}
@@ -128,16 +134,4 @@ func classify(ctx context.Context, o PetitionOptions) (*doc.PetitionResult, erro
 		return nil, errors.New("petition answer has neither general nor direct_response")
 	}
 	return &r, nil
-}
-
-// executePetition runs the engine with its output kept in memory only
-// (petitions have no soldier session; stderr is discarded).
-func executePetition(ctx context.Context, l layout.Layout, o RunOptions, inv *engine.Invocation, p engine.Parser) (int, string, error) {
-	o.SoldierID = "petition-" + o.TaskID
-	// The engine's model key and nothing more; no manifest lends it a
-	// token.
-	o.Engine = inv.Engine
-	hb := filepath.Join(os.TempDir(), fmt.Sprintf(".kingdom-petition-hb-%d", os.Getpid()))
-	defer os.Remove(hb)
-	return executeTo(ctx, l, o, inv, engineEnv(l, o, hb, nil), p, hb, false)
 }

@@ -62,7 +62,9 @@ func newPublisher(l layout.Layout, o RunOptions) *publisher {
 // the agent's forgery, since the agent runs as the same user: it is
 // removed, and ours published.
 func (p *publisher) publish(ctx context.Context, raw map[string]any) error {
-	b, err := json.MarshalIndent(redactRaw(raw), "", "  ")
+	// What the agent returns passes the one redactor (SPEC §10.14) before
+	// it reaches disk: every string of the raw result.
+	b, err := json.MarshalIndent(redact.Value(raw), "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode raw result %s: %w", p.task, err)
 	}

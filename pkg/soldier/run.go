@@ -102,7 +102,7 @@ func Run(ctx context.Context, o RunOptions) (*Outcome, error) {
 	hb := l.ResultHeartbeat(task)
 	_ = atomicfile.Touch(hb)
 	// An earlier attempt's spend must not be taken for this one's.
-	engine.RemoveSpent(l.ResultSpent(task))
+	_ = os.Remove(l.ResultSpent(task))
 
 	out := &Outcome{ExitCode: -1}
 	staging := l.ResultStaging(task)
@@ -184,7 +184,7 @@ func Run(ctx context.Context, o RunOptions) (*Outcome, error) {
 			return out, pub.publish(ctx, out.Raw)
 		}
 		parser := prior.wrap(engine.NewParser(inv.Engine))
-		code, stderrTail, runErr := execute(ctx, l, o, inv, env, parser, hb)
+		code, stderrTail, runErr := executeTo(ctx, l, o, inv, env, parser, hb, true)
 		po = parser.Outcome()
 		out.Engine = po
 		if errors.Is(runErr, ErrInterrupted) {
@@ -196,8 +196,6 @@ func Run(ctx context.Context, o RunOptions) (*Outcome, error) {
 		out.ExitCode = code
 		if po.SessionID != "" {
 			out.SessionID = po.SessionID
-		}
-		if out.SessionID != "" && po.SessionID != "" {
 			// codex's thread id appears only now; claude echoes ours.
 			_ = atomicfile.WriteFile(l.ResultSessionID(task), []byte(out.SessionID+"\n"), 0o600)
 		}
@@ -447,13 +445,6 @@ func jsonText(v any) string {
 	return redact.Clip(string(b), 80)
 }
 
-// execute runs the engine: stdin = prompt (claude/codex), stdout to
-// logs/sessions/<soldier>.json, stderr to .err; every output line touches
-// the heartbeat and stdout lines feed the parser. It returns the exit code.
-func execute(ctx context.Context, l layout.Layout, o RunOptions, inv *engine.Invocation, env []string, p engine.Parser, hb string) (int, string, error) {
-	return executeTo(ctx, l, o, inv, env, p, hb, true)
-}
-
 // engineEnv is the engine's environment (SPEC §9.17, §12.3): an allowlist
 // of o.Environ (engine.Env: no credential but the engine's model key),
 // this run's KINGDOM_* values, and GH_TOKEN only as the read-only token
@@ -469,7 +460,7 @@ func engineEnv(l layout.Layout, o RunOptions, hb string, m *config.Manifest) []s
 		EnvWorkdir:       o.Workdir,
 	}
 	if m != nil && m.GitHub.ReadTokenEnv != "" {
-		if v := lookup(o.Environ, m.GitHub.ReadTokenEnv); v != "" {
+		if v := engine.Getenv(o.Environ, m.GitHub.ReadTokenEnv); v != "" {
 			extra[EnvReadToken] = v
 		}
 	}
@@ -480,17 +471,11 @@ func engineEnv(l layout.Layout, o RunOptions, hb string, m *config.Manifest) []s
 // token (gh and git read it there).
 const EnvReadToken = "GH_TOKEN"
 
-// lookup is the value of name in environ (the last one wins, as in exec).
-func lookup(environ []string, name string) string {
-	for i := len(environ) - 1; i >= 0; i-- {
-		if v, ok := strings.CutPrefix(environ[i], name+"="); ok {
-			return v
-		}
-	}
-	return ""
-}
-
-// executeTo returns the exit code and the tail of the engine's stderr.
+// executeTo runs the engine: stdin = prompt (claude/codex), stdout to
+// logs/sessions/<soldier>.json, stderr to .err (with logs; a petition's
+// output is kept in memory only); every output line touches the heartbeat
+// and stdout lines feed the parser. It returns the exit code and the tail
+// of the engine's stderr.
 func executeTo(ctx context.Context, l layout.Layout, o RunOptions, inv *engine.Invocation, env []string, p engine.Parser, hb string, logs bool) (int, string, error) {
 	var stdoutLog, stderrLog io.Writer = io.Discard, io.Discard
 	if logs {
@@ -502,14 +487,17 @@ func executeTo(ctx context.Context, l layout.Layout, o RunOptions, inv *engine.I
 			return -1, "", err
 		}
 		defer f.Close()
-		w, flush := redactedLog(f)
-		defer flush()
+		// What the agent prints passes the one redactor (SPEC §10.14)
+		// before it reaches disk, line by line; Close flushes a last
+		// partial line.
+		w := redact.NewWriter(f)
+		defer w.Close()
 		stdoutLog = w
 		// stderr's log is made only if the engine writes to stderr.
 		g := &lazyLog{path: l.SessionErr(o.SoldierID)}
 		defer g.Close()
-		w2, flush2 := redactedLog(g)
-		defer flush2()
+		w2 := redact.NewWriter(g)
+		defer w2.Close()
 		stderrLog = w2
 	}
 

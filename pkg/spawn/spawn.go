@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"time"
@@ -108,9 +109,7 @@ func Launch(ctx context.Context, tc *tmux.Client, bin string, p Params, env map[
 		return Launched{}, fmt.Errorf("spawn soldier for %s: %w", p.TaskID, err)
 	}
 	e := map[string]string{layout.EnvBase: p.BaseDir}
-	for k, v := range env {
-		e[k] = v
-	}
+	maps.Copy(e, env)
 	if s := tc.Socket; s != "" {
 		e[tmux.EnvSocket] = s
 	}
