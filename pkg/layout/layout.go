@@ -171,6 +171,7 @@ func (l Layout) ResultCheckpoint(task string) string {
 func (l Layout) ResultSpent(task string) string {
 	return l.p("state", "results", task+"-usage.json")
 }
+
 // AttemptFiles are the files one attempt of task leaves beside its final
 // result; the next attempt starts without them (SPEC §9.1).
 func (l Layout) AttemptFiles(task string) []string {
